@@ -1,0 +1,326 @@
+// Command mur is the content-addressed artifact cache, fetch tool and sandbox runner behind
+// Murmur capsules. This package only turns flags into library calls and results into text or
+// JSON; every behaviour lives in the library packages.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/pflag"
+
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/home"
+)
+
+// version is set by the linker in release builds.
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// globals are the flags every command accepts, before or after its name.
+type globals struct {
+	home    string
+	json    bool
+	quiet   bool
+	offline bool
+}
+
+func (g *globals) register(fs *pflag.FlagSet) {
+	// Defaults are the current values, so a flag given before the command name survives the
+	// command's own FlagSet registering the same variables again.
+	fs.StringVar(&g.home, "home", g.home, "the Murmur home (default $MURMUR_HOME, else $HOME/.murmur)")
+	fs.BoolVar(&g.json, "json", g.json, "write machine-readable results to stdout")
+	fs.BoolVarP(&g.quiet, "quiet", "q", g.quiet, "silence progress output")
+	fs.BoolVar(&g.offline, "offline", g.offline, "forbid network use (also MUR_OFFLINE=1)")
+}
+
+// env is what a command runs with.
+type env struct {
+	ctx    context.Context
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	g      *globals
+}
+
+// Home resolves the Murmur home from --home, $MURMUR_HOME or $HOME.
+func (e *env) Home() (home.Home, error) { return home.Resolve(e.g.home) }
+
+// Offline reports whether network use is forbidden for this command.
+func (e *env) Offline() bool {
+	if e.g.offline {
+		return true
+	}
+	v := os.Getenv("MUR_OFFLINE")
+	return v != "" && v != "0" && !strings.EqualFold(v, "false")
+}
+
+// JSON writes v as indented JSON to stdout.
+func (e *env) JSON(v any) error {
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// Progress writes a human progress line to stderr unless -q.
+func (e *env) Progress(format string, args ...any) {
+	if !e.g.quiet {
+		fmt.Fprintf(e.stderr, format+"\n", args...)
+	}
+}
+
+// command is one verb of the command line. A command either runs or has subcommands.
+type command struct {
+	name  string
+	args  string // the synopsis after the name, e.g. "[REF...]"
+	short string // one line for `mur help`
+	long  string // extra paragraphs for `mur COMMAND --help`
+	flags func(fs *pflag.FlagSet)
+	run   func(e *env, args []string) error
+	subs  []*command
+	// passThrough stops flag parsing at the first positional argument, so that flags after it
+	// belong to someone else (the guest, for `mur run`).
+	passThrough bool
+}
+
+// exitCode lets a command choose its own exit status (mur run uses the guest's code and 124-127).
+type exitCode struct {
+	code int
+	err  error // printed when non-nil
+}
+
+func (x *exitCode) Error() string {
+	if x.err != nil {
+		return x.err.Error()
+	}
+	return fmt.Sprintf("exit status %d", x.code)
+}
+func (x *exitCode) Unwrap() error { return x.err }
+
+func commands() []*command {
+	return []*command{
+		pullCmd(),
+		runCmd(),
+		verifyCmd(),
+		warmCmd(),
+		packCmd(),
+		pushCmd(),
+		indexCmd(),
+		cacheCmd(),
+		lockCmd(),
+		versionCmd(),
+	}
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	g := &globals{}
+	top := pflag.NewFlagSet("mur", pflag.ContinueOnError)
+	top.SetInterspersed(false)
+	top.SetOutput(io.Discard)
+	g.register(top)
+	help := top.BoolP("help", "h", false, "show help")
+	if err := top.Parse(args); err != nil {
+		return fail(stderr, errs.New(errs.Usage, "%v; run 'mur help' for the list of commands and flags", err))
+	}
+	rest := top.Args()
+	cmds := commands()
+	if *help || len(rest) == 0 || rest[0] == "help" {
+		if len(rest) > 1 && rest[0] == "help" {
+			if c := find(cmds, rest[1]); c != nil {
+				if len(rest) > 2 && len(c.subs) > 0 {
+					if s := find(c.subs, rest[2]); s != nil {
+						printCommandHelp(stdout, "mur "+c.name, s, g)
+						return 0
+					}
+				}
+				printCommandHelp(stdout, "mur", c, g)
+				return 0
+			}
+			return fail(stderr, unknownCommand(rest[1], cmds, "mur"))
+		}
+		printTopHelp(stdout, cmds)
+		if len(rest) == 0 && !*help {
+			return 2
+		}
+		return 0
+	}
+	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, g: g}
+	return dispatch(e, "mur", cmds, rest)
+}
+
+func dispatch(e *env, path string, cmds []*command, args []string) int {
+	c := find(cmds, args[0])
+	if c == nil {
+		return fail(e.stderr, unknownCommand(args[0], cmds, path))
+	}
+	args = args[1:]
+	if len(c.subs) > 0 {
+		if len(args) == 0 || args[0] == "help" || args[0] == "--help" || args[0] == "-h" {
+			printCommandHelp(e.stdout, path, c, e.g)
+			if len(args) == 0 {
+				return 2
+			}
+			return 0
+		}
+		// Global flags may come between a command and its subcommand.
+		pre := pflag.NewFlagSet(path+" "+c.name, pflag.ContinueOnError)
+		pre.SetInterspersed(false)
+		pre.SetOutput(io.Discard)
+		e.g.register(pre)
+		if err := pre.Parse(args); err != nil {
+			return fail(e.stderr, errs.New(errs.Usage, "%v; run '%s %s --help'", err, path, c.name))
+		}
+		if len(pre.Args()) == 0 {
+			printCommandHelp(e.stdout, path, c, e.g)
+			return 2
+		}
+		return dispatch(e, path+" "+c.name, c.subs, pre.Args())
+	}
+	fs := pflag.NewFlagSet(path+" "+c.name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.SetInterspersed(!c.passThrough)
+	e.g.register(fs)
+	help := fs.BoolP("help", "h", false, "show help")
+	if c.flags != nil {
+		c.flags(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		return fail(e.stderr, errs.New(errs.Usage, "%s %s: %v; run '%s %s --help'", path, c.name, err, path, c.name))
+	}
+	if *help {
+		printCommandHelp(e.stdout, path, c, e.g)
+		return 0
+	}
+	if err := c.run(e, fs.Args()); err != nil {
+		return fail(e.stderr, err)
+	}
+	return 0
+}
+
+func find(cmds []*command, name string) *command {
+	for _, c := range cmds {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func unknownCommand(name string, cmds []*command, path string) error {
+	best, bestD := "", 3
+	for _, c := range cmds {
+		if d := editDistance(name, c.name); d < bestD {
+			best, bestD = c.name, d
+		}
+	}
+	hint := ""
+	if best != "" {
+		hint = fmt.Sprintf("; did you mean '%s %s'?", path, best)
+	}
+	return errs.New(errs.Usage, "unknown command %q for %s%s; run '%s help' for the list", name, path, hint, path)
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+// fail prints err as `mur: <token>: <sentence>` and returns its exit status.
+func fail(stderr io.Writer, err error) int {
+	var x *exitCode
+	if errors.As(err, &x) {
+		if x.err != nil {
+			fmt.Fprintf(stderr, "mur: %s: %s\n", errs.TokenOf(x.err), errs.Message(x.err))
+		}
+		return x.code
+	}
+	tok := errs.TokenOf(err)
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintln(stderr, "mur: interrupted")
+		return 130
+	}
+	fmt.Fprintf(stderr, "mur: %s: %s\n", tok, errs.Message(err))
+	if tok == errs.Usage {
+		return 2
+	}
+	return 1
+}
+
+func printTopHelp(w io.Writer, cmds []*command) {
+	fmt.Fprintln(w, "mur: the content-addressed artifact cache, fetch tool and sandbox runner for Murmur capsules")
+	fmt.Fprintln(w, "\nUsage:\n  mur [global flags] COMMAND [flags] [args]\n\nCommands:")
+	sorted := append([]*command(nil), cmds...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].name < sorted[j].name })
+	for _, c := range sorted {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.short)
+	}
+	fmt.Fprintln(w, "\nGlobal flags (before or after the command):")
+	fs := pflag.NewFlagSet("mur", pflag.ContinueOnError)
+	(&globals{}).register(fs)
+	fmt.Fprint(w, fs.FlagUsages())
+	fmt.Fprintln(w, "\nRun 'mur help COMMAND' or 'mur COMMAND --help' for more.")
+}
+
+func printCommandHelp(w io.Writer, path string, c *command, g *globals) {
+	fmt.Fprintf(w, "Usage: %s %s %s\n\n%s\n", path, c.name, c.args, c.short)
+	if c.long != "" {
+		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(c.long))
+	}
+	if len(c.subs) > 0 {
+		fmt.Fprintln(w, "\nSubcommands:")
+		for _, s := range c.subs {
+			fmt.Fprintf(w, "  %-14s %s\n", s.name, s.short)
+		}
+		fmt.Fprintf(w, "\nRun '%s %s SUBCOMMAND --help' for more.\n", path, c.name)
+		return
+	}
+	fs := pflag.NewFlagSet(c.name, pflag.ContinueOnError)
+	if c.flags != nil {
+		c.flags(fs)
+	}
+	if u := fs.FlagUsages(); u != "" {
+		fmt.Fprintf(w, "\nFlags:\n%s", u)
+	}
+	gfs := pflag.NewFlagSet("globals", pflag.ContinueOnError)
+	(&globals{}).register(gfs)
+	fmt.Fprintf(w, "\nGlobal flags:\n%s", gfs.FlagUsages())
+}
+
+// usagef is a usage error for a command's arguments.
+func usagef(format string, args ...any) error { return errs.New(errs.Usage, format, args...) }
+
+// notYet marks a command whose implementation lands in a later issue.
+func notYet(name string) func(e *env, args []string) error {
+	return func(e *env, args []string) error {
+		return errs.New(errs.Internal, "'mur %s' is not built yet", name)
+	}
+}

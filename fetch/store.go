@@ -1,0 +1,54 @@
+// Package fetch pulls packed artifacts from stores (OCI registries and OCI image-layout folders)
+// and sources (the GitHub releases of a scope), and checks every byte on the way in.
+package fetch
+
+import (
+	"context"
+	"io"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/internal/ref"
+)
+
+// Media types of SPEC section 7.
+const (
+	ArtifactType      = "application/vnd.murmur.artifact.v1"
+	ArtifactLayerType = "application/vnd.murmur.artifact.v1+zip"
+	EmptyConfigType   = "application/vnd.oci.empty.v1+json"
+)
+
+// Manifest annotations that name what a store holds.
+const (
+	AnnotationName     = "dev.murmur.artifact.name"
+	AnnotationVersion  = "dev.murmur.artifact.version"
+	AnnotationPlatform = "dev.murmur.artifact.platform"
+	AnnotationTitle    = "org.opencontainers.image.title"
+)
+
+// Descriptor names one payload a store holds.
+type Descriptor struct {
+	Name     ref.Name
+	Version  string
+	Platform string // "any" or a platform tag
+	Digest   digest.Digest
+	Size     int64
+	Origin   string // the store's address, e.g. oci://127.0.0.1:5000/murmur or oci-layout:/srv/store
+	Title    string // the file name, e.g. grep-1.2.0.mur.zip
+}
+
+// Store holds packed artifacts and answers by name, version and digest.
+type Store interface {
+	// String is the store's address as configured (oci://… or oci-layout:…).
+	String() string
+	// Resolve finds name@version for platform: the exact platform wins, then "any". A version of
+	// "latest" means the highest semantic version among the store's tags. A miss is an error
+	// carrying errs.NotFound.
+	Resolve(ctx context.Context, name ref.Name, version, platform string) (Descriptor, error)
+	// Open streams the payload with digest d from name's repository. The caller verifies; the
+	// store does not need to. A miss is an error carrying errs.NotFound.
+	Open(ctx context.Context, name ref.Name, d digest.Digest) (io.ReadCloser, error)
+	// Push publishes a payload under desc's name, version and platform. It refuses, with
+	// errs.LockConflict, a version the store already holds with another digest.
+	Push(ctx context.Context, desc Descriptor, payload io.Reader) error
+}

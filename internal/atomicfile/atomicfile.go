@@ -1,0 +1,101 @@
+// Package atomicfile is the one way mur writes a file that matters: blobs, the lock, layouts,
+// records and staged tools. A file appears at its final name whole or not at all.
+//
+// The sequence is the classic one (temporary file, fsync, rename, fsync of the folder), with one
+// twist taken from containerd's content store: the temporary file may live in another folder of
+// the same file system, so that in-flight ingests sit in cas/ingest/ and are never mistaken for
+// blobs, and so that `mur cache gc` can find leftovers of killed processes in one place.
+package atomicfile
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// TempPrefix starts the name of every temporary file, so that leftovers are recognisable.
+const TempPrefix = ".mur-tmp-"
+
+// File is a temporary file that becomes Final on Commit.
+type File struct {
+	*os.File
+	final string
+	perm  os.FileMode
+	done  bool
+}
+
+// Create opens a temporary file in tmpDir that Commit will rename to final. tmpDir must be on the
+// same file system as final; an empty tmpDir means final's own folder.
+func Create(tmpDir, final string, perm os.FileMode) (*File, error) {
+	if tmpDir == "" {
+		tmpDir = filepath.Dir(final)
+	}
+	f, err := os.CreateTemp(tmpDir, TempPrefix+filepath.Base(final)+"-*")
+	if err != nil {
+		return nil, err
+	}
+	return &File{File: f, final: final, perm: perm}, nil
+}
+
+// Commit makes the written bytes durable and visible at the final name. On any failure the
+// temporary file is removed and the final name is untouched.
+func (f *File) Commit() error {
+	if f.done {
+		return fmt.Errorf("atomicfile: %s already committed or aborted", f.final)
+	}
+	f.done = true
+	tmp := f.Name()
+	fail := func(err error) error {
+		f.File.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := f.Chmod(f.perm); err != nil {
+		return fail(err)
+	}
+	if err := f.File.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, f.final); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return SyncDir(filepath.Dir(f.final))
+}
+
+// Abort removes the temporary file. It is safe to call after Commit, so callers can defer it.
+func (f *File) Abort() {
+	if f.done {
+		return
+	}
+	f.done = true
+	f.File.Close()
+	os.Remove(f.Name())
+}
+
+// WriteFile writes data to path atomically, with the temporary file beside it.
+func WriteFile(path string, data []byte, perm os.FileMode) error {
+	f, err := Create("", path, perm)
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	return f.Commit()
+}
+
+// SyncDir fsyncs a folder, so that a rename into it survives a power cut.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -1,0 +1,87 @@
+// Package errs carries the leading token of every mur error.
+//
+// The command line prints `mur: <token>: <sentence>` and tests ask errors.Is(err, errs.Integrity),
+// so the token travels with the error instead of being parsed back out of a string.
+package errs
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Token is the machine-readable class of an error. A Token is itself an error, so that
+// errors.Is(err, errs.Integrity) holds for any *Error carrying that token.
+type Token string
+
+func (t Token) Error() string { return string(t) }
+
+// The tokens of SPEC section 13.
+const (
+	Usage           Token = "usage"
+	NotFound        Token = "not-found"
+	Integrity       Token = "integrity"
+	IndexMismatch   Token = "index-mismatch"
+	OwnerChanged    Token = "owner-changed"
+	LockConflict    Token = "lock-conflict"
+	NotGranted      Token = "not-granted"
+	Offline         Token = "offline"
+	RateLimited     Token = "rate-limited"
+	Network         Token = "network"
+	InvalidLock     Token = "invalid-lock"
+	InvalidManifest Token = "invalid-manifest"
+	InvalidArtifact Token = "invalid-artifact"
+	InvalidConfig   Token = "invalid-config"
+	InvalidBundle   Token = "invalid-bundle"
+	IO              Token = "io"
+	Denied          Token = "denied"
+	Internal        Token = "internal"
+)
+
+// Error is an error with a token and a sentence meant for a person.
+type Error struct {
+	Token Token
+	Msg   string
+	Err   error // the cause, if any; reachable through errors.Is and errors.As
+}
+
+func (e *Error) Error() string { return string(e.Token) + ": " + e.Msg }
+
+// Unwrap exposes the cause, so that sentinels such as fs.ErrNotExist stay testable.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, token) true for the error's own token.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(Token)
+	return ok && t == e.Token
+}
+
+// New returns an *Error with a formatted sentence.
+func New(tok Token, format string, args ...any) *Error {
+	return &Error{Token: tok, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Wrap returns an *Error with a formatted sentence that keeps cause reachable.
+func Wrap(cause error, tok Token, format string, args ...any) *Error {
+	return &Error{Token: tok, Msg: fmt.Sprintf(format, args...), Err: cause}
+}
+
+// TokenOf is the token of the outermost *Error in err's chain, or Internal when there is none.
+func TokenOf(err error) Token {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Token
+	}
+	return Internal
+}
+
+// Message is what follows the token when err is printed as `mur: <token>: <sentence>`.
+func Message(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		if e.Err != nil && e.Msg == "" {
+			return e.Err.Error()
+		}
+		return e.Msg
+	}
+	return err.Error()
+}

@@ -1,0 +1,55 @@
+// Package lockedfile provides cross-process advisory locks on files, in the manner of cmd/go's
+// internal/lockedfile: small, flock(2)-based, and released by the kernel when a process dies, so a
+// SIGKILL never leaves a lock behind.
+package lockedfile
+
+import (
+	"context"
+	"errors"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Unlock releases a lock taken by Lock or RLock.
+type Unlock func()
+
+// Lock takes an exclusive lock on path, creating the file if needed, and waits for it until ctx
+// is done.
+func Lock(ctx context.Context, path string) (Unlock, error) {
+	return lock(ctx, path, unix.LOCK_EX)
+}
+
+// RLock takes a shared lock on path, creating the file if needed.
+func RLock(ctx context.Context, path string) (Unlock, error) {
+	return lock(ctx, path, unix.LOCK_SH)
+}
+
+func lock(ctx context.Context, path string, how int) (Unlock, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	// A non-blocking try in a loop keeps the wait cancellable; flock itself can't take a context.
+	delay := time.Millisecond
+	for {
+		err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB)
+		if err == nil {
+			return func() { unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			f.Close()
+			return nil, &os.PathError{Op: "flock", Path: path, Err: err}
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(delay):
+		}
+		if delay < 50*time.Millisecond {
+			delay *= 2
+		}
+	}
+}

@@ -1,0 +1,61 @@
+package lockedfile
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestExclusiveLockSerialises(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "x.lock")
+	var mu sync.Mutex
+	inside, maxInside := 0, 0
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Separate open file descriptions conflict under flock even within one process.
+			unlock, err := Lock(context.Background(), p)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			inside++
+			if inside > maxInside {
+				maxInside = inside
+			}
+			mu.Unlock()
+			time.Sleep(5 * time.Millisecond)
+			mu.Lock()
+			inside--
+			mu.Unlock()
+			unlock()
+		}()
+	}
+	wg.Wait()
+	if maxInside != 1 {
+		t.Fatalf("%d holders at once", maxInside)
+	}
+}
+
+func TestLockWaitIsCancellable(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "x.lock")
+	unlock, err := Lock(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	if _, err := Lock(ctx, p); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want deadline exceeded", err)
+	}
+	if _, err := RLock(ctx, p); err == nil {
+		t.Fatal("shared lock granted while exclusive held")
+	}
+}
