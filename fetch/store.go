@@ -52,3 +52,43 @@ type Store interface {
 	// errs.LockConflict, a version the store already holds with another digest.
 	Push(ctx context.Context, desc Descriptor, payload io.Reader) error
 }
+
+// Scratch is where a payload lands before it is checked: a CAS ingest that becomes visible only
+// when the pull commits it. Writing into a Scratch is how a store or source "writes nothing" until
+// every check has passed.
+type Scratch interface {
+	io.Writer
+	io.ReaderAt
+	// Size is the number of bytes written so far.
+	Size() int64
+	// Digest is the SHA-256 of everything written so far.
+	Digest() digest.Digest
+}
+
+// OwnerPin is what murmur.lock records for a scope served by a source.
+type OwnerPin struct {
+	Source  string // github:owner/repo
+	OwnerID int64
+	RepoID  int64
+}
+
+// Sourced describes a payload a Source fetched into a Scratch and checked.
+type Sourced struct {
+	Descriptor        // Origin is the source label, github:owner/repo
+	Release    string // the release tag that carries the asset
+	Asset      string // the asset's file name
+	OwnerID    int64  // GitHub's numeric id of the repository's owner, already checked against the pin
+	RepoID     int64
+	// NewPin is set when the scope had no pin yet, so the caller records it in murmur.lock.
+	NewPin *OwnerPin
+}
+
+// Source serves the artifacts of scopes from their publishers' releases.
+type Source interface {
+	// Label is github:owner/repo of the source serving scope, or false when none serves it.
+	Label(scope string) (string, bool)
+	// Fetch resolves name@version (version may be "latest") for platform through the scope's
+	// index, downloads the payload into scratch, and checks it (SPEC section 8) against the index
+	// and against pin, which is nil when the lock holds no pin for the scope yet.
+	Fetch(ctx context.Context, name ref.Name, version, platform string, pin *OwnerPin, scratch Scratch) (Sourced, error)
+}
