@@ -1,7 +1,332 @@
 package main
 
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+	"github.com/spf13/pflag"
+
+	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/lock"
+)
+
 func cacheCmd() *command {
 	return &command{name: "cache", short: "inspect and keep the content-addressed store", subs: []*command{
-		{name: "ls", short: "list blobs", run: notYet("cache ls")},
+		cacheLsCmd(),
+		cacheVerifyCmd(),
+		cacheGCCmd(),
+		cacheRecordsCmd(),
+		cachePathCmd(),
+		cacheExportCmd(), // cmd_cache_bundle.go
+		cacheImportCmd(),
 	}}
+}
+
+func openCacheStore(e *env) (*cas.Store, error) {
+	h, err := e.Home()
+	if err != nil {
+		return nil, err
+	}
+	return cas.Open(h.CAS())
+}
+
+func noArgs(name string, args []string) error {
+	if len(args) > 0 {
+		return usagef("'mur cache %s' takes no arguments, got %q; run 'mur cache %s --help'", name, strings.Join(args, " "), name)
+	}
+	return nil
+}
+
+// cacheEntry is one line of `mur cache ls`.
+type cacheEntry struct {
+	cas.BlobInfo
+	Names []string `json:"names"`
+}
+
+func cacheLsCmd() *command {
+	return &command{name: "ls", short: "list blobs with their size, last use and the names they were pulled as",
+		run: func(e *env, args []string) error {
+			if err := noArgs("ls", args); err != nil {
+				return err
+			}
+			s, err := openCacheStore(e)
+			if err != nil {
+				return err
+			}
+			blobs, err := s.List(e.ctx)
+			if err != nil {
+				return err
+			}
+			recs, err := s.Records("")
+			if err != nil {
+				return err
+			}
+			names := namesByDigest(recs)
+			out := make([]cacheEntry, 0, len(blobs))
+			for _, b := range blobs {
+				out = append(out, cacheEntry{BlobInfo: b, Names: names[b.Digest]})
+			}
+			if e.g.json {
+				return e.JSON(out)
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "DIGEST\tSIZE\tLAST USE\tNAMES")
+			for _, c := range out {
+				n := strings.Join(c.Names, ", ")
+				if n == "" {
+					n = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Digest, humanBytes(c.Size), c.LastUse.Local().Format("2006-01-02 15:04"), n)
+			}
+			return tw.Flush()
+		}}
+}
+
+// namesByDigest collects name@version (or the reference as asked) of every pull that brought or
+// found a blob, sorted and without repeats.
+func namesByDigest(recs []cas.Record) map[digest.Digest][]string {
+	seen := map[digest.Digest]map[string]bool{}
+	for _, r := range recs {
+		if r.Digest == "" || r.Outcome == cas.OutcomeFailed {
+			continue
+		}
+		n := r.Ref
+		if r.Name != "" && r.Version != "" {
+			n = r.Name + "@" + r.Version
+		}
+		if n == "" {
+			continue
+		}
+		if seen[r.Digest] == nil {
+			seen[r.Digest] = map[string]bool{}
+		}
+		seen[r.Digest][n] = true
+	}
+	out := map[digest.Digest][]string{}
+	for d, set := range seen {
+		for n := range set {
+			out[d] = append(out[d], n)
+		}
+		sort.Strings(out[d])
+	}
+	return out
+}
+
+func cacheVerifyCmd() *command {
+	return &command{name: "verify", short: "re-hash every blob on every core; damaged ones go to quarantine",
+		run: func(e *env, args []string) error {
+			if err := noArgs("verify", args); err != nil {
+				return err
+			}
+			s, err := openCacheStore(e)
+			if err != nil {
+				return err
+			}
+			start := time.Now()
+			rep, err := s.VerifyAll(e.ctx, 0)
+			if err != nil {
+				return err
+			}
+			if e.g.json {
+				if err := e.JSON(rep); err != nil {
+					return err
+				}
+			} else {
+				for _, d := range rep.Damaged {
+					what := string(d.Digest)
+					if what == "" {
+						what = d.Path
+					}
+					line := what + ": " + d.Problem
+					if d.Quarantined != "" && !strings.Contains(d.Problem, d.Quarantined) {
+						line += " (moved to " + d.Quarantined + ")"
+					}
+					fmt.Fprintln(e.stdout, line)
+				}
+			}
+			e.Progress("checked %d blobs, %s in %s", rep.Checked, humanBytes(rep.Bytes), time.Since(start).Round(time.Millisecond))
+			if n := len(rep.Damaged); n > 0 {
+				return errs.New(errs.Integrity, "%d of the files in %s were damaged and moved to quarantine; run 'mur pull' or 'mur warm' in your projects to fetch them again", n, s.Root())
+			}
+			return nil
+		}}
+}
+
+func cacheGCCmd() *command {
+	var (
+		keep      []string
+		olderThan time.Duration
+		dryRun    bool
+	)
+	return &command{name: "gc", short: "remove leftovers of killed ingests and blobs no lock keeps that were not used lately",
+		long: `A blob is removed when no lock given with --keep pins it and it was not used for --older-than.
+Temporary files that ingests killed mid-way left in ingest/ are removed once no process holds them.`,
+		flags: func(fs *pflag.FlagSet) {
+			fs.StringArrayVar(&keep, "keep", nil, "keep every blob this murmur.lock pins (repeatable)")
+			fs.DurationVar(&olderThan, "older-than", 720*time.Hour, "remove blobs unused for at least this long")
+			fs.BoolVar(&dryRun, "dry-run", false, "list what would be removed, remove nothing")
+		},
+		run: func(e *env, args []string) error {
+			if err := noArgs("gc", args); err != nil {
+				return err
+			}
+			if olderThan < 0 {
+				return usagef("--older-than is %s; give a duration of zero or more, e.g. 720h", olderThan)
+			}
+			keepSet, err := keepFromLocks(keep)
+			if err != nil {
+				return err
+			}
+			s, err := openCacheStore(e)
+			if err != nil {
+				return err
+			}
+			rep, err := s.GC(e.ctx, cas.GCOptions{Keep: keepSet, OlderThan: olderThan, DryRun: dryRun})
+			if err != nil {
+				return err
+			}
+			if e.g.json {
+				return e.JSON(rep)
+			}
+			verb := "removed"
+			if dryRun {
+				verb = "would remove"
+			}
+			for _, b := range rep.Blobs {
+				fmt.Fprintf(e.stdout, "%s %s (%s, last used %s)\n", verb, b.Digest, humanBytes(b.Size), b.LastUse.Local().Format("2006-01-02"))
+			}
+			for _, p := range rep.Ingest {
+				fmt.Fprintf(e.stdout, "%s leftover %s\n", verb, p)
+			}
+			for _, p := range rep.Quarantine {
+				fmt.Fprintf(e.stdout, "%s quarantined %s\n", verb, p)
+			}
+			e.Progress("%s %d blobs and %d leftovers, %s; %d blobs kept", verb, len(rep.Blobs), len(rep.Ingest)+len(rep.Quarantine), humanBytes(rep.Freed), rep.Kept)
+			return nil
+		}}
+}
+
+// keepFromLocks is the set of digests that the given murmur.lock files pin. Unlike a pull, which
+// takes a missing lock for an empty one, gc refuses a lock that isn't there: a typo must not let
+// gc remove what the lock was meant to keep.
+func keepFromLocks(paths []string) (map[digest.Digest]bool, error) {
+	keep := map[digest.Digest]bool{}
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			return nil, errs.Wrap(err, errs.Usage, "--keep %s: %v; give the path of a murmur.lock", p, unwrapPath(err))
+		}
+		l, err := lock.Read(p)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range l.Digests() {
+			keep[d] = true
+		}
+	}
+	return keep, nil
+}
+
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+func cacheRecordsCmd() *command {
+	var only string
+	return &command{name: "records", short: "show the pull records: what came from where, when",
+		flags: func(fs *pflag.FlagSet) {
+			fs.StringVar(&only, "digest", "", "show only the records of this digest (sha256:<hex>)")
+		},
+		run: func(e *env, args []string) error {
+			if err := noArgs("records", args); err != nil {
+				return err
+			}
+			var filter digest.Digest
+			if only != "" {
+				d, err := parseDigestArg(only)
+				if err != nil {
+					return err
+				}
+				filter = d
+			}
+			s, err := openCacheStore(e)
+			if err != nil {
+				return err
+			}
+			recs, err := s.Records(filter)
+			if err != nil {
+				return err
+			}
+			if e.g.json {
+				return e.JSON(recs)
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "TIME\tOUTCOME\tREF\tDIGEST\tSIZE\tSOURCE")
+			for _, r := range recs {
+				src := r.Source
+				if r.Release != "" || r.Asset != "" {
+					src += " " + r.Release + "/" + r.Asset
+				}
+				d := string(r.Digest)
+				if d == "" {
+					d = "-"
+				}
+				outcome := r.Outcome
+				if r.Error != "" {
+					outcome += ": " + r.Error
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Time.Local().Format(time.RFC3339), outcome, r.Ref, d, humanBytes(r.Size), strings.TrimSpace(src))
+			}
+			return tw.Flush()
+		}}
+}
+
+// parseDigestArg accepts sha256:<hex>, or the bare hex that murmur.lock shows.
+func parseDigestArg(s string) (digest.Digest, error) {
+	if !strings.Contains(s, ":") {
+		return ref.DigestFromHex(s)
+	}
+	return ref.ParseDigest(s)
+}
+
+func cachePathCmd() *command {
+	return &command{name: "path", short: "print the folder of the content-addressed store",
+		run: func(e *env, args []string) error {
+			if err := noArgs("path", args); err != nil {
+				return err
+			}
+			h, err := e.Home()
+			if err != nil {
+				return err
+			}
+			if e.g.json {
+				return e.JSON(map[string]string{"path": h.CAS()})
+			}
+			_, err = fmt.Fprintln(e.stdout, h.CAS())
+			return err
+		}}
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
 }

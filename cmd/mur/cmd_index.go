@@ -1,5 +1,73 @@
 package main
 
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/pflag"
+
+	"github.com/murmur-nexus/mur/fetch/github"
+	"github.com/murmur-nexus/mur/internal/atomicfile"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/publish"
+	"github.com/murmur-nexus/mur/internal/ref"
+)
+
 func indexCmd() *command {
-	return &command{name: "index", args: "FILE.mur.zip... --scope S --release TAG", short: "write a murmur-index.json for a GitHub release", run: notYet("index")}
+	var scope, release, out, merge, platform string
+	return &command{
+		name:  "index",
+		args:  "FILE.mur.zip... --scope S --release TAG [-o murmur-index.json] [--merge OLD]",
+		short: "write the murmur-index.json a scope's GitHub releases serve",
+		long: `For publishers: lists each packed file (name, version, platform, release, asset, size and
+SHA-256) for the scope. Attach the files to the release TAG and the index to the latest release.
+--merge keeps the entries of an older index; a name, version and platform already listed with
+another hash is refused.`,
+		flags: func(fs *pflag.FlagSet) {
+			fs.StringVar(&scope, "scope", "", "the scope (the GitHub owner, lowercased)")
+			fs.StringVar(&release, "release", "", "the release tag the files are attached to")
+			fs.StringVarP(&out, "output", "o", "murmur-index.json", "the index file to write")
+			fs.StringVar(&merge, "merge", "", "an existing index to merge into")
+			fs.StringVar(&platform, "platform", ref.PlatformAny, "the files' platform")
+		},
+		run: func(e *env, args []string) error {
+			if len(args) == 0 || scope == "" {
+				return usagef("mur index needs FILE.mur.zip... and --scope, e.g. 'mur index grep-1.2.0.mur.zip --scope acme --release v1.2.0'")
+			}
+			if err := ref.ValidatePlatform(platform); err != nil {
+				return err
+			}
+			ix, err := publish.IndexFiles(args, scope, release, platform)
+			if err != nil {
+				return err
+			}
+			if merge != "" {
+				b, err := os.ReadFile(merge)
+				if err != nil {
+					return errs.Wrap(err, errs.NotFound, "can't read --merge %s: %v", merge, err)
+				}
+				old, err := github.ParseIndex(b)
+				if err != nil {
+					return err
+				}
+				if old.Scope != scope {
+					return errs.New(errs.IndexMismatch, "%s is the index of scope %s, not %s", merge, old.Scope, scope)
+				}
+				if err := old.Merge(ix); err != nil {
+					return err
+				}
+				ix = old
+			}
+			abs, _ := filepath.Abs(out)
+			if err := atomicfile.WriteFile(abs, ix.Marshal(), 0o644); err != nil {
+				return errs.Wrap(err, errs.IO, "can't write %s: %v", out, err)
+			}
+			if e.g.json {
+				return e.JSON(map[string]any{"index": out, "entries": len(ix.Artifacts)})
+			}
+			fmt.Fprintf(e.stdout, "wrote %s: %d entries for scope %s\n", out, len(ix.Artifacts), scope)
+			return nil
+		},
+	}
 }

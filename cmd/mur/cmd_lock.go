@@ -1,7 +1,113 @@
 package main
 
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/lock"
+)
+
 func lockCmd() *command {
 	return &command{name: "lock", short: "change murmur.lock", subs: []*command{
-		{name: "forget-scope", args: "SCOPE", short: "forget a scope's owner pin", run: notYet("lock forget-scope")},
+		{
+			name:  "forget-scope",
+			args:  "SCOPE",
+			short: "forget a scope's owner pin",
+			long: `Removes the owner pin of SCOPE from murmur.lock, so that the next source pull of SCOPE
+pins the repository's current owner again. Use it after a transfer of the repository that you
+expected; mur refuses a changed owner until then. Pinned artifact hashes are kept.`,
+			run: runForgetScope,
+		},
 	}}
+}
+
+// forgetResult is the --json output of `mur lock forget-scope`.
+type forgetResult struct {
+	Lock    string   `json:"lock"`
+	Scope   string   `json:"scope"`
+	Removed bool     `json:"removed"`
+	Pin     *pinJSON `json:"pin,omitempty"`
+}
+
+type pinJSON struct {
+	Source  string `json:"source"`
+	OwnerID int64  `json:"owner_id"`
+	RepoID  int64  `json:"repo_id"`
+}
+
+func runForgetScope(e *env, args []string) error {
+	if len(args) != 1 {
+		return usagef("mur lock forget-scope takes exactly one SCOPE, found %d arguments; for example: mur lock forget-scope acme", len(args))
+	}
+	scope := args[0]
+	if err := ref.ValidateSegment(scope); err != nil {
+		return usagef("scope %s; a scope is the lowercase GitHub owner, for example acme", errs.Message(err))
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return errs.Wrap(err, errs.IO, "can't find the current folder: %v", err)
+	}
+	dir, err := findProject(wd)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dir, lock.FileName)
+	var removed *lock.ScopePin
+	err = lock.Update(e.ctx, path, func(l *lock.Lock) error {
+		if pin, ok := l.Pin(scope); ok {
+			removed = &pin
+			l.ForgetScope(scope)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if e.g.json {
+		res := forgetResult{Lock: path, Scope: scope, Removed: removed != nil}
+		if removed != nil {
+			res.Pin = &pinJSON{Source: removed.Source, OwnerID: removed.OwnerID, RepoID: removed.RepoID}
+		}
+		return e.JSON(res)
+	}
+	if removed == nil {
+		fmt.Fprintf(e.stdout, "%s has no owner pin for scope %s; nothing changed\n", path, scope)
+		return nil
+	}
+	fmt.Fprintf(e.stdout, "forgot scope %s in %s (was %s, owner id %d, repo id %d); the next source pull of %s pins its current owner\n",
+		scope, path, removed.Source, removed.OwnerID, removed.RepoID, scope)
+	return nil
+}
+
+// findProject walks up from start to the first folder that holds murmur.yaml or murmur.lock, and
+// returns start itself (made absolute) when none does, so that a command run outside any project
+// works on the current folder, as `mur pull REF` in an empty folder should.
+func findProject(start string) (string, error) {
+	abs, err := filepath.Abs(start)
+	if err != nil {
+		return "", errs.Wrap(err, errs.IO, "can't make %q absolute: %v", start, err)
+	}
+	for dir := abs; ; {
+		for _, name := range []string{"murmur.yaml", lock.FileName} {
+			fi, err := os.Stat(filepath.Join(dir, name))
+			if err == nil && !fi.IsDir() {
+				return dir, nil
+			}
+			// A folder we may not search, or start naming a file, is just not a project.
+			if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) && !errors.Is(err, syscall.ENOTDIR) {
+				return "", errs.Wrap(err, errs.IO, "looking for the project of %s: can't check %s: %v", abs, filepath.Join(dir, name), err)
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return abs, nil
+		}
+		dir = parent
+	}
 }

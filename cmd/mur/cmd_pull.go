@@ -1,5 +1,179 @@
 package main
 
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/internal/manifest"
+	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/sandbox"
+)
+
+type pullFlags struct {
+	platform     string
+	update       bool
+	from         []string
+	stores       []string
+	jobs         int
+	noPrecompile bool
+}
+
+func (f *pullFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.platform, "platform", "", "platform to pull for (default: this machine's)")
+	fs.BoolVar(&f.update, "update", false, "move the lock to the version asked for")
+	fs.StringSliceVar(&f.from, "from", nil, "narrow install.from for this pull: stores, sources")
+	fs.StringArrayVar(&f.stores, "store", nil, "add a store for this command (oci://HOST/PREFIX or oci-layout:PATH)")
+	fs.IntVar(&f.jobs, "jobs", 4, "artifacts pulled in parallel")
+	fs.BoolVar(&f.noPrecompile, "no-precompile", false, "don't compile wasm payloads after pulling")
+}
+
 func pullCmd() *command {
-	return &command{name: "pull", args: "[REF...]", short: "pull artifacts into the CAS, the lock and tools/", run: notYet("pull")}
+	f := &pullFlags{}
+	return &command{
+		name:  "pull",
+		args:  "[REF...]",
+		short: "pull artifacts into the CAS, murmur.lock and tools/",
+		long: `With no REF, pulls every artifact murmur.yaml declares. A REF is scope/name@version,
+scope/name (latest), or a path to a .mur.zip file (scope local). Pinned digests come from
+murmur.lock; a locked pull whose blobs are all in the CAS makes no network request.`,
+		flags: f.register,
+		run: func(e *env, args []string) error {
+			return runPull(e, f, args)
+		},
+	}
+}
+
+func runPull(e *env, f *pullFlags, args []string) error {
+	if f.platform != "" {
+		if err := ref.ValidatePlatform(f.platform); err != nil {
+			return err
+		}
+	}
+	for _, v := range f.from {
+		if v != fetch.FromStores && v != fetch.FromSources {
+			return usagef("--from %q is not one of stores, sources", v)
+		}
+	}
+	p, err := e.openProject()
+	if err != nil {
+		return err
+	}
+	reqs, files, err := pullRequests(p, args, f)
+	if err != nil {
+		return err
+	}
+	store, err := openCAS(p.home)
+	if err != nil {
+		return err
+	}
+	stores, err := p.stores(f.stores)
+	if err != nil {
+		return err
+	}
+	pr := newProgress(e.stderr, e.g.quiet || e.g.json)
+	puller := &fetch.Puller{
+		CAS: store, Stores: append(files, stores...), Source: p.source(), Offline: e.Offline(),
+		Platform: f.platform, Jobs: f.jobs, Events: pr.event,
+	}
+	if !f.noPrecompile {
+		runner, err := sandbox.New(e.ctx, sandbox.Options{CacheDir: p.home.Compiled(), Warn: func(s string) { e.Progress("mur: warning: %s", s) }})
+		if err == nil {
+			defer runner.Close(context.Background())
+			puller.Precompile = runner.Precompile
+		}
+	}
+	results, err := puller.Pull(e.ctx, p.Project, reqs)
+	if e.g.json {
+		if jerr := e.JSON(map[string]any{"results": results}); jerr != nil {
+			return jerr
+		}
+	} else {
+		for _, r := range results {
+			if r.Error != "" {
+				continue
+			}
+			if r.NewPin != nil {
+				scope, _, _ := strings.Cut(r.Name, "/")
+				fmt.Fprintf(e.stdout, "pinned scope %s to %s (owner id %d, repo id %d) in murmur.lock\n",
+					scope, r.NewPin.Source, r.NewPin.OwnerID, r.NewPin.RepoID)
+			}
+			fmt.Fprintf(e.stdout, "%s@%s %s %s\n", r.Name, r.Version, r.Digest, r.Platform)
+			for _, w := range r.Warnings {
+				e.Progress("mur: warning: %s: %s", r.Name, w)
+			}
+		}
+	}
+	return err
+}
+
+// pullRequests turns arguments (or the capsule's declarations) into requests, with each
+// artifact's install.from narrowed by the capsule and by --from.
+func pullRequests(p *project, args []string, f *pullFlags) ([]fetch.Request, []fetch.Store, error) {
+	var reqs []fetch.Request
+	var files []fetch.Store
+	fromFor := func(name string) ([]string, error) {
+		from := fetch.DefaultFrom
+		if p.capsule != nil {
+			from = p.capsule.Capabilities.Install.From
+			if a, err := p.capsule.Find(name); err == nil {
+				from = p.capsule.Effective(a).Install.From
+			}
+		}
+		if len(from) == 0 {
+			from = fetch.DefaultFrom
+		}
+		if f.from != nil {
+			return manifest.NarrowFrom(from, f.from)
+		}
+		return from, nil
+	}
+	if len(args) == 0 {
+		if p.capsule == nil {
+			return nil, nil, usagef("no REF given and no murmur.yaml in %s; name what to pull, for example 'mur pull acme/grep@1.2.0'", p.Dir)
+		}
+		if len(p.capsule.Artifacts) == 0 {
+			return nil, nil, usagef("%s declares no artifacts; add one under artifacts: or name it, e.g. 'mur pull acme/grep@1.2.0'", p.capsule.Path)
+		}
+		for _, a := range p.capsule.Artifacts {
+			from, err := fromFor(a.Name.String())
+			if err != nil {
+				return nil, nil, err
+			}
+			reqs = append(reqs, fetch.Request{Asked: a.Name.String() + "@" + a.Version, Name: a.Name, Version: a.Version, From: from, Update: f.update})
+		}
+		return reqs, nil, nil
+	}
+	seen := map[string]bool{}
+	for _, arg := range args {
+		r, err := ref.ParseRef(arg)
+		if err != nil {
+			return nil, nil, err
+		}
+		if r.IsFile() {
+			fs, err := fetch.OpenFile(r.Path)
+			if err != nil {
+				return nil, nil, err
+			}
+			d := fs.Descriptor()
+			files = append(files, fs)
+			r = ref.Ref{Name: d.Name, Version: d.Version}
+		}
+		if seen[r.Name.String()] {
+			return nil, nil, usagef("%s is named twice; pull one version of it at a time", r.Name)
+		}
+		seen[r.Name.String()] = true
+		from, err := fromFor(r.Name.String())
+		if err != nil {
+			return nil, nil, err
+		}
+		if r.Name.Scope == ref.ScopeLocal {
+			from = []string{fetch.FromStores}
+		}
+		reqs = append(reqs, fetch.Request{Asked: arg, Name: r.Name, Version: r.Version, From: from, Update: f.update})
+	}
+	return reqs, files, nil
 }

@@ -1,5 +1,92 @@
 package main
 
+import (
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/publish"
+	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/lock"
+)
+
 func pushCmd() *command {
-	return &command{name: "push", args: "REF|FILE.mur.zip --store STORE", short: "publish an artifact to a store", run: notYet("push")}
+	var (
+		store    string
+		scope    string
+		platform string
+	)
+	return &command{
+		name:  "push",
+		args:  "(REF | FILE.mur.zip --scope SCOPE) --store STORE",
+		short: "publish an artifact to a registry or layout store",
+		long: `'mur push acme/grep@1.2.0 --store STORE' publishes what the CAS holds for the pinned
+version (mirroring it with the same digest). 'mur push FILE.mur.zip --scope acme --store STORE'
+publishes a packed file under scope/name@version from its own murmur.yaml. A version the store
+already holds with another digest is refused.`,
+		flags: func(fs *pflag.FlagSet) {
+			fs.StringVar(&store, "store", "", "the store: oci://HOST[:PORT]/PREFIX or oci-layout:PATH (required)")
+			fs.StringVar(&scope, "scope", "", "the scope to publish a file under")
+			fs.StringVar(&platform, "platform", ref.PlatformAny, "the payload's platform")
+		},
+		run: func(e *env, args []string) error {
+			if len(args) != 1 {
+				return usagef("mur push takes one REF or FILE.mur.zip, found %d arguments", len(args))
+			}
+			if store == "" {
+				return usagef("mur push needs --store oci://HOST[:PORT]/PREFIX or --store oci-layout:PATH")
+			}
+			if err := ref.ValidatePlatform(platform); err != nil {
+				return err
+			}
+			if e.Offline() {
+				return errs.New(errs.Offline, "mur push needs the network to reach %s, and --offline or MUR_OFFLINE forbids it", store)
+			}
+			p, err := e.openProject()
+			if err != nil {
+				return err
+			}
+			dst, err := ocistore.Open(resolveStoreArg(store), storeOptions())
+			if err != nil {
+				return err
+			}
+			var item publish.Item
+			r, err := ref.ParseRef(args[0])
+			if err != nil {
+				return err
+			}
+			if r.IsFile() {
+				if scope == "" {
+					return usagef("pushing a file needs --scope, e.g. 'mur push %s --scope acme --store %s'", args[0], store)
+				}
+				item, err = publish.FromFile(r.Path, scope, platform)
+			} else {
+				if scope != "" {
+					return usagef("--scope applies to files; %s already has scope %s", r.Name, r.Name.Scope)
+				}
+				cs, cerr := openCAS(p.home)
+				if cerr != nil {
+					return cerr
+				}
+				l, lerr := lock.Read(p.LockPath())
+				if lerr != nil {
+					return lerr
+				}
+				item, err = publish.FromCAS(cs, l, r, platform)
+			}
+			if err != nil {
+				return err
+			}
+			if err := publish.Push(e.ctx, dst, item); err != nil {
+				return err
+			}
+			if e.g.json {
+				return e.JSON(map[string]any{"name": item.Desc.Name.String(), "version": item.Desc.Version, "platform": item.Desc.Platform, "digest": item.Desc.Digest, "size": item.Desc.Size, "store": dst.String()})
+			}
+			fmt.Fprintf(e.stdout, "pushed %s@%s %s (%s) to %s\n", item.Desc.Name, item.Desc.Version, item.Desc.Digest, item.Desc.Platform, dst)
+			return nil
+		},
+	}
 }

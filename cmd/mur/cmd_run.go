@@ -1,5 +1,142 @@
 package main
 
+import (
+	"context"
+	"errors"
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/launch"
+	"github.com/murmur-nexus/mur/lock"
+	"github.com/murmur-nexus/mur/sandbox"
+)
+
+// Exit statuses of `mur run` besides the guest's own (SPEC section 10).
+const (
+	exitTimeout       = 124
+	exitRunnerFailed  = 125
+	exitNotExecutable = 126
+	exitNotPulled     = 127
+)
+
 func runCmd() *command {
-	return &command{name: "run", args: "ARTIFACT [-- ARGS...]", short: "run a pulled artifact in the sandbox", run: notYet("run")}
+	var (
+		workdir string
+		timeout time.Duration
+		explain bool
+	)
+	return &command{
+		name:  "run",
+		args:  "[--workdir DIR] [--timeout D] ARTIFACT [-- ARGS...]",
+		short: "run a pulled artifact in the sandbox",
+		long: `Runs the payload pinned in murmur.lock, loaded from the CAS and verified, with exactly the
+preopens the capsule grants. Flags after ARTIFACT belong to the guest. Exit status: the guest's
+own, 124 on timeout, 125 when mur fails, 126 when the payload can't be executed, 127 when the
+artifact is not pulled. --explain-scope prints the grants and changes nothing.`,
+		passThrough: true,
+		flags: func(fs *pflag.FlagSet) {
+			fs.StringVar(&workdir, "workdir", "", "the guest's workdir (default workdir/ beside murmur.yaml)")
+			fs.DurationVar(&timeout, "timeout", 0, "wall-time limit, overriding limits.timeout_s")
+			fs.BoolVar(&explain, "explain-scope", false, "print the effective grants and exit")
+		},
+		run: func(e *env, args []string) error {
+			if len(args) == 0 {
+				return usagef("mur run needs an ARTIFACT, e.g. 'mur run acme/grep -- --help'")
+			}
+			if len(args) > 1 && args[1] == "--" {
+				args = append(args[:1], args[2:]...)
+			}
+			return runArtifact(e, args[0], args[1:], workdir, timeout, explain)
+		},
+	}
+}
+
+func runArtifact(e *env, artifact string, guestArgs []string, workdir string, timeout time.Duration, explain bool) error {
+	fail := func(code int, err error) error { return &exitCode{code: code, err: err} }
+	p, err := e.openProject()
+	if err != nil {
+		return fail(exitRunnerFailed, err)
+	}
+	l, err := lock.Read(p.LockPath())
+	if err != nil {
+		return fail(exitRunnerFailed, err)
+	}
+	plan, err := launch.Build(launch.Input{
+		ProjectDir: p.Dir, Capsule: p.capsule, Lock: l, Home: p.home,
+		Artifact: artifact, Workdir: workdir, Timeout: timeout,
+	})
+	if err != nil {
+		if errors.Is(err, errs.NotFound) {
+			return fail(exitNotPulled, err)
+		}
+		return fail(exitRunnerFailed, err)
+	}
+	if explain {
+		if e.g.json {
+			return e.JSON(plan)
+		}
+		plan.Explain(e.stdout)
+		return nil
+	}
+	store, err := openCAS(p.home)
+	if err != nil {
+		return fail(exitRunnerFailed, err)
+	}
+	wasm, _, err := launch.Load(store, digestOf(plan.Digest))
+	if err != nil {
+		if errors.Is(err, errs.NotFound) {
+			return fail(exitNotPulled, errs.Wrap(err, errs.NotFound, "%s is pinned but its blob %s is not in the CAS; run 'mur pull %s'", plan.Artifact, plan.Digest, plan.Artifact))
+		}
+		if errors.Is(err, errs.Integrity) {
+			return fail(exitRunnerFailed, errs.Wrap(err, errs.Integrity, "%s: the CAS blob %s failed verification and was quarantined, so nothing was run; run 'mur pull %s' to fetch it again", plan.Artifact, plan.Digest, plan.Artifact))
+		}
+		return fail(exitRunnerFailed, err)
+	}
+	if err := plan.Prepare(p.home); err != nil {
+		return fail(exitRunnerFailed, err)
+	}
+	var writable []string
+	for _, o := range plan.Preopens {
+		if !o.ReadOnly {
+			writable = append(writable, o.Host)
+		}
+	}
+	runner, err := sandbox.New(e.ctx, sandbox.Options{
+		CacheDir: p.home.Compiled(), GuestWritable: writable,
+		Warn: func(s string) { e.Progress("mur: warning: %s", s) },
+	})
+	if err != nil {
+		return fail(exitRunnerFailed, err)
+	}
+	defer runner.Close(context.Background())
+	mounts := make([]sandbox.Mount, 0, len(plan.Preopens))
+	for _, o := range plan.Preopens {
+		mounts = append(mounts, sandbox.Mount{GuestPath: o.Guest, HostPath: o.Host, ReadOnly: o.ReadOnly})
+	}
+	code, err := runner.Run(e.ctx, wasm, sandbox.Config{
+		Args: append([]string{plan.Argv0}, guestArgs...), Env: plan.Env(os.LookupEnv), Mounts: mounts,
+		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr,
+		MemoryMiB: plan.MemoryMiB, Timeout: plan.Timeout(),
+	})
+	status := sandbox.ExitStatus(code, err)
+	if status == 0 {
+		return nil
+	}
+	if err != nil {
+		return fail(status, errs.Wrap(err, runErrToken(status), "%s: %v", plan.Artifact, err))
+	}
+	return fail(status, nil)
+}
+
+func runErrToken(status int) errs.Token {
+	switch status {
+	case exitTimeout:
+		return errs.Token("timeout")
+	case exitNotExecutable:
+		return errs.Token("not-executable")
+	}
+	return errs.Internal
 }

@@ -1,5 +1,91 @@
 package main
 
+import (
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/internal/check"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/lock"
+	"github.com/murmur-nexus/mur/sandbox"
+)
+
 func verifyCmd() *command {
-	return &command{name: "verify", args: "", short: "check the lock, the CAS, tools/ and compiled modules", run: notYet("verify")}
+	var (
+		repair   bool
+		platform string
+		stores   []string
+	)
+	return &command{
+		name:  "verify",
+		short: "check murmur.lock against the CAS, tools/ and the compiled cache",
+		long: `Re-hashes every blob murmur.lock pins (using every core), checks the staged tools/
+against their digests, the compiled cache and the owner pins it can check offline. One line per
+problem; exit 1 if there is any. --repair fetches and restores what it can.`,
+		flags: func(fs *pflag.FlagSet) {
+			fs.BoolVar(&repair, "repair", false, "fetch and restore what is missing or damaged")
+			fs.StringVar(&platform, "platform", "", "platform whose pins to check, or all (default: this machine's)")
+			fs.StringArrayVar(&stores, "store", nil, "add a store for --repair")
+		},
+		run: func(e *env, args []string) error {
+			if len(args) > 0 {
+				return usagef("mur verify takes no arguments, found %q", args)
+			}
+			p, err := e.openProject()
+			if err != nil {
+				return err
+			}
+			l, err := lock.Read(p.LockPath())
+			if err != nil {
+				return err
+			}
+			store, err := openCAS(p.home)
+			if err != nil {
+				return err
+			}
+			in := check.Input{
+				Project: p.Project, Lock: l, CAS: store, Platform: platform,
+				SourceFor: p.cfg.SourceFor,
+			}
+			runner, rerr := sandbox.New(e.ctx, sandbox.Options{CacheDir: p.home.Compiled()})
+			if rerr == nil {
+				defer runner.Close(e.ctx)
+				if c, ok := any(runner).(check.Compiler); ok {
+					in.Runner = c
+				}
+			}
+			if repair {
+				st, err := p.stores(stores)
+				if err != nil {
+					return err
+				}
+				in.Repair = &fetch.Puller{CAS: store, Stores: st, Source: p.source(), Offline: e.Offline(), Platform: platform}
+			}
+			rep, err := check.Run(e.ctx, in)
+			if err != nil {
+				return err
+			}
+			if e.g.json {
+				if err := e.JSON(rep); err != nil {
+					return err
+				}
+			} else {
+				for _, pr := range rep.Problems {
+					state := ""
+					if pr.Repaired {
+						state = " (repaired)"
+					}
+					fmt.Fprintf(e.stdout, "%s %s: %s%s\n", pr.Kind, pr.Subject, pr.Problem, state)
+				}
+				e.Progress("verify: %d blobs, %d staged tools, %d compiled modules checked; %d problems, %d repaired",
+					rep.Blobs, rep.Tools, rep.Compiled, len(rep.Problems), rep.RepairedCount())
+			}
+			if n := rep.Unrepaired(); n > 0 {
+				return errs.New(errs.Integrity, "%d problems found; run 'mur verify --repair' to fetch and restore what can be restored", n)
+			}
+			return nil
+		},
+	}
 }

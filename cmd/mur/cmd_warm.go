@@ -1,5 +1,93 @@
 package main
 
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/internal/warm"
+	"github.com/murmur-nexus/mur/lock"
+	"github.com/murmur-nexus/mur/sandbox"
+)
+
 func warmCmd() *command {
-	return &command{name: "warm", args: "", short: "make the project runnable offline", run: notYet("warm")}
+	var (
+		platform string
+		layout   string
+		stores   []string
+		jobs     int
+	)
+	return &command{
+		name:  "warm",
+		short: "make the project runnable offline: pull, verify, precompile and stage every pin",
+		long: `Pulls every digest murmur.lock pins for this platform (--platform all for every platform the
+lock names), verifies it, precompiles it and stages tools/. It is idempotent: when everything is
+warm it makes no request and prints one summary line. --layout DIR also writes the blobs into an
+OCI layout folder that other machines can use as the store oci-layout:DIR.`,
+		flags: func(fs *pflag.FlagSet) {
+			fs.StringVar(&platform, "platform", "", "platform to warm, or all (default: this machine's)")
+			fs.StringVar(&layout, "layout", "", "also write an OCI layout store into this folder")
+			fs.StringArrayVar(&stores, "store", nil, "add a store for this command")
+			fs.IntVar(&jobs, "jobs", 4, "artifacts pulled in parallel")
+		},
+		run: func(e *env, args []string) error {
+			if len(args) > 0 {
+				return usagef("mur warm takes no arguments, found %q; it warms what murmur.lock pins", args)
+			}
+			p, err := e.openProject()
+			if err != nil {
+				return err
+			}
+			l, err := lock.Read(p.LockPath())
+			if err != nil {
+				return err
+			}
+			if len(l.Artifacts) == 0 {
+				return usagef("%s pins nothing; run 'mur pull' first", p.LockPath())
+			}
+			store, err := openCAS(p.home)
+			if err != nil {
+				return err
+			}
+			sts, err := p.stores(stores)
+			if err != nil {
+				return err
+			}
+			pr := newProgress(e.stderr, e.g.quiet || e.g.json)
+			in := warm.Input{
+				Project: p.Project, Lock: l, Platform: platform,
+				Puller: &fetch.Puller{CAS: store, Stores: sts, Source: p.source(), Offline: e.Offline(), Jobs: jobs, Events: func(ev fetch.Event) {
+					if ev.Phase != "cached" {
+						pr.event(ev)
+					}
+				}},
+			}
+			runner, err := sandbox.New(e.ctx, sandbox.Options{CacheDir: p.home.Compiled(), Warn: func(s string) { e.Progress("mur: warning: %s", s) }})
+			if err != nil {
+				return err
+			}
+			defer runner.Close(context.Background())
+			in.Precompile = runner.Precompile
+			if layout != "" {
+				dst, err := ocistore.Open(resolveStoreArg("oci-layout:"+layout), storeOptions())
+				if err != nil {
+					return err
+				}
+				in.Layout = dst
+			}
+			rep, err := warm.Run(e.ctx, in)
+			if e.g.json {
+				if jerr := e.JSON(rep); jerr != nil {
+					return jerr
+				}
+			} else if err == nil {
+				fmt.Fprintf(e.stdout, "warm: %d artifacts ready (%d fetched, %s; %d already cached), %d compiled\n",
+					rep.Artifacts, rep.Fetched, size(rep.Bytes), rep.Cached, rep.Compiled)
+			}
+			return err
+		},
+	}
 }

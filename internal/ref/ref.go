@@ -24,6 +24,7 @@ type Name struct {
 	Name  string
 }
 
+// String formats the name as `scope/name`, the form ParseName reads.
 func (n Name) String() string { return n.Scope + "/" + n.Name }
 
 // ParseName parses `scope/name`. A bare name is refused with a hint that shows the scoped form.
@@ -33,15 +34,26 @@ func ParseName(s string) (Name, error) {
 		if err := validSegment(s); err == nil {
 			return Name{}, errs.New(errs.Usage, "artifact name %q has no scope; write it as <scope>/%s, for example acme/%s", s, s, s)
 		}
-		return Name{}, errs.New(errs.Usage, "artifact name %q is not of the form <scope>/<name>", s)
+		return Name{}, errs.New(errs.Usage, "artifact name %q is not of the form <scope>/<name>%s", s, lowerHint(s))
 	}
 	if err := validSegment(scope); err != nil {
-		return Name{}, errs.New(errs.Usage, "artifact name %q: scope %v", s, err)
+		return Name{}, errs.New(errs.Usage, "artifact name %q: scope %v%s", s, err, lowerHint(s))
 	}
 	if err := validSegment(name); err != nil {
-		return Name{}, errs.New(errs.Usage, "artifact name %q: name %v", s, err)
+		return Name{}, errs.New(errs.Usage, "artifact name %q: name %v%s", s, err, lowerHint(s))
 	}
 	return Name{Scope: scope, Name: name}, nil
+}
+
+// lowerHint helps with the most common mistake, a GitHub owner typed with its capitals: scopes are
+// the lowercased login.
+func lowerHint(s string) string {
+	if l := strings.ToLower(s); l != s {
+		if _, err := ParseName(l); err == nil {
+			return fmt.Sprintf("; names are lowercase: write %s", l)
+		}
+	}
+	return ""
 }
 
 // ValidateSegment checks one segment of a name: 1 to 100 of a-z, 0-9 and '-', not at either end.
@@ -141,6 +153,7 @@ type Ref struct {
 // IsFile reports whether the reference names a packed file on disk.
 func (r Ref) IsFile() bool { return r.Path != "" }
 
+// String formats the reference as ParseRef reads it: the path, or `scope/name@version`.
 func (r Ref) String() string {
 	if r.IsFile() {
 		return r.Path
@@ -148,8 +161,9 @@ func (r Ref) String() string {
 	return r.Name.String() + "@" + r.Version
 }
 
-// ParseRef parses a reference. Anything ending in .mur.zip, or holding a path separator before
-// any '@' in a way a name can't, is a file reference.
+// ParseRef parses a reference. Anything ending in .mur.zip is a file reference (scope local);
+// everything else must be `scope/name` or `scope/name@version`. A version of "latest" in any case
+// is normalised to Latest; "stable" and "edge" are refused.
 func ParseRef(s string) (Ref, error) {
 	if strings.HasSuffix(s, ".mur.zip") {
 		return Ref{Name: Name{Scope: ScopeLocal}, Version: "", Path: s}, nil

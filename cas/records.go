@@ -1,0 +1,132 @@
+package cas
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/lockedfile"
+)
+
+// Outcomes of a pull, as recorded.
+const (
+	OutcomePulled   = "pulled"
+	OutcomeCacheHit = "cache-hit"
+	OutcomeFailed   = "failed"
+)
+
+// Record is one pull, as appended to records/records.jsonl.
+type Record struct {
+	Time        time.Time     `json:"time"`
+	Ref         string        `json:"ref"` // the reference as asked
+	Name        string        `json:"name,omitempty"`
+	Version     string        `json:"version,omitempty"`
+	Platform    string        `json:"platform,omitempty"`
+	Digest      digest.Digest `json:"digest,omitempty"`
+	Size        int64         `json:"size,omitempty"`
+	Source      string        `json:"source,omitempty"` // oci://…, oci-layout:…, github:owner/repo, cas
+	Release     string        `json:"release,omitempty"`
+	Asset       string        `json:"asset,omitempty"`
+	OwnerID     int64         `json:"owner_id,omitempty"`
+	Transferred int64         `json:"transferred"` // bytes over the network; 0 for a cache hit
+	DurationMS  int64         `json:"duration_ms"`
+	Outcome     string        `json:"outcome"` // OutcomePulled, OutcomeCacheHit or OutcomeFailed
+	Error       string        `json:"error,omitempty"`
+}
+
+func (s *Store) recordsFile() string { return filepath.Join(s.records, "records.jsonl") }
+func (s *Store) recordsLock() string { return filepath.Join(s.records, "records.lock") }
+
+// AppendRecord appends r as one JSON line, in one write under the records lock, and fsyncs it.
+// A crash can at worst leave a torn last line, which Records skips and the next append closes.
+func (s *Store) AppendRecord(r Record) error {
+	if r.Digest != "" {
+		if err := checkDigest(r.Digest); err != nil {
+			return err
+		}
+	}
+	line, err := json.Marshal(r)
+	if err != nil {
+		return errs.Wrap(err, errs.Internal, "can't encode the pull record of %s: %v", r.Ref, err)
+	}
+	line = append(line, '\n')
+	unlock, err := lockedfile.Lock(context.Background(), s.recordsLock())
+	if err != nil {
+		return pathErr(err, "locking", s.recordsLock())
+	}
+	defer unlock()
+	p := s.recordsFile()
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return pathErr(err, "opening", p)
+	}
+	defer f.Close()
+	// A torn line left by a crash has no newline; end it first, so that this record starts a
+	// line of its own instead of being glued to the wreck.
+	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
+		last := make([]byte, 1)
+		if r, err := os.Open(p); err == nil {
+			if _, err := r.ReadAt(last, fi.Size()-1); err == nil && last[0] != '\n' {
+				line = append([]byte{'\n'}, line...)
+			}
+			r.Close()
+		}
+	}
+	if _, err := f.Write(line); err != nil {
+		return pathErr(err, "appending a pull record to", p)
+	}
+	if err := f.Sync(); err != nil {
+		return pathErr(err, "syncing", p)
+	}
+	return nil
+}
+
+// Records reads the pull records, oldest first, keeping those for filter ("" keeps all). Lines
+// that don't parse (a torn last line after a crash) are skipped.
+func (s *Store) Records(filter digest.Digest) ([]Record, error) {
+	if filter != "" {
+		if err := checkDigest(filter); err != nil {
+			return nil, err
+		}
+	}
+	out := []Record{}
+	p := s.recordsFile()
+	f, err := os.Open(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, pathErr(err, "opening", p)
+	}
+	defer f.Close()
+	// Appends are single writes under an exclusive lock, so reading needs no lock: at worst the
+	// last line is still being written and is skipped like a torn one. A last line that lacks only
+	// its newline is whole JSON and is kept.
+	br := bufio.NewReaderSize(f, 64<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(bytes.TrimSpace(line)) > 0 {
+			var r Record
+			if json.Unmarshal(line, &r) == nil && (filter == "" || r.Digest == filter) {
+				out = append(out, r)
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, pathErr(err, "reading", p)
+		}
+	}
+	return out, nil
+}

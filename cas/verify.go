@@ -1,0 +1,236 @@
+package cas
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/murmur-nexus/mur/internal/errs"
+)
+
+// VerifyReport is what VerifyAll found.
+type VerifyReport struct {
+	Checked int      `json:"checked"` // blobs re-hashed
+	Bytes   int64    `json:"bytes"`   // bytes re-hashed
+	Damaged []Damage `json:"damaged"` // sorted by path
+}
+
+// Damage is one problem VerifyAll found.
+type Damage struct {
+	Digest      digest.Digest `json:"digest,omitempty"` // the name the blob had; empty for a file that is not named by a digest
+	Path        string        `json:"path"`
+	Problem     string        `json:"problem"`
+	Quarantined string        `json:"quarantined,omitempty"` // where the file was moved, if it was
+}
+
+// OpenVerified streams the blob with digest d and hashes it on the way. At EOF, bytes that do not
+// match d turn into an errs.Integrity error instead of io.EOF, and the blob is quarantined so
+// that the next pull fetches it again. Callers must read to EOF before trusting what they read.
+func (s *Store) OpenVerified(d digest.Digest) (io.ReadCloser, error) {
+	rc, err := s.Open(d)
+	if err != nil {
+		return nil, err
+	}
+	return &verifyingReader{s: s, d: d, f: rc.(*os.File), h: sha256.New()}, nil
+}
+
+type verifyingReader struct {
+	s   *Store
+	d   digest.Digest
+	f   *os.File
+	h   hash.Hash
+	err error // sticky result once EOF was reached
+}
+
+func (r *verifyingReader) Read(p []byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	n, err := r.f.Read(p)
+	r.h.Write(p[:n])
+	if err == io.EOF {
+		r.err = io.EOF
+		if got := digest.NewDigest(digest.SHA256, r.h); got != r.d {
+			r.err = r.s.damaged(r.f, r.d, got)
+		}
+		return n, r.err
+	}
+	return n, err
+}
+
+func (r *verifyingReader) Close() error { return r.f.Close() }
+
+// damaged quarantines the blob that f was opened from and returns the error to report. Only the
+// very file that was read is moved: a good copy that another process committed meanwhile stays.
+func (s *Store) damaged(f *os.File, want, got digest.Digest) error {
+	path := s.Path(want)
+	moved := ""
+	if opened, err := f.Stat(); err == nil {
+		if now, err := os.Stat(path); err == nil && os.SameFile(opened, now) {
+			moved, _ = s.quarantineFile(path, want.Encoded())
+		}
+	}
+	where := "it could not be moved to quarantine; remove it by hand"
+	if moved != "" {
+		where = "it was moved to " + moved
+	}
+	return errs.New(errs.Integrity, "blob %s at %s hashes to %s: it was damaged on disk; %s, and the next pull fetches it again", want, path, got, where)
+}
+
+// quarantineFile moves path into quarantine/ under a name that never collides, and returns it.
+func (s *Store) quarantineFile(path, name string) (string, error) {
+	dst := filepath.Join(s.quarantine, fmt.Sprintf("%s.%d", name, time.Now().UnixNano()))
+	if err := os.Rename(path, dst); err != nil {
+		return "", pathErr(err, "moving a damaged blob to quarantine from", path)
+	}
+	atomicSyncDirs(s.blobs, s.quarantine)
+	return dst, nil
+}
+
+// Verify re-hashes the blob with digest d. A mismatch is an errs.Integrity error and the blob is
+// quarantined.
+func (s *Store) Verify(ctx context.Context, d digest.Digest) error {
+	_, err := s.verifyOne(ctx, d, make([]byte, chunkSize))
+	return err
+}
+
+// verifyOne hashes one blob with buf and returns the bytes read.
+func (s *Store) verifyOne(ctx context.Context, d digest.Digest, buf []byte) (int64, error) {
+	rc, err := s.Open(d)
+	if err != nil {
+		return 0, err
+	}
+	f := rc.(*os.File)
+	defer f.Close()
+	h := sha256.New()
+	var n int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		m, err := f.Read(buf)
+		h.Write(buf[:m])
+		n += int64(m)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return n, pathErr(err, "reading", f.Name())
+		}
+	}
+	if got := digest.NewDigest(digest.SHA256, h); got != d {
+		return n, s.damaged(f, d, got)
+	}
+	return n, nil
+}
+
+// VerifyAll re-hashes every blob on workers goroutines (runtime.NumCPU() when workers <= 0).
+// Damaged blobs, and files in blobs/sha256 whose names are not digests, are quarantined and
+// listed. The error is for failures to do the job (a folder that can't be listed, ctx), not for
+// what was found.
+func (s *Store) VerifyAll(ctx context.Context, workers int) (VerifyReport, error) {
+	if workers <= 0 {
+		workers = runtime.NumCPU()
+	}
+	entries, err := os.ReadDir(s.blobs)
+	if err != nil {
+		return VerifyReport{}, pathErr(err, "listing", s.blobs)
+	}
+	var (
+		mu  sync.Mutex
+		rep = VerifyReport{Damaged: []Damage{}}
+	)
+	add := func(dm Damage) {
+		mu.Lock()
+		rep.Damaged = append(rep.Damaged, dm)
+		mu.Unlock()
+	}
+	names := make(chan string)
+	g, gctx := errgroup.WithContext(ctx)
+	for i := 0; i < workers; i++ {
+		g.Go(func() error {
+			buf := make([]byte, chunkSize)
+			for name := range names {
+				path := filepath.Join(s.blobs, name)
+				d, ok := hexDigest(name)
+				if !ok {
+					dm := Damage{Path: path, Problem: "not named by a sha256 digest"}
+					if moved, err := s.quarantineFile(path, "stray-"+name); err == nil {
+						dm.Quarantined = moved
+					}
+					add(dm)
+					continue
+				}
+				n, err := s.verifyOne(gctx, d, buf)
+				mu.Lock()
+				rep.Checked++
+				rep.Bytes += n
+				mu.Unlock()
+				switch {
+				case err == nil, errors.Is(err, errs.NotFound):
+					// gone meanwhile: removed by gc or quarantined by another verifier
+				case errors.Is(err, errs.Integrity):
+					dm := Damage{Digest: d, Path: path, Problem: errs.Message(err)}
+					if q, qerr := s.latestQuarantine(name); qerr == nil {
+						dm.Quarantined = q
+					}
+					add(dm)
+				case gctx.Err() != nil:
+					return gctx.Err()
+				default:
+					add(Damage{Digest: d, Path: path, Problem: errs.Message(err)})
+				}
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		defer close(names)
+		for _, e := range entries {
+			select {
+			case names <- e.Name():
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return rep, err
+	}
+	sort.Slice(rep.Damaged, func(i, j int) bool { return rep.Damaged[i].Path < rep.Damaged[j].Path })
+	return rep, nil
+}
+
+// latestQuarantine finds where a blob named hex was just moved.
+func (s *Store) latestQuarantine(hex string) (string, error) {
+	matches, err := filepath.Glob(filepath.Join(s.quarantine, hex+".*"))
+	if err != nil || len(matches) == 0 {
+		return "", fs.ErrNotExist
+	}
+	sort.Strings(matches)
+	return matches[len(matches)-1], nil
+}
+
+// atomicSyncDirs makes renames between folders durable; failures only weaken durability.
+func atomicSyncDirs(dirs ...string) {
+	for _, d := range dirs {
+		if f, err := os.Open(d); err == nil {
+			f.Sync()
+			f.Close()
+		}
+	}
+}

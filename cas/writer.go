@@ -1,0 +1,383 @@
+package cas
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"hash"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+	"golang.org/x/sys/unix"
+
+	"github.com/murmur-nexus/mur/internal/atomicfile"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/lockedfile"
+)
+
+// The pipeline holds at most chunkCount chunks of chunkSize bytes, so an ingest uses a few MiB
+// whatever the blob's size. Hashing and writing run on two goroutines over the same chunks: the
+// two costs overlap instead of adding up, which is what lets an ingest outrun a plain
+// io.Copy through a sha256 tee.
+const (
+	chunkSize  = 1 << 20
+	chunkCount = 4
+)
+
+type chunk struct {
+	buf     []byte
+	n       int
+	pending atomic.Int32 // consumers (hasher, file writer) still using the chunk
+}
+
+// Writer is a streaming ingest into the store. Bytes written land in a temporary file in
+// ingest/, which becomes the blob only on Commit. A Writer is not safe for concurrent use.
+type Writer struct {
+	s    *Store
+	f    *os.File
+	tmp  string
+	hash hash.Hash
+	size int64
+
+	cur       *chunk
+	free      chan *chunk
+	allocated int
+	hashq     chan *chunk
+	writeq    chan *chunk
+	inflight  sync.WaitGroup // chunks dispatched and not yet released
+	workers   sync.WaitGroup
+
+	mu   sync.Mutex
+	werr error // the first error of the file writer goroutine
+
+	done bool // committed or closed
+}
+
+// NewWriter starts an ingest. The temporary file is flock-held for the Writer's whole life, so
+// that GC in another process can tell a live ingest from a killed one's leftover.
+func (s *Store) NewWriter(ctx context.Context) (*Writer, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	// The final name is the digest, known only at Commit; atomicfile names the temporary file
+	// and Commit below does the rename itself.
+	af, err := atomicfile.Create(s.ingest, filepath.Join(s.blobs, "blob"), 0o444)
+	if err != nil {
+		return nil, pathErr(err, "creating a temporary file in", s.ingest)
+	}
+	f := af.File
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, pathErr(&fs.PathError{Op: "flock", Path: f.Name(), Err: err}, "locking", f.Name())
+	}
+	w := &Writer{
+		s:      s,
+		f:      f,
+		tmp:    f.Name(),
+		hash:   sha256.New(),
+		free:   make(chan *chunk, chunkCount),
+		hashq:  make(chan *chunk, chunkCount),
+		writeq: make(chan *chunk, chunkCount),
+	}
+	w.workers.Add(2)
+	go w.hashLoop()
+	go w.writeLoop()
+	return w, nil
+}
+
+func (w *Writer) hashLoop() {
+	defer w.workers.Done()
+	for c := range w.hashq {
+		w.hash.Write(c.buf[:c.n])
+		w.release(c)
+	}
+}
+
+func (w *Writer) writeLoop() {
+	defer w.workers.Done()
+	for c := range w.writeq {
+		if w.err() == nil {
+			if _, err := w.f.Write(c.buf[:c.n]); err != nil {
+				w.mu.Lock()
+				w.werr = pathErr(err, "writing", w.tmp)
+				w.mu.Unlock()
+			}
+		}
+		w.release(c)
+	}
+}
+
+func (w *Writer) err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.werr
+}
+
+func (w *Writer) release(c *chunk) {
+	if c.pending.Add(-1) == 0 {
+		c.n = 0
+		w.free <- c
+		w.inflight.Done()
+	}
+}
+
+// chunk returns the chunk being filled, taking a free one (or allocating one, up to chunkCount)
+// when there is none.
+func (w *Writer) chunk() *chunk {
+	if w.cur != nil {
+		return w.cur
+	}
+	select {
+	case c := <-w.free:
+		w.cur = c
+	default:
+		if w.allocated < chunkCount {
+			w.allocated++
+			w.cur = &chunk{buf: make([]byte, chunkSize)}
+		} else {
+			w.cur = <-w.free
+		}
+	}
+	return w.cur
+}
+
+func (w *Writer) dispatch() {
+	c := w.cur
+	w.cur = nil
+	if c == nil || c.n == 0 {
+		if c != nil {
+			w.free <- c
+		}
+		return
+	}
+	c.pending.Store(2)
+	w.inflight.Add(1)
+	w.hashq <- c
+	w.writeq <- c
+}
+
+// flush hands the partial chunk on and waits until the hash and the file hold every byte.
+func (w *Writer) flush() error {
+	w.dispatch()
+	w.inflight.Wait()
+	return w.err()
+}
+
+func (w *Writer) checkOpen() error {
+	if w.done {
+		return errs.New(errs.Internal, "the ingest %s was already committed or closed", w.tmp)
+	}
+	return w.err()
+}
+
+// Write hashes and stores p. A write error of the file may surface on a later call, and always
+// surfaces at Commit.
+func (w *Writer) Write(p []byte) (int, error) {
+	if err := w.checkOpen(); err != nil {
+		return 0, err
+	}
+	total := len(p)
+	for len(p) > 0 {
+		c := w.chunk()
+		n := copy(c.buf[c.n:], p)
+		c.n += n
+		p = p[n:]
+		w.size += int64(n)
+		if c.n == len(c.buf) {
+			w.dispatch()
+		}
+	}
+	return total, nil
+}
+
+// ReadFrom reads r to its end straight into the pipeline's chunks, sparing io.Copy a copy.
+func (w *Writer) ReadFrom(r io.Reader) (int64, error) {
+	return w.readFrom(context.Background(), r)
+}
+
+func (w *Writer) readFrom(ctx context.Context, r io.Reader) (int64, error) {
+	var total int64
+	for {
+		if err := w.checkOpen(); err != nil {
+			return total, err
+		}
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		c := w.chunk()
+		n, err := r.Read(c.buf[c.n:])
+		if n < 0 || n > len(c.buf)-c.n {
+			return total, errs.New(errs.Internal, "a reader returned %d bytes for a %d-byte buffer", n, len(c.buf)-c.n)
+		}
+		c.n += n
+		w.size += int64(n)
+		total += int64(n)
+		if c.n == len(c.buf) {
+			w.dispatch()
+		}
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// ReadAt reads back what was written so far, before Commit, so that a caller can look inside
+// (the pull checks the zip's manifest) without a second copy.
+func (w *Writer) ReadAt(p []byte, off int64) (int, error) {
+	if err := w.checkOpen(); err != nil {
+		return 0, err
+	}
+	if err := w.flush(); err != nil {
+		return 0, err
+	}
+	if off >= w.size {
+		return 0, io.EOF
+	}
+	return w.f.ReadAt(p, off)
+}
+
+// Size is the number of bytes written so far.
+func (w *Writer) Size() int64 { return w.size }
+
+// Digest is the SHA-256 of everything written so far, or "" once the Writer is committed or
+// closed.
+func (w *Writer) Digest() digest.Digest {
+	if w.done {
+		return ""
+	}
+	w.flush()
+	return digest.NewDigest(digest.SHA256, w.hash)
+}
+
+// stop ends the goroutines; the temporary file stays open.
+func (w *Writer) stop() {
+	w.dispatch()
+	close(w.hashq)
+	close(w.writeq)
+	w.workers.Wait()
+}
+
+// Commit checks what was written against size and want, and only then makes it the blob. A
+// negative size or an empty want skips that check. On a mismatch the error carries
+// errs.Integrity, names both values, and the temporary file is gone. A blob that another
+// process committed first is success.
+func (w *Writer) Commit(ctx context.Context, size int64, want digest.Digest) (digest.Digest, error) {
+	if w.done {
+		return "", errs.New(errs.Internal, "the ingest %s was already committed or closed", w.tmp)
+	}
+	if want != "" {
+		if err := checkDigest(want); err != nil {
+			w.Close()
+			return "", err
+		}
+	}
+	w.stop()
+	w.done = true
+	fail := func(err error) (digest.Digest, error) {
+		w.f.Close()
+		os.Remove(w.tmp)
+		return "", err
+	}
+	if err := w.err(); err != nil {
+		return fail(err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	got := digest.NewDigest(digest.SHA256, w.hash)
+	if size >= 0 && size != w.size {
+		return fail(errs.New(errs.Integrity, "the stream was expected to hold %d bytes but held %d (sha256 %s); the source is truncated or damaged, nothing was stored; try again or use another store", size, w.size, got.Encoded()))
+	}
+	if want != "" && want != got {
+		return fail(errs.New(errs.Integrity, "expected digest %s but the %d bytes received hash to %s; the source served other bytes than it announced, nothing was stored", want, w.size, got))
+	}
+	final := filepath.Join(w.s.blobs, got.Encoded())
+	// A shared hold on the GC lock keeps GC from removing the blob between the check below (or
+	// the rename) and the use marker that protects it.
+	unlock, err := lockedfile.RLock(ctx, w.s.gcLock())
+	if err != nil {
+		return fail(pathErr(err, "locking", w.s.gcLock()))
+	}
+	defer unlock()
+	if fi, err := os.Stat(final); err == nil && fi.Mode().IsRegular() && fi.Size() == w.size {
+		// Another process won the race. Its blob went through the same checks; ours is a
+		// duplicate. A blob of the wrong size (damaged by hand) is replaced below instead.
+		w.f.Close()
+		os.Remove(w.tmp)
+		w.s.touchHex(got.Encoded(), time.Now())
+		return got, nil
+	}
+	if err := w.f.Sync(); err != nil {
+		return fail(pathErr(err, "syncing", w.tmp))
+	}
+	if err := w.f.Chmod(0o444); err != nil {
+		return fail(pathErr(err, "setting the mode of", w.tmp))
+	}
+	// Closing releases the flock; from here GC's grace period protects the file until the
+	// rename, which follows at once.
+	if err := w.f.Close(); err != nil {
+		os.Remove(w.tmp)
+		return "", pathErr(err, "closing", w.tmp)
+	}
+	if err := os.Rename(w.tmp, final); err != nil {
+		os.Remove(w.tmp)
+		return "", pathErr(err, "renaming the ingest to", final)
+	}
+	if err := atomicfile.SyncDir(w.s.blobs); err != nil {
+		return "", pathErr(err, "syncing", w.s.blobs)
+	}
+	// A failed use marker only makes GC see the blob's mtime, which is now anyway.
+	w.s.touchHex(got.Encoded(), time.Now())
+	return got, nil
+}
+
+// Close aborts the ingest unless it was committed, removing the temporary file. It is safe to
+// call after Commit and more than once, so callers can defer it.
+func (w *Writer) Close() error {
+	if w.done {
+		return nil
+	}
+	w.done = true
+	w.stop()
+	w.f.Close()
+	if err := os.Remove(w.tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return pathErr(err, "removing", w.tmp)
+	}
+	return nil
+}
+
+// Ingest streams r into the store and commits it against size and want (see Commit). Nothing is
+// visible unless every check passed.
+func (s *Store) Ingest(ctx context.Context, r io.Reader, size int64, want digest.Digest) (digest.Digest, error) {
+	if want != "" {
+		if err := checkDigest(want); err != nil {
+			return "", err
+		}
+	}
+	w, err := s.NewWriter(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer w.Close()
+	if _, err := w.readFrom(ctx, r); err != nil {
+		if e := w.err(); e != nil {
+			return "", e
+		}
+		var me *errs.Error
+		if errors.As(err, &me) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return "", err
+		}
+		return "", errs.Wrap(err, errs.IO, "reading the stream to ingest into %s failed after %d bytes: %v; nothing was stored, try again", s.root, w.size, err)
+	}
+	return w.Commit(ctx, size, want)
+}

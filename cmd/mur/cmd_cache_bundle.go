@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/opencontainers/go-digest"
+	"github.com/spf13/pflag"
+
+	"github.com/murmur-nexus/mur/internal/atomicfile"
+	"github.com/murmur-nexus/mur/internal/bundle"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/lock"
+)
+
+func cacheExportCmd() *command {
+	var locks []string
+	var out string
+	return &command{
+		name:  "export",
+		args:  "--lock murmur.lock -o bundle.tar.zst",
+		short: "write the blobs a lock needs, and their records, as a zstd tar",
+		flags: func(fs *pflag.FlagSet) {
+			fs.StringArrayVar(&locks, "lock", nil, "a murmur.lock whose pinned blobs to export (repeatable)")
+			fs.StringVarP(&out, "output", "o", "", "the bundle file to write")
+		},
+		run: func(e *env, args []string) error {
+			if len(args) > 0 || len(locks) == 0 || out == "" {
+				return usagef("mur cache export needs --lock murmur.lock and -o bundle.tar.zst")
+			}
+			var ds []digest.Digest
+			for _, lp := range locks {
+				if _, err := os.Stat(lp); err != nil {
+					return errs.Wrap(err, errs.NotFound, "lock %s: %v", lp, err)
+				}
+				l, err := lock.Read(lp)
+				if err != nil {
+					return err
+				}
+				ds = append(ds, l.Digests()...)
+			}
+			h, err := e.Home()
+			if err != nil {
+				return err
+			}
+			store, err := openCAS(h)
+			if err != nil {
+				return err
+			}
+			abs, _ := filepath.Abs(out)
+			f, err := atomicfile.Create("", abs, 0o644)
+			if err != nil {
+				return errs.Wrap(err, errs.IO, "can't write %s: %v", out, err)
+			}
+			defer f.Abort()
+			n, err := bundle.Export(e.ctx, store, ds, f)
+			if err != nil {
+				return err
+			}
+			if err := f.Commit(); err != nil {
+				return errs.Wrap(err, errs.IO, "can't write %s: %v", out, err)
+			}
+			if e.g.json {
+				return e.JSON(map[string]any{"bundle": out, "blobs": n})
+			}
+			fmt.Fprintf(e.stdout, "exported %d blobs to %s\n", n, out)
+			return nil
+		},
+	}
+}
+
+func cacheImportCmd() *command {
+	return &command{
+		name:  "import",
+		args:  "bundle.tar.zst",
+		short: "verify and admit the blobs of a bundle",
+		run: func(e *env, args []string) error {
+			if len(args) != 1 {
+				return usagef("mur cache import takes one bundle file")
+			}
+			f, err := os.Open(args[0])
+			if err != nil {
+				return errs.Wrap(err, errs.NotFound, "can't read bundle %s: %v", args[0], err)
+			}
+			defer f.Close()
+			h, err := e.Home()
+			if err != nil {
+				return err
+			}
+			store, err := openCAS(h)
+			if err != nil {
+				return err
+			}
+			rep, err := bundle.Import(e.ctx, store, f, args[0])
+			if err != nil {
+				return err
+			}
+			if e.g.json {
+				return e.JSON(rep)
+			}
+			fmt.Fprintf(e.stdout, "imported %d blobs (%d already present) and %d records from %s\n", rep.Blobs, rep.Already, rep.Records, args[0])
+			return nil
+		},
+	}
+}

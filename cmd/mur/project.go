@@ -1,0 +1,130 @@
+package main
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/github"
+	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/internal/config"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/home"
+	"github.com/murmur-nexus/mur/internal/manifest"
+)
+
+// project is what most commands work on: the folder with murmur.yaml and murmur.lock, the
+// capsule manifest when there is one, the configuration and the Murmur home.
+type project struct {
+	fetch.Project
+	capsule *manifest.Capsule // nil when the folder has no murmur.yaml
+	cfg     *config.Config
+	home    home.Home
+}
+
+func (e *env) openProject() (*project, error) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil, errs.Wrap(err, errs.IO, "can't read the current folder: %v", err)
+	}
+	dir, err := findProject(cwd)
+	if err != nil {
+		return nil, err
+	}
+	h, err := e.Home()
+	if err != nil {
+		return nil, err
+	}
+	p := &project{Project: fetch.Project{Dir: dir}, home: h}
+	mpath := filepath.Join(dir, "murmur.yaml")
+	if _, err := os.Stat(mpath); err == nil {
+		c, err := manifest.Load(mpath)
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range c.Warnings {
+			e.Progress("mur: warning: %s", w)
+		}
+		p.capsule = c
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, errs.Wrap(err, errs.IO, "can't read %s: %v", mpath, err)
+	}
+	cfg, err := config.Load(h.ConfigFile(), dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range cfg.Warnings {
+		e.Progress("mur: warning: %s", w)
+	}
+	p.cfg = cfg
+	return p, nil
+}
+
+// openCAS opens the content-addressed store, creating the home at 0700 if needed.
+func openCAS(h home.Home) (*cas.Store, error) {
+	if err := h.Ensure(); err != nil {
+		return nil, err
+	}
+	return cas.Open(h.CAS())
+}
+
+// stores opens the stores of one command: those given with --store first, then the project's
+// and the user's configuration.
+func (p *project) stores(extra []string) ([]fetch.Store, error) {
+	cwd, _ := os.Getwd()
+	var addrs []string
+	for _, a := range extra {
+		if err := config.ValidateStoreAddress(a); err != nil {
+			return nil, err
+		}
+		addrs = append(addrs, config.ResolveStore(a, cwd))
+	}
+	addrs = append(addrs, p.cfg.Stores...)
+	seen := map[string]bool{}
+	var out []fetch.Store
+	for _, a := range addrs {
+		if seen[a] {
+			continue
+		}
+		seen[a] = true
+		s, err := ocistore.Open(a, storeOptions())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// source is the GitHub source of every scope, labelled by the configuration.
+func (p *project) source() fetch.Source {
+	opt := github.ClientOptionsFromEnv()
+	if t := networkTimeout(); t > 0 {
+		opt.Timeout = t
+	}
+	return github.NewSource(github.NewClient(opt), p.cfg.SourceFor)
+}
+
+// networkTimeout is MUR_NETWORK_TIMEOUT: how long a registry or GitHub may stay silent before
+// mur gives up on a request. Unset or invalid means each client's default.
+func networkTimeout() time.Duration {
+	d, err := time.ParseDuration(os.Getenv("MUR_NETWORK_TIMEOUT"))
+	if err != nil || d <= 0 {
+		return 0
+	}
+	return d
+}
+
+func storeOptions() ocistore.Options {
+	return ocistore.Options{Timeout: networkTimeout()}
+}
+
+// resolveStoreArg makes a relative oci-layout: path given on the command line absolute.
+func resolveStoreArg(addr string) string {
+	cwd, _ := os.Getwd()
+	return config.ResolveStore(addr, cwd)
+}

@@ -1,0 +1,391 @@
+package github
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/internal/artifact"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/ref"
+)
+
+// MurmurLabel is the only source that may serve the reserved scope murmur.
+const MurmurLabel = "github:murmur-nexus/default-artifacts"
+
+// maxIndexBytes bounds the index mur reads into memory; an index of 10,000 entries is ~3 MiB.
+const maxIndexBytes = 32 << 20
+
+// DefaultLabel is the source of a scope that config.yaml doesn't map: github:S/murmur-artifacts,
+// MurmurLabel for murmur, and "" for local, which no source serves.
+func DefaultLabel(scope string) string {
+	switch scope {
+	case ref.ScopeLocal:
+		return ""
+	case ref.ScopeMurmur:
+		return MurmurLabel
+	}
+	return "github:" + scope + "/murmur-artifacts"
+}
+
+// Source serves scopes from the GitHub releases of their repositories. It implements
+// fetch.Source. It reads each scope's index and repository once for its life (one command), and
+// its Client revalidates them with ETags across Sources.
+type Source struct {
+	c      *Client
+	labels func(scope string) string
+
+	mu    sync.Mutex
+	calls map[string]*call // "index:<scope>" and "repo:<owner>/<repo>"
+}
+
+// call coalesces concurrent look-ups of one key; a failed look-up is forgotten so that the next
+// caller tries again.
+type call struct {
+	done chan struct{}
+	val  any
+	err  error
+}
+
+var _ fetch.Source = (*Source)(nil)
+
+// NewSource returns a Source that asks c. labels maps a scope to github:owner/repo, or "" when no
+// source serves it; nil means DefaultLabel.
+func NewSource(c *Client, labels func(scope string) string) *Source {
+	if labels == nil {
+		labels = DefaultLabel
+	}
+	return &Source{c: c, labels: labels, calls: map[string]*call{}}
+}
+
+// Label is github:owner/repo of the repository serving scope, or false when none may serve it:
+// scope local, a scope without a source, a malformed label, or scope murmur mapped anywhere but
+// MurmurLabel.
+func (s *Source) Label(scope string) (string, bool) {
+	label, _, _, err := s.resolve(scope)
+	return label, err == nil
+}
+
+func (s *Source) resolve(scope string) (label, owner, repo string, err error) {
+	if scope == ref.ScopeLocal {
+		return "", "", "", errs.New(errs.NotFound, "scope local names artifacts read from .mur.zip files on disk, and no source serves it; give the file's path instead")
+	}
+	label = s.labels(scope)
+	if label == "" {
+		return "", "", "", errs.New(errs.NotFound, "no source serves scope %s; map it under sources: in config.yaml, e.g. %s: github:OWNER/REPO", scope, scope)
+	}
+	owner, repo, ok := parseLabel(label)
+	if !ok {
+		return "", "", "", errs.New(errs.InvalidConfig, "the source %q for scope %s is not of the form github:OWNER/REPO; fix it under sources: in config.yaml", label, scope)
+	}
+	if scope == ref.ScopeMurmur && !strings.EqualFold(label, MurmurLabel) {
+		return "", "", "", errs.New(errs.InvalidConfig, "scope murmur is reserved for %s, but config.yaml maps it to %s; remove that entry, no other repository may serve it", MurmurLabel, label)
+	}
+	return label, owner, repo, nil
+}
+
+// parseLabel splits github:owner/repo, checking GitHub's rules for logins and repository names.
+func parseLabel(label string) (owner, repo string, ok bool) {
+	rest, ok := strings.CutPrefix(label, "github:")
+	if !ok {
+		return "", "", false
+	}
+	owner, repo, ok = strings.Cut(rest, "/")
+	if !ok || !validLogin(owner) || !validRepoName(repo) {
+		return "", "", false
+	}
+	return owner, repo, true
+}
+
+func validLogin(s string) bool {
+	if len(s) < 1 || len(s) > 39 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func validRepoName(s string) bool {
+	if len(s) < 1 || len(s) > 100 || s == "." || s == ".." {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// once runs fn for key unless a call for it already succeeded or is in flight. Callers that
+// waited on a failed call share its error, unless the call only failed because the context of
+// the caller that ran it ended; then they try again with their own.
+func (s *Source) once(ctx context.Context, key string, fn func() (any, error)) (any, error) {
+	for {
+		s.mu.Lock()
+		c, ok := s.calls[key]
+		if !ok {
+			c = &call{done: make(chan struct{})}
+			s.calls[key] = c
+			s.mu.Unlock()
+			c.val, c.err = fn()
+			if c.err != nil {
+				s.mu.Lock()
+				delete(s.calls, key)
+				s.mu.Unlock()
+			}
+			close(c.done)
+			return c.val, c.err
+		}
+		s.mu.Unlock()
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return nil, errs.Wrap(ctx.Err(), errs.Network, "gave up waiting for GitHub: %v", ctx.Err())
+		}
+		leaderGaveUp := errors.Is(c.err, context.Canceled) || errors.Is(c.err, context.DeadlineExceeded)
+		if c.err == nil || !leaderGaveUp || ctx.Err() != nil {
+			return c.val, c.err
+		}
+	}
+}
+
+// scopeIndex is an index with the release that carries it.
+type scopeIndex struct {
+	ix     *Index
+	latest *Release
+}
+
+// Index is the murmur-index.json on the latest release of scope's repository, checked to be for
+// scope. The caller must not modify it.
+func (s *Source) Index(ctx context.Context, scope string) (*Index, error) {
+	si, _, err := s.index(ctx, scope)
+	if err != nil {
+		return nil, err
+	}
+	return si.ix, nil
+}
+
+func (s *Source) index(ctx context.Context, scope string) (*scopeIndex, string, error) {
+	label, owner, repo, err := s.resolve(scope)
+	if err != nil {
+		return nil, "", err
+	}
+	v, err := s.once(ctx, "index:"+scope, func() (any, error) {
+		rel, err := s.c.LatestRelease(ctx, owner, repo)
+		if errors.Is(err, errs.NotFound) {
+			return nil, errs.Wrap(err, errs.NotFound, "%s, the source of scope %s, has no published release, so it has no index (%s); its publisher must release one with a %s asset, or fix the repository under sources: in config.yaml", label, scope, errs.Message(err), IndexAssetName)
+		}
+		if err != nil {
+			return nil, err
+		}
+		a, ok := rel.Asset(IndexAssetName)
+		if !ok {
+			return nil, errs.New(errs.NotFound, "the latest release %s of %s (the source of scope %s) has no %s asset; its publisher must write one with mur index and attach it to the latest release", rel.TagName, label, scope, IndexAssetName)
+		}
+		data, err := s.c.smallAsset(ctx, owner, repo, a, maxIndexBytes)
+		if err != nil {
+			return nil, err
+		}
+		ix, err := ParseIndex(data)
+		if err != nil {
+			return nil, errs.Wrap(err, errs.IndexMismatch, "%s on release %s of %s: %s", IndexAssetName, rel.TagName, label, errs.Message(err))
+		}
+		if ix.Scope != scope {
+			return nil, errs.New(errs.IndexMismatch, "%s on release %s of %s is for scope %q, not %q; either config.yaml maps %s to the wrong repository or its publisher must fix the index", IndexAssetName, rel.TagName, label, ix.Scope, scope, scope)
+		}
+		return &scopeIndex{ix: ix, latest: rel}, nil
+	})
+	if err != nil {
+		return nil, label, err
+	}
+	return v.(*scopeIndex), label, nil
+}
+
+func (s *Source) repo(ctx context.Context, owner, repo string) (*Repository, error) {
+	v, err := s.once(ctx, "repo:"+strings.ToLower(owner+"/"+repo), func() (any, error) {
+		return s.c.Repo(ctx, owner, repo)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*Repository), nil
+}
+
+// Fetch downloads name@version for platform into scratch and checks it, in the order of SPEC
+// section 8: the index is for the scope; it lists the name, version and platform (the exact
+// platform, then any); the repository's owner id equals pin's (or, without a pin, the result
+// carries a NewPin); the entry's release holds its asset; the bytes have the entry's size and
+// SHA-256 and GitHub's own digest; and the packed manifest names the entry's name and version. It
+// writes nothing but scratch, which the caller discards on error. Checking the digest against the
+// lock is the caller's job.
+func (s *Source) Fetch(ctx context.Context, name ref.Name, version, platform string, pin *fetch.OwnerPin, scratch fetch.Scratch) (fetch.Sourced, error) {
+	if err := ref.ValidatePlatform(platform); err != nil {
+		return fetch.Sourced{}, err
+	}
+	si, label, err := s.index(ctx, name.Scope)
+	if err != nil {
+		return fetch.Sourced{}, err
+	}
+	_, owner, repo, _ := s.resolve(name.Scope)
+	where := "the index on release " + si.latest.TagName + " of " + label
+
+	entry, ok := si.ix.Lookup(name.String(), version, platform)
+	if !ok {
+		return fetch.Sourced{}, s.missing(si.ix, where, name, version, platform)
+	}
+	what := name.String() + "@" + entry.Version
+
+	r, err := s.repo(ctx, owner, repo)
+	if err != nil {
+		return fetch.Sourced{}, err
+	}
+	var newPin *fetch.OwnerPin
+	if pin != nil {
+		if r.Owner.ID != pin.OwnerID {
+			return fetch.Sourced{}, errs.New(errs.OwnerChanged, "scope %s is pinned in murmur.lock to GitHub owner id %d, but the owner of %s now has id %d; the repository was transferred or its owner recreated, so nothing was fetched; if you expected that, run mur lock forget-scope %s and pull again", name.Scope, pin.OwnerID, label, r.Owner.ID, name.Scope)
+		}
+	} else {
+		newPin = &fetch.OwnerPin{Source: label, OwnerID: r.Owner.ID, RepoID: r.ID}
+	}
+
+	rel := si.latest
+	if entry.Release != rel.TagName {
+		rel, err = s.c.ReleaseByTag(ctx, owner, repo, entry.Release)
+		if errors.Is(err, errs.NotFound) {
+			return fetch.Sourced{}, errs.New(errs.IndexMismatch, "%s lists %s as asset %s of release %s, but %s has no such release; its publisher must fix the index", where, what, entry.Asset, entry.Release, label)
+		}
+		if err != nil {
+			return fetch.Sourced{}, err
+		}
+	}
+	asset, ok := rel.Asset(entry.Asset)
+	if !ok {
+		return fetch.Sourced{}, errs.New(errs.IndexMismatch, "%s lists %s as asset %s of release %s, but that release has no such asset (it has %s); its publisher must fix the index", where, what, entry.Asset, entry.Release, assetNames(rel))
+	}
+	from := label + " (release " + entry.Release + ", asset " + entry.Asset + ")"
+	if asset.Size != entry.Size {
+		return fetch.Sourced{}, errs.New(errs.Integrity, "%s from %s: GitHub says the asset is %d bytes, but the index says %d; the asset changed after the index was written, so nothing was installed; tell its publisher", what, from, asset.Size, entry.Size)
+	}
+
+	if _, err := s.c.DownloadAsset(ctx, owner, repo, asset.ID, entry.Size, scratch); err != nil {
+		return fetch.Sourced{}, err
+	}
+	if got := scratch.Size(); got != entry.Size {
+		found := "is " + strconv.FormatInt(got, 10) + " bytes"
+		if got > entry.Size {
+			found = "is longer than " + strconv.FormatInt(entry.Size, 10) + " bytes"
+		}
+		return fetch.Sourced{}, errs.New(errs.Integrity, "%s from %s %s, but the index says %d; nothing was installed; retry, and tell its publisher if it persists", what, from, found, entry.Size)
+	}
+	got := scratch.Digest()
+	if got.Encoded() != entry.SHA256 {
+		return fetch.Sourced{}, errs.New(errs.Integrity, "%s from %s has sha256 %s, but the index says %s; the asset was replaced or corrupted, so nothing was installed; tell its publisher", what, from, got.Encoded(), entry.SHA256)
+	}
+	if want, bad := githubDigestMismatch(asset, got); bad {
+		return fetch.Sourced{}, errs.New(errs.Integrity, "%s from %s has %s, but GitHub's digest for the asset is %s; nothing was installed; tell its publisher", what, from, got, want)
+	}
+
+	packedName, packedVersion, err := readPackedManifest(scratch, entry.Size)
+	if err != nil {
+		return fetch.Sourced{}, errs.Wrap(err, errs.TokenOf(err), "%s from %s: %s", what, from, errs.Message(err))
+	}
+	if packedName != name.Name || packedVersion != entry.Version {
+		return fetch.Sourced{}, errs.New(errs.IndexMismatch, "%s from %s packs a murmur.yaml with name %q and version %q, but the index lists it as %s; its publisher must fix the index or the artifact", what, from, packedName, packedVersion, what)
+	}
+
+	return fetch.Sourced{
+		Descriptor: fetch.Descriptor{
+			Name:     name,
+			Version:  entry.Version,
+			Platform: entry.Platform,
+			Digest:   got,
+			Size:     entry.Size,
+			Origin:   label,
+			Title:    entry.Asset,
+		},
+		Release: entry.Release,
+		Asset:   entry.Asset,
+		OwnerID: r.Owner.ID,
+		RepoID:  r.ID,
+		NewPin:  newPin,
+	}, nil
+}
+
+// readPackedManifest reads the name and version of a packed artifact with the same hostile-input
+// checks as every other reader.
+func readPackedManifest(r io.ReaderAt, size int64) (name, version string, err error) {
+	a, err := artifact.Read(r, size)
+	if err != nil {
+		return "", "", err
+	}
+	return a.Manifest.Name, a.Manifest.Version, nil
+}
+
+// missing explains a failed look-up, listing what the index has for the name.
+func (s *Source) missing(ix *Index, where string, name ref.Name, version, platform string) error {
+	have := ix.versionsOf(name.String())
+	if len(have) == 0 {
+		return errs.New(errs.NotFound, "%s lists no version of %s; check the name, or ask its publisher to release it", where, name)
+	}
+	list := strings.Join(have, ", ")
+	if strings.EqualFold(version, ref.Latest) {
+		var usable []string
+		for _, e := range ix.Artifacts {
+			if e.Name == name.String() && (e.Platform == platform || e.Platform == ref.PlatformAny) {
+				usable = append(usable, e.Version)
+			}
+		}
+		if len(usable) > 0 {
+			return errs.New(errs.Usage, "%s lists no semantic version of %s for %s, so latest means nothing (it lists %s); ask for one explicitly, e.g. %s@%s", where, name, platform, list, name, usable[0])
+		}
+		return errs.New(errs.NotFound, "%s has no %s for platform %s (it lists %s); a payload for another platform is never used", where, name, platform, list)
+	}
+	return errs.New(errs.NotFound, "%s has no %s@%s for platform %s (it lists %s); pick one of those, or ask its publisher to release it", where, name, version, platform, list)
+}
+
+func assetNames(rel *Release) string {
+	if len(rel.Assets) == 0 {
+		return "no assets"
+	}
+	names := make([]string, len(rel.Assets))
+	for i, a := range rel.Assets {
+		names[i] = a.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// githubDigestMismatch compares GitHub's own digest of an asset, where it has one in sha256,
+// with what was downloaded.
+func githubDigestMismatch(a Asset, got digest.Digest) (want string, mismatch bool) {
+	if a.Digest == "" {
+		return "", false
+	}
+	d, err := digest.Parse(a.Digest)
+	if err != nil || d.Algorithm() != digest.SHA256 {
+		// A digest mur can't read is no evidence either way; the index's SHA-256 still holds.
+		return "", false
+	}
+	return a.Digest, d != got
+}
+
+func checkGitHubDigest(a Asset, owner, repo string, data []byte) error {
+	sum := sha256.Sum256(data)
+	got := digest.NewDigestFromEncoded(digest.SHA256, hex.EncodeToString(sum[:]))
+	if want, bad := githubDigestMismatch(a, got); bad {
+		return errs.New(errs.Integrity, "asset %s in %s/%s has %s, but GitHub's digest for it is %s; retry, and tell its publisher if it persists", a.Name, owner, repo, got, want)
+	}
+	return nil
+}

@@ -1,0 +1,430 @@
+package ocistore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/internal/atomicfile"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/lockedfile"
+	"github.com/murmur-nexus/mur/internal/ref"
+)
+
+// AnnotationRefName names what an index.json entry of a layout is: acme/grep:1.2.0. One layout
+// holds many repositories, so the name carries the repository as well as the tag.
+const AnnotationRefName = "org.opencontainers.image.ref.name"
+
+// LockFile is the file in a layout folder whose lock guards every change of index.json.
+const LockFile = ".mur.lock"
+
+// maxManifestBytes bounds how much of a manifest or index.json is read into memory.
+const maxManifestBytes = 4 << 20
+
+// layoutStore is a store in an OCI image-layout folder.
+type layoutStore struct {
+	addr string // oci-layout:PATH as configured
+	dir  string // PATH, absolute
+}
+
+func openLayout(addr string) (fetch.Store, error) {
+	p := strings.TrimPrefix(addr, schemeLayout)
+	if p == "" {
+		return nil, errs.New(errs.InvalidConfig, "store %q has no folder; write %s, e.g. oci-layout:/srv/murmur-store", addr, acceptedForms)
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return nil, errs.Wrap(err, errs.InvalidConfig, "store %q: can't make %q absolute: %v", addr, p, err)
+	}
+	return &layoutStore{addr: addr, dir: abs}, nil
+}
+
+func (s *layoutStore) String() string { return s.addr }
+
+func (s *layoutStore) where(repo, tag string) string {
+	if tag == "" {
+		return fmt.Sprintf("%s (repository %s)", s.addr, repo)
+	}
+	return fmt.Sprintf("%s (ref %s:%s)", s.addr, repo, tag)
+}
+
+func (s *layoutStore) blobPath(h v1.Hash) string {
+	return filepath.Join(s.dir, "blobs", h.Algorithm, h.Hex)
+}
+
+// indexEntry is the part of an index.json entry mur reads. Entries and top-level fields are kept
+// as raw JSON, so that a rewrite keeps whatever other tools put there.
+type indexEntry struct {
+	MediaType   types.MediaType   `json:"mediaType"`
+	Digest      string            `json:"digest"`
+	Size        int64             `json:"size"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+type layoutIndex struct {
+	top       map[string]json.RawMessage
+	manifests []json.RawMessage
+	entries   []indexEntry // parallel to manifests
+}
+
+// readIndex reads index.json; a missing one is an empty index, with exists false.
+func (s *layoutStore) readIndex() (layoutIndex, bool, error) {
+	path := filepath.Join(s.dir, "index.json")
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return layoutIndex{top: map[string]json.RawMessage{}}, false, nil
+	}
+	if err != nil {
+		return layoutIndex{}, false, errs.Wrap(err, errs.IO, "%s: reading index.json: %v", s.addr, err)
+	}
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, 64<<20))
+	if err != nil {
+		return layoutIndex{}, false, errs.Wrap(err, errs.IO, "%s: reading index.json: %v", s.addr, err)
+	}
+	idx := layoutIndex{top: map[string]json.RawMessage{}}
+	if err := json.Unmarshal(raw, &idx.top); err != nil {
+		return layoutIndex{}, false, errs.Wrap(err, errs.Integrity, "%s: index.json is not a JSON object (%v); expected an OCI image index; restore it or remove the folder", s.addr, err)
+	}
+	if m, ok := idx.top["manifests"]; ok && string(m) != "null" {
+		if err := json.Unmarshal(m, &idx.manifests); err != nil {
+			return layoutIndex{}, false, errs.Wrap(err, errs.Integrity, "%s: index.json's manifests is not a list (%v); restore it or remove the folder", s.addr, err)
+		}
+	}
+	for i, m := range idx.manifests {
+		var e indexEntry
+		if err := json.Unmarshal(m, &e); err != nil {
+			return layoutIndex{}, false, errs.Wrap(err, errs.Integrity, "%s: entry %d of index.json does not parse (%v); restore it or remove the entry", s.addr, i, err)
+		}
+		idx.entries = append(idx.entries, e)
+	}
+	return idx, true, nil
+}
+
+func (idx layoutIndex) find(refName string) (indexEntry, bool) {
+	for i := len(idx.entries) - 1; i >= 0; i-- {
+		if idx.entries[i].Annotations[AnnotationRefName] == refName {
+			return idx.entries[i], true
+		}
+	}
+	return indexEntry{}, false
+}
+
+// readBlob reads a small blob whole and checks it against its descriptor.
+func (s *layoutStore) readBlob(where string, dgst string, size int64) ([]byte, error) {
+	h, err := v1.NewHash(dgst)
+	if err != nil || h.Algorithm != "sha256" {
+		return nil, errs.New(errs.Integrity, "%s: digest %q is not a sha256 digest", where, dgst)
+	}
+	if size < 0 || size > maxManifestBytes {
+		return nil, errs.New(errs.Integrity, "%s: manifest %s claims %d bytes; expected at most %d", where, dgst, size, maxManifestBytes)
+	}
+	f, err := os.Open(s.blobPath(h))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, errs.Wrap(err, errs.Integrity, "%s: blob %s is missing from the layout; re-push the version", where, dgst)
+	}
+	if err != nil {
+		return nil, errs.Wrap(err, errs.IO, "%s: reading blob %s: %v", where, dgst, err)
+	}
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, size+1))
+	if err != nil {
+		return nil, errs.Wrap(err, errs.IO, "%s: reading blob %s: %v", where, dgst, err)
+	}
+	if int64(len(raw)) != size || sha256Hash(raw) != h {
+		return nil, errs.New(errs.Integrity, "%s: blob %s holds %d bytes hashing to %s; expected %d bytes with that digest; the layout is damaged; re-push the version", where, dgst, len(raw), sha256Hash(raw), size)
+	}
+	return raw, nil
+}
+
+// root implements manifestReader.
+func (s *layoutStore) root(_ context.Context, repo, tag string) (types.MediaType, []byte, error) {
+	idx, exists, err := s.readIndex()
+	if err != nil {
+		return "", nil, err
+	}
+	where := s.where(repo, tag)
+	if !exists {
+		return "", nil, errs.New(errs.NotFound, "%s: the folder holds no OCI layout (no index.json); push there first or check the path", where)
+	}
+	e, ok := idx.find(repo + ":" + tag)
+	if !ok {
+		return "", nil, errs.New(errs.NotFound, "%s: no such ref in index.json; check the name and version, or push it there first", where)
+	}
+	raw, err := s.readBlob(where, e.Digest, e.Size)
+	if err != nil {
+		return "", nil, err
+	}
+	return e.MediaType, raw, nil
+}
+
+// child implements manifestReader.
+func (s *layoutStore) child(_ context.Context, repo string, c v1.Descriptor) ([]byte, error) {
+	return s.readBlob(s.where(repo, ""), c.Digest.String(), c.Size)
+}
+
+// tags lists the tags of repo in index.json.
+func (s *layoutStore) tags(repo string) ([]string, error) {
+	idx, _, err := s.readIndex()
+	if err != nil {
+		return nil, err
+	}
+	var tags []string
+	seen := map[string]bool{}
+	for _, e := range idx.entries {
+		if t, ok := strings.CutPrefix(e.Annotations[AnnotationRefName], repo+":"); ok && !seen[t] {
+			seen[t] = true
+			tags = append(tags, t)
+		}
+	}
+	return tags, nil
+}
+
+func (s *layoutStore) Resolve(ctx context.Context, n ref.Name, version, platform string) (fetch.Descriptor, error) {
+	repo := n.String()
+	tag := tagFromVersion(version)
+	if version == ref.Latest {
+		tags, err := s.tags(repo)
+		if err != nil {
+			return fetch.Descriptor{}, err
+		}
+		if tag, err = latestTag(s.where(repo, ""), n, tags); err != nil {
+			return fetch.Descriptor{}, err
+		}
+	} else if err := ref.ValidateVersion(version); err != nil {
+		return fetch.Descriptor{}, err
+	}
+	d, err := resolveTag(ctx, s, repo, tag, n, version, platform)
+	if err != nil {
+		return fetch.Descriptor{}, err
+	}
+	// The payload is read later, by digest; a blob that is missing or cut short is worth
+	// reporting now, while the name and version are at hand.
+	if err := s.checkBlobSize(s.where(repo, tag), d.Digest, d.Size); err != nil {
+		return fetch.Descriptor{}, err
+	}
+	d.Origin = s.addr
+	return d, nil
+}
+
+func (s *layoutStore) checkBlobSize(where string, d digest.Digest, size int64) error {
+	fi, err := os.Stat(s.blobPath(toHash(d)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return errs.Wrap(err, errs.Integrity, "%s: the payload blob %s is missing from the layout; re-push the version", where, d)
+	}
+	if err != nil {
+		return errs.Wrap(err, errs.IO, "%s: %v", where, err)
+	}
+	if fi.Size() != size {
+		return errs.New(errs.Integrity, "%s: the payload blob %s holds %d bytes; expected %d; the layout is damaged; re-push the version", where, d, fi.Size(), size)
+	}
+	return nil
+}
+
+// payloadSize is the size that n's manifests give for payload d, or -1 when none names it.
+func (s *layoutStore) payloadSize(ctx context.Context, n ref.Name, d digest.Digest) int64 {
+	tags, err := s.tags(n.String())
+	if err != nil {
+		return -1
+	}
+	for _, tag := range tags {
+		tc, err := readTag(ctx, s, n.String(), tag)
+		if err != nil {
+			continue
+		}
+		for _, c := range tc.children {
+			if got, err := tc.load(ctx, s, n.String(), tag, c, n); err == nil && got.Digest == d {
+				return got.Size
+			}
+		}
+	}
+	return -1
+}
+
+func (s *layoutStore) Open(ctx context.Context, n ref.Name, d digest.Digest) (io.ReadCloser, error) {
+	if _, err := ref.ParseDigest(d.String()); err != nil {
+		return nil, err
+	}
+	where := s.where(n.String(), "")
+	f, err := os.Open(s.blobPath(toHash(d)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, errs.Wrap(err, errs.NotFound, "%s: blob %s is not in the layout", where, d)
+	}
+	if err != nil {
+		return nil, errs.Wrap(err, errs.IO, "%s: opening blob %s: %v", where, d, err)
+	}
+	// Blobs are written whole or not at all, so a size that differs from the manifest's means
+	// the folder was damaged from outside; the caller's hash would catch it too, but later.
+	if want := s.payloadSize(ctx, n, d); want >= 0 {
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, errs.Wrap(err, errs.IO, "%s: %v", where, err)
+		}
+		if fi.Size() != want {
+			f.Close()
+			return nil, errs.New(errs.Integrity, "%s: blob %s holds %d bytes; its manifest says %d; the layout is damaged; re-push the version", where, d, fi.Size(), want)
+		}
+	}
+	return f, nil
+}
+
+// writeBlob writes a blob through the atomic writer, checking size and digest before it becomes
+// visible. An existing blob of the right size is kept and r is not read.
+func (s *layoutStore) writeBlob(what string, h v1.Hash, size int64, r io.Reader) error {
+	final := s.blobPath(h)
+	if fi, err := os.Stat(final); err == nil && fi.Mode().IsRegular() && fi.Size() == size {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
+		return errs.Wrap(err, errs.IO, "%s: creating %s: %v", s.addr, filepath.Dir(final), err)
+	}
+	// The temporary file sits in the layout's root, not in blobs/, so no tool reading the
+	// layout ever mistakes it for a blob.
+	f, err := atomicfile.Create(s.dir, final, 0o644)
+	if err != nil {
+		return errs.Wrap(err, errs.IO, "%s: writing %s: %v", s.addr, what, err)
+	}
+	defer f.Abort()
+	hasher := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, hasher), io.LimitReader(r, size+1))
+	if err != nil {
+		return errs.Wrap(err, errs.IO, "%s: writing %s: %v", s.addr, what, err)
+	}
+	got := "sha256:" + hex.EncodeToString(hasher.Sum(nil))
+	if n != size || got != h.String() {
+		shown := fmt.Sprint(n)
+		if n > size {
+			shown = fmt.Sprintf("more than %d", size)
+		}
+		return errs.New(errs.Integrity, "%s: %s is %s bytes hashing to %s; expected %d bytes with digest %s; nothing was written", s.addr, what, shown, got, size, h)
+	}
+	if err := f.Commit(); err != nil {
+		return errs.Wrap(err, errs.IO, "%s: writing %s: %v", s.addr, what, err)
+	}
+	return nil
+}
+
+func (s *layoutStore) writeSmallBlob(what string, raw []byte) error {
+	return s.writeBlob(what, sha256Hash(raw), int64(len(raw)), strings.NewReader(string(raw)))
+}
+
+func (s *layoutStore) Push(ctx context.Context, desc fetch.Descriptor, payload io.Reader) error {
+	if err := checkPushDescriptor(s.addr, desc); err != nil {
+		return err
+	}
+	repo := desc.Name.String()
+	tag := tagFromVersion(desc.Version)
+	where := s.where(repo, tag)
+	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		return errs.Wrap(err, errs.IO, "%s: creating the layout folder: %v", s.addr, err)
+	}
+	// A first look, without the lock, refuses a conflict before a large payload is copied.
+	plan, err := planPush(ctx, s, repo, tag, desc)
+	if err != nil {
+		return err
+	}
+	payloadWhat := fmt.Sprintf("the payload of %s@%s", desc.Name, desc.Version)
+	if err := s.writeBlob(payloadWhat, toHash(desc.Digest), desc.Size, payload); err != nil {
+		return err
+	}
+	if plan.noop {
+		return nil
+	}
+	if err := s.writeSmallBlob("the empty config", emptyConfig); err != nil {
+		return err
+	}
+	if err := s.writeSmallBlob("the manifest of "+where, plan.manifest); err != nil {
+		return err
+	}
+
+	unlock, err := lockedfile.Lock(ctx, filepath.Join(s.dir, LockFile))
+	if err != nil {
+		return errs.Wrap(err, errs.IO, "%s: locking %s: %v", s.addr, LockFile, err)
+	}
+	defer unlock()
+	// Another process may have pushed while this one copied the payload: plan again under the lock.
+	plan, err = planPush(ctx, s, repo, tag, desc)
+	if err != nil || plan.noop {
+		return err
+	}
+	rootRaw, rootType := plan.manifest, types.OCIManifestSchema1
+	if plan.root != nil {
+		rootRaw, rootType = plan.root, types.OCIImageIndex
+		if err := s.writeSmallBlob("the index of "+where, rootRaw); err != nil {
+			return err
+		}
+	}
+	idx, _, err := s.readIndex()
+	if err != nil {
+		return err
+	}
+	entry, err := json.Marshal(v1.Descriptor{
+		MediaType:    rootType,
+		Size:         int64(len(rootRaw)),
+		Digest:       sha256Hash(rootRaw),
+		ArtifactType: fetch.ArtifactType,
+		Annotations:  map[string]string{AnnotationRefName: repo + ":" + tag},
+	})
+	if err != nil {
+		return errs.Wrap(err, errs.Internal, "%s: encoding the index entry: %v", where, err)
+	}
+	var manifests []json.RawMessage
+	for i, m := range idx.manifests {
+		if idx.entries[i].Annotations[AnnotationRefName] != repo+":"+tag {
+			manifests = append(manifests, m)
+		}
+	}
+	manifests = append(manifests, entry)
+	if err := s.writeIndex(idx.top, manifests); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (s *layoutStore) writeIndex(top map[string]json.RawMessage, manifests []json.RawMessage) error {
+	layoutFile := filepath.Join(s.dir, "oci-layout")
+	if _, err := os.Stat(layoutFile); errors.Is(err, fs.ErrNotExist) {
+		if err := atomicfile.WriteFile(layoutFile, []byte(`{"imageLayoutVersion":"1.0.0"}`+"\n"), 0o644); err != nil {
+			return errs.Wrap(err, errs.IO, "%s: writing oci-layout: %v", s.addr, err)
+		}
+	}
+	set := func(k string, v any) error {
+		b, err := json.Marshal(v)
+		top[k] = b
+		return err
+	}
+	if err := set("schemaVersion", 2); err != nil {
+		return errs.Wrap(err, errs.Internal, "%s: encoding index.json: %v", s.addr, err)
+	}
+	if err := set("mediaType", types.OCIImageIndex); err != nil {
+		return errs.Wrap(err, errs.Internal, "%s: encoding index.json: %v", s.addr, err)
+	}
+	if manifests == nil {
+		manifests = []json.RawMessage{}
+	}
+	if err := set("manifests", manifests); err != nil {
+		return errs.Wrap(err, errs.Internal, "%s: encoding index.json: %v", s.addr, err)
+	}
+	raw, err := json.MarshalIndent(top, "", "  ")
+	if err != nil {
+		return errs.Wrap(err, errs.Internal, "%s: encoding index.json: %v", s.addr, err)
+	}
+	if err := atomicfile.WriteFile(filepath.Join(s.dir, "index.json"), append(raw, '\n'), 0o644); err != nil {
+		return errs.Wrap(err, errs.IO, "%s: writing index.json: %v", s.addr, err)
+	}
+	return nil
+}

@@ -1,0 +1,392 @@
+package ocistore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/ref"
+)
+
+// emptyConfig is the OCI empty descriptor's content, `{}`.
+var emptyConfig = []byte("{}")
+
+var emptyConfigDesc = v1.Descriptor{
+	MediaType: types.MediaType(fetch.EmptyConfigType),
+	Size:      int64(len(emptyConfig)),
+	Digest:    sha256Hash(emptyConfig),
+	Data:      emptyConfig,
+}
+
+func sha256Hash(b []byte) v1.Hash {
+	sum := sha256.Sum256(b)
+	return v1.Hash{Algorithm: "sha256", Hex: fmt.Sprintf("%x", sum)}
+}
+
+func toHash(d digest.Digest) v1.Hash {
+	return v1.Hash{Algorithm: d.Algorithm().String(), Hex: d.Encoded()}
+}
+
+func fromHash(h v1.Hash) (digest.Digest, error) { return ref.ParseDigest(h.String()) }
+
+// platformField is the OCI platform of a mur platform tag, for tools that select on it.
+func platformField(p string) *v1.Platform {
+	osName, arch, ok := strings.Cut(p, "-")
+	if !ok {
+		return nil
+	}
+	switch arch {
+	case "x86_64":
+		arch = "amd64"
+	case "aarch64":
+		arch = "arm64"
+	}
+	return &v1.Platform{OS: osName, Architecture: arch}
+}
+
+// buildManifest is the image manifest of one payload. It holds nothing that varies between two
+// pushes of the same payload (no timestamps), so a re-push writes byte-identical JSON.
+func buildManifest(desc fetch.Descriptor) ([]byte, error) {
+	m := v1.Manifest{
+		SchemaVersion: 2,
+		MediaType:     types.OCIManifestSchema1,
+		ArtifactType:  fetch.ArtifactType,
+		Config:        emptyConfigDesc,
+		Layers: []v1.Descriptor{{
+			MediaType: types.MediaType(fetch.ArtifactLayerType),
+			Size:      desc.Size,
+			Digest:    toHash(desc.Digest),
+		}},
+		Annotations: map[string]string{
+			fetch.AnnotationName:     desc.Name.String(),
+			fetch.AnnotationVersion:  desc.Version,
+			fetch.AnnotationPlatform: desc.Platform,
+		},
+	}
+	if desc.Title != "" {
+		m.Layers[0].Annotations = map[string]string{fetch.AnnotationTitle: desc.Title}
+	}
+	return json.Marshal(m)
+}
+
+// childDescriptor is how an index names one platform's manifest.
+func childDescriptor(raw []byte, platform string) v1.Descriptor {
+	return v1.Descriptor{
+		MediaType:    types.OCIManifestSchema1,
+		Size:         int64(len(raw)),
+		Digest:       sha256Hash(raw),
+		ArtifactType: fetch.ArtifactType,
+		Annotations:  map[string]string{fetch.AnnotationPlatform: platform},
+		Platform:     platformField(platform),
+	}
+}
+
+// buildIndex is the image index of a version with several payloads, its manifests sorted by
+// platform so that the same set of payloads always gives the same index.
+func buildIndex(name ref.Name, version string, children []v1.Descriptor) ([]byte, error) {
+	sort.SliceStable(children, func(i, j int) bool {
+		return children[i].Annotations[fetch.AnnotationPlatform] < children[j].Annotations[fetch.AnnotationPlatform]
+	})
+	idx := v1.IndexManifest{
+		SchemaVersion: 2,
+		MediaType:     types.OCIImageIndex,
+		ArtifactType:  fetch.ArtifactType,
+		Manifests:     children,
+		Annotations: map[string]string{
+			fetch.AnnotationName:    name.String(),
+			fetch.AnnotationVersion: version,
+		},
+	}
+	return json.Marshal(idx)
+}
+
+// manifestReader is what resolving and pushing need of a store: the object a tag points at, and
+// a manifest by digest.
+type manifestReader interface {
+	// root returns the media type and content of what repo:tag points at; errs.NotFound when the
+	// repository or the tag is missing.
+	root(ctx context.Context, repo, tag string) (types.MediaType, []byte, error)
+	// child returns the content of the manifest d in repo.
+	child(ctx context.Context, repo string, d v1.Descriptor) ([]byte, error)
+	// where names repo:tag for messages, with the store's address.
+	where(repo, tag string) string
+}
+
+// tagContent is what a tag holds: one manifest per platform, from a plain manifest or an index.
+type tagContent struct {
+	index    bool
+	children []v1.Descriptor // platform annotation set on each
+	// raws caches manifests already read, by digest.
+	raws map[v1.Hash][]byte
+}
+
+func readTag(ctx context.Context, r manifestReader, repo, tag string) (tagContent, error) {
+	mt, raw, err := r.root(ctx, repo, tag)
+	if err != nil {
+		return tagContent{}, err
+	}
+	where := r.where(repo, tag)
+	switch mt {
+	case types.OCIManifestSchema1:
+		m, err := parseManifest(raw, where)
+		if err != nil {
+			return tagContent{}, err
+		}
+		d := childDescriptor(raw, m.Annotations[fetch.AnnotationPlatform])
+		return tagContent{children: []v1.Descriptor{d}, raws: map[v1.Hash][]byte{d.Digest: raw}}, nil
+	case types.OCIImageIndex:
+		var idx v1.IndexManifest
+		if err := json.Unmarshal(raw, &idx); err != nil {
+			return tagContent{}, errs.Wrap(err, errs.Integrity, "%s is an OCI image index that does not parse (%v); expected a murmur artifact index; re-push the version or remove the tag", where, err)
+		}
+		if idx.MediaType != "" && idx.MediaType != types.OCIImageIndex {
+			return tagContent{}, errs.New(errs.Integrity, "%s was served as an OCI image index but declares media type %q; re-push the version or remove the tag", where, idx.MediaType)
+		}
+		tc := tagContent{index: true, raws: map[v1.Hash][]byte{}}
+		for _, c := range idx.Manifests {
+			if c.MediaType != types.OCIManifestSchema1 {
+				return tagContent{}, errs.New(errs.Integrity, "%s lists a manifest of media type %q; expected only %s manifests of murmur artifacts", where, c.MediaType, types.OCIManifestSchema1)
+			}
+			p := c.Annotations[fetch.AnnotationPlatform]
+			if ref.ValidatePlatform(p) != nil {
+				return tagContent{}, errs.New(errs.Integrity, "%s lists manifest %s with platform annotation %q; expected %s to be any or a known platform", where, c.Digest, p, fetch.AnnotationPlatform)
+			}
+			tc.children = append(tc.children, c)
+		}
+		return tc, nil
+	}
+	return tagContent{}, errs.New(errs.Integrity, "%s is of media type %q; expected an OCI image manifest (%s) or index (%s) of a murmur artifact", where, mt, types.OCIManifestSchema1, types.OCIImageIndex)
+}
+
+// pick returns the child for platform: the exact one, else "any", never another platform.
+func (tc tagContent) pick(platform string) (v1.Descriptor, bool) {
+	for _, want := range []string{platform, ref.PlatformAny} {
+		for _, c := range tc.children {
+			if c.Annotations[fetch.AnnotationPlatform] == want {
+				return c, true
+			}
+		}
+	}
+	return v1.Descriptor{}, false
+}
+
+func (tc tagContent) platforms() []string {
+	var ps []string
+	for _, c := range tc.children {
+		ps = append(ps, c.Annotations[fetch.AnnotationPlatform])
+	}
+	return ps
+}
+
+// load reads and checks one child manifest.
+func (tc tagContent) load(ctx context.Context, r manifestReader, repo, tag string, c v1.Descriptor, name ref.Name) (fetch.Descriptor, error) {
+	raw, ok := tc.raws[c.Digest]
+	if !ok {
+		var err error
+		raw, err = r.child(ctx, repo, c)
+		if err != nil {
+			return fetch.Descriptor{}, err
+		}
+	}
+	where := r.where(repo, tag)
+	if c.Size != int64(len(raw)) || c.Digest != sha256Hash(raw) {
+		return fetch.Descriptor{}, errs.New(errs.Integrity, "%s: manifest %s was served with %d bytes hashing to %s; expected %d bytes with that digest; the store is damaged or tampered with", where, c.Digest, len(raw), sha256Hash(raw), c.Size)
+	}
+	m, err := parseManifest(raw, where)
+	if err != nil {
+		return fetch.Descriptor{}, err
+	}
+	return describe(m, where, name, c.Annotations[fetch.AnnotationPlatform])
+}
+
+// parseManifest checks the shape of a murmur artifact manifest strictly.
+func parseManifest(raw []byte, where string) (*v1.Manifest, error) {
+	var m v1.Manifest
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, errs.Wrap(err, errs.Integrity, "%s: the manifest does not parse (%v); expected an OCI image manifest of a murmur artifact", where, err)
+	}
+	var problems []string
+	if m.MediaType != types.OCIManifestSchema1 {
+		problems = append(problems, fmt.Sprintf("media type %q, expected %s", m.MediaType, types.OCIManifestSchema1))
+	}
+	if m.ArtifactType != fetch.ArtifactType {
+		problems = append(problems, fmt.Sprintf("artifactType %q, expected %s", m.ArtifactType, fetch.ArtifactType))
+	}
+	if string(m.Config.MediaType) != fetch.EmptyConfigType {
+		problems = append(problems, fmt.Sprintf("config media type %q, expected %s", m.Config.MediaType, fetch.EmptyConfigType))
+	}
+	if len(m.Layers) != 1 {
+		problems = append(problems, fmt.Sprintf("%d layers, expected exactly 1", len(m.Layers)))
+	} else if string(m.Layers[0].MediaType) != fetch.ArtifactLayerType {
+		problems = append(problems, fmt.Sprintf("layer media type %q, expected %s", m.Layers[0].MediaType, fetch.ArtifactLayerType))
+	}
+	if len(problems) > 0 {
+		return nil, errs.New(errs.Integrity, "%s is not a murmur artifact manifest: it has %s; re-push the version with mur push or remove the tag", where, strings.Join(problems, "; "))
+	}
+	return &m, nil
+}
+
+// describe turns a checked manifest into the descriptor it names.
+func describe(m *v1.Manifest, where string, name ref.Name, indexPlatform string) (fetch.Descriptor, error) {
+	a := m.Annotations
+	if got := a[fetch.AnnotationName]; got != name.String() {
+		return fetch.Descriptor{}, errs.New(errs.Integrity, "%s: annotation %s is %q; expected %q", where, fetch.AnnotationName, got, name)
+	}
+	version := a[fetch.AnnotationVersion]
+	if err := ref.ValidateVersion(version); err != nil {
+		return fetch.Descriptor{}, errs.New(errs.Integrity, "%s: annotation %s is %q, which is not a valid version", where, fetch.AnnotationVersion, version)
+	}
+	platform := a[fetch.AnnotationPlatform]
+	if ref.ValidatePlatform(platform) != nil {
+		return fetch.Descriptor{}, errs.New(errs.Integrity, "%s: annotation %s is %q; expected any or a known platform", where, fetch.AnnotationPlatform, platform)
+	}
+	if indexPlatform != "" && indexPlatform != platform {
+		return fetch.Descriptor{}, errs.New(errs.Integrity, "%s: the index lists the manifest for platform %q but the manifest says %q", where, indexPlatform, platform)
+	}
+	l := m.Layers[0]
+	d, err := fromHash(l.Digest)
+	if err != nil {
+		return fetch.Descriptor{}, errs.Wrap(err, errs.Integrity, "%s: layer digest %q is not a sha256 digest", where, l.Digest)
+	}
+	if l.Size < 0 {
+		return fetch.Descriptor{}, errs.New(errs.Integrity, "%s: layer size %d is negative", where, l.Size)
+	}
+	return fetch.Descriptor{
+		Name:     name,
+		Version:  version,
+		Platform: platform,
+		Digest:   d,
+		Size:     l.Size,
+		Title:    l.Annotations[fetch.AnnotationTitle],
+	}, nil
+}
+
+// resolveTag resolves repo:tag for platform.
+func resolveTag(ctx context.Context, r manifestReader, repo, tag string, name ref.Name, version, platform string) (fetch.Descriptor, error) {
+	tc, err := readTag(ctx, r, repo, tag)
+	if err != nil {
+		return fetch.Descriptor{}, err
+	}
+	c, ok := tc.pick(platform)
+	if !ok {
+		return fetch.Descriptor{}, errs.New(errs.NotFound, "%s holds %s@%s for platforms %s but not for %s or any; push a payload for %s", r.where(repo, tag), name, version, strings.Join(tc.platforms(), ", "), platform, platform)
+	}
+	d, err := tc.load(ctx, r, repo, tag, c, name)
+	if err != nil {
+		return fetch.Descriptor{}, err
+	}
+	if version != ref.Latest && d.Version != version {
+		return fetch.Descriptor{}, errs.New(errs.NotFound, "%s holds version %q, not %q (the two share a tag because '+' is stored as '_')", r.where(repo, tag), d.Version, version)
+	}
+	return d, nil
+}
+
+// pushPlan is what a push writes: the manifest, and the object the tag will point at.
+type pushPlan struct {
+	noop         bool
+	manifest     []byte
+	root         []byte // nil when the tag points at the manifest itself
+	rootType     types.MediaType
+	manifestDesc v1.Descriptor
+}
+
+// planPush decides, from what repo:tag holds now, what pushing desc writes, and refuses a version
+// and platform already held with another digest.
+func planPush(ctx context.Context, r manifestReader, repo, tag string, desc fetch.Descriptor) (pushPlan, error) {
+	manifest, err := buildManifest(desc)
+	if err != nil {
+		return pushPlan{}, errs.Wrap(err, errs.Internal, "encoding the manifest of %s@%s: %v", desc.Name, desc.Version, err)
+	}
+	plan := pushPlan{manifest: manifest, manifestDesc: childDescriptor(manifest, desc.Platform)}
+	tc, err := readTag(ctx, r, repo, tag)
+	switch {
+	case errors.Is(err, errs.NotFound):
+		tc = tagContent{}
+	case err != nil:
+		return pushPlan{}, err
+	}
+	var keep []v1.Descriptor
+	for _, c := range tc.children {
+		held, err := tc.load(ctx, r, repo, tag, c, desc.Name)
+		if err != nil {
+			return pushPlan{}, err
+		}
+		if held.Version != desc.Version {
+			return pushPlan{}, errs.New(errs.LockConflict, "%s already holds version %q, which shares the tag with %q because '+' is stored as '_'; publish under another version", r.where(repo, tag), held.Version, desc.Version)
+		}
+		if held.Platform == desc.Platform {
+			if held.Digest != desc.Digest {
+				return pushPlan{}, errs.New(errs.LockConflict, "%s already holds %s@%s for platform %s with digest %s; refusing to replace it with %s; publish a new version instead", r.where(repo, tag), desc.Name, desc.Version, desc.Platform, held.Digest, desc.Digest)
+			}
+			plan.noop = true
+			return plan, nil
+		}
+		keep = append(keep, c)
+	}
+	if len(keep) == 0 && desc.Platform == ref.PlatformAny {
+		plan.rootType = types.OCIManifestSchema1
+		return plan, nil
+	}
+	plan.root, err = buildIndex(desc.Name, desc.Version, append(keep, plan.manifestDesc))
+	if err != nil {
+		return pushPlan{}, errs.Wrap(err, errs.Internal, "encoding the index of %s@%s: %v", desc.Name, desc.Version, err)
+	}
+	plan.rootType = types.OCIImageIndex
+	return plan, nil
+}
+
+// checkPushDescriptor refuses a descriptor that can't be published.
+func checkPushDescriptor(store string, desc fetch.Descriptor) error {
+	if err := ref.ValidateSegment(desc.Name.Scope); err != nil {
+		return errs.New(errs.Usage, "pushing to %s: artifact name %q: %s", store, desc.Name, errs.Message(err))
+	}
+	if err := ref.ValidateSegment(desc.Name.Name); err != nil {
+		return errs.New(errs.Usage, "pushing to %s: artifact name %q: %s", store, desc.Name, errs.Message(err))
+	}
+	if err := ref.ValidateVersion(desc.Version); err != nil {
+		return errs.New(errs.Usage, "pushing %s to %s: %s", desc.Name, store, errs.Message(err))
+	}
+	if err := ref.ValidatePlatform(desc.Platform); err != nil {
+		return errs.New(errs.Usage, "pushing %s@%s to %s: %s", desc.Name, desc.Version, store, errs.Message(err))
+	}
+	if _, err := ref.ParseDigest(desc.Digest.String()); err != nil {
+		return errs.New(errs.Usage, "pushing %s@%s to %s: %s", desc.Name, desc.Version, store, errs.Message(err))
+	}
+	if desc.Size < 0 {
+		return errs.New(errs.Usage, "pushing %s@%s to %s: size %d is negative", desc.Name, desc.Version, store, desc.Size)
+	}
+	return nil
+}
+
+// latestTag picks the tag of the highest semantic version among tags.
+func latestTag(where string, name ref.Name, tags []string) (string, error) {
+	byVersion := map[string]string{}
+	var versions []string
+	for _, t := range tags {
+		v := versionFromTag(t)
+		byVersion[v] = t
+		versions = append(versions, v)
+	}
+	best, ok := highestSemver(versions)
+	if !ok {
+		if len(tags) == 0 {
+			return "", errs.New(errs.NotFound, "%s holds no versions of %s", where, name)
+		}
+		shown := tags
+		if len(shown) > 10 {
+			shown = shown[:10]
+		}
+		return "", errs.New(errs.Usage, "%s holds versions of %s (%s) but none is a semantic version, so latest means nothing; ask for one explicitly, e.g. %s@%s", where, name, strings.Join(shown, ", "), name, versionFromTag(tags[0]))
+	}
+	return byVersion[best], nil
+}

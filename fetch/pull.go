@@ -1,0 +1,523 @@
+package fetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/internal/artifact"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/lock"
+)
+
+// Where a pull may look, in the order a capsule's install.from lists them.
+const (
+	FromStores  = "stores"
+	FromSources = "sources"
+)
+
+// DefaultFrom is install.from when a capsule says nothing.
+var DefaultFrom = []string{FromStores, FromSources}
+
+// Project is the folder that holds murmur.yaml, murmur.lock and tools/.
+type Project struct{ Dir string }
+
+// LockPath is the project's murmur.lock.
+func (p Project) LockPath() string { return filepath.Join(p.Dir, lock.FileName) }
+
+// ToolsDir is where pulled artifacts are staged for people to read.
+func (p Project) ToolsDir() string { return filepath.Join(p.Dir, "tools") }
+
+// Request is one artifact to pull.
+type Request struct {
+	Asked   string   // the reference as the user typed it, for the pull record
+	Name    ref.Name //
+	Version string   // exact, or ref.Latest
+	From    []string // install.from, already narrowed by --from; nil means DefaultFrom
+	Update  bool     // --update: move the lock to what the request resolves to
+}
+
+// Result is what one pull did.
+type Result struct {
+	Name        string    `json:"name"`
+	Version     string    `json:"version"`
+	Platform    string    `json:"platform"`
+	Digest      string    `json:"digest"`
+	Size        int64     `json:"size"`
+	Origin      string    `json:"origin"`
+	Release     string    `json:"release,omitempty"`
+	Asset       string    `json:"asset,omitempty"`
+	CacheHit    bool      `json:"cache_hit"`
+	Transferred int64     `json:"transferred"`
+	DurationMS  int64     `json:"duration_ms"`
+	Tools       string    `json:"tools,omitempty"`
+	NewPin      *OwnerPin `json:"new_pin,omitempty"`
+	Warnings    []string  `json:"warnings,omitempty"`
+	Error       string    `json:"error,omitempty"`
+}
+
+// Event reports progress. Bytes and Total count payload bytes; Total is -1 when unknown.
+type Event struct {
+	Name  string
+	Phase string // "fetch", "done", "cached", "failed"
+	Bytes   int64
+	Total   int64
+	From    string
+	Elapsed time.Duration // since this artifact's pull began
+}
+
+// Puller is the one pull pipeline: resolve, fetch into a CAS scratch, check, commit, record,
+// upsert the lock, stage tools/ and precompile. Stores and sources only supply bytes; every
+// check that decides what becomes visible is made here, once.
+type Puller struct {
+	CAS      *cas.Store
+	Stores   []Store
+	Source   Source // nil when no source may be asked
+	Offline  bool
+	Platform string // "" means the host's
+	Jobs     int    // parallel pulls; <1 means 4
+	// Precompile compiles a fresh payload into the compiled cache; nil skips. A failure is a
+	// warning: the blob is pinned and valid, and `mur run` reports why it can't execute it.
+	Precompile func(ctx context.Context, wasm []byte) error
+	Events     func(Event)
+	Now        func() time.Time
+}
+
+func (p *Puller) platform() string {
+	if p.Platform != "" {
+		return p.Platform
+	}
+	return ref.HostPlatform()
+}
+
+func (p *Puller) now() time.Time {
+	if p.Now != nil {
+		return p.Now()
+	}
+	return time.Now()
+}
+
+func (p *Puller) emit(ev Event) {
+	if p.Events != nil {
+		p.Events(ev)
+	}
+}
+
+// Pull pulls every request, Jobs at a time, and returns one Result per request in order. The
+// error is the first failure; the failed requests changed nothing, the others are complete.
+func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Result, error) {
+	jobs := p.Jobs
+	if jobs < 1 {
+		jobs = 4
+	}
+	results := make([]Result, len(reqs))
+	errList := make([]error, len(reqs))
+	sem := make(chan struct{}, jobs)
+	var wg sync.WaitGroup
+	for i := range reqs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer func() { <-sem; wg.Done() }()
+			res, err := p.pullOne(ctx, proj, reqs[i])
+			if err != nil {
+				res.Name = reqs[i].Name.String()
+				res.Error = err.Error()
+				p.emit(Event{Name: res.Name, Phase: "failed"})
+			}
+			results[i], errList[i] = res, err
+		}(i)
+	}
+	wg.Wait()
+	for _, err := range errList {
+		if err != nil {
+			return results, err
+		}
+	}
+	return results, nil
+}
+
+// pinned is what murmur.lock says about a request.
+type pinned struct {
+	version  string
+	digest   digest.Digest // "" when this platform is not pinned
+	platform string
+	owner    *OwnerPin
+}
+
+func (p *Puller) readPin(proj Project, req Request) (pinned, error) {
+	l, err := lock.Read(proj.LockPath())
+	if err != nil {
+		return pinned{}, err
+	}
+	var pin pinned
+	if op, ok := l.Pin(req.Name.Scope); ok {
+		pin.owner = &OwnerPin{Source: op.Source, OwnerID: op.OwnerID, RepoID: op.RepoID}
+	}
+	e := l.Find(req.Name.String())
+	if e == nil {
+		return pin, nil
+	}
+	if req.Update {
+		// An update re-resolves; the old pin only matters if the version stays the same.
+		if req.Version != ref.Latest && req.Version != e.ResolvedVersion {
+			return pin, nil
+		}
+		if req.Version == ref.Latest {
+			return pin, nil
+		}
+	}
+	if req.Version != ref.Latest && req.Version != e.ResolvedVersion {
+		return pin, errs.New(errs.LockConflict,
+			"murmur.lock pins %s at %s, and %s was asked for; to move the pin run 'mur pull --update %s@%s'",
+			req.Name, e.ResolvedVersion, req.Version, req.Name, req.Version)
+	}
+	pin.version = e.ResolvedVersion
+	if hex, plat, ok := e.Digest(p.platform()); ok {
+		d, err := ref.DigestFromHex(hex)
+		if err != nil {
+			return pin, errs.Wrap(err, errs.InvalidLock, "murmur.lock pins %s with %q, which is not a sha256 hex digest; fix or remove the entry", req.Name, hex)
+		}
+		pin.digest, pin.platform = d, plat
+	}
+	return pin, nil
+}
+
+func (p *Puller) pullOne(ctx context.Context, proj Project, req Request) (Result, error) {
+	start := p.now()
+	res := Result{Name: req.Name.String()}
+	pin, err := p.readPin(proj, req)
+	if err != nil {
+		return res, err
+	}
+	version := req.Version
+	if pin.version != "" {
+		version = pin.version
+	}
+	// A locked pull whose blob is already here makes no request at all.
+	if pin.digest != "" && !req.Update && p.CAS.Has(pin.digest) {
+		st, err := p.CAS.Stat(pin.digest)
+		if err != nil {
+			return res, err
+		}
+		res.Version, res.Platform, res.Digest, res.Size, res.CacheHit = version, pin.platform, pin.digest.String(), st.Size, true
+		res.Origin = "cas"
+		if err := p.finish(ctx, proj, req, &res, nil, start, false); err != nil {
+			return res, err
+		}
+		p.emit(Event{Name: res.Name, Phase: "cached", Bytes: st.Size, Total: st.Size, Elapsed: p.now().Sub(start)})
+		return res, nil
+	}
+	if p.Offline {
+		what := req.Name.String() + "@" + version
+		return res, errs.New(errs.Offline, "%s is not in the cache and the network is off (--offline or MUR_OFFLINE); run 'mur warm' (or 'mur pull %s') with network first", what, what)
+	}
+	got, err := p.fetch(ctx, req, version, pin)
+	if err != nil {
+		p.record(req, &res, start, err)
+		return res, err
+	}
+	defer got.w.Close()
+	fetched := p.now().Sub(start)
+	res.Version, res.Platform, res.Origin = got.desc.Version, got.desc.Platform, got.desc.Origin
+	res.Size, res.Transferred, res.Release, res.Asset, res.NewPin = got.w.Size(), got.w.Size(), got.release, got.asset, got.newPin
+	res.Digest = got.w.Digest().String()
+	if err := p.finish(ctx, proj, req, &res, got, start, true); err != nil {
+		p.record(req, &res, start, err)
+		return res, err
+	}
+	p.emit(Event{Name: res.Name, Phase: "done", Bytes: res.Size, Total: res.Size, From: res.Origin, Elapsed: fetched})
+	return res, nil
+}
+
+// fetched is a payload in a CAS scratch that passed every check but the lock's.
+type fetched struct {
+	w       *cas.Writer
+	desc    Descriptor
+	release string
+	asset   string
+	newPin  *OwnerPin
+	archive *artifact.Archive
+}
+
+func (p *Puller) fetch(ctx context.Context, req Request, version string, pin pinned) (*fetched, error) {
+	from := req.From
+	if from == nil {
+		from = DefaultFrom
+	}
+	what := req.Name.String() + "@" + version
+	var failures []error
+	asked := []string{}
+	for _, kind := range from {
+		switch kind {
+		case FromStores:
+			for _, st := range p.Stores {
+				asked = append(asked, st.String())
+				got, err := p.fromStore(ctx, st, req, version, pin)
+				if err == nil {
+					return got, nil
+				}
+				if errors.Is(err, errs.LockConflict) {
+					return nil, err
+				}
+				failures = append(failures, err)
+			}
+		case FromSources:
+			if p.Source == nil {
+				continue
+			}
+			label, ok := p.Source.Label(req.Name.Scope)
+			if !ok {
+				continue
+			}
+			asked = append(asked, label)
+			if pin.owner != nil && pin.owner.Source != label {
+				return nil, errs.New(errs.OwnerChanged, "scope %s is pinned to %s (owner id %d) in murmur.lock, but the configuration now names %s; if the move is expected run 'mur lock forget-scope %s' and pull again",
+					req.Name.Scope, pin.owner.Source, pin.owner.OwnerID, label, req.Name.Scope)
+			}
+			got, err := p.fromSource(ctx, req, version, pin)
+			if err == nil {
+				return got, nil
+			}
+			failures = append(failures, err)
+		}
+	}
+	for _, err := range failures {
+		if !errors.Is(err, errs.NotFound) {
+			return nil, err
+		}
+	}
+	hint := ""
+	if !slices.Contains(from, FromSources) {
+		hint = fmt.Sprintf("; sources were not granted (install.from: [%s]), so the GitHub source of scope %s was not asked: add sources to capabilities.install.from or push the artifact to a store", strings.Join(from, ", "), req.Name.Scope)
+	} else if len(asked) == 0 {
+		hint = "; no store is configured and no source serves its scope: add a store to config.yaml or pass --store"
+	}
+	if len(asked) == 0 {
+		return nil, errs.New(errs.NotFound, "%s was not found: nothing was asked%s", what, hint)
+	}
+	last := ""
+	if len(failures) > 0 {
+		last = " (" + errs.Message(failures[len(failures)-1]) + ")"
+	}
+	return nil, errs.New(errs.NotFound, "%s was not found in %s%s%s", what, strings.Join(asked, ", "), last, hint)
+}
+
+func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version string, pin pinned) (*fetched, error) {
+	desc := Descriptor{Name: req.Name, Version: version, Platform: pin.platform, Digest: pin.digest, Size: -1, Origin: st.String()}
+	if pin.digest == "" {
+		d, err := st.Resolve(ctx, req.Name, version, p.platform())
+		if err != nil {
+			return nil, err
+		}
+		desc = d
+		desc.Origin = st.String()
+	}
+	rc, err := st.Open(ctx, req.Name, desc.Digest)
+	if err != nil && pin.digest != "" && errors.Is(err, errs.NotFound) {
+		// The pinned blob is gone; if the tag now names other bytes, that is the lock's business.
+		if d, rerr := st.Resolve(ctx, req.Name, version, p.platform()); rerr == nil && d.Digest != pin.digest {
+			return nil, errs.New(errs.LockConflict,
+				"%s serves %s@%s as %s, but murmur.lock pins %s; if the new bytes are expected run 'mur pull --update %s@%s', otherwise ask the publisher why the tag moved",
+				st, req.Name, version, d.Digest, pin.digest, req.Name, version)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	w, err := p.CAS.NewWriter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			w.Close()
+		}
+	}()
+	if _, err := io.Copy(&progressWriter{w: w, p: p, name: req.Name.String(), total: desc.Size, from: st.String()}, rc); err != nil {
+		return nil, errs.Wrap(err, errs.Network, "reading %s@%s from %s stopped after %d bytes: %v; run the pull again", req.Name, version, st, w.Size(), err)
+	}
+	if w.Digest() != desc.Digest || (desc.Size >= 0 && w.Size() != desc.Size) {
+		return nil, errs.New(errs.Integrity, "%s served %d bytes with digest %s for %s@%s, expected %s (%d bytes); nothing was written; report it to the store's owner",
+			st, w.Size(), w.Digest(), req.Name, version, desc.Digest, desc.Size)
+	}
+	a, err := checkPacked(w, req.Name, version, st.String(), errs.Integrity)
+	if err != nil {
+		return nil, err
+	}
+	if desc.Platform == "" {
+		desc.Platform = ref.PlatformAny
+	}
+	ok = true
+	return &fetched{w: w, desc: desc, archive: a}, nil
+}
+
+func (p *Puller) fromSource(ctx context.Context, req Request, version string, pin pinned) (*fetched, error) {
+	w, err := p.CAS.NewWriter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			w.Close()
+		}
+	}()
+	pw := &progressScratch{progressWriter{w: w, p: p, name: req.Name.String(), total: -1, from: "source"}, w}
+	s, err := p.Source.Fetch(ctx, req.Name, version, p.platform(), pin.owner, pw)
+	if err != nil {
+		return nil, err
+	}
+	if pin.digest != "" && s.Digest != pin.digest {
+		return nil, errs.New(errs.LockConflict, "%s serves %s@%s as %s, but murmur.lock pins %s; if the new bytes are expected run 'mur pull --update %s@%s'",
+			s.Origin, req.Name, s.Version, s.Digest, pin.digest, req.Name, s.Version)
+	}
+	if w.Digest() != s.Digest {
+		return nil, errs.New(errs.Integrity, "%s reported %s for %s@%s but the bytes hash to %s; nothing was written", s.Origin, s.Digest, req.Name, s.Version, w.Digest())
+	}
+	a, err := checkPacked(w, req.Name, s.Version, s.Origin, errs.IndexMismatch)
+	if err != nil {
+		return nil, err
+	}
+	ok = true
+	return &fetched{w: w, desc: s.Descriptor, release: s.Release, asset: s.Asset, newPin: s.NewPin, archive: a}, nil
+}
+
+// checkPacked refuses a payload whose own murmur.yaml names another artifact or version than
+// the one it was served as: a store or source must not swap one tool for another.
+func checkPacked(w *cas.Writer, name ref.Name, version, origin string, tok errs.Token) (*artifact.Archive, error) {
+	a, err := artifact.Read(w, w.Size())
+	if err != nil {
+		return nil, err
+	}
+	if a.Manifest.Name != name.Name || a.Manifest.Version != version {
+		return nil, errs.New(tok, "%s served %s@%s, but its packed murmur.yaml says name %q version %q; nothing was written; report it to the publisher",
+			origin, name, version, a.Manifest.Name, a.Manifest.Version)
+	}
+	return a, nil
+}
+
+// finish makes a fetched payload visible and tells the project about it. The lock is checked
+// before the blob is committed, so that a conflict leaves no blob behind.
+func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Result, got *fetched, start time.Time, fresh bool) error {
+	hex := strings.TrimPrefix(res.Digest, "sha256:")
+	upsert := func(l *lock.Lock) error {
+		if got != nil && got.newPin != nil {
+			if cur, ok := l.Pin(req.Name.Scope); ok && (cur.OwnerID != got.newPin.OwnerID || cur.Source != got.newPin.Source) {
+				return errs.New(errs.OwnerChanged, "scope %s is pinned to %s owner id %d, but %s has owner id %d; if the transfer is expected run 'mur lock forget-scope %s' and pull again",
+					req.Name.Scope, cur.Source, cur.OwnerID, got.newPin.Source, got.newPin.OwnerID, req.Name.Scope)
+			} else if !ok {
+				if err := l.SetPin(req.Name.Scope, lock.ScopePin{Source: got.newPin.Source, OwnerID: got.newPin.OwnerID, RepoID: got.newPin.RepoID}); err != nil {
+					return err
+				}
+			}
+		}
+		return l.Upsert(req.Name.String(), res.Version, res.Platform, hex, "operator", req.Update)
+	}
+	if fresh {
+		snap, err := lock.Read(proj.LockPath())
+		if err != nil {
+			return err
+		}
+		if err := upsert(snap); err != nil {
+			return err
+		}
+		if _, err := got.w.Commit(ctx, got.w.Size(), got.w.Digest()); err != nil {
+			return err
+		}
+	}
+	if err := lock.Update(ctx, proj.LockPath(), upsert); err != nil {
+		return err
+	}
+	d := digest.Digest(res.Digest)
+	dir, err := Stage(proj, p.CAS, req.Name, d)
+	if err != nil {
+		return err
+	}
+	res.Tools = dir
+	p.CAS.Touch(d)
+	if fresh && p.Precompile != nil && got.archive != nil && !got.archive.Component {
+		// The scratch is gone once committed: read the payload back from the blob.
+		if err := p.precompile(ctx, d); err != nil {
+			res.Warnings = append(res.Warnings, "not precompiled: "+err.Error())
+		}
+	}
+	p.record(req, res, start, nil)
+	return nil
+}
+
+func (p *Puller) precompile(ctx context.Context, d digest.Digest) error {
+	a, c, err := artifact.Open(p.CAS.Path(d))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	wasm, err := a.ReadPayload()
+	if err != nil {
+		return err
+	}
+	return p.Precompile(ctx, wasm)
+}
+
+func (p *Puller) record(req Request, res *Result, start time.Time, err error) {
+	dur := p.now().Sub(start)
+	res.DurationMS = dur.Milliseconds()
+	r := cas.Record{
+		Time: p.now().UTC(), Ref: req.Asked, Name: req.Name.String(), Version: res.Version, Platform: res.Platform,
+		Digest: digest.Digest(res.Digest), Size: res.Size, Source: res.Origin, Release: res.Release, Asset: res.Asset,
+		Transferred: res.Transferred, DurationMS: dur.Milliseconds(), Outcome: "pulled",
+	}
+	if res.NewPin != nil {
+		r.OwnerID = res.NewPin.OwnerID
+	}
+	if res.CacheHit {
+		r.Outcome = "cache-hit"
+	}
+	if err != nil {
+		r.Outcome, r.Error = "failed", err.Error()
+	}
+	// A record that can't be written must not undo a pull that is complete.
+	_ = p.CAS.AppendRecord(r)
+}
+
+type progressWriter struct {
+	w     io.Writer
+	p     *Puller
+	name  string
+	total int64
+	from  string
+	n     int64
+	last  int64
+}
+
+func (pw *progressWriter) Write(b []byte) (int, error) {
+	n, err := pw.w.Write(b)
+	pw.n += int64(n)
+	if pw.n-pw.last >= 1<<20 {
+		pw.last = pw.n
+		pw.p.emit(Event{Name: pw.name, Phase: "fetch", Bytes: pw.n, Total: pw.total, From: pw.from})
+	}
+	return n, err
+}
+
+// progressScratch is a Scratch that reports progress as a source writes into it.
+type progressScratch struct {
+	progressWriter
+	s Scratch
+}
+
+func (ps *progressScratch) ReadAt(b []byte, off int64) (int, error) { return ps.s.ReadAt(b, off) }
+func (ps *progressScratch) Size() int64                             { return ps.s.Size() }
+func (ps *progressScratch) Digest() digest.Digest                   { return ps.s.Digest() }

@@ -1,0 +1,144 @@
+// Command benchreport turns `go test -bench` output into BENCHMARKS.md: each figure beside its
+// peer measured in the same run, as a ratio against the target the spec sets.
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+type result struct {
+	nsPerOp float64
+	metrics map[string]float64
+}
+
+var line = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
+
+func parse(r io.Reader) (map[string]result, []string) {
+	out := map[string]result{}
+	var raw []string
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		l := sc.Text()
+		m := line.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		raw = append(raw, l)
+		res := result{metrics: map[string]float64{}}
+		f := strings.Fields(m[2])
+		for i := 0; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				continue
+			}
+			if f[i+1] == "ns/op" {
+				res.nsPerOp = v
+			} else {
+				res.metrics[f[i+1]] = v
+			}
+		}
+		out[m[1]] = res
+	}
+	return out, raw
+}
+
+type comparison struct {
+	what, subject, peer, target string
+	// ratio computes the figure from the two results; ok says whether it meets the target.
+	ratio func(s, p result) float64
+	ok    func(r float64) bool
+	unit  string
+}
+
+func faster(s, p result) float64 { return p.nsPerOp / s.nsPerOp } // >1: subject is faster
+func slower(s, p result) float64 { return s.nsPerOp / p.nsPerOp } // <1: subject is faster
+
+func main() {
+	res, raw := parse(os.Stdin)
+	cmp := []comparison{
+		{"CAS ingest of 256 MiB vs io.Copy with a sha256 tee (+fsync)", "BenchmarkIngest256MiB", "BenchmarkPlainCopyTee256MiB", "≥ 0.9", faster, func(r float64) bool { return r >= 0.9 }, "× speed"},
+		{"CAS VerifyAll of 1 GiB vs one goroutine hashing", "BenchmarkVerifyAll1GiB", "BenchmarkSerialHash1GiB", "≥ 1.6", faster, func(r float64) bool { return r >= 1.6 }, "× speed"},
+		{"cold pull of 256 MiB from docker-registry: mur vs crane blob", "BenchmarkColdPull256MiB/mur", "BenchmarkColdPull256MiB/crane", "≥ 1.2", faster, func(r float64) bool { return r >= 1.2 }, "× speed"},
+		{"mur verify of 512 MiB vs sha256sum", "BenchmarkVerify/mur", "BenchmarkVerify/sha256sum", "> 1", faster, func(r float64) bool { return r > 1 }, "× speed"},
+		{"mur verify of 512 MiB vs a single-core Go hash", "BenchmarkVerify/mur", "BenchmarkVerify/go-serial", "≥ 1.6", faster, func(r float64) bool { return r >= 1.6 }, "× speed"},
+		{"mur run hello (warm cache) vs bare wazero (warm cache), whole process", "BenchmarkRunHello/mur-warm", "BenchmarkRunHello/bare-wazero-warm", "≤ 1.0", slower, func(r float64) bool { return r <= 1.0 }, "× time"},
+		{"mur run hello: cold vs warm compiled cache, whole process", "BenchmarkRunHello/mur-warm", "BenchmarkRunHello/mur-cold", "≥ 5", faster, func(r float64) bool { return r >= 5 }, "× speed"},
+		{"sandbox compile: cold vs warm cache", "BenchmarkWarmCompile", "BenchmarkColdCompile", "≥ 5", faster, func(r float64) bool { return r >= 5 }, "× speed"},
+		{"50 small pulls: --jobs 4 vs --jobs 1", "BenchmarkPullJobs/jobs-4", "BenchmarkPullJobs/jobs-1", "> 1", faster, func(r float64) bool { return r > 1 }, "× speed"},
+	}
+	fmt.Println("# Benchmarks")
+	fmt.Println()
+	host, _ := os.Hostname()
+	fmt.Printf("Run by `make bench` on %s: %s/%s, %d cores, %s, host %s.\n",
+		time.Now().UTC().Format("2006-01-02"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), host)
+	if cpu := cpuModel(); cpu != "" {
+		fmt.Printf("CPU: %s.\n", cpu)
+	}
+	fmt.Println()
+	fmt.Println("| comparison | mur | peer | ratio | target | met |")
+	fmt.Println("| --- | --- | --- | --- | --- | --- |")
+	for _, c := range cmp {
+		s, ok1 := res[c.subject]
+		p, ok2 := res[c.peer]
+		if !ok1 || !ok2 {
+			fmt.Printf("| %s | — | — | not measured | %s | — |\n", c.what, c.target)
+			continue
+		}
+		r := c.ratio(s, p)
+		met := "no"
+		if c.ok(r) {
+			met = "yes"
+		}
+		fmt.Printf("| %s | %s | %s | %.2f %s | %s | %s |\n", c.what, dur(s.nsPerOp), dur(p.nsPerOp), r, c.unit, c.target, met)
+	}
+	fmt.Println()
+	if w, ok := res["BenchmarkWarmLockedPull20"]; ok {
+		fmt.Printf("- Warm locked pull of a 20-artifact project, whole process: %s, %.0f network requests.\n", dur(w.nsPerOp), w.metrics["requests/op"])
+	}
+	for _, size := range []string{"64MiB", "256MiB"} {
+		if m, ok := res["BenchmarkColdPull"+size+"/mur"]; ok {
+			c := res["BenchmarkColdPull"+size+"/crane"]
+			fmt.Printf("- Peak RSS of a cold pull of %s: mur %.0f MiB, crane %.0f MiB.\n", size, m.metrics["maxrss-MiB"], c.metrics["maxrss-MiB"])
+		}
+	}
+	if m, ok := res["BenchmarkIngestPeakHeap1GiB"]; ok {
+		fmt.Printf("- Peak heap during a 1 GiB CAS ingest: %.1f MiB.\n", m.metrics["peak-heap-MiB"])
+	}
+	if m, ok := res["BenchmarkParseMarshal1000"]; ok {
+		fmt.Printf("- Parse and write back a 1,000-entry murmur.lock: %s.\n", dur(m.nsPerOp))
+	}
+	fmt.Println()
+	fmt.Println("## Raw results")
+	fmt.Println()
+	fmt.Println("```")
+	for _, l := range raw {
+		fmt.Println(l)
+	}
+	fmt.Println("```")
+}
+
+func dur(ns float64) string {
+	return time.Duration(ns).Round(time.Microsecond * 10).String()
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "model name") {
+			_, v, _ := strings.Cut(l, ":")
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,257 @@
+// Package check is `mur verify`: it holds murmur.lock against the CAS, the staged tools/ and the
+// compiled cache, and with a repairer restores what it can.
+package check
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"sync"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/internal/artifact"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/lock"
+)
+
+// Compiler is the part of the sandbox runner that verify needs.
+type Compiler interface {
+	// CheckCompiled reports whether wasm's compiled form is cached, and an error when the
+	// cached entry is damaged.
+	CheckCompiled(ctx context.Context, wasm []byte) (bool, error)
+	// Precompile compiles wasm into the cache, replacing a damaged entry.
+	Precompile(ctx context.Context, wasm []byte) error
+}
+
+// Input is what one verification looks at.
+type Input struct {
+	Project   fetch.Project
+	Lock      *lock.Lock
+	CAS       *cas.Store
+	Platform  string                    // "" means the host's; "all" checks every pinned platform's blob
+	SourceFor func(scope string) string // the configured source of a scope, for pin checks
+	Runner    Compiler                  // nil skips the compiled cache
+	Repair    *fetch.Puller             // nil reports only
+}
+
+// Problem is one thing that is wrong.
+type Problem struct {
+	Kind     string `json:"kind"` // blob, tools, compiled, pin
+	Subject  string `json:"subject"`
+	Problem  string `json:"problem"`
+	Repaired bool   `json:"repaired"`
+}
+
+// Report is the outcome of a verification.
+type Report struct {
+	Blobs    int       `json:"blobs"`
+	Tools    int       `json:"tools"`
+	Compiled int       `json:"compiled"`
+	Problems []Problem `json:"problems"`
+}
+
+// Unrepaired counts the problems still standing.
+func (r *Report) Unrepaired() int {
+	n := 0
+	for _, p := range r.Problems {
+		if !p.Repaired {
+			n++
+		}
+	}
+	return n
+}
+
+// RepairedCount counts the problems that were fixed.
+func (r *Report) RepairedCount() int { return len(r.Problems) - r.Unrepaired() }
+
+type pinnedBlob struct {
+	entry    *lock.Entry
+	name     ref.Name
+	platform string
+	digest   digest.Digest
+	host     bool // pinned for the platform this machine runs
+}
+
+// Run verifies. It returns an error only when it could not look; what it found is in the report.
+func Run(ctx context.Context, in Input) (*Report, error) {
+	rep := &Report{Problems: []Problem{}}
+	if in.Repair != nil && in.Platform != "" && in.Platform != "all" {
+		in.Repair.Platform = in.Platform
+	}
+	blobs, err := pinnedBlobs(in.Lock, in.Platform)
+	if err != nil {
+		return nil, err
+	}
+	rep.Blobs = len(blobs)
+
+	// Re-hash every pinned blob, one per core.
+	bad := make([]error, len(blobs))
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for w := 0; w < runtime.NumCPU(); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				bad[i] = in.CAS.Verify(ctx, blobs[i].digest)
+			}
+		}()
+	}
+	for i := range blobs {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	var refetch []fetch.Request
+	for i, b := range blobs {
+		if bad[i] == nil {
+			continue
+		}
+		msg := errs.Message(bad[i])
+		if errors.Is(bad[i], errs.NotFound) {
+			msg = fmt.Sprintf("%s@%s (%s) is pinned but not in the CAS; run 'mur pull' or 'mur verify --repair'", b.name, b.entry.ResolvedVersion, b.digest)
+		}
+		rep.Problems = append(rep.Problems, Problem{Kind: "blob", Subject: b.name.String() + " " + b.digest.String(), Problem: msg})
+		if b.host {
+			refetch = append(refetch, fetch.Request{Asked: "verify --repair", Name: b.name, Version: b.entry.ResolvedVersion})
+		}
+	}
+	if in.Repair != nil && len(refetch) > 0 {
+		results, _ := in.Repair.Pull(ctx, in.Project, refetch)
+		for _, r := range results {
+			if r.Error != "" {
+				continue
+			}
+			for i := range rep.Problems {
+				p := &rep.Problems[i]
+				if p.Kind == "blob" && p.Subject == r.Name+" "+r.Digest {
+					p.Repaired = true
+				}
+			}
+		}
+	}
+
+	// Staged tools and compiled forms, for what this machine would run.
+	for _, b := range blobs {
+		if !b.host || !in.CAS.Has(b.digest) {
+			continue
+		}
+		rep.Tools++
+		if err := fetch.CheckStaged(in.Project, b.name, b.digest); err != nil {
+			p := Problem{Kind: "tools", Subject: fetch.StagedDir(in.Project, b.name), Problem: errs.Message(err)}
+			if in.Repair != nil {
+				os.RemoveAll(fetch.StagedDir(in.Project, b.name))
+				if _, err := fetch.Stage(in.Project, in.CAS, b.name, b.digest); err == nil {
+					p.Repaired = fetch.CheckStaged(in.Project, b.name, b.digest) == nil
+				}
+			}
+			rep.Problems = append(rep.Problems, p)
+		}
+		if in.Runner == nil {
+			continue
+		}
+		wasm, component, err := payload(in.CAS, b.digest)
+		if err != nil || component {
+			continue
+		}
+		rep.Compiled++
+		ok, cerr := in.Runner.CheckCompiled(ctx, wasm)
+		if ok && cerr == nil {
+			continue
+		}
+		p := Problem{Kind: "compiled", Subject: b.name.String() + " " + b.digest.String(), Problem: "not compiled yet; 'mur verify --repair' or 'mur warm' compiles it"}
+		if cerr != nil {
+			p.Problem = "compiled entry is damaged: " + cerr.Error()
+		}
+		if in.Repair != nil {
+			p.Repaired = in.Runner.Precompile(ctx, wasm) == nil
+		}
+		rep.Problems = append(rep.Problems, p)
+	}
+
+	// Owner pins that can be checked without the network: the pin must still name the source
+	// the configuration would ask.
+	if in.SourceFor != nil {
+		scopes := make([]string, 0, len(in.Lock.Scopes))
+		for s := range in.Lock.Scopes {
+			scopes = append(scopes, s)
+		}
+		sort.Strings(scopes)
+		for _, s := range scopes {
+			pin := in.Lock.Scopes[s]
+			if want := in.SourceFor(s); want != pin.Source {
+				rep.Problems = append(rep.Problems, Problem{Kind: "pin", Subject: s, Problem: fmt.Sprintf(
+					"murmur.lock pins scope %s to %s (owner id %d), but the configuration now names %s; if the move is expected run 'mur lock forget-scope %s'", s, pin.Source, pin.OwnerID, want, s)})
+			}
+		}
+	}
+	return rep, nil
+}
+
+func pinnedBlobs(l *lock.Lock, platform string) ([]pinnedBlob, error) {
+	host := platform
+	if host == "" {
+		host = ref.HostPlatform()
+	}
+	var out []pinnedBlob
+	for i := range l.Artifacts {
+		e := &l.Artifacts[i]
+		n, err := ref.ParseName(e.Name)
+		if err != nil {
+			return nil, err
+		}
+		add := func(plat, hex string, isHost bool) error {
+			d, err := ref.DigestFromHex(hex)
+			if err != nil {
+				return err
+			}
+			out = append(out, pinnedBlob{entry: e, name: n, platform: plat, digest: d, host: isHost})
+			return nil
+		}
+		if platform == "all" {
+			hostHex, _, hostOK := e.Digest(ref.HostPlatform())
+			if e.SHA256.Any != "" {
+				if err := add(ref.PlatformAny, e.SHA256.Any, hostOK && hostHex == e.SHA256.Any); err != nil {
+					return nil, err
+				}
+			}
+			plats := make([]string, 0, len(e.SHA256.Platforms))
+			for p := range e.SHA256.Platforms {
+				plats = append(plats, p)
+			}
+			sort.Strings(plats)
+			for _, p := range plats {
+				if err := add(p, e.SHA256.Platforms[p], p == ref.HostPlatform()); err != nil {
+					return nil, err
+				}
+			}
+			continue
+		}
+		if hex, plat, ok := e.Digest(host); ok {
+			if err := add(plat, hex, true); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+func payload(store *cas.Store, d digest.Digest) ([]byte, bool, error) {
+	a, c, err := artifact.Open(store.Path(d))
+	if err != nil {
+		return nil, false, err
+	}
+	defer c.Close()
+	if a.Component {
+		return nil, true, nil
+	}
+	b, err := a.ReadPayload()
+	return b, false, err
+}

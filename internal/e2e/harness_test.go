@@ -1,0 +1,254 @@
+// Package e2e runs the real mur binary as a user would, against the real docker-registry, the
+// GitHub test server and real wasm guests. The reliability scenarios (TestReliability*) each
+// inflict a fault and then assert that the next command succeeds, `mur verify` is clean and the
+// lock still holds every entry; `make reliability` prints their summary table.
+package e2e
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/murmur-nexus/mur/internal/artifact"
+	"github.com/murmur-nexus/mur/lock"
+)
+
+var (
+	summary = flag.Bool("reliability-summary", false, "print the reliability scenarios as a table")
+	murBin  string
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "mur-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	murBin = filepath.Join(dir, "mur")
+	build := exec.Command("go", "build", "-o", murBin, "github.com/murmur-nexus/mur/cmd/mur")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building mur:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if *summary {
+		printSummary(code)
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// scenarios collects the reliability table.
+var (
+	scenarioMu sync.Mutex
+	scenarios  []scenarioResult
+)
+
+type scenarioResult struct {
+	name string
+	held bool
+	took time.Duration
+}
+
+// scenario names a reliability scenario for the summary table; it held when the test passed.
+func scenario(t *testing.T, name string) {
+	start := time.Now()
+	t.Cleanup(func() {
+		scenarioMu.Lock()
+		defer scenarioMu.Unlock()
+		scenarios = append(scenarios, scenarioResult{name: name, held: !t.Failed() && !t.Skipped(), took: time.Since(start)})
+	})
+}
+
+func printSummary(code int) {
+	scenarioMu.Lock()
+	defer scenarioMu.Unlock()
+	sort.SliceStable(scenarios, func(i, j int) bool { return scenarios[i].name < scenarios[j].name })
+	fmt.Println()
+	fmt.Println("| reliability scenario | held | time |")
+	fmt.Println("| --- | --- | --- |")
+	held := 0
+	for _, s := range scenarios {
+		mark := "NO"
+		if s.held {
+			mark = "yes"
+			held++
+		}
+		fmt.Printf("| %s | %s | %s |\n", s.name, mark, s.took.Round(10*time.Millisecond))
+	}
+	fmt.Printf("\nreliability: %d passed, %d failed\n", held, len(scenarios)-held)
+}
+
+// world is one user's machine: a Murmur home and a project folder.
+type world struct {
+	t       *testing.T
+	home    string
+	project string
+	env     []string
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	root := t.TempDir()
+	w := &world{t: t, home: filepath.Join(root, "home"), project: filepath.Join(root, "project")}
+	if err := os.MkdirAll(filepath.Join(w.project, ".murmur"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w.env = []string{"MURMUR_HOME=" + w.home, "HOME=" + root, "PATH=" + os.Getenv("PATH"), "GITHUB_TOKEN=", "MUR_OFFLINE="}
+	return w
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+}
+
+// cmd prepares `mur args...` in the project folder.
+func (w *world) cmd(args ...string) *exec.Cmd {
+	c := exec.Command(murBin, args...)
+	c.Dir = w.project
+	c.Env = append([]string{}, w.env...)
+	return c
+}
+
+func (w *world) mur(args ...string) result {
+	w.t.Helper()
+	c := w.cmd(args...)
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	err := c.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		w.t.Fatalf("mur %v: %v", args, err)
+	}
+	return result{stdout: out.String(), stderr: errb.String(), code: code}
+}
+
+func (w *world) ok(args ...string) result {
+	w.t.Helper()
+	r := w.mur(args...)
+	if r.code != 0 {
+		w.t.Fatalf("mur %s: %s", strings.Join(args, " "), r)
+	}
+	return r
+}
+
+// fails runs mur, expects a failure whose stderr holds `mur: <token>:`, and returns it.
+func (w *world) fails(token string, args ...string) result {
+	w.t.Helper()
+	r := w.mur(args...)
+	if r.code == 0 || !strings.Contains(r.stderr, "mur: "+token+":") {
+		w.t.Fatalf("mur %s: want a %s: error, got %s", strings.Join(args, " "), token, r)
+	}
+	return r
+}
+
+func (w *world) write(rel, content string) {
+	w.t.Helper()
+	p := filepath.Join(w.project, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		w.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *world) stores(addrs ...string) {
+	w.write(".murmur/config.yaml", "stores: [\""+strings.Join(addrs, "\", \"")+"\"]\n")
+}
+
+func (w *world) lock() *lock.Lock {
+	w.t.Helper()
+	l, err := lock.Read(filepath.Join(w.project, "murmur.lock"))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return l
+}
+
+// lockBytes is the lock file as it is on disk, "" when there is none.
+func (w *world) lockBytes() string {
+	b, _ := os.ReadFile(filepath.Join(w.project, "murmur.lock"))
+	return string(b)
+}
+
+// blobCount counts the blobs in the CAS.
+func (w *world) blobCount() int {
+	ents, _ := os.ReadDir(filepath.Join(w.home, "cas", "blobs", "sha256"))
+	return len(ents)
+}
+
+// assertUnchanged checks that a failed command left no blob, no lock change and no tools/.
+func (w *world) assertUnchanged(blobs int, lockBefore string) {
+	w.t.Helper()
+	if n := w.blobCount(); n != blobs {
+		w.t.Errorf("the CAS holds %d blobs, want %d", n, blobs)
+	}
+	if got := w.lockBytes(); got != lockBefore {
+		w.t.Errorf("murmur.lock changed:\n--- before\n%s\n--- after\n%s", lockBefore, got)
+	}
+	if lockBefore == "" {
+		if _, err := os.Stat(filepath.Join(w.project, "tools")); err == nil {
+			ents, _ := os.ReadDir(filepath.Join(w.project, "tools"))
+			if len(ents) > 0 {
+				w.t.Errorf("tools/ exists after a failed first pull")
+			}
+		}
+	}
+}
+
+// pack builds a .mur.zip of name@version around wasm and returns its path.
+func pack(t testing.TB, dir, name, version string, wasm []byte) string {
+	t.Helper()
+	src := filepath.Join(dir, "src-"+name+"-"+version)
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(src, "murmur.yaml"), []byte("name: "+name+"\nversion: "+version+"\nruntime: tool\n"), 0o644)
+	os.WriteFile(filepath.Join(src, "capsule.wasm"), wasm, 0o644)
+	out := filepath.Join(dir, name+"-"+version+".mur.zip")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := artifact.Pack(src, f); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// bigModule is a valid, empty wasm module padded with a custom section of random bytes, so that
+// a large artifact doesn't compress away.
+func bigModule(size int) []byte {
+	var b bytes.Buffer
+	b.Write([]byte("\x00asm\x01\x00\x00\x00"))
+	name := "pad"
+	payload := make([]byte, size)
+	rand.Read(payload)
+	body := append([]byte{byte(len(name))}, name...)
+	body = append(body, payload...)
+	b.WriteByte(0)
+	b.Write(binary.AppendUvarint(nil, uint64(len(body))))
+	b.Write(body)
+	return b.Bytes()
+}

@@ -1,0 +1,111 @@
+package ref
+
+import (
+	"math/rand"
+	"testing"
+)
+
+func TestIsSemver(t *testing.T) {
+	for v, want := range map[string]bool{
+		"1.2.3": true, "v1.2.3": true, "0.0.0": true, "1.2.3-rc.1": true, "1.2.3+build.7": true,
+		"1.2.3-alpha-1.0+x-y": true, "10.20.30": true, "99999999999999999999.0.0": true,
+		"1.2": false, "1": false, "01.2.3": false, "1.02.3": false, "1.2.03": false, "1.2.3-": false,
+		"1.2.3-01": false, "1.2.3+": false, "1.2.3-a..b": false, "1.2.3_build": false, "": false,
+		"vv1.2.3": false, "1.2.3.4": false, "latest": false, "1.2.x": false, "1.2.3-rc_1": false,
+	} {
+		if got := IsSemver(v); got != want {
+			t.Errorf("IsSemver(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+// ordered lists versions in strictly increasing precedence (semver.org section 11's example plus
+// numeric edge cases).
+var ordered = []string{
+	"0.9.9",
+	"1.0.0-alpha",
+	"1.0.0-alpha.1",
+	"1.0.0-alpha.beta",
+	"1.0.0-beta",
+	"1.0.0-beta.2",
+	"1.0.0-beta.11",
+	"1.0.0-rc.1",
+	"1.0.0",
+	"1.0.1",
+	"1.2.0",
+	"1.10.0",
+	"2.0.0",
+	"10.0.0",
+	"99999999999999999999.0.0",
+}
+
+func TestCompareSemver(t *testing.T) {
+	for i := range ordered {
+		for j := range ordered {
+			want := 0
+			if i < j {
+				want = -1
+			} else if i > j {
+				want = 1
+			}
+			if got := CompareSemver(ordered[i], ordered[j]); got != want {
+				t.Errorf("CompareSemver(%q, %q) = %d, want %d", ordered[i], ordered[j], got, want)
+			}
+		}
+	}
+	for _, tt := range []struct {
+		a, b string
+		want int
+	}{
+		{"1.0.0+a", "1.0.0+b", 0},
+		{"v1.0.0", "1.0.0", 0},
+		{"nightly", "0.0.1", -1},
+		{"0.0.1", "nightly", 1},
+		{"nightly", "2024", 0},
+	} {
+		if got := CompareSemver(tt.a, tt.b); got != tt.want {
+			t.Errorf("CompareSemver(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
+
+func TestHighestSemver(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	for range 20 {
+		shuffled := append([]string{"nightly", "1.2", "2024-01-01"}, ordered...)
+		rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		if got, ok := HighestSemver(shuffled); !ok || got != ordered[len(ordered)-1] {
+			t.Fatalf("HighestSemver(%q) = %q, %v", shuffled, got, ok)
+		}
+	}
+	for _, tt := range []struct {
+		in   []string
+		want string
+		ok   bool
+	}{
+		{nil, "", false},
+		{[]string{"nightly", "1.2", "main"}, "", false},
+		{[]string{"1.0.0", "1.1.0-rc.1"}, "1.1.0-rc.1", true},
+		{[]string{"2.0.0-rc.1", "1.9.9"}, "2.0.0-rc.1", true},
+		{[]string{"v1.0.0", "1.0.0"}, "v1.0.0", true},
+		{[]string{"1.0.0", "v1.0.0"}, "v1.0.0", true},
+		{[]string{"1.0.0+b", "1.0.0+a"}, "1.0.0+b", true},
+		{[]string{"1.0.0+a", "1.0.0+b"}, "1.0.0+b", true},
+	} {
+		got, ok := HighestSemver(tt.in)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("HighestSemver(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestTagFromVersion(t *testing.T) {
+	for v, tag := range map[string]string{"1.2.0": "1.2.0", "1.0.0+build.1": "1.0.0_build.1", "+a+b": "_a_b"} {
+		if got := TagFromVersion(v); got != tag {
+			t.Errorf("TagFromVersion(%q) = %q, want %q", v, got, tag)
+		}
+		if got := VersionFromTag(tag); got != v {
+			t.Errorf("VersionFromTag(%q) = %q, want %q", tag, got, v)
+		}
+	}
+}

@@ -1,0 +1,114 @@
+package sandbox
+
+import (
+	"context"
+	"io"
+	"path/filepath"
+	"testing"
+
+	"github.com/murmur-nexus/mur/internal/testguest"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+)
+
+// The warm-run benchmarks model one `mur run` process each: a fresh Runner (so nothing is held
+// in memory) over a cache folder that already holds the module.
+
+func warmDir(b *testing.B, wasm []byte) string {
+	b.Helper()
+	dir := filepath.Join(b.TempDir(), "compiled")
+	r := newRunner(b, Options{CacheDir: dir})
+	if err := r.Precompile(context.Background(), wasm); err != nil {
+		b.Fatal(err)
+	}
+	return dir
+}
+
+func BenchmarkRunHelloWarmCache(b *testing.B) {
+	wasm := testguest.Build(b, "hello")
+	dir := warmDir(b, wasm)
+	work := b.TempDir()
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r, err := New(ctx, Options{CacheDir: dir})
+		if err != nil {
+			b.Fatal(err)
+		}
+		code, err := r.Run(ctx, wasm, Config{
+			Args:   []string{"hello"},
+			Env:    []string{"PWD=/"},
+			Mounts: []Mount{{GuestPath: "/", HostPath: work}},
+			Stdout: io.Discard, Stderr: io.Discard,
+			MemoryMiB: 256,
+		})
+		if code != 0 || err != nil {
+			b.Fatal(code, err)
+		}
+		r.Close(ctx)
+	}
+}
+
+// BenchmarkBareWazeroWarmCache is the smallest wazero program that runs the same module from a
+// warm file cache: the baseline `mur run` must not be slower than.
+func BenchmarkBareWazeroWarmCache(b *testing.B) {
+	wasm := testguest.Build(b, "hello")
+	dir := filepath.Join(b.TempDir(), "bare")
+	ctx := context.Background()
+	once := func() {
+		cache, err := wazero.NewCompilationCacheWithDir(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(cache))
+		wasi_snapshot_preview1.MustInstantiate(ctx, rt)
+		cm, err := rt.CompileModule(ctx, wasm)
+		if err != nil {
+			b.Fatal(err)
+		}
+		mod, err := rt.InstantiateModule(ctx, cm, wazero.NewModuleConfig().WithArgs("hello").WithStdout(io.Discard))
+		if err != nil {
+			b.Fatal(err)
+		}
+		mod.Close(ctx)
+		rt.Close(ctx)
+		cache.Close(ctx)
+	}
+	once() // warm
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		once()
+	}
+}
+
+func BenchmarkColdCompile(b *testing.B) {
+	wasm := testguest.Build(b, "hello")
+	ctx := context.Background()
+	for i := 0; i < b.N; i++ {
+		r, err := New(ctx, Options{CacheDir: filepath.Join(b.TempDir(), "compiled")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := r.Precompile(ctx, wasm); err != nil {
+			b.Fatal(err)
+		}
+		r.Close(ctx)
+	}
+}
+
+func BenchmarkWarmCompile(b *testing.B) {
+	wasm := testguest.Build(b, "hello")
+	dir := warmDir(b, wasm)
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r, err := New(ctx, Options{CacheDir: dir})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := r.Precompile(ctx, wasm); err != nil {
+			b.Fatal(err)
+		}
+		r.Close(ctx)
+	}
+}

@@ -1,0 +1,322 @@
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// checkCacheDir says why dir can't hold compiled code, or "" when it can. Compiled code is
+// mapped executable without further checks, so a folder someone else could write, or one the
+// guest can reach through a writable mount, would let them plant native code.
+func checkCacheDir(dir string, guestWritable []string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Sprintf("can't make %s absolute: %v", dir, err)
+	}
+	for _, w := range guestWritable {
+		if within(abs, w) {
+			return fmt.Sprintf("%s is inside %s, which a guest can write; move MURMUR_HOME out of the workdir", abs, w)
+		}
+	}
+	fi, err := os.Lstat(abs)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(abs, 0o700); err != nil {
+			return fmt.Sprintf("can't create %s: %v", abs, err)
+		}
+		fi, err = os.Lstat(abs)
+	}
+	if err != nil {
+		return fmt.Sprintf("can't inspect %s: %v", abs, err)
+	}
+	if why := private(abs, fi); why != "" {
+		return why
+	}
+	// The resolved folder, too, must be out of the guest's reach (a parent may be a symlink).
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		for _, w := range guestWritable {
+			if within(real, w) {
+				return fmt.Sprintf("%s resolves to %s, inside %s, which a guest can write; move MURMUR_HOME out of the workdir", abs, real, w)
+			}
+		}
+	}
+	return ""
+}
+
+// private says why fi (at path p) is not a real folder owned by this user at mode 0700.
+func private(p string, fi fs.FileInfo) string {
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return fmt.Sprintf("%s is a symlink, and mur only trusts a real folder; remove the symlink", p)
+	}
+	if !fi.IsDir() {
+		return fmt.Sprintf("%s is not a folder; move it away", p)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
+		return fmt.Sprintf("%s is owned by uid %d, not by you (uid %d); remove it so mur can create its own", p, st.Uid, os.Getuid())
+	}
+	if perm := fi.Mode().Perm(); perm != 0o700 {
+		return fmt.Sprintf("%s has mode %04o, and mur only trusts mode 0700; run chmod 700 %s (or remove it)", p, perm, p)
+	}
+	return ""
+}
+
+func within(p, dir string) bool {
+	for _, d := range candidates(dir) {
+		rel, err := filepath.Rel(d, p)
+		if err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
+}
+
+// candidates are the lexical and the symlink-resolved forms of dir.
+func candidates(dir string) []string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil
+	}
+	out := []string{abs}
+	if real, err := filepath.EvalSymlinks(abs); err == nil && real != abs {
+		out = append(out, real)
+	}
+	return out
+}
+
+func checkEntryDir(dir string) string {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Sprintf("can't inspect %s: %v", dir, err)
+	}
+	return private(dir, fi)
+}
+
+// wazeroVersion is the version wazero names its cache folder after and writes into each entry,
+// found exactly the way wazero's internal/version finds it: the wazero requirement in the build
+// information, else the main module's version, else "dev" (as in test binaries).
+func wazeroVersion() string {
+	v := ""
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, dep := range info.Deps {
+			if strings.Contains(dep.Path, "github.com/tetratelabs/wazero") {
+				v = dep.Version
+			}
+		}
+		if v == "" || v == "(devel)" {
+			v = info.Main.Version
+		}
+	}
+	if v == "" || v == "(devel)" {
+		return "dev"
+	}
+	return v
+}
+
+const versionDirPrefix = "wazero-"
+
+// versionDir is the folder wazero keeps this version's entries in, or "" if it can't be found
+// (then nothing is pruned or checked, rather than guessing wrong).
+func versionDir(cacheDir string) string {
+	dir := filepath.Join(cacheDir, versionDirPrefix+wazeroVersion()+"-"+runtime.GOARCH+"-"+runtime.GOOS)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return ""
+	}
+	return dir
+}
+
+// pruneOldVersions removes the folders of other wazero versions: no build of mur will read them.
+func (r *Runner) pruneOldVersions() {
+	entries, err := os.ReadDir(r.opt.CacheDir)
+	if err != nil {
+		return
+	}
+	current := filepath.Base(r.entryDir)
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), versionDirPrefix) && e.Name() != current {
+			if err := os.RemoveAll(filepath.Join(r.opt.CacheDir, e.Name())); err != nil {
+				r.warn(fmt.Sprintf("can't prune the old compiled cache %s: %v", e.Name(), err))
+			}
+		}
+	}
+}
+
+func clearDir(dir string) (int, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err == nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// staleTemp is how old an unfinished wazero write must be before a check removes it.
+const staleTemp = time.Hour
+
+// scanEntries checks every entry in dir against wazero's entry format and returns one line per
+// damaged entry, removing each when remove is set.
+func scanEntries(dir string, remove bool) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	version := wazeroVersion()
+	var bad []string
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		var problem error
+		if strings.HasSuffix(e.Name(), ".tmp") {
+			info, err := e.Info()
+			if err != nil || time.Since(info.ModTime()) < staleTemp {
+				continue // maybe a write in flight
+			}
+			problem = errors.New("unfinished write left behind")
+		} else if !e.Type().IsRegular() {
+			problem = errors.New("not a regular file")
+		} else {
+			problem = checkEntry(p, version)
+		}
+		if problem == nil {
+			continue
+		}
+		line := fmt.Sprintf("compiled cache entry %s: %v", p, problem)
+		if remove {
+			if err := os.RemoveAll(p); err != nil {
+				line += fmt.Sprintf(" (and it can't be removed: %v)", err)
+			} else {
+				line += " (removed)"
+			}
+		}
+		bad = append(bad, line)
+	}
+	return bad, nil
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// checkEntry reads one entry as wazero v1.12's wazevo engine writes it: magic, version, function
+// offsets, native code with a CRC-32C, an optional source map, and the catch-clause table.
+func checkEntry(p, version string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	size := uint64(fi.Size())
+	br := bufio.NewReaderSize(f, 64<<10)
+	var b8 [8]byte
+	u32 := func() (uint32, error) {
+		_, err := io.ReadFull(br, b8[:4])
+		return binary.LittleEndian.Uint32(b8[:4]), err
+	}
+	u64 := func() (uint64, error) {
+		_, err := io.ReadFull(br, b8[:])
+		return binary.LittleEndian.Uint64(b8[:]), err
+	}
+	head := make([]byte, 7)
+	if _, err := io.ReadFull(br, head); err != nil {
+		return errors.New("truncated header")
+	}
+	if !bytes.Equal(head[:6], []byte("WAZEVO")) {
+		return errors.New("bad magic")
+	}
+	v := make([]byte, head[6])
+	if _, err := io.ReadFull(br, v); err != nil {
+		return errors.New("truncated version")
+	}
+	if string(v) != version {
+		return fmt.Errorf("written by wazero %q, not %q", v, version)
+	}
+	nfuncs, err := u32()
+	if err != nil {
+		return errors.New("truncated function count")
+	}
+	if uint64(nfuncs)*8 > size {
+		return fmt.Errorf("claims %d functions, more than the file can hold", nfuncs)
+	}
+	offsets := make([]uint64, nfuncs)
+	for i := range offsets {
+		if offsets[i], err = u64(); err != nil {
+			return errors.New("truncated function offsets")
+		}
+	}
+	execLen, err := u64()
+	if err != nil {
+		return errors.New("truncated code length")
+	}
+	if execLen > size {
+		return fmt.Errorf("claims %d bytes of code in a %d-byte file", execLen, size)
+	}
+	for i, off := range offsets {
+		if off >= execLen || (i > 0 && off < offsets[i-1]) {
+			return fmt.Errorf("function %d's offset %d is out of order or outside the code", i, off)
+		}
+	}
+	if execLen > 0 {
+		h := crc32.New(castagnoli)
+		if n, err := io.CopyN(h, br, int64(execLen)); err != nil {
+			return fmt.Errorf("truncated code (%d of %d bytes)", n, execLen)
+		}
+		want, err := u32()
+		if err != nil {
+			return errors.New("truncated checksum")
+		}
+		if h.Sum32() != want {
+			return errors.New("code checksum mismatch")
+		}
+	}
+	flag, err := br.ReadByte()
+	if err != nil {
+		return errors.New("truncated source map flag")
+	}
+	switch flag {
+	case 0:
+	case 1:
+		n, err := u64()
+		if err != nil || n*16 > size {
+			return errors.New("bad source map length")
+		}
+		if _, err := io.CopyN(io.Discard, br, int64(n*16)); err != nil {
+			return errors.New("truncated source map")
+		}
+	default:
+		return fmt.Errorf("bad source map flag %d", flag)
+	}
+	tables, err := u32()
+	if err != nil {
+		return errors.New("truncated catch table")
+	}
+	for i := uint32(0); i < tables; i++ {
+		n, err := u32()
+		if err != nil || uint64(n)*5 > size {
+			return errors.New("bad catch table")
+		}
+		if _, err := io.CopyN(io.Discard, br, int64(n)*5); err != nil {
+			return errors.New("truncated catch table")
+		}
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		return errors.New("trailing bytes after the entry")
+	}
+	return nil
+}

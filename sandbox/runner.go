@@ -1,0 +1,378 @@
+// Package sandbox runs WASI preview 1 modules under wazero with exactly the grants mur decides:
+// confined preopens, an explicit environment, a memory cap and a wall-clock limit.
+//
+// Every preopen goes through RootFS (Go's os.Root), never wazero's DirFS, whose mounts follow
+// symlinks out of the folder. Only wasi_snapshot_preview1 is provided. Compiled code is cached in
+// wazero's file cache, which mur only trusts when the folder is private to the user and out of
+// the guest's reach, and which it repairs rather than letting a bad entry fail a run.
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/experimental/sysfs"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
+)
+
+// Sentinels for the exit-status classes of SPEC section 10. Errors returned by Run wrap one of
+// them (besides carrying an errs token), so callers can map them with errors.Is or ExitStatus.
+var (
+	// ErrNotExecutable: the payload is a component, not a valid module, imports something other
+	// than wasi_snapshot_preview1, or needs more memory than the cap. Exit status 126.
+	ErrNotExecutable = errors.New("payload is not executable")
+	// ErrTimeout: the guest ran past its wall-time limit and was stopped. Exit status 124.
+	ErrTimeout = errors.New("guest timed out")
+	// ErrTrap: the guest trapped (unreachable, out-of-bounds access, stack overflow). mur uses
+	// 134, the status of an aborted process, as wasmtime does.
+	ErrTrap = errors.New("guest trapped")
+)
+
+// Exit statuses of `mur run` beyond the guest's own code.
+const (
+	StatusTimeout       = 124
+	StatusRunnerFailed  = 125
+	StatusNotExecutable = 126
+	StatusTrap          = 134
+)
+
+// tokenTimeout is the token of a timeout error; errs has no closer one.
+const tokenTimeout errs.Token = "timeout"
+
+// ExitStatus maps Run's results to the process exit status of `mur run`.
+func ExitStatus(code int, err error) int {
+	switch {
+	case err == nil:
+		return code
+	case errors.Is(err, ErrTimeout):
+		return StatusTimeout
+	case errors.Is(err, ErrNotExecutable):
+		return StatusNotExecutable
+	case errors.Is(err, ErrTrap):
+		return StatusTrap
+	}
+	return StatusRunnerFailed
+}
+
+// Mount is one preopen: HostPath appears to the guest at GuestPath.
+type Mount struct {
+	GuestPath string
+	HostPath  string
+	ReadOnly  bool
+}
+
+// Config is one guest process.
+type Config struct {
+	Args      []string // argv, argv[0] first
+	Env       []string // "K=V"; the guest sees these and nothing else
+	Mounts    []Mount  // in preopen order; the workdir ("/") first
+	Stdin     io.Reader
+	Stdout    io.Writer
+	Stderr    io.Writer
+	MemoryMiB int           // 0: wazero's limit of 4 GiB
+	Timeout   time.Duration // 0: none
+}
+
+// Options configure a Runner.
+type Options struct {
+	// CacheDir is the compiled-module cache folder ($MURMUR_HOME/compiled); "" runs without one.
+	CacheDir string
+	// GuestWritable are host folders some guest can write; a cache inside one is not used.
+	GuestWritable []string
+	// Warn receives one sentence when the cache can't be used or had to be repaired.
+	Warn func(string)
+}
+
+// Runner compiles and runs modules. It is safe for concurrent use.
+type Runner struct {
+	opt      Options
+	cache    wazero.CompilationCache
+	entryDir string // wazero's version folder inside CacheDir, or "" without a file cache
+	repairMu sync.Mutex
+}
+
+// New returns a Runner. A cache folder that can't be trusted is a warning, not an error: the run
+// goes ahead and compiles in memory.
+func New(ctx context.Context, opt Options) (*Runner, error) {
+	r := &Runner{opt: opt}
+	if opt.CacheDir != "" {
+		if why := checkCacheDir(opt.CacheDir, opt.GuestWritable); why != "" {
+			r.warn("not using the compiled cache: " + why)
+		} else if c, err := wazero.NewCompilationCacheWithDir(opt.CacheDir); err != nil {
+			r.warn(fmt.Sprintf("not using the compiled cache %s: %v", opt.CacheDir, err))
+		} else {
+			r.cache = c
+			r.entryDir = versionDir(opt.CacheDir)
+			if r.entryDir != "" {
+				if why := checkEntryDir(r.entryDir); why != "" {
+					_ = c.Close(ctx)
+					r.cache, r.entryDir = nil, ""
+					r.warn("not using the compiled cache: " + why)
+				} else {
+					r.pruneOldVersions()
+				}
+			}
+		}
+	}
+	if r.cache == nil {
+		// Still share compiled code between Precompile and Run in this process.
+		r.cache = wazero.NewCompilationCache()
+	}
+	return r, nil
+}
+
+// Close releases compiled code held in memory. Files in the cache folder stay.
+func (r *Runner) Close(ctx context.Context) error { return r.cache.Close(ctx) }
+
+func (r *Runner) warn(s string) {
+	if r.opt.Warn != nil {
+		r.opt.Warn(s)
+	}
+}
+
+// Precompile compiles wasm into the cache, so that a later Run starts warm.
+func (r *Runner) Precompile(ctx context.Context, wasm []byte) error {
+	if err := preflight(wasm); err != nil {
+		return err
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, r.runtimeConfig())
+	defer rt.Close(ctx)
+	cm, err := r.compile(ctx, rt, wasm)
+	if err != nil {
+		return err
+	}
+	return cm.Close(ctx)
+}
+
+// runtimeConfig is shared by Precompile and Run: closing on context done changes the compiled
+// code, and so the cache key, so a precompiled module only helps a run configured the same way.
+func (r *Runner) runtimeConfig() wazero.RuntimeConfig {
+	return wazero.NewRuntimeConfig().WithCompilationCache(r.cache).WithCloseOnContextDone(true)
+}
+
+// Run runs wasm's _start to completion and returns the guest's exit code. err is non-nil when
+// the guest did not get to choose its code (see ExitStatus).
+func (r *Runner) Run(ctx context.Context, wasm []byte, cfg Config) (int, error) {
+	if err := preflight(wasm); err != nil {
+		return StatusNotExecutable, err
+	}
+	rc := r.runtimeConfig()
+	if cfg.MemoryMiB > 0 {
+		pages := uint64(cfg.MemoryMiB) * 16
+		if pages > 65536 {
+			pages = 65536
+		}
+		rc = rc.WithMemoryLimitPages(uint32(pages))
+	}
+	runCtx := ctx
+	if cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, cfg.Timeout)
+		defer cancel()
+	}
+	rt := wazero.NewRuntimeWithConfig(runCtx, rc)
+	defer rt.Close(context.WithoutCancel(ctx))
+
+	cm, err := r.compile(runCtx, rt, wasm)
+	if err != nil {
+		if errors.Is(err, ErrNotExecutable) {
+			return StatusNotExecutable, err
+		}
+		return StatusRunnerFailed, err
+	}
+	if err := onlyWASI(cm); err != nil {
+		return StatusNotExecutable, err
+	}
+	if _, err := wasi_snapshot_preview1.Instantiate(runCtx, rt); err != nil {
+		return StatusRunnerFailed, errs.Wrap(err, errs.Internal, "can't provide wasi_snapshot_preview1: %v", err)
+	}
+
+	fsc := wazero.NewFSConfig()
+	for i, m := range cfg.Mounts {
+		var roSubs []string
+		for j, o := range cfg.Mounts {
+			if j != i && o.ReadOnly && !m.ReadOnly {
+				roSubs = append(roSubs, o.HostPath)
+			}
+		}
+		rfs, err := NewRootFS(m.HostPath, m.ReadOnly, roSubs...)
+		if err != nil {
+			return StatusRunnerFailed, errs.Wrap(err, errs.IO, "can't open %s to mount it at %s: %v", m.HostPath, m.GuestPath, err)
+		}
+		defer rfs.Close()
+		fsc = fsc.(sysfs.FSConfig).WithSysFSMount(rfs, m.GuestPath)
+	}
+
+	mc := wazero.NewModuleConfig().
+		WithArgs(cfg.Args...).
+		WithFSConfig(fsc).
+		WithSysWalltime().
+		WithSysNanotime().
+		// wazero's own sleep can't be interrupted, so a guest asleep in poll_oneoff would outlive
+		// its timeout; this one wakes up when the run's context ends.
+		WithNanosleep(func(ns int64) {
+			t := time.NewTimer(time.Duration(ns))
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-runCtx.Done():
+			}
+		}).
+		WithRandSource(rand.Reader)
+	for _, kv := range cfg.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		mc = mc.WithEnv(k, v)
+	}
+	if cfg.Stdin != nil {
+		mc = mc.WithStdin(cfg.Stdin)
+	}
+	if cfg.Stdout != nil {
+		mc = mc.WithStdout(cfg.Stdout)
+	}
+	if cfg.Stderr != nil {
+		mc = mc.WithStderr(cfg.Stderr)
+	}
+
+	mod, err := rt.InstantiateModule(runCtx, cm, mc)
+	if mod != nil {
+		_ = mod.Close(context.WithoutCancel(ctx))
+	}
+	return r.outcome(ctx, runCtx, cfg, err)
+}
+
+func (r *Runner) outcome(parent, runCtx context.Context, cfg Config, err error) (int, error) {
+	if err == nil {
+		return 0, nil
+	}
+	var exit *sys.ExitError
+	if errors.As(err, &exit) {
+		switch exit.ExitCode() {
+		case sys.ExitCodeDeadlineExceeded:
+			if parent.Err() == nil {
+				return StatusTimeout, &errs.Error{Token: tokenTimeout, Msg: fmt.Sprintf("the guest %s ran longer than its limit of %s and was stopped; raise limits.timeout_s or pass --timeout", argv0(cfg), cfg.Timeout), Err: ErrTimeout}
+			}
+			return StatusTimeout, &errs.Error{Token: tokenTimeout, Msg: fmt.Sprintf("the guest %s was stopped at the caller's deadline", argv0(cfg)), Err: ErrTimeout}
+		case sys.ExitCodeContextCanceled:
+			return StatusRunnerFailed, errs.Wrap(parent.Err(), errs.Internal, "the run of %s was canceled", argv0(cfg))
+		}
+		return int(exit.ExitCode()), nil
+	}
+	if runCtx.Err() == context.DeadlineExceeded && parent.Err() == nil {
+		return StatusTimeout, &errs.Error{Token: tokenTimeout, Msg: fmt.Sprintf("the guest %s ran longer than its limit of %s and was stopped", argv0(cfg), cfg.Timeout), Err: ErrTimeout}
+	}
+	return StatusTrap, &errs.Error{Token: errs.InvalidArtifact, Msg: fmt.Sprintf("the guest %s crashed: %v", argv0(cfg), err), Err: errors.Join(ErrTrap, err)}
+}
+
+func argv0(cfg Config) string {
+	if len(cfg.Args) > 0 {
+		return cfg.Args[0]
+	}
+	return "(unnamed)"
+}
+
+var (
+	wasmMagic     = []byte("\x00asm")
+	moduleVersion = []byte{0x01, 0x00, 0x00, 0x00}
+	// Components share the magic and differ in the version field (layer 1, version 0x0d).
+	componentVersion = []byte{0x0d, 0x00, 0x01, 0x00}
+)
+
+func notExecutable(format string, args ...any) error {
+	return &errs.Error{Token: errs.InvalidArtifact, Msg: fmt.Sprintf(format, args...), Err: ErrNotExecutable}
+}
+
+// preflight rejects what wazero would reject with a less helpful message.
+func preflight(wasm []byte) error {
+	if len(wasm) < 8 || !bytes.Equal(wasm[:4], wasmMagic) {
+		return notExecutable("the payload is not a WebAssembly module (it does not start with \\0asm); check that the artifact's payload is a .wasm file built for wasip1")
+	}
+	if bytes.Equal(wasm[4:8], componentVersion) {
+		return notExecutable("the payload is a WebAssembly component; mur runs WASI preview 1 core modules only, so rebuild it for wasm32-wasip1 (GOOS=wasip1 GOARCH=wasm)")
+	}
+	if !bytes.Equal(wasm[4:8], moduleVersion) {
+		return notExecutable("the payload has WebAssembly binary version % x, and mur runs version 1 core modules only", wasm[4:8])
+	}
+	return nil
+}
+
+// onlyWASI refuses imports mur does not provide, before instantiation would fail on them with a
+// message about a missing module.
+func onlyWASI(cm wazero.CompiledModule) error {
+	for _, f := range cm.ImportedFunctions() {
+		mod, name, _ := f.Import()
+		if mod != wasi_snapshot_preview1.ModuleName {
+			return notExecutable("the module imports %s.%s, and mur provides only %s (no sockets, no other host modules)", mod, name, wasi_snapshot_preview1.ModuleName)
+		}
+	}
+	for _, m := range cm.ImportedMemories() {
+		mod, name, _ := m.Import()
+		return notExecutable("the module imports its memory %s.%s, and mur provides only %s functions", mod, name, wasi_snapshot_preview1.ModuleName)
+	}
+	return nil
+}
+
+// compile compiles wasm, repairing the file cache once if a bad entry made wazero fail.
+func (r *Runner) compile(ctx context.Context, rt wazero.Runtime, wasm []byte) (wazero.CompiledModule, error) {
+	cm, err := rt.CompileModule(ctx, wasm)
+	if err != nil && r.entryDir != "" && isCacheError(err) {
+		r.repair(err)
+		cm, err = rt.CompileModule(ctx, wasm)
+	}
+	if err != nil {
+		if isCacheError(err) {
+			return nil, errs.Wrap(err, errs.IO, "the compiled cache %s failed even after repair: %v; remove that folder and run again", r.opt.CacheDir, err)
+		}
+		if ctx.Err() != nil {
+			return nil, errs.Wrap(err, errs.Internal, "compiling the module was interrupted: %v", ctx.Err())
+		}
+		return nil, &errs.Error{Token: errs.InvalidArtifact, Msg: fmt.Sprintf("the payload is not a valid WebAssembly module: %v", err), Err: errors.Join(ErrNotExecutable, err)}
+	}
+	return cm, nil
+}
+
+// isCacheError recognises wazero's errors about a file-cache entry it could not load. wazero
+// reports them from CompileModule instead of falling back to compiling.
+func isCacheError(err error) bool {
+	return strings.Contains(err.Error(), "compilationcache:")
+}
+
+func (r *Runner) repair(cause error) {
+	r.repairMu.Lock()
+	defer r.repairMu.Unlock()
+	bad, err := scanEntries(r.entryDir, true)
+	switch {
+	case err != nil:
+		r.warn(fmt.Sprintf("the compiled cache had a bad entry (%v) and could not be checked: %v", cause, err))
+	case len(bad) == 0:
+		// wazero found a problem our check can't see: start the version folder afresh.
+		n, _ := clearDir(r.entryDir)
+		r.warn(fmt.Sprintf("the compiled cache had a bad entry (%v); removed all %d entries of %s, and the module is compiled again", cause, n, filepath.Base(r.entryDir)))
+	default:
+		r.warn(fmt.Sprintf("the compiled cache had %d bad entry file(s) (%v); removed them, and the module is compiled again", len(bad), cause))
+	}
+}
+
+// CheckCache checks every entry of the compiled cache and returns a description of each damaged
+// one. With repair set it removes them, so the next run compiles afresh. It is for `mur verify`.
+func (r *Runner) CheckCache(repair bool) ([]string, error) {
+	if r.entryDir == "" {
+		return nil, nil
+	}
+	r.repairMu.Lock()
+	defer r.repairMu.Unlock()
+	return scanEntries(r.entryDir, repair)
+}
+
+// CacheInUse reports whether runs use the compiled cache folder.
+func (r *Runner) CacheInUse() bool { return r.entryDir != "" }

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# make bench: every benchmark beside its peer in one run, written to BENCHMARKS.md as ratios.
+# crane is installed with `go install` at bench time (never vendored).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+go test -run '^$' -bench . -benchtime 3x -timeout 60m ./cas ./lock ./sandbox ./internal/e2e 2>&1 | tee "$out"
+go run ./internal/benchreport < "$out" > BENCHMARKS.md
+echo "wrote BENCHMARKS.md"

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# make demo: the main job end to end on an embedded default, with nothing but Go on the machine.
+# It packs a sample tool (a wasm guest built from testdata), pushes it to an OCI layout store in a
+# temporary folder, pulls it into a fresh project, shows the lock and the pull record, runs it
+# twice so that its state store persists, explains its grants, and verifies everything.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+mur="$root/bin/mur"
+work=$(mktemp -d "${TMPDIR:-/tmp}/mur-demo.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+export MURMUR_HOME="$work/home"
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+run() { printf '$ %s\n' "$*"; "$@"; }
+
+step "build the sample tool (GOOS=wasip1 GOARCH=wasm) and pack it"
+mkdir -p "$work/notes"
+(cd "$root" && GOOS=wasip1 GOARCH=wasm go build -trimpath -o "$work/notes/capsule.wasm" ./testdata/demo/notes)
+cat > "$work/notes/murmur.yaml" <<'YAML'
+name: notes
+version: 1.0.0
+runtime: tool
+description: keeps notes in its durable state store
+YAML
+cd "$work"
+run "$mur" pack notes -o notes-1.0.0.mur.zip
+
+step "push it to an OCI layout store"
+run "$mur" push notes-1.0.0.mur.zip --scope demo --store "oci-layout:$work/store"
+
+step "a fresh project that declares it"
+mkdir -p "$work/project/.murmur"
+cd "$work/project"
+cat > murmur.yaml <<'YAML'
+name: demo-capsule
+version: "1.0.0"
+artifacts:
+  - name: demo/notes
+    version: "1.0.0"
+capabilities:
+  filesystem: { scope: "." }
+  state: {}
+  limits: { memory_mib: 128, timeout_s: 30 }
+  install: { from: [stores] }
+YAML
+printf 'stores: [ "oci-layout:%s/store" ]\n' "$work" > .murmur/config.yaml
+cat murmur.yaml
+
+step "pull it: CAS ingest, pull record, lock, tools/ and precompile"
+run "$mur" pull
+run cat murmur.lock
+run ls tools/demo/notes
+run "$mur" cache records
+
+step "a locked pull again: everything is in the CAS, no store is asked"
+run "$mur" pull
+
+step "what a launch opens"
+run "$mur" run --explain-scope notes
+
+step "run it twice: state persists in \$MURMUR_HOME/state/demo-capsule/"
+run "$mur" run notes -- add "pinned bytes are the bytes that run"
+run "$mur" run notes -- add "state outlives the run"
+run cat "$MURMUR_HOME/state/demo-capsule/notes.txt"
+run cat workdir/receipt.txt
+
+step "verify: the lock against the CAS, tools/ and the compiled cache"
+run "$mur" verify
+echo
+echo "demo complete"

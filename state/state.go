@@ -1,0 +1,141 @@
+// Package state resolves and creates durable, capsule-scoped state stores.
+//
+// A store lives at $MURMUR_HOME/state/<store>/ and is mounted into a guest as a second WASI
+// preopen named PreopenName. Two properties of that layout are load-bearing:
+//
+//   - Stores sit outside every workdir. Any artifact holding the workdir preopen could reach a
+//     subdirectory of the workdir, and filesystem.scope, being a single prefix, cannot hide one
+//     subtree from one artifact. A path the workdir preopen cannot name is the only version of
+//     this that holds.
+//   - Stores are keyed by capsule, not by workdir. A workdir-keyed store would let two capsules
+//     launched in the same folder read each other's state with no grant on either side.
+//
+// Resolution (Reports) and creation (Ensure) are separate so that `mur run --explain-scope` can
+// print what a launch would open while touching nothing.
+package state
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/murmur-nexus/mur/internal/errs"
+)
+
+// PreopenName is the guest path a granted store is preopened at. A guest reaches its store by
+// writing state/<file>: Go (GOOS=wasip1) guests match preopens by string prefix and wasi-libc
+// guests by the longest matching preopen, so both land here rather than in the workdir mounted
+// at "/".
+const PreopenName = "/state"
+
+// ValidateStoreName reports whether name is a single usable directory segment under the state
+// root. Anything else could name a folder outside the root or a hidden one inside it.
+func ValidateStoreName(name string) error {
+	var problem string
+	switch {
+	case name == "":
+		problem = "is empty"
+	case filepath.IsAbs(name) || strings.HasPrefix(name, "/") || strings.HasPrefix(name, `\`):
+		problem = "is an absolute path"
+	case strings.ContainsAny(name, `/\`):
+		problem = "contains a path separator"
+	case strings.HasPrefix(name, "."):
+		problem = "starts with a dot"
+	case strings.ContainsRune(name, 0):
+		problem = "contains a NUL byte"
+	}
+	if problem == "" {
+		return nil
+	}
+	return errs.New(errs.InvalidManifest, "the state store name %q %s; capabilities.state.store must be a single folder name such as \"notes\" (no /, no \\, not starting with a dot); fix it in murmur.yaml", name, problem)
+}
+
+// Grant is one artifact's claim on a store, as the operator's manifest declares it.
+type Grant struct {
+	Artifact string
+	Store    string
+}
+
+// Report is a resolved grant: which host folder the artifact's store would be.
+type Report struct {
+	Artifact string
+	Store    string
+	HostPath string
+}
+
+// Reports resolves and validates every grant without touching the file system, so that a
+// read-only diagnostic can show exactly what a launch would open.
+func Reports(stateRoot string, grants []Grant) ([]Report, error) {
+	out := make([]Report, 0, len(grants))
+	for _, g := range grants {
+		if err := ValidateStoreName(g.Store); err != nil {
+			return nil, errs.Wrap(err, errs.InvalidManifest, "artifact %s: %s", g.Artifact, errs.Message(err))
+		}
+		out = append(out, Report{Artifact: g.Artifact, Store: g.Store, HostPath: filepath.Join(stateRoot, g.Store)})
+	}
+	return out, nil
+}
+
+// Ensure creates stateRoot and the store at 0700, reasserts 0700 on both (a folder loosened by
+// hand is tightened again on the next launch) and returns the store's host path. A store that is
+// a symlink or not a folder is refused: following it would mount whatever it points at.
+func Ensure(stateRoot, store string) (string, error) {
+	if err := ValidateStoreName(store); err != nil {
+		return "", err
+	}
+	if err := ensurePrivateRealDir(stateRoot, true); err != nil {
+		return "", err
+	}
+	dir := filepath.Join(stateRoot, store)
+	if err := ensurePrivateRealDir(dir, false); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+func ensurePrivateRealDir(dir string, parents bool) error {
+	var err error
+	if parents {
+		err = os.MkdirAll(dir, 0o700)
+	} else {
+		err = os.Mkdir(dir, 0o700)
+		if errors.Is(err, fs.ErrExist) {
+			err = nil
+		}
+	}
+	if err != nil {
+		return errs.Wrap(err, errs.IO, "can't create the state folder %s: %v; check that its parent is writable and the disk is not full", dir, err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return errs.Wrap(err, errs.IO, "can't inspect the state folder %s: %v", dir, err)
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return errs.New(errs.Denied, "the state folder %s is a symlink, and mur only mounts real folders as state; remove the symlink (its target is untouched) and run again", dir)
+	}
+	if !fi.IsDir() {
+		return errs.New(errs.Denied, "the state path %s is a %s, not a folder; move it away and run again", dir, kind(fi.Mode()))
+	}
+	if fi.Mode().Perm() != 0o700 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return errs.Wrap(err, errs.IO, "can't set the state folder %s to mode 0700: %v", dir, err)
+		}
+	}
+	return nil
+}
+
+func kind(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "regular file"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "special file"
+}
