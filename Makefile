@@ -5,17 +5,20 @@ BIN       := bin/mur
 FUZZTIME  ?= 10s
 export GOFLAGS := -buildvcs=false
 
-.PHONY: all build test unit bench fuzz lint demo ci-demo reliability clean check-registry
+.PHONY: all build test unit e2e bench fuzz lint demo ci-demo reliability clean check-registry
 
 all: build
 
 build:
 	$(GO) build -o $(BIN) ./cmd/mur
 
-# The whole suite with the race detector. It refuses to run without the real registry rather
-# than skipping the integration tests.
-test: check-registry lint
-	$(GO) test -race -count=1 -timeout 30m ./...
+# The whole suite: every package with the race detector, then the end-to-end suite on the real
+# binary (which ends with the reliability table). It refuses to run without the real registry
+# rather than skipping the integration tests.
+test: check-registry lint unit reliability
+
+unit:
+	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v /internal/e2e)
 
 check-registry:
 	@command -v docker-registry >/dev/null 2>&1 || { \
@@ -46,8 +49,10 @@ demo: build
 ci-demo: build
 	./scripts/ci-demo.sh
 
-reliability: build
-	$(GO) test -count=1 -timeout 20m -run . ./internal/e2e/ -v -args -reliability-summary
+# The end-to-end suite, run as a compiled test binary so that its summary table is printed.
+reliability: check-registry
+	$(GO) test -c -o bin/e2e.test ./internal/e2e
+	cd internal/e2e && ../../bin/e2e.test -test.count=1 -test.timeout 25m -reliability-summary
 
 clean:
 	rm -rf bin

@@ -20,8 +20,9 @@ import (
 // IngestGrace is how old a temporary file in ingest/ must be before GC considers it. A live
 // ingest holds an flock on its temporary file, and GC never removes a file that is locked; the
 // grace covers the two instants when a live ingest's file is not locked (between its creation and
-// the flock, and between the close at commit and the rename).
-const IngestGrace = time.Minute
+// the flock, and between the close at commit and the rename). Both last microseconds, so a few
+// seconds are ample, and a leftover of a killed pull goes at the next gc after them.
+const IngestGrace = 3 * time.Second
 
 // GCOptions says what GC may remove.
 type GCOptions struct {

@@ -68,8 +68,8 @@ type Result struct {
 
 // Event reports progress. Bytes and Total count payload bytes; Total is -1 when unknown.
 type Event struct {
-	Name  string
-	Phase string // "fetch", "done", "cached", "failed"
+	Name    string
+	Phase   string // "fetch", "done", "cached", "failed"
 	Bytes   int64
 	Total   int64
 	From    string
@@ -326,7 +326,9 @@ func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version s
 	rc, err := st.Open(ctx, req.Name, desc.Digest)
 	if err != nil && pin.digest != "" && errors.Is(err, errs.NotFound) {
 		// The pinned blob is gone; if the tag now names other bytes, that is the lock's business.
-		if d, rerr := st.Resolve(ctx, req.Name, version, p.platform()); rerr == nil && d.Digest != pin.digest {
+		// Only a tag that serves the pinned platform itself can contradict the pin; an "any"
+		// payload for a platform-specific pin means the store does not serve that platform.
+		if d, rerr := st.Resolve(ctx, req.Name, version, p.platform()); rerr == nil && d.Digest != pin.digest && d.Platform == pin.platform {
 			return nil, errs.New(errs.LockConflict,
 				"%s serves %s@%s as %s, but murmur.lock pins %s; if the new bytes are expected run 'mur pull --update %s@%s', otherwise ask the publisher why the tag moved",
 				st, req.Name, version, d.Digest, pin.digest, req.Name, version)

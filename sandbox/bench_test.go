@@ -50,8 +50,15 @@ func BenchmarkRunHelloWarmCache(b *testing.B) {
 }
 
 // BenchmarkBareWazeroWarmCache is the smallest wazero program that runs the same module from a
-// warm file cache: the baseline `mur run` must not be slower than.
-func BenchmarkBareWazeroWarmCache(b *testing.B) {
+// warm file cache: the baseline `mur run` must not be slower than. It closes on context done as
+// mur does (a runner with a timeout needs it, and it changes the compiled code); the
+// NoInterrupt variant shows what that costs.
+func BenchmarkBareWazeroWarmCache(b *testing.B) { benchBare(b, true) }
+
+// BenchmarkBareWazeroWarmCacheNoInterrupt is the bare program with wazero's default config.
+func BenchmarkBareWazeroWarmCacheNoInterrupt(b *testing.B) { benchBare(b, false) }
+
+func benchBare(b *testing.B, closeOnDone bool) {
 	wasm := testguest.Build(b, "hello")
 	dir := filepath.Join(b.TempDir(), "bare")
 	ctx := context.Background()
@@ -60,7 +67,7 @@ func BenchmarkBareWazeroWarmCache(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(cache))
+		rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(cache).WithCloseOnContextDone(closeOnDone))
 		wasi_snapshot_preview1.MustInstantiate(ctx, rt)
 		cm, err := rt.CompileModule(ctx, wasm)
 		if err != nil {

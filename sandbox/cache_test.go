@@ -80,10 +80,10 @@ func TestCacheNotTrusted(t *testing.T) {
 			return d, nil
 		}, "mode 0755"},
 		{"symlink", func(t *testing.T, base string) (string, []string) {
-			real := filepath.Join(base, "elsewhere")
-			mustMkdir(t, real, 0o700)
+			target := filepath.Join(base, "elsewhere")
+			mustMkdir(t, target, 0o700)
 			d := filepath.Join(base, "compiled")
-			if err := os.Symlink(real, d); err != nil {
+			if err := os.Symlink(target, d); err != nil {
 				t.Fatal(err)
 			}
 			return d, nil
@@ -291,5 +291,96 @@ func TestCorruptGoGuestEntry(t *testing.T) {
 	}
 	if len(w.list) == 0 {
 		t.Error("no warning about the repaired cache")
+	}
+}
+
+// TestEntryNameMatchesWazero pins the cache-key derivation to wazero's: if an upgrade changes
+// it, runs would stop checking their entry before loading it.
+func TestEntryNameMatchesWazero(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "compiled")
+	r := newRunner(t, Options{CacheDir: dir})
+	wasm := openWriteModule(3, "key", "check")
+	if err := r.Precompile(context.Background(), wasm); err != nil {
+		t.Fatal(err)
+	}
+	files := entryFiles(t, dir)
+	if len(files) != 1 || filepath.Base(files[0]) != entryName(wasm, true) {
+		t.Fatalf("entries %v, predicted %s", files, entryName(wasm, true))
+	}
+}
+
+// TestCorruptOffsetIsCaughtBeforeLoading damages what wazero's checksum does not cover.
+func TestCorruptOffsetIsCaughtBeforeLoading(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "compiled")
+	wasm := openWriteModule(3, "out.txt", "ran")
+	r := newRunner(t, Options{CacheDir: dir})
+	if err := r.Precompile(context.Background(), wasm); err != nil {
+		t.Fatal(err)
+	}
+	version := wazeroVersion()
+	offsetsAt := 6 + 1 + len(version) + 4
+	corruptAll(t, dir, func(b []byte) []byte {
+		c := append([]byte(nil), b...)
+		c[offsetsAt+7] = 0x7f // function 0 now starts far outside the code
+		return c
+	})
+	var w warnings
+	r2 := newRunner(t, Options{CacheDir: dir, Warn: w.add})
+	work := filepath.Join(t.TempDir(), "w")
+	mustMkdir(t, work, 0o755)
+	res := run(t, r2, wasm, Config{Args: []string{"x"}, Mounts: []Mount{{GuestPath: "/", HostPath: work}}})
+	if res.code != 0 || res.err != nil {
+		t.Fatalf("Run = %d, %v", res.code, res.err)
+	}
+	if len(w.list) != 1 || !strings.Contains(w.list[0], "outside the code") {
+		t.Errorf("warnings %q, want one about the damaged offset", w.list)
+	}
+}
+
+// TestRepairAfterWazeroError covers the fallback for damage the pre-check can't see: whatever
+// entries the check flags are removed, and with none flagged the version folder is emptied.
+func TestRepairAfterWazeroError(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "compiled")
+	r := newRunner(t, Options{CacheDir: dir})
+	for _, p := range []string{"a", "b"} {
+		if err := r.Precompile(context.Background(), openWriteModule(3, p, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := entryFiles(t, dir)
+	if err := os.WriteFile(files[0], []byte("junk"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var w warnings
+	r.opt.Warn = w.add
+	r.repair(errors.New("compilationcache: simulated"))
+	if _, err := os.Stat(files[0]); !errors.Is(err, fs.ErrNotExist) {
+		t.Error("the flagged entry is still there")
+	}
+	if _, err := os.Stat(files[1]); err != nil {
+		t.Errorf("a healthy entry went: %v", err)
+	}
+	r.repair(errors.New("compilationcache: simulated"))
+	if len(entryFiles(t, dir)) != 0 {
+		t.Error("with nothing flagged, the version folder was not emptied")
+	}
+	if len(w.list) != 2 || !strings.Contains(w.list[0], "simulated") {
+		t.Errorf("warnings %q", w.list)
+	}
+}
+
+// A module without functions compiles to an entry with no code but still a checksum; the
+// checker once took that checksum for trailing garbage.
+func TestEntryWithoutCodeIsSound(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "compiled")
+	r := newRunner(t, Options{CacheDir: dir})
+	if err := r.Precompile(context.Background(), []byte("\x00asm\x01\x00\x00\x00")); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(entryFiles(t, dir)); n != 1 {
+		t.Fatalf("%d entries after Precompile, want 1", n)
+	}
+	if bad, err := r.CheckCache(false); err != nil || len(bad) != 0 {
+		t.Fatalf("CheckCache on an entry without code = %v, %v", bad, err)
 	}
 }

@@ -154,24 +154,24 @@ func (r *RootFS) protected(p string, followLast bool) experimentalsys.Errno {
 	if len(r.roSubtrees) == 0 {
 		return 0
 	}
-	real, e := r.resolve(p, followLast)
+	resolved, e := r.resolve(p, followLast)
 	if e != 0 {
 		return e
 	}
-	if r.inReadOnly(real) {
+	if r.inReadOnly(resolved) {
 		return experimentalsys.EROFS
 	}
 	for _, ro := range r.roSubtrees {
-		if real == "" || strings.HasPrefix(ro, real+"/") {
+		if resolved == "" || strings.HasPrefix(ro, resolved+"/") {
 			return experimentalsys.EROFS // moving or removing an ancestor would move the subtree
 		}
 	}
 	return 0
 }
 
-func (r *RootFS) inReadOnly(real string) bool {
+func (r *RootFS) inReadOnly(resolved string) bool {
 	for _, ro := range r.roSubtrees {
-		if ro == "." || real == ro || strings.HasPrefix(real, ro+"/") {
+		if ro == "." || resolved == ro || strings.HasPrefix(resolved, ro+"/") {
 			return true
 		}
 	}
@@ -183,11 +183,11 @@ func (r *RootFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode
 	writes := flag&(experimentalsys.O_WRONLY|experimentalsys.O_RDWR) != 0 || flag&(experimentalsys.O_CREAT|experimentalsys.O_TRUNC) != 0
 	ro := r.readOnly
 	if !ro && len(r.roSubtrees) > 0 {
-		real, e := r.resolve(p, flag&experimentalsys.O_NOFOLLOW == 0)
+		resolved, e := r.resolve(p, flag&experimentalsys.O_NOFOLLOW == 0)
 		if e != 0 {
 			return nil, e
 		}
-		ro = r.inReadOnly(real)
+		ro = r.inReadOnly(resolved)
 	}
 	if ro && writes {
 		return nil, experimentalsys.EROFS

@@ -5,6 +5,15 @@
 // symlinks out of the folder. Only wasi_snapshot_preview1 is provided. Compiled code is cached in
 // wazero's file cache, which mur only trusts when the folder is private to the user and out of
 // the guest's reach, and which it repairs rather than letting a bad entry fail a run.
+//
+// Decisions the SPEC leaves open, written down here:
+//   - A guest that traps (unreachable, out-of-bounds access) exits 134, the status of a process
+//     killed by SIGABRT (128+6); its error carries ErrTrap.
+//   - A timeout error carries the token "timeout" (errs has no closer one) and ErrTimeout.
+//   - Sleeping guests are woken at the deadline, but a guest blocked reading stdin is only
+//     stopped once the read returns: wazero can't interrupt a host read.
+//   - RootFS refuses to create links, but a hard link the operator already placed in the
+//     workdir is, like any file there, the operator's grant.
 package sandbox
 
 import (
@@ -14,6 +23,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -35,7 +46,7 @@ var (
 	// ErrTimeout: the guest ran past its wall-time limit and was stopped. Exit status 124.
 	ErrTimeout = errors.New("guest timed out")
 	// ErrTrap: the guest trapped (unreachable, out-of-bounds access, stack overflow). mur uses
-	// 134, the status of an aborted process, as wasmtime does.
+	// 134, the status of an aborted process (128+SIGABRT).
 	ErrTrap = errors.New("guest trapped")
 )
 
@@ -90,7 +101,8 @@ type Options struct {
 	CacheDir string
 	// GuestWritable are host folders some guest can write; a cache inside one is not used.
 	GuestWritable []string
-	// Warn receives one sentence when the cache can't be used or had to be repaired.
+	// Warn receives one sentence when the cache can't be used or had to be repaired. Concurrent
+	// runs may call it concurrently.
 	Warn func(string)
 }
 
@@ -324,6 +336,9 @@ func onlyWASI(cm wazero.CompiledModule) error {
 
 // compile compiles wasm, repairing the file cache once if a bad entry made wazero fail.
 func (r *Runner) compile(ctx context.Context, rt wazero.Runtime, wasm []byte) (wazero.CompiledModule, error) {
+	if r.entryDir != "" {
+		r.checkOwnEntry(wasm)
+	}
 	cm, err := rt.CompileModule(ctx, wasm)
 	if err != nil && r.entryDir != "" && isCacheError(err) {
 		r.repair(err)
@@ -336,9 +351,30 @@ func (r *Runner) compile(ctx context.Context, rt wazero.Runtime, wasm []byte) (w
 		if ctx.Err() != nil {
 			return nil, errs.Wrap(err, errs.Internal, "compiling the module was interrupted: %v", ctx.Err())
 		}
+		if strings.Contains(err.Error(), "over limit of") {
+			return nil, &errs.Error{Token: errs.InvalidArtifact, Msg: fmt.Sprintf("the module needs more memory than the cap allows (%v); raise limits.memory_mib in murmur.yaml", err), Err: errors.Join(ErrNotExecutable, err)}
+		}
 		return nil, &errs.Error{Token: errs.InvalidArtifact, Msg: fmt.Sprintf("the payload is not a valid WebAssembly module: %v", err), Err: errors.Join(ErrNotExecutable, err)}
 	}
 	return cm, nil
+}
+
+// checkOwnEntry checks this module's cache entry before wazero loads it. wazero verifies a
+// checksum over the native code but not the function offsets in front of it, and a damaged
+// offset would send the guest into the middle of an instruction instead of failing.
+func (r *Runner) checkOwnEntry(wasm []byte) {
+	p := filepath.Join(r.entryDir, entryName(wasm, true))
+	err := checkEntry(p, wazeroVersion(), true)
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	r.repairMu.Lock()
+	defer r.repairMu.Unlock()
+	if rmErr := os.Remove(p); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
+		r.warn(fmt.Sprintf("the compiled cache entry %s is damaged (%v) and can't be removed: %v", p, err, rmErr))
+		return
+	}
+	r.warn(fmt.Sprintf("the compiled cache entry for this module was damaged (%v); removed it, and the module is compiled again", err))
 }
 
 // isCacheError recognises wazero's errors about a file-cache entry it could not load. wazero

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -122,6 +123,13 @@ func TestStatePersistsAcrossRuns(t *testing.T) {
 	res = run(t, r, guest, Config{Args: []string{"state", "read", "greeting"}, Env: []string{"PWD=/"}, Mounts: mounts})
 	if res.err != nil || res.code != 0 || res.stdout != "persisted\n" {
 		t.Fatalf("read = %d, %v, %q; stderr %s", res.code, res.err, res.stdout, res.stderr)
+	}
+	if err := os.WriteFile(filepath.Join(store, "second"), []byte("22"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res = run(t, r, guest, Config{Args: []string{"state", "list", "."}, Env: []string{"PWD=/"}, Mounts: mounts})
+	if res.err != nil || res.code != 0 || res.stdout != "greeting 9\nsecond 2\n" {
+		t.Fatalf("list = %d, %v, %q; stderr %s", res.code, res.err, res.stdout, res.stderr)
 	}
 }
 
@@ -351,15 +359,11 @@ func TestExitCode(t *testing.T) {
 	r := sharedRunner(t)
 	guest := testguest.Build(t, "exitcode")
 	for _, code := range []int{0, 3, 42} {
-		res := run(t, r, guest, Config{Args: []string{"exitcode", itoa(code)}})
+		res := run(t, r, guest, Config{Args: []string{"exitcode", strconv.Itoa(code)}})
 		if res.err != nil || res.code != code || ExitStatus(res.code, res.err) != code {
 			t.Errorf("exitcode %d: Run = %d, %v", code, res.code, res.err)
 		}
 	}
-}
-
-func itoa(n int) string {
-	return strings.TrimSpace(strings.Replace(string(rune('0'+n/10))+string(rune('0'+n%10)), "0", " ", 1))
 }
 
 func TestMemoryCap(t *testing.T) {
@@ -395,7 +399,7 @@ func TestNotExecutable(t *testing.T) {
 		{"empty", nil, 0, "not a WebAssembly module"},
 		{"truncated", openWriteModule(3, "x", "y")[:40], 0, "not a valid WebAssembly module"},
 		{"other import", emptyModule(1, "env", "now"), 0, "imports env.now"},
-		{"memory over cap", emptyModule(100, "", ""), 1, "over limit"},
+		{"memory over cap", emptyModule(100, "", ""), 1, "raise limits.memory_mib"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := run(t, r, tc.wasm, Config{Args: []string{"x"}, MemoryMiB: tc.memMiB})

@@ -60,8 +60,8 @@ func importFunc(mod, name string, typeIdx uint64) []byte {
 	return cat(wname(mod), wname(name), []byte{0x00}, uleb(typeIdx))
 }
 
-func i32c(v int64) []byte { return cat([]byte{0x41}, sleb(v)) }
-func i64c(v int64) []byte { return cat([]byte{0x42}, sleb(v)) }
+func i32c(v int64) []byte    { return cat([]byte{0x41}, sleb(v)) }
+func i64c(v int64) []byte    { return cat([]byte{0x42}, sleb(v)) }
 func call(idx uint64) []byte { return cat([]byte{0x10}, uleb(idx)) }
 
 var (

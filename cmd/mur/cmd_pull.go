@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/fetch"
-	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/sandbox"
 )
@@ -115,22 +114,7 @@ func runPull(e *env, f *pullFlags, args []string) error {
 func pullRequests(p *project, args []string, f *pullFlags) ([]fetch.Request, []fetch.Store, error) {
 	var reqs []fetch.Request
 	var files []fetch.Store
-	fromFor := func(name string) ([]string, error) {
-		from := fetch.DefaultFrom
-		if p.capsule != nil {
-			from = p.capsule.Capabilities.Install.From
-			if a, err := p.capsule.Find(name); err == nil {
-				from = p.capsule.Effective(a).Install.From
-			}
-		}
-		if len(from) == 0 {
-			from = fetch.DefaultFrom
-		}
-		if f.from != nil {
-			return manifest.NarrowFrom(from, f.from)
-		}
-		return from, nil
-	}
+	fromFor := func(name string) ([]string, error) { return p.installFrom(name, f.from) }
 	if len(args) == 0 {
 		if p.capsule == nil {
 			return nil, nil, usagef("no REF given and no murmur.yaml in %s; name what to pull, for example 'mur pull acme/grep@1.2.0'", p.Dir)

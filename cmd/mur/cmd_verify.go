@@ -52,9 +52,7 @@ problem; exit 1 if there is any. --repair fetches and restores what it can.`,
 			runner, rerr := sandbox.New(e.ctx, sandbox.Options{CacheDir: p.home.Compiled()})
 			if rerr == nil {
 				defer runner.Close(e.ctx)
-				if c, ok := any(runner).(check.Compiler); ok {
-					in.Runner = c
-				}
+				in.Runner = runner
 			}
 			if repair {
 				st, err := p.stores(stores)

@@ -59,6 +59,7 @@ OCI layout folder that other machines can use as the store oci-layout:DIR.`,
 			pr := newProgress(e.stderr, e.g.quiet || e.g.json)
 			in := warm.Input{
 				Project: p.Project, Lock: l, Platform: platform,
+				From: func(name string) ([]string, error) { return p.installFrom(name, nil) },
 				Puller: &fetch.Puller{CAS: store, Stores: sts, Source: p.source(), Offline: e.Offline(), Jobs: jobs, Events: func(ev fetch.Event) {
 					if ev.Phase != "cached" {
 						pr.event(ev)

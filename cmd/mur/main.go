@@ -264,7 +264,7 @@ func fail(stderr io.Writer, err error) int {
 		return x.code
 	}
 	tok := errs.TokenOf(err)
-	if errors.Is(err, context.Canceled) {
+	if tok == errs.Internal && errors.Is(err, context.Canceled) {
 		fmt.Fprintln(stderr, "mur: interrupted")
 		return 130
 	}

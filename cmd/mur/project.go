@@ -128,3 +128,22 @@ func resolveStoreArg(addr string) string {
 	cwd, _ := os.Getwd()
 	return config.ResolveStore(addr, cwd)
 }
+
+// installFrom is where a pull of name may look: the artifact's effective install.from, else
+// the capsule's, else both kinds, narrowed by --from.
+func (p *project) installFrom(name string, flag []string) ([]string, error) {
+	from := fetch.DefaultFrom
+	if p.capsule != nil {
+		from = p.capsule.Capabilities.Install.From
+		if a, err := p.capsule.Find(name); err == nil {
+			from = p.capsule.Effective(a).Install.From
+		}
+	}
+	if from == nil {
+		from = fetch.DefaultFrom
+	}
+	if flag != nil {
+		return manifest.NarrowFrom(from, flag)
+	}
+	return from, nil
+}

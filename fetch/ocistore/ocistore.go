@@ -31,7 +31,8 @@ type Options struct {
 	// Keychain finds credentials for a registry; nil means authn.DefaultKeychain, which reads the
 	// docker config (~/.docker/config.json and its credential helpers).
 	Keychain authn.Keychain
-	// Transport carries requests; nil means a transport with bounded dial, TLS and header timeouts.
+	// Transport carries requests; nil means a transport with bounded dial, TLS and header
+	// timeouts. Either way, ocistore adds the idle timeout and the retries on top.
 	Transport http.RoundTripper
 	// Timeout bounds each request's wait for a response and every pause in a response body;
 	// 0 means DefaultTimeout. A stalled transfer ends after this long without a byte.

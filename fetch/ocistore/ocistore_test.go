@@ -3,7 +3,6 @@ package ocistore_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -460,7 +459,7 @@ func TestLayoutConcurrentPushes(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
 	const n = 12
 	var wg sync.WaitGroup
-	errc := make(chan error, n)
+	errc := make(chan error, 2*n)
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
@@ -507,5 +506,3 @@ func TestLayoutConcurrentPushes(t *testing.T) {
 		}
 	}
 }
-
-func sha(b []byte) string { return fmt.Sprintf("sha256:%x", sha256.Sum256(b)) }

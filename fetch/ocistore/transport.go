@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -50,7 +51,12 @@ func (t *idleTimeoutTransport) RoundTrip(req *http.Request) (*http.Response, err
 	ctx, cancel := context.WithCancel(req.Context())
 	b := &idleBody{timeout: t.timeout, cancel: cancel}
 	b.timer = time.AfterFunc(t.timeout, func() { b.stalled.Store(true); cancel() })
-	resp, err := t.inner.RoundTrip(req.WithContext(ctx))
+	req = req.WithContext(ctx)
+	if req.Body != nil && req.Body != http.NoBody {
+		// Sending a large upload is progress too: each chunk taken from the body restarts the clock.
+		req.Body = &progressBody{ReadCloser: req.Body, b: b}
+	}
+	resp, err := t.inner.RoundTrip(req)
 	if err != nil {
 		b.timer.Stop()
 		cancel()
@@ -86,6 +92,16 @@ func (b *idleBody) Read(p []byte) (int, error) {
 		return n, fmt.Errorf("no data for %s: %w", b.timeout, errStalled)
 	}
 	return n, err
+}
+
+type progressBody struct {
+	io.ReadCloser
+	b *idleBody
+}
+
+func (p *progressBody) Read(buf []byte) (int, error) {
+	p.b.timer.Reset(p.b.timeout)
+	return p.ReadCloser.Read(buf)
 }
 
 func (b *idleBody) Close() error {
@@ -130,7 +146,7 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp, err := t.inner.RoundTrip(req)
 		last := attempt >= t.retries || !replayable
 		if err != nil {
-			if last || req.Context().Err() != nil {
+			if last || req.Context().Err() != nil || !transient(err) {
 				return nil, err
 			}
 		} else if !retryStatus[resp.StatusCode] || last {
@@ -154,6 +170,23 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		wait *= 2
 	}
+}
+
+// transient reports whether a failed round trip may work a moment later. A refused connection
+// or a TLS failure will not, and retrying it would only delay the error; go-containerregistry's
+// ping also probes https before http on loopback, and that probe must fail fast.
+func transient(err error) bool {
+	var ne net.Error
+	switch {
+	case errors.Is(err, errStalled),
+		errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, io.EOF),
+		errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.EPIPE),
+		errors.As(err, &ne) && ne.Timeout():
+		return true
+	}
+	return false
 }
 
 func jitter(d time.Duration) time.Duration {

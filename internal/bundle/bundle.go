@@ -146,7 +146,11 @@ func Import(ctx context.Context, store *cas.Store, r io.Reader, name string) (*R
 				rep.Already++
 				continue
 			}
-			if _, err := store.Ingest(ctx, tr, hdr.Size, d); err != nil {
+			src := &readErr{r: tr}
+			if _, err := store.Ingest(ctx, src, hdr.Size, d); err != nil {
+				if src.err != nil {
+					return rep, errs.Wrap(src.err, errs.InvalidBundle, "%s is damaged or truncated inside %s: %v; nothing of that blob was admitted; export it again", name, hdr.Name, src.err)
+				}
 				if errors.Is(err, errs.Integrity) {
 					return rep, errs.Wrap(err, errs.InvalidBundle, "%s: entry %s does not hash to its name (%s); nothing of it was admitted; the bundle is damaged or forged", name, hdr.Name, errs.Message(err))
 				}
@@ -191,4 +195,18 @@ func importRecords(store *cas.Store, r io.Reader, size int64, name string) (int,
 		n++
 	}
 	return n, nil
+}
+
+// readErr remembers a failure of the bundle itself, so that it is not blamed on the CAS.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErr) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF {
+		r.err = err
+	}
+	return n, err
 }

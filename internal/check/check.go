@@ -23,10 +23,9 @@ import (
 
 // Compiler is the part of the sandbox runner that verify needs.
 type Compiler interface {
-	// CheckCompiled reports whether wasm's compiled form is cached, and an error when the
-	// cached entry is damaged.
-	CheckCompiled(ctx context.Context, wasm []byte) (bool, error)
-	// Precompile compiles wasm into the cache, replacing a damaged entry.
+	// CheckCache lists the damaged entries of the compiled cache, removing them when repair.
+	CheckCache(repair bool) ([]string, error)
+	// Precompile compiles wasm into the cache.
 	Precompile(ctx context.Context, wasm []byte) error
 }
 
@@ -138,6 +137,17 @@ func Run(ctx context.Context, in Input) (*Report, error) {
 		}
 	}
 
+	if in.Runner != nil {
+		damaged, err := in.Runner.CheckCache(in.Repair != nil)
+		if err != nil {
+			rep.Problems = append(rep.Problems, Problem{Kind: "compiled", Subject: "compiled cache", Problem: errs.Message(err)})
+		}
+		for _, d := range damaged {
+			rep.Problems = append(rep.Problems, Problem{Kind: "compiled", Subject: d,
+				Problem: "damaged compiled entry; 'mur verify --repair' removes it and the next run compiles again", Repaired: in.Repair != nil})
+		}
+	}
+
 	// Staged tools and compiled forms, for what this machine would run.
 	for _, b := range blobs {
 		if !b.host || !in.CAS.Has(b.digest) {
@@ -157,25 +167,14 @@ func Run(ctx context.Context, in Input) (*Report, error) {
 		if in.Runner == nil {
 			continue
 		}
-		wasm, component, err := payload(in.CAS, b.digest)
-		if err != nil || component {
-			continue
+		if wasm, component, err := payload(in.CAS, b.digest); err == nil && !component {
+			rep.Compiled++
+			if in.Repair != nil {
+				// Compiling from a warm cache is a cheap load; from a cold one it restores the entry.
+				in.Runner.Precompile(ctx, wasm)
+			}
 		}
-		rep.Compiled++
-		ok, cerr := in.Runner.CheckCompiled(ctx, wasm)
-		if ok && cerr == nil {
-			continue
-		}
-		p := Problem{Kind: "compiled", Subject: b.name.String() + " " + b.digest.String(), Problem: "not compiled yet; 'mur verify --repair' or 'mur warm' compiles it"}
-		if cerr != nil {
-			p.Problem = "compiled entry is damaged: " + cerr.Error()
-		}
-		if in.Repair != nil {
-			p.Repaired = in.Runner.Precompile(ctx, wasm) == nil
-		}
-		rep.Problems = append(rep.Problems, p)
 	}
-
 	// Owner pins that can be checked without the network: the pin must still name the source
 	// the configuration would ask.
 	if in.SourceFor != nil {

@@ -74,7 +74,7 @@ func TestPullFromRealRegistry(t *testing.T) {
 		t.Fatalf("records after a cache hit: %s", recs)
 	}
 	// And the tool runs.
-	if r := w.ok("run", "hello", "--", "one", "two"); !strings.Contains(r.stdout, "one two") {
+	if r := w.ok("run", "hello", "--", "one", "two"); !strings.Contains(r.stdout, "arg one\narg two") {
 		t.Fatalf("run: %s", r)
 	}
 }
@@ -235,6 +235,7 @@ func TestWarmUnservedPlatform(t *testing.T) {
 	f := pack(t, t.TempDir(), "hello", "1.0.0", []byte("\x00asm\x01\x00\x00\x00"))
 	w.ok("push", f, "--scope", "acme", "--store", "oci-layout:"+layout)
 	w.stores("oci-layout:" + layout)
+	w.write("murmur.yaml", capsuleYAML("acme/hello@1.0.0"))
 	w.write("murmur.lock", "lock_version: 3\nartifacts:\n  - name: acme/hello\n    resolved_version: 1.0.0\n    sha256:\n      platforms:\n        darwin-aarch64: "+strings.Repeat("ab", 32)+"\n    origin: operator\n")
 	before := w.lockBytes()
 	r := w.fails("not-found", "warm", "--platform", "all")

@@ -106,7 +106,9 @@ func newWorld(t *testing.T) *world {
 	if err := os.MkdirAll(filepath.Join(w.project, ".murmur"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	w.env = []string{"MURMUR_HOME=" + w.home, "HOME=" + root, "PATH=" + os.Getenv("PATH"), "GITHUB_TOKEN=", "MUR_OFFLINE="}
+	w.env = []string{"MURMUR_HOME=" + w.home, "HOME=" + root, "PATH=" + os.Getenv("PATH"), "GITHUB_TOKEN=", "MUR_OFFLINE=",
+		// Never the real GitHub: a test that grants sources without its own server gets a closed port.
+		"MUR_GITHUB_API_BASE=http://127.0.0.1:1"}
 	return w
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/internal/testfakes/registry"
 	"github.com/murmur-nexus/mur/internal/testguest"
 )
@@ -65,6 +66,7 @@ func TestReliabilityKillDuringPull(t *testing.T) {
 		w.assertUnchanged(0, "")
 	}
 	w.afterFault("e2e/big")
+	time.Sleep(cas.IngestGrace) // gc leaves fresh temporary files alone; these are the killed pulls'
 	if r := w.ok("cache", "gc", "--older-than", "0s", "--keep", filepath.Join(w.project, "murmur.lock")); r.code != 0 {
 		t.Fatal(r)
 	}
@@ -151,7 +153,7 @@ func TestReliabilityCorruption(t *testing.T) {
 		return nil
 	})
 	r := w.ok("run", "hello", "--", "after", "corruption")
-	if !strings.Contains(r.stdout, "after corruption") {
+	if !strings.Contains(r.stdout, "arg after") {
 		t.Fatalf("hello output: %s", r)
 	}
 	w.afterFault("e2e/hello")
@@ -164,21 +166,35 @@ func TestReliabilityEscaper(t *testing.T) {
 	f := pack(t, t.TempDir(), "escaper", "1.0.0", testguest.Build(t, "escaper"))
 	w.ok("push", f, "--scope", "e2e", "--store", store)
 	w.stores(store)
-	w.write("murmur.yaml", strings.Replace(capsuleYAML("e2e/escaper@1.0.0"), `filesystem: { scope: "." }`, `filesystem: { scope: ".", read_only: ["ro"] }`, 1))
+	// No state grant: the escaper's attempt to use state/ must not reach any state store.
+	yaml := strings.Replace(capsuleYAML("e2e/escaper@1.0.0"), `filesystem: { scope: "." }`, `filesystem: { scope: ".", read_only: ["ro"] }`, 1)
+	w.write("murmur.yaml", strings.Replace(yaml, "  state: {}\n", "", 1))
 	w.ok("pull")
-	secret := filepath.Join(filepath.Dir(w.project), "secret.txt")
+	outside := filepath.Join(filepath.Dir(w.project), "outside")
+	secret := filepath.Join(outside, "secret.txt")
+	wd := filepath.Join(w.project, "workdir")
+	os.MkdirAll(outside, 0o755)
 	os.WriteFile(secret, []byte("host secret"), 0o600)
-	os.MkdirAll(filepath.Join(w.project, "workdir", "ro"), 0o755)
-	os.WriteFile(filepath.Join(w.project, "workdir", "ro", "keep.txt"), []byte("keep"), 0o644)
-	os.Symlink(secret, filepath.Join(w.project, "workdir", "planted"))
+	os.MkdirAll(filepath.Join(wd, "ro"), 0o755)
+	os.WriteFile(filepath.Join(wd, "ro", "existing.txt"), []byte("keep"), 0o644)
+	os.WriteFile(filepath.Join(wd, "inside.txt"), []byte("inside"), 0o644)
+	os.WriteFile(filepath.Join(wd, "victim.txt"), []byte("victim"), 0o644)
+	os.Symlink(outside, filepath.Join(wd, "prelink"))
+	os.Symlink("../../outside", filepath.Join(wd, "prelink-rel"))
 	r := w.mur("run", "escaper", "--", secret)
 	if strings.Contains(r.stdout, "ALLOWED") || !strings.Contains(r.stdout, "DENIED") {
 		t.Fatalf("escaper: %s", r)
 	}
+	if _, err := os.Stat(filepath.Join(w.home, "state")); err == nil {
+		t.Errorf("a state folder exists without a state grant")
+	}
 	if b, _ := os.ReadFile(secret); string(b) != "host secret" {
 		t.Errorf("host secret changed: %q", b)
 	}
-	if b, _ := os.ReadFile(filepath.Join(w.project, "workdir", "ro", "keep.txt")); string(b) != "keep" {
+	if ents, _ := os.ReadDir(outside); len(ents) != 1 {
+		t.Errorf("the outside folder changed: %v", ents)
+	}
+	if b, _ := os.ReadFile(filepath.Join(wd, "ro", "existing.txt")); string(b) != "keep" {
 		t.Errorf("read-only file changed: %q", b)
 	}
 	w.afterFault("e2e/escaper")

@@ -29,6 +29,8 @@ type Input struct {
 	Precompile func(ctx context.Context, wasm []byte) error
 	// Layout, when set, receives every warmed blob, so that the folder serves as a store.
 	Layout fetch.Store
+	// From is the install.from of each artifact; nil means fetch.DefaultFrom for all.
+	From func(name string) ([]string, error)
 }
 
 // Report says what warming did.
@@ -56,7 +58,13 @@ func Run(ctx context.Context, in Input) (*Report, error) {
 			if err != nil {
 				return rep, err
 			}
-			reqs = append(reqs, fetch.Request{Asked: "warm", Name: n, Version: e.ResolvedVersion})
+			var from []string
+			if in.From != nil {
+				if from, err = in.From(e.Name); err != nil {
+					return rep, err
+				}
+			}
+			reqs = append(reqs, fetch.Request{Asked: "warm", Name: n, Version: e.ResolvedVersion, From: from})
 		}
 		if len(reqs) == 0 {
 			continue

@@ -1,4 +1,5 @@
-// Command state writes and reads files in its state store: `write KEY VALUE` or `read KEY`.
+// Command state writes, reads and lists files in its state store: `write KEY VALUE`,
+// `read KEY` or `list .`.
 package main
 
 import (
@@ -8,7 +9,7 @@ import (
 
 func main() {
 	if len(os.Args) < 3 {
-		fmt.Fprintln(os.Stderr, "usage: state write KEY VALUE | state read KEY")
+		fmt.Fprintln(os.Stderr, "usage: state write KEY VALUE | state read KEY | state list .")
 		os.Exit(2)
 	}
 	name := "state/" + os.Args[2]
@@ -28,6 +29,20 @@ func main() {
 			os.Exit(1)
 		}
 		fmt.Printf("%s\n", b)
+	case "list":
+		entries, err := os.ReadDir("state/" + os.Args[2])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		for _, e := range entries {
+			info, err := e.Info()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+			fmt.Printf("%s %d\n", e.Name(), info.Size())
+		}
 	default:
 		os.Exit(2)
 	}
