@@ -169,13 +169,9 @@ func (p *Puller) readPin(proj Project, req Request) (pinned, error) {
 		return pin, nil
 	}
 	if req.Update {
-		// An update re-resolves; the old pin only matters if the version stays the same.
-		if req.Version != ref.Latest && req.Version != e.ResolvedVersion {
-			return pin, nil
-		}
-		if req.Version == ref.Latest {
-			return pin, nil
-		}
+		// An update re-resolves, also at the pinned version: the lock-conflict for a moved tag
+		// tells the user to run exactly that, so the old digest must not be enforced here.
+		return pin, nil
 	}
 	if req.Version != ref.Latest && req.Version != e.ResolvedVersion {
 		return pin, errs.New(errs.LockConflict,
@@ -193,9 +189,16 @@ func (p *Puller) readPin(proj Project, req Request) (pinned, error) {
 	return pin, nil
 }
 
-func (p *Puller) pullOne(ctx context.Context, proj Project, req Request) (Result, error) {
+func (p *Puller) pullOne(ctx context.Context, proj Project, req Request) (res Result, err error) {
 	start := p.now()
-	res := Result{Name: req.Name.String()}
+	res = Result{Name: req.Name.String()}
+	// Every failure is recorded, the ones decided before any request (offline, a version the
+	// lock doesn't pin) too, so that 'mur cache records' explains each failed pull.
+	defer func() {
+		if err != nil {
+			p.record(req, &res, start, err)
+		}
+	}()
 	pin, err := p.readPin(proj, req)
 	if err != nil {
 		return res, err
@@ -224,7 +227,6 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request) (Result
 	}
 	got, err := p.fetch(ctx, req, version, pin)
 	if err != nil {
-		p.record(req, &res, start, err)
 		return res, err
 	}
 	defer got.w.Close()
@@ -233,7 +235,6 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request) (Result
 	res.Size, res.Transferred, res.Release, res.Asset, res.NewPin = got.w.Size(), got.w.Size(), got.release, got.asset, got.newPin
 	res.Digest = got.w.Digest().String()
 	if err := p.finish(ctx, proj, req, &res, got, start, true); err != nil {
-		p.record(req, &res, start, err)
 		return res, err
 	}
 	p.emit(Event{Name: res.Name, Phase: "done", Bytes: res.Size, Total: res.Size, From: res.Origin, Elapsed: fetched})
@@ -444,11 +445,15 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 		return err
 	}
 	d := digest.Digest(res.Digest)
-	dir, err := Stage(proj, p.CAS, req.Name, d)
-	if err != nil {
-		return err
+	// tools/ shows what this machine runs; a pull for another platform (a CI warming a mixed
+	// fleet's lock) fills the CAS and the lock but leaves tools/ alone.
+	if p.platform() == ref.HostPlatform() {
+		dir, err := Stage(proj, p.CAS, req.Name, d)
+		if err != nil {
+			return err
+		}
+		res.Tools = dir
 	}
-	res.Tools = dir
 	p.CAS.Touch(d)
 	if fresh && p.Precompile != nil && got.archive != nil && !got.archive.Component {
 		// The scratch is gone once committed: read the payload back from the blob.

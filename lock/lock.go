@@ -50,6 +50,8 @@ import (
 	"github.com/opencontainers/go-digest"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/murmur-nexus/mur/internal/yamlnode"
+
 	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/config"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -596,7 +598,7 @@ func (p *parser) fields(n *yaml.Node, what string, known ...string) (map[string]
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind != yaml.ScalarNode {
-			return nil, p.fail(k.Line, "%s has a key that is %s, not a name; %s", what, kindName(k), fix)
+			return nil, p.fail(k.Line, "%s has a key that is %s, not a name; %s", what, yamlnode.Describe(k), fix)
 		}
 		if _, dup := out[k.Value]; dup {
 			return nil, p.fail(k.Line, "%s has the key %q twice; %s", what, k.Value, fix)
@@ -636,7 +638,7 @@ func (p *parser) parse(data []byte) (*Lock, error) {
 		root = root.Content[0]
 	}
 	if root.Kind != yaml.MappingNode {
-		return nil, p.fail(root.Line, "expected a mapping that starts with lock_version: %d, found %s; restore it from version control, or move it aside and run `mur pull` to write a new one", Version, kindName(root))
+		return nil, p.fail(root.Line, "expected a mapping that starts with lock_version: %d, found %s; restore it from version control, or move it aside and run `mur pull` to write a new one", Version, yamlnode.Describe(root))
 	}
 	top, err := p.fields(root, "the lock", "lock_version", "scopes", "artifacts")
 	if err != nil {
@@ -646,9 +648,9 @@ func (p *parser) parse(data []byte) (*Lock, error) {
 		return nil, err
 	}
 	l := &Lock{Scopes: map[string]ScopePin{}}
-	if n := top["scopes"]; n != nil && !isNull(n) {
+	if n := top["scopes"]; n != nil && !yamlnode.IsNull(n) {
 		if n.Kind != yaml.MappingNode {
-			return nil, p.fail(n.Line, "scopes must be a mapping of scope names to owner pins, found %s; %s", kindName(n), fix)
+			return nil, p.fail(n.Line, "scopes must be a mapping of scope names to owner pins, found %s; %s", yamlnode.Describe(n), fix)
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
@@ -663,9 +665,9 @@ func (p *parser) parse(data []byte) (*Lock, error) {
 			l.Scopes[scope] = pin
 		}
 	}
-	if n := top["artifacts"]; n != nil && !isNull(n) {
+	if n := top["artifacts"]; n != nil && !yamlnode.IsNull(n) {
 		if n.Kind != yaml.SequenceNode {
-			return nil, p.fail(n.Line, "artifacts must be a list of entries, found %s; %s", kindName(n), fix)
+			return nil, p.fail(n.Line, "artifacts must be a list of entries, found %s; %s", yamlnode.Describe(n), fix)
 		}
 		at := map[string]int{}
 		l.Artifacts = make([]Entry, 0, len(n.Content))
@@ -695,7 +697,7 @@ func (p *parser) version(n *yaml.Node) error {
 		return p.fail(0, "has no lock_version, and this mur reads lock_version %d; %s", Version, moveAside)
 	}
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
-		return p.fail(n.Line, "lock_version must be the number %d, found %s; %s", Version, kindName(n), moveAside)
+		return p.fail(n.Line, "lock_version must be the number %d, found %s; %s", Version, yamlnode.Describe(n), moveAside)
 	}
 	v, err := strconv.ParseInt(n.Value, 10, 64)
 	switch {
@@ -712,10 +714,10 @@ func (p *parser) version(n *yaml.Node) error {
 func (p *parser) scopePin(scope string, k, v *yaml.Node) (ScopePin, error) {
 	what := fmt.Sprintf("scope %q", scope)
 	if k.Kind != yaml.ScalarNode {
-		return ScopePin{}, p.fail(k.Line, "scopes has a key that is %s, not a scope name; %s", kindName(k), fix)
+		return ScopePin{}, p.fail(k.Line, "scopes has a key that is %s, not a scope name; %s", yamlnode.Describe(k), fix)
 	}
 	if v.Kind != yaml.MappingNode {
-		return ScopePin{}, p.fail(v.Line, "%s must be a mapping with source, owner_id and repo_id, found %s; run `mur lock forget-scope %s` and pull again to re-pin it", what, kindName(v), scope)
+		return ScopePin{}, p.fail(v.Line, "%s must be a mapping with source, owner_id and repo_id, found %s; run `mur lock forget-scope %s` and pull again to re-pin it", what, yamlnode.Describe(v), scope)
 	}
 	f, err := p.fields(v, what, "source", "owner_id", "repo_id")
 	if err != nil {
@@ -744,7 +746,7 @@ func (p *parser) id(f map[string]*yaml.Node, key, what string, line int) (int64,
 	}
 	v, err := strconv.ParseInt(n.Value, 10, 64)
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || err != nil || v <= 0 {
-		return 0, p.fail(n.Line, "%s: %s must be a positive GitHub id, found %s; remove the pin and pull again to re-pin it", what, key, kindName(n))
+		return 0, p.fail(n.Line, "%s: %s must be a positive GitHub id, found %s; remove the pin and pull again to re-pin it", what, key, yamlnode.Describe(n))
 	}
 	return v, nil
 }
@@ -755,8 +757,8 @@ func (p *parser) scalar(f map[string]*yaml.Node, key, what string, line int) (st
 	if n == nil {
 		return "", p.fail(line, "%s has no %s; %s", what, key, fix)
 	}
-	if n.Kind != yaml.ScalarNode || isNull(n) {
-		return "", p.fail(n.Line, "%s: %s must be a string, found %s; %s", what, key, kindName(n), fix)
+	if n.Kind != yaml.ScalarNode || yamlnode.IsNull(n) {
+		return "", p.fail(n.Line, "%s: %s must be a string, found %s; %s", what, key, yamlnode.Describe(n), fix)
 	}
 	return n.Value, nil
 }
@@ -764,7 +766,7 @@ func (p *parser) scalar(f map[string]*yaml.Node, key, what string, line int) (st
 func (p *parser) entry(i int, n *yaml.Node) (Entry, error) {
 	what := fmt.Sprintf("artifacts[%d]", i)
 	if n.Kind != yaml.MappingNode {
-		return Entry{}, p.fail(n.Line, "%s must be a mapping with name, resolved_version, sha256 and origin, found %s; %s", what, kindName(n), fix)
+		return Entry{}, p.fail(n.Line, "%s must be a mapping with name, resolved_version, sha256 and origin, found %s; %s", what, yamlnode.Describe(n), fix)
 	}
 	// Name the entry as soon as its name is known, so that every later message says which one.
 	if nn := fieldNode(n, "name"); nn != nil && nn.Kind == yaml.ScalarNode && nn.Value != "" {
@@ -808,7 +810,7 @@ func (p *parser) entry(i int, n *yaml.Node) (Entry, error) {
 
 func (p *parser) hashes(n *yaml.Node, what string) (Hashes, error) {
 	if n.Kind != yaml.MappingNode {
-		return Hashes{}, p.fail(n.Line, "%s: sha256 must be a mapping with any or platforms, found %s; %s", what, kindName(n), fix)
+		return Hashes{}, p.fail(n.Line, "%s: sha256 must be a mapping with any or platforms, found %s; %s", what, yamlnode.Describe(n), fix)
 	}
 	f, err := p.fields(n, what+" sha256", "any", "platforms")
 	if err != nil {
@@ -825,7 +827,7 @@ func (p *parser) hashes(n *yaml.Node, what string) (Hashes, error) {
 		return Hashes{Any: h}, err
 	}
 	if platN.Kind != yaml.MappingNode || len(platN.Content) == 0 {
-		return Hashes{}, p.fail(platN.Line, "%s: sha256.platforms must map platform tags (%s) to hashes, found %s; %s", what, strings.Join(ref.KnownPlatforms, ", "), kindName(platN), fix)
+		return Hashes{}, p.fail(platN.Line, "%s: sha256.platforms must map platform tags (%s) to hashes, found %s; %s", what, strings.Join(ref.KnownPlatforms, ", "), yamlnode.Describe(platN), fix)
 	}
 	out := Hashes{Platforms: map[string]string{}}
 	for i := 0; i+1 < len(platN.Content); i += 2 {
@@ -835,7 +837,7 @@ func (p *parser) hashes(n *yaml.Node, what string) (Hashes, error) {
 			return Hashes{}, p.fail(k.Line, "%s: sha256.platforms has %q twice; %s", what, plat, fix)
 		}
 		if k.Kind != yaml.ScalarNode || plat == ref.PlatformAny || ref.ValidatePlatform(plat) != nil {
-			return Hashes{}, p.fail(k.Line, "%s: sha256.platforms has the key %s, and platform keys are %s (a platform-independent hash goes under sha256.any instead); %s", what, kindName(k), strings.Join(ref.KnownPlatforms, ", "), fix)
+			return Hashes{}, p.fail(k.Line, "%s: sha256.platforms has the key %s, and platform keys are %s (a platform-independent hash goes under sha256.any instead); %s", what, yamlnode.Describe(k), strings.Join(ref.KnownPlatforms, ", "), fix)
 		}
 		h, err := p.hex(v, fmt.Sprintf("%s: sha256.platforms.%s", what, plat))
 		if err != nil {
@@ -848,7 +850,7 @@ func (p *parser) hashes(n *yaml.Node, what string) (Hashes, error) {
 
 func (p *parser) hex(n *yaml.Node, what string) (string, error) {
 	if n.Kind != yaml.ScalarNode || !isHex64(n.Value) {
-		return "", p.fail(n.Line, "%s must be 64 lowercase hex digits (a SHA-256, without \"sha256:\"), found %s; %s", what, kindName(n), fix)
+		return "", p.fail(n.Line, "%s must be 64 lowercase hex digits (a SHA-256, without \"sha256:\"), found %s; %s", what, yamlnode.Describe(n), fix)
 	}
 	return n.Value, nil
 }
@@ -860,29 +862,4 @@ func fieldNode(n *yaml.Node, key string) *yaml.Node {
 		}
 	}
 	return nil
-}
-
-func isNull(n *yaml.Node) bool {
-	return n.Kind == 0 || (n.Kind == yaml.ScalarNode && n.Tag == "!!null")
-}
-
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		if isNull(n) {
-			return "nothing"
-		}
-		v := n.Value
-		if len(v) > 80 {
-			v = v[:77] + "..."
-		}
-		return fmt.Sprintf("%q", v)
-	case yaml.AliasNode:
-		return "an alias"
-	}
-	return "nothing"
 }

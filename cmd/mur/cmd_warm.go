@@ -86,7 +86,7 @@ OCI layout folder that other machines can use as the store oci-layout:DIR.`,
 				}
 			} else if err == nil {
 				fmt.Fprintf(e.stdout, "warm: %d artifacts ready (%d fetched, %s; %d already cached), %d compiled\n",
-					rep.Artifacts, rep.Fetched, size(rep.Bytes), rep.Cached, rep.Compiled)
+					rep.Artifacts, rep.Fetched, humanBytes(rep.Bytes), rep.Cached, rep.Compiled)
 			}
 			return err
 		},

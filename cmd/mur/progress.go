@@ -59,19 +59,19 @@ func (p *progress) event(ev fetch.Event) {
 		}
 		switch ev.Phase {
 		case "done":
-			fmt.Fprintf(p.w, "fetched %s: %s from %s in %s (%s/s)\n", ev.Name, size(ev.Bytes), ev.From,
-				ev.Elapsed.Round(time.Millisecond), size(rate(ev.Bytes, ev.Elapsed)))
+			fmt.Fprintf(p.w, "fetched %s: %s from %s in %s (%s/s)\n", ev.Name, humanBytes(ev.Bytes), ev.From,
+				ev.Elapsed.Round(time.Millisecond), humanBytes(rate(ev.Bytes, ev.Elapsed)))
 		case "cached":
-			fmt.Fprintf(p.w, "cached  %s: %s\n", ev.Name, size(ev.Bytes))
+			fmt.Fprintf(p.w, "cached  %s: %s\n", ev.Name, humanBytes(ev.Bytes))
 		}
 	}
 }
 
 func bar(name string, n, total int64, elapsed time.Duration) string {
 	const width = 24
-	speed := size(rate(n, elapsed)) + "/s"
+	speed := humanBytes(rate(n, elapsed)) + "/s"
 	if total <= 0 {
-		return fmt.Sprintf("%s %s %s", name, size(n), speed)
+		return fmt.Sprintf("%s %s %s", name, humanBytes(n), speed)
 	}
 	filled := int(float64(width) * float64(n) / float64(total))
 	filled = min(max(filled, 0), width)
@@ -83,7 +83,7 @@ func bar(name string, n, total int64, elapsed time.Duration) string {
 			b[i] = ' '
 		}
 	}
-	return fmt.Sprintf("%s [%s] %s/%s %s", name, b, size(n), size(total), speed)
+	return fmt.Sprintf("%s [%s] %s/%s %s", name, b, humanBytes(n), humanBytes(total), speed)
 }
 
 func rate(n int64, d time.Duration) int64 {
@@ -91,16 +91,4 @@ func rate(n int64, d time.Duration) int64 {
 		return 0
 	}
 	return int64(float64(n) / d.Seconds())
-}
-
-func size(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }

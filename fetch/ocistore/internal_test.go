@@ -6,40 +6,6 @@ import (
 	"time"
 )
 
-func TestHighestSemver(t *testing.T) {
-	cases := []struct {
-		in   []string
-		want string
-		ok   bool
-	}{
-		{[]string{"1.2.0", "1.10.0", "1.9.0"}, "1.10.0", true},
-		{[]string{"1.0.0-rc.1", "1.0.0"}, "1.0.0", true},
-		{[]string{"1.0.0-alpha", "1.0.0-alpha.1", "1.0.0-alpha.beta", "1.0.0-beta", "1.0.0-beta.2", "1.0.0-beta.11", "1.0.0-rc.1"}, "1.0.0-rc.1", true},
-		{[]string{"1.0.0-beta.11", "1.0.0-beta.2"}, "1.0.0-beta.11", true},
-		{[]string{"1.0.0-2", "1.0.0-10", "1.0.0-a"}, "1.0.0-a", true},
-		{[]string{"1.0.0+build.1", "1.0.0+build.2"}, "1.0.0+build.1", true},
-		{[]string{"99999999999999999999.0.0", "9.0.0"}, "99999999999999999999.0.0", true},
-		{[]string{"v1.0.0", "1.0", "01.0.0", "1.0.0-01", "1.0.0-", "1.0.0+", "1..0", "latest"}, "", false},
-		{[]string{"v2.0.0", "0.1.0"}, "0.1.0", true},
-		{nil, "", false},
-	}
-	for _, c := range cases {
-		got, ok := highestSemver(c.in)
-		if got != c.want || ok != c.ok {
-			t.Errorf("highestSemver(%q) = %q, %v; want %q, %v", c.in, got, ok, c.want, c.ok)
-		}
-	}
-}
-
-func TestTagMapping(t *testing.T) {
-	if got := tagFromVersion("1.2.0+build.7"); got != "1.2.0_build.7" {
-		t.Errorf("tagFromVersion = %q", got)
-	}
-	if got := versionFromTag("1.2.0_build.7"); got != "1.2.0+build.7" {
-		t.Errorf("versionFromTag = %q", got)
-	}
-}
-
 func TestRetryAfter(t *testing.T) {
 	if d, ok := retryAfter("3"); !ok || d != 3*time.Second {
 		t.Errorf("seconds: %v %v", d, ok)

@@ -195,7 +195,7 @@ func (s *layoutStore) tags(repo string) ([]string, error) {
 
 func (s *layoutStore) Resolve(ctx context.Context, n ref.Name, version, platform string) (fetch.Descriptor, error) {
 	repo := n.String()
-	tag := tagFromVersion(version)
+	tag := ref.TagFromVersion(version)
 	if version == ref.Latest {
 		tags, err := s.tags(repo)
 		if err != nil {
@@ -327,7 +327,7 @@ func (s *layoutStore) Push(ctx context.Context, desc fetch.Descriptor, payload i
 		return err
 	}
 	repo := desc.Name.String()
-	tag := tagFromVersion(desc.Version)
+	tag := ref.TagFromVersion(desc.Version)
 	where := s.where(repo, tag)
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return errs.Wrap(err, errs.IO, "%s: creating the layout folder: %v", s.addr, err)

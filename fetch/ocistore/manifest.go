@@ -373,11 +373,11 @@ func latestTag(where string, name ref.Name, tags []string) (string, error) {
 	byVersion := map[string]string{}
 	var versions []string
 	for _, t := range tags {
-		v := versionFromTag(t)
+		v := ref.VersionFromTag(t)
 		byVersion[v] = t
 		versions = append(versions, v)
 	}
-	best, ok := highestSemver(versions)
+	best, ok := ref.HighestSemver(versions)
 	if !ok {
 		if len(tags) == 0 {
 			return "", errs.New(errs.NotFound, "%s holds no versions of %s", where, name)
@@ -386,7 +386,7 @@ func latestTag(where string, name ref.Name, tags []string) (string, error) {
 		if len(shown) > 10 {
 			shown = shown[:10]
 		}
-		return "", errs.New(errs.Usage, "%s holds versions of %s (%s) but none is a semantic version, so latest means nothing; ask for one explicitly, e.g. %s@%s", where, name, strings.Join(shown, ", "), name, versionFromTag(tags[0]))
+		return "", errs.New(errs.Usage, "%s holds versions of %s (%s) but none is a semantic version, so latest means nothing; ask for one explicitly, e.g. %s@%s", where, name, strings.Join(shown, ", "), name, ref.VersionFromTag(tags[0]))
 	}
 	return byVersion[best], nil
 }

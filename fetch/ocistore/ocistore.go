@@ -67,10 +67,3 @@ func Open(addr string, opt Options) (fetch.Store, error) {
 	}
 	return nil, errs.New(errs.InvalidConfig, "store %q is not a store address; write %s", addr, acceptedForms)
 }
-
-// tagFromVersion maps a version to a tag: a tag can't hold '+', so it becomes '_'.
-func tagFromVersion(v string) string { return strings.ReplaceAll(v, "+", "_") }
-
-// versionFromTag is the inverse for semantic ordering. It is lossy for a version that really
-// holds '_', which is never a semantic version anyway; the version annotation stays the truth.
-func versionFromTag(tag string) string { return strings.ReplaceAll(tag, "_", "+") }

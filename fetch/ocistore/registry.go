@@ -211,7 +211,7 @@ func (s *registryStore) child(ctx context.Context, repo string, c v1.Descriptor)
 
 func (s *registryStore) Resolve(ctx context.Context, n ref.Name, version, platform string) (fetch.Descriptor, error) {
 	repo := s.repoPath(n)
-	tag := tagFromVersion(version)
+	tag := ref.TagFromVersion(version)
 	if version == ref.Latest {
 		r, err := s.repository(repo)
 		if err != nil {
@@ -390,7 +390,7 @@ func (s *registryStore) Push(ctx context.Context, desc fetch.Descriptor, payload
 		return err
 	}
 	repo := s.repoPath(desc.Name)
-	tag := tagFromVersion(desc.Version)
+	tag := ref.TagFromVersion(desc.Version)
 	where := s.where(repo, tag)
 	r, err := s.repository(repo)
 	if err != nil {

@@ -29,6 +29,8 @@ import (
 	"github.com/klauspost/compress/zip"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/murmur-nexus/mur/internal/yamlnode"
+
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
@@ -334,6 +336,24 @@ func (a *Archive) OpenPayload() (io.ReadCloser, error) {
 	return &limitedPayload{rc: rc, name: a.PayloadName, limit: a.limit}, nil
 }
 
+// StoredPayload is where an uncompressed (stored) payload's bytes lie in the packed file, so
+// that a caller holding a verified blob can copy them in the kernel without a decompressor. ok is
+// false for a deflated payload.
+func (a *Archive) StoredPayload() (offset, size int64, ok bool) {
+	if a.payload.Method != zip.Store {
+		return 0, 0, false
+	}
+	off, err := a.payload.DataOffset()
+	if err != nil || int64(a.payload.CompressedSize64) != a.PayloadSize {
+		return 0, 0, false
+	}
+	return off, a.PayloadSize, true
+}
+
+// PayloadCRC32 is the IEEE CRC-32 the zip records for the payload. It is as trustworthy as the
+// packed file: once the file's SHA-256 is verified, so is this checksum of the payload.
+func (a *Archive) PayloadCRC32() uint32 { return a.payload.CRC32 }
+
 // ReadPayload reads the whole payload into memory. Use OpenPayload where a stream will do.
 func (a *Archive) ReadPayload() ([]byte, error) {
 	rc, err := a.OpenPayload()
@@ -404,7 +424,7 @@ func ParseManifest(data []byte) (Manifest, error) {
 	}
 	var m Manifest
 	if root.Kind != yaml.MappingNode && root.Kind != 0 && !(root.Kind == yaml.ScalarNode && root.Tag == "!!null") {
-		return Manifest{}, invalid("%s must be a mapping with name and version, found a %s", ManifestName, kindName(root))
+		return Manifest{}, invalid("%s must be a mapping with name and version, found %s", ManifestName, yamlnode.Describe(root))
 	}
 	fields := map[string]*string{"name": &m.Name, "version": &m.Version, "runtime": &m.Runtime, "description": &m.Description}
 	seen := map[string]bool{}
@@ -422,7 +442,7 @@ func ParseManifest(data []byte) (Manifest, error) {
 			v = v.Alias
 		}
 		if v.Kind != yaml.ScalarNode {
-			return Manifest{}, invalid("%s line %d: %s must be a string, found a %s", ManifestName, v.Line, k.Value, kindName(v))
+			return Manifest{}, invalid("%s line %d: %s must be a string, found %s", ManifestName, v.Line, k.Value, yamlnode.Describe(v))
 		}
 		if v.Tag != "!!null" {
 			*dst = v.Value
@@ -441,20 +461,6 @@ func ParseManifest(data []byte) (Manifest, error) {
 		return Manifest{}, errs.Wrap(err, errs.InvalidArtifact, "%s: %s", ManifestName, errs.Message(err))
 	}
 	return m, nil
-}
-
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "mapping"
-	case yaml.SequenceNode:
-		return "list"
-	case yaml.ScalarNode:
-		return "scalar"
-	case yaml.AliasNode:
-		return "alias"
-	}
-	return "document"
 }
 
 // safeUnmarshal turns a panic inside the YAML parser into an error: hostile input must never

@@ -72,6 +72,7 @@ func main() {
 		{"mur run hello (warm cache) vs bare wazero (warm cache), whole process", "BenchmarkRunHello/mur-warm", "BenchmarkRunHello/bare-wazero-warm", "≤ 1.0", slower, func(r float64) bool { return r <= 1.0 }, "× time"},
 		{"mur run hello: cold vs warm compiled cache, whole process", "BenchmarkRunHello/mur-warm", "BenchmarkRunHello/mur-cold", "≥ 5", faster, func(r float64) bool { return r >= 5 }, "× speed"},
 		{"sandbox compile: cold vs warm cache", "BenchmarkWarmCompile", "BenchmarkColdCompile", "≥ 5", faster, func(r float64) bool { return r >= 5 }, "× speed"},
+		{"cold pull of 64 MiB: GitHub source (302 to storage) vs docker-registry", "BenchmarkSourcePull64MiB/sources", "BenchmarkSourcePull64MiB/stores", "bandwidth-bound", faster, func(r float64) bool { return r > 0.5 }, "× speed"},
 		{"50 small pulls: --jobs 4 vs --jobs 1", "BenchmarkPullJobs/jobs-4", "BenchmarkPullJobs/jobs-1", "> 1", faster, func(r float64) bool { return r > 1 }, "× speed"},
 	}
 	fmt.Println("# Benchmarks")

@@ -75,7 +75,7 @@ type pinnedBlob struct {
 	name     ref.Name
 	platform string
 	digest   digest.Digest
-	host     bool // pinned for the platform this machine runs
+	refetch  bool // pinned for the platform the repairer pulls
 }
 
 // Run verifies. It returns an error only when it could not look; what it found is in the report.
@@ -118,7 +118,7 @@ func Run(ctx context.Context, in Input) (*Report, error) {
 			msg = fmt.Sprintf("%s@%s (%s) is pinned but not in the CAS; run 'mur pull' or 'mur verify --repair'", b.name, b.entry.ResolvedVersion, b.digest)
 		}
 		rep.Problems = append(rep.Problems, Problem{Kind: "blob", Subject: b.name.String() + " " + b.digest.String(), Problem: msg})
-		if b.host {
+		if b.refetch {
 			refetch = append(refetch, fetch.Request{Asked: "verify --repair", Name: b.name, Version: b.entry.ResolvedVersion})
 		}
 	}
@@ -148,9 +148,16 @@ func Run(ctx context.Context, in Input) (*Report, error) {
 		}
 	}
 
-	// Staged tools and compiled forms, for what this machine would run.
-	for _, b := range blobs {
-		if !b.host || !in.CAS.Has(b.digest) {
+	// Staged tools and compiled forms hold what this machine runs, whatever platform's pins
+	// were checked above (a repair for another platform may even have staged its build).
+	hostBlobs := blobs
+	if in.Platform != "" {
+		if hostBlobs, err = pinnedBlobs(in.Lock, ""); err != nil {
+			return nil, err
+		}
+	}
+	for _, b := range hostBlobs {
+		if !in.CAS.Has(b.digest) {
 			continue
 		}
 		rep.Tools++
@@ -195,9 +202,9 @@ func Run(ctx context.Context, in Input) (*Report, error) {
 }
 
 func pinnedBlobs(l *lock.Lock, platform string) ([]pinnedBlob, error) {
-	host := platform
-	if host == "" {
-		host = ref.HostPlatform()
+	want := platform
+	if want == "" {
+		want = ref.HostPlatform()
 	}
 	var out []pinnedBlob
 	for i := range l.Artifacts {
@@ -206,15 +213,16 @@ func pinnedBlobs(l *lock.Lock, platform string) ([]pinnedBlob, error) {
 		if err != nil {
 			return nil, err
 		}
-		add := func(plat, hex string, isHost bool) error {
+		add := func(plat, hex string, refetch bool) error {
 			d, err := ref.DigestFromHex(hex)
 			if err != nil {
 				return err
 			}
-			out = append(out, pinnedBlob{entry: e, name: n, platform: plat, digest: d, host: isHost})
+			out = append(out, pinnedBlob{entry: e, name: n, platform: plat, digest: d, refetch: refetch})
 			return nil
 		}
 		if platform == "all" {
+			// The repairer pulls for this machine's platform only.
 			hostHex, _, hostOK := e.Digest(ref.HostPlatform())
 			if e.SHA256.Any != "" {
 				if err := add(ref.PlatformAny, e.SHA256.Any, hostOK && hostHex == e.SHA256.Any); err != nil {
@@ -233,7 +241,8 @@ func pinnedBlobs(l *lock.Lock, platform string) ([]pinnedBlob, error) {
 			}
 			continue
 		}
-		if hex, plat, ok := e.Digest(host); ok {
+		// The repairer pulls for the platform asked, so every pin checked here is its to fetch.
+		if hex, plat, ok := e.Digest(want); ok {
 			if err := add(plat, hex, true); err != nil {
 				return nil, err
 			}

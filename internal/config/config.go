@@ -32,6 +32,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/murmur-nexus/mur/internal/yamlnode"
+
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
@@ -270,11 +272,11 @@ func parse(data []byte, path, baseDir string) (*file, error) {
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]
 	}
-	if isNull(root) {
+	if yamlnode.IsNull(root) {
 		return f, nil
 	}
 	if root.Kind != yaml.MappingNode {
-		return nil, bad("line %d: expected a mapping with the keys stores and sources, found %s", root.Line, kindName(root))
+		return nil, bad("line %d: expected a mapping with the keys stores and sources, found %s", root.Line, yamlnode.Describe(root))
 	}
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(root.Content); i += 2 {
@@ -285,15 +287,15 @@ func parse(data []byte, path, baseDir string) (*file, error) {
 		seen[k.Value] = true
 		switch k.Value {
 		case "stores":
-			if isNull(v) {
+			if yamlnode.IsNull(v) {
 				continue
 			}
 			if v.Kind != yaml.SequenceNode {
-				return nil, bad("line %d: stores must be a list of store addresses, found %s", v.Line, kindName(v))
+				return nil, bad("line %d: stores must be a list of store addresses, found %s", v.Line, yamlnode.Describe(v))
 			}
 			for j, item := range v.Content {
 				if item.Kind != yaml.ScalarNode {
-					return nil, bad("line %d: stores[%d] must be a string, found %s", item.Line, j, kindName(item))
+					return nil, bad("line %d: stores[%d] must be a string, found %s", item.Line, j, yamlnode.Describe(item))
 				}
 				if err := ValidateStoreAddress(item.Value); err != nil {
 					return nil, bad("line %d: stores[%d]: %s", item.Line, j, errs.Message(err))
@@ -301,11 +303,11 @@ func parse(data []byte, path, baseDir string) (*file, error) {
 				f.stores = append(f.stores, ResolveStore(item.Value, baseDir))
 			}
 		case "sources":
-			if isNull(v) {
+			if yamlnode.IsNull(v) {
 				continue
 			}
 			if v.Kind != yaml.MappingNode {
-				return nil, bad("line %d: sources must map scopes to github:OWNER/REPO, found %s", v.Line, kindName(v))
+				return nil, bad("line %d: sources must map scopes to github:OWNER/REPO, found %s", v.Line, yamlnode.Describe(v))
 			}
 			for j := 0; j+1 < len(v.Content); j += 2 {
 				sk, sv := v.Content[j], v.Content[j+1]
@@ -317,7 +319,7 @@ func parse(data []byte, path, baseDir string) (*file, error) {
 					return nil, bad("line %d: sources key %q is not a scope: %s", sk.Line, scope, errs.Message(err))
 				}
 				if sv.Kind != yaml.ScalarNode {
-					return nil, bad("line %d: sources.%s must be a string github:OWNER/REPO, found %s", sv.Line, scope, kindName(sv))
+					return nil, bad("line %d: sources.%s must be a string github:OWNER/REPO, found %s", sv.Line, scope, yamlnode.Describe(sv))
 				}
 				if _, _, err := ParseSource(sv.Value); err != nil {
 					return nil, bad("line %d: sources.%s: %s", sv.Line, scope, errs.Message(err))
@@ -346,22 +348,4 @@ func ResolveStore(addr, baseDir string) string {
 		return addr
 	}
 	return SchemeOCILayout + filepath.Join(baseDir, p)
-}
-
-func isNull(n *yaml.Node) bool {
-	return n.Kind == 0 || (n.Kind == yaml.ScalarNode && n.Tag == "!!null")
-}
-
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		return fmt.Sprintf("%q", n.Value)
-	case yaml.AliasNode:
-		return "an alias"
-	}
-	return "nothing"
 }

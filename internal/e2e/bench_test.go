@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/murmur-nexus/mur/internal/testfakes/githubfake"
 	"github.com/murmur-nexus/mur/internal/testfakes/registry"
 	"github.com/murmur-nexus/mur/internal/testguest"
 )
@@ -279,4 +280,35 @@ func cranePath(b *testing.B) string {
 	}
 	b.Logf("installed crane in %s", time.Since(start))
 	return p
+}
+
+// BenchmarkSourcePull64MiB pulls the same 64 MiB artifact cold from a GitHub release (through
+// the test server's 302 to storage) and from the loopback docker-registry.
+func BenchmarkSourcePull64MiB(b *testing.B) {
+	const size = 64 << 20
+	dir := b.TempDir()
+	f := pack(b, dir, "big", "1.0.0", bigModule(size))
+	data, _ := os.ReadFile(f)
+	gh := githubfake.New(b)
+	gh.AddRepo("bench", "murmur-artifacts", 1, 2)
+	gh.Publish("bench", "murmur-artifacts", "bench", githubfake.Artifact{Name: "bench/big", Version: "1.0.0", Release: "v1.0.0", Asset: "big-1.0.0.mur.zip", Data: data})
+	reg := registry.Start(b)
+	store := "oci://" + reg.Addr() + "/murmur"
+	w := &world{home: filepath.Join(dir, "home"), project: filepath.Join(dir, "project")}
+	os.MkdirAll(filepath.Join(w.project, ".murmur"), 0o755)
+	w.env = []string{"MURMUR_HOME=" + w.home, "HOME=" + dir, "PATH=" + os.Getenv("PATH"), "MUR_GITHUB_API_BASE=" + gh.APIURL()}
+	runTimed(b, w.cmd("push", f, "--scope", "bench", "--store", store))
+	for _, from := range []string{"sources", "stores"} {
+		b.Run(from, func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				os.RemoveAll(w.home)
+				os.Remove(filepath.Join(w.project, "murmur.lock"))
+				os.RemoveAll(filepath.Join(w.project, "tools"))
+				b.StartTimer()
+				runTimed(b, w.cmd("pull", "-q", "--no-precompile", "--from", from, "--store", store, "bench/big@1.0.0"))
+			}
+		})
+	}
 }

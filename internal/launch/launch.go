@@ -91,9 +91,15 @@ func Build(in Input) (*Plan, error) {
 	}
 	p := &Plan{Artifact: name.String(), Version: e.ResolvedVersion, Platform: pinnedPlatform, Digest: "sha256:" + hex, Argv0: name.Name}
 
+	// A relative project folder would be compared lexically against an absolute root, and the
+	// reach check below would then never match.
+	projectDir, err := filepath.Abs(in.ProjectDir)
+	if err != nil {
+		return nil, errs.Wrap(err, errs.Usage, "project folder %q: %v", in.ProjectDir, err)
+	}
 	wd := in.Workdir
 	if wd == "" {
-		wd = filepath.Join(in.ProjectDir, "workdir")
+		wd = filepath.Join(projectDir, "workdir")
 	}
 	wd, err = filepath.Abs(wd)
 	if err != nil {
@@ -105,7 +111,7 @@ func Build(in Input) (*Plan, error) {
 		scope = "."
 	}
 	root := filepath.Join(wd, filepath.FromSlash(scope))
-	if err := checkReach(root, in.ProjectDir, in.Home); err != nil {
+	if err := checkReach(root, projectDir, in.Home); err != nil {
 		return nil, err
 	}
 	p.Preopens = append(p.Preopens, Preopen{Guest: "/", Host: root})
@@ -113,16 +119,18 @@ func Build(in Input) (*Plan, error) {
 	sort.Strings(ro)
 	for _, sub := range ro {
 		host := filepath.Join(wd, filepath.FromSlash(sub))
+		if within(root, host) {
+			// The scope is the subtree or lies inside it (an artifact may narrow the scope into
+			// a read-only folder): the whole root is read-only.
+			p.Preopens[0].ReadOnly = true
+			continue
+		}
 		rel, err := filepath.Rel(root, host)
 		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 			// A read-only subtree outside the scope is out of reach anyway.
 			continue
 		}
 		guest := "/" + filepath.ToSlash(rel)
-		if rel == "." {
-			p.Preopens[0].ReadOnly = true
-			continue
-		}
 		p.Preopens = append(p.Preopens, Preopen{Guest: guest, Host: host, ReadOnly: true})
 	}
 	if caps.State != nil {

@@ -37,6 +37,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/murmur-nexus/mur/internal/yamlnode"
+
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
@@ -150,7 +152,7 @@ func Parse(data []byte, p string) (*Capsule, error) {
 	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
 		root = root.Content[0]
 	}
-	if root.Kind == 0 || isNull(root) {
+	if root.Kind == 0 || yamlnode.IsNull(root) {
 		return nil, errs.New(errs.InvalidManifest, "%s is empty; it needs at least name, e.g. name: my-capsule", p)
 	}
 	top, err := ps.fields(root, "", "name", "version", "artifacts", "capabilities")
@@ -214,7 +216,7 @@ func join(prefix, key string) string {
 func (ps *parser) fields(n *yaml.Node, prefix string, known ...string) (map[string]*yaml.Node, error) {
 	n = deref(n)
 	out := map[string]*yaml.Node{}
-	if isNull(n) {
+	if yamlnode.IsNull(n) {
 		return out, nil
 	}
 	if n.Kind != yaml.MappingNode {
@@ -222,7 +224,7 @@ func (ps *parser) fields(n *yaml.Node, prefix string, known ...string) (map[stri
 		if where == "" {
 			where = "the document"
 		}
-		return nil, errs.New(errs.InvalidManifest, "%s:%d: %s must be a mapping, found %s", ps.path, n.Line, where, kindName(n))
+		return nil, errs.New(errs.InvalidManifest, "%s:%d: %s must be a mapping, found %s", ps.path, n.Line, where, yamlnode.Describe(n))
 	}
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
@@ -254,27 +256,13 @@ func deref(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
-
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		return fmt.Sprintf("%q", n.Value)
-	}
-	return "something else"
-}
-
 // str reads a scalar as the text written; null is "".
 func (ps *parser) str(n *yaml.Node, key string) (string, error) {
 	n = deref(n)
 	if n.Kind != yaml.ScalarNode {
-		return "", ps.errf(n, key, "must be a string, found %s", kindName(n))
+		return "", ps.errf(n, key, "must be a string, found %s", yamlnode.Describe(n))
 	}
-	if isNull(n) {
+	if yamlnode.IsNull(n) {
 		return "", nil
 	}
 	return n.Value, nil
@@ -283,11 +271,11 @@ func (ps *parser) str(n *yaml.Node, key string) (string, error) {
 // list reads a list of strings; null is nil, [] is empty and not nil.
 func (ps *parser) list(n *yaml.Node, key string) ([]string, error) {
 	n = deref(n)
-	if isNull(n) {
+	if yamlnode.IsNull(n) {
 		return nil, nil
 	}
 	if n.Kind != yaml.SequenceNode {
-		return nil, ps.errf(n, key, "must be a list, found %s", kindName(n))
+		return nil, ps.errf(n, key, "must be a list, found %s", yamlnode.Describe(n))
 	}
 	out := make([]string, 0, len(n.Content))
 	for _, item := range n.Content {
@@ -302,12 +290,12 @@ func (ps *parser) list(n *yaml.Node, key string) ([]string, error) {
 
 func (ps *parser) positive(n *yaml.Node, key string, max int, unit string) (int, error) {
 	n = deref(n)
-	if isNull(n) {
+	if yamlnode.IsNull(n) {
 		return 0, nil
 	}
 	v, err := strconv.Atoi(n.Value)
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || err != nil || v < 0 {
-		return 0, ps.errf(n, key, "must be a whole number of %s, found %s", unit, kindName(n))
+		return 0, ps.errf(n, key, "must be a whole number of %s, found %s", unit, yamlnode.Describe(n))
 	}
 	if max > 0 && v > max {
 		return 0, ps.errf(n, key, "is %d; it can be at most %d", v, max)
@@ -357,7 +345,7 @@ func (ps *parser) capabilities(n *yaml.Node, prefix string, out *Capabilities, c
 		if err != nil {
 			return err
 		}
-		if sn := ff["scope"]; sn != nil && !isNull(deref(sn)) {
+		if sn := ff["scope"]; sn != nil && !yamlnode.IsNull(deref(sn)) {
 			k := join(key, "scope")
 			if out.Filesystem.Scope, err = ps.relPath(sn, k); err != nil {
 				return err
@@ -386,7 +374,7 @@ func (ps *parser) capabilities(n *yaml.Node, prefix string, out *Capabilities, c
 	}
 	if sn, ok := f["state"]; ok {
 		key := join(prefix, "state")
-		if isNull(deref(sn)) {
+		if yamlnode.IsNull(deref(sn)) {
 			out.State, out.dropState = nil, ceiling != nil
 		} else {
 			sf, err := ps.fields(sn, key, "store")
@@ -501,11 +489,11 @@ func (c *capsuleCeiling) reaches(p string) bool {
 
 func (ps *parser) artifacts(n *yaml.Node, c *Capsule) error {
 	n = deref(n)
-	if isNull(n) {
+	if yamlnode.IsNull(n) {
 		return nil
 	}
 	if n.Kind != yaml.SequenceNode {
-		return ps.errf(n, "artifacts", "must be a list of {name, version}, found %s", kindName(n))
+		return ps.errf(n, "artifacts", "must be a list of {name, version}, found %s", yamlnode.Describe(n))
 	}
 	ceiling := &capsuleCeiling{caps: &c.Capabilities, store: c.StoreName()}
 	lines := map[ref.Name]int{}
@@ -531,7 +519,7 @@ func (ps *parser) artifacts(n *yaml.Node, c *Capsule) error {
 			return ps.errf(nn, prefix+".name", "declares %s again (first on line %d); keep one entry", a.Name, line)
 		}
 		lines[a.Name] = nn.Line
-		if vn := f["version"]; vn != nil && !isNull(deref(vn)) {
+		if vn := f["version"]; vn != nil && !yamlnode.IsNull(deref(vn)) {
 			v, err := ps.str(vn, prefix+".version")
 			if err != nil {
 				return err
@@ -543,7 +531,7 @@ func (ps *parser) artifacts(n *yaml.Node, c *Capsule) error {
 			}
 			a.Version = v
 		}
-		if cn := f["capabilities"]; cn != nil && !isNull(deref(cn)) {
+		if cn := f["capabilities"]; cn != nil && !yamlnode.IsNull(deref(cn)) {
 			a.Capabilities = &Capabilities{}
 			if err := ps.capabilities(cn, prefix+".capabilities", a.Capabilities, ceiling); err != nil {
 				return err

@@ -49,6 +49,9 @@ func FromFile(path, scope, platform string) (Item, error) {
 
 // FromCAS finds what murmur.lock pins for r and publishes the CAS's copy of it.
 func FromCAS(store *cas.Store, l *lock.Lock, r ref.Ref, platform string) (Item, error) {
+	if r.Name.Scope == ref.ScopeLocal {
+		return Item{}, errs.New(errs.Usage, "%s was read from a file on disk, and scope %q can't be published; push the file itself under your scope: 'mur push FILE.mur.zip --scope SCOPE --store STORE'", r.Name, ref.ScopeLocal)
+	}
 	e := l.Find(r.Name.String())
 	if e == nil {
 		return Item{}, errs.New(errs.NotFound, "%s is not in murmur.lock; pull it first ('mur pull %s') or push a file with 'mur push FILE.mur.zip --scope %s'", r.Name, r, r.Name.Scope)

@@ -51,7 +51,10 @@ func Run(ctx context.Context, in Input) (*Report, error) {
 	for _, plat := range platforms(in.Lock, in.Platform, host) {
 		var reqs []fetch.Request
 		for _, e := range in.Lock.Artifacts {
-			if _, _, ok := e.Digest(plat); !ok {
+			_, pinned, ok := e.Digest(plat)
+			if !ok || (in.Platform == "all" && pinned != plat) {
+				// With all, an "any" pin is warmed once, in the pass for "any", not again in
+				// the pass of every platform it falls back for.
 				continue
 			}
 			n, err := ref.ParseName(e.Name)
@@ -132,7 +135,14 @@ func platforms(l *lock.Lock, want, host string) []string {
 	for p := range set {
 		out = append(out, p)
 	}
-	sort.Strings(out)
+	// This machine's platform goes last: a pull stages tools/ from what it pulled, and tools/
+	// must end up holding what this machine runs.
+	sort.Slice(out, func(i, j int) bool {
+		if (out[i] == host) != (out[j] == host) {
+			return out[j] == host
+		}
+		return out[i] < out[j]
+	})
 	return out
 }
 

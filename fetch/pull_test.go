@@ -1,0 +1,1007 @@
+package fetch_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/internal/artifact"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/testfakes/registry"
+	"github.com/murmur-nexus/mur/lock"
+)
+
+var (
+	grep = ref.Name{Scope: "acme", Name: "grep"}
+	seed = ref.Name{Scope: "acme", Name: "seed"}
+)
+
+// wasmModule is a valid empty core module with a custom section of pseudo-random bytes, so that
+// each seed packs into a different artifact.
+func wasmModule(size int, seed uint64) []byte {
+	pad := make([]byte, size)
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	for i := range pad {
+		pad[i] = byte(r.Uint32())
+	}
+	body := append([]byte{3}, "pad"...)
+	body = append(body, pad...)
+	b := []byte("\x00asm\x01\x00\x00\x00\x00")
+	b = binary.AppendUvarint(b, uint64(len(body)))
+	return append(b, body...)
+}
+
+// packed is a packed artifact in memory.
+type packed struct {
+	zip  []byte
+	wasm []byte
+	yaml string
+}
+
+func (p packed) digest() digest.Digest { return digest.FromBytes(p.zip) }
+
+// pack builds the .mur.zip of name@version whose payload is a module made from seed.
+func pack(t testing.TB, name, version string, seed uint64) packed {
+	t.Helper()
+	return packAs(t, name, version, "capsule.wasm", seed)
+}
+
+// packAs is pack with the payload's file name chosen.
+func packAs(t testing.TB, name, version, payloadFile string, seed uint64) packed {
+	t.Helper()
+	dir := t.TempDir()
+	p := packed{wasm: wasmModule(2000, seed), yaml: "name: " + name + "\nversion: \"" + version + "\"\nruntime: tool\n"}
+	if err := os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(p.yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, payloadFile), p.wasm, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := artifact.Pack(dir, &buf); err != nil {
+		t.Fatal(err)
+	}
+	p.zip = buf.Bytes()
+	return p
+}
+
+func push(t testing.TB, st fetch.Store, n ref.Name, version, platform string, p packed) fetch.Descriptor {
+	t.Helper()
+	d := fetch.Descriptor{Name: n, Version: version, Platform: platform, Digest: p.digest(), Size: int64(len(p.zip)), Title: n.Name + "-" + version + ".mur.zip"}
+	if err := st.Push(context.Background(), d, bytes.NewReader(p.zip)); err != nil {
+		t.Fatalf("push %s@%s %s: %v", n, version, platform, err)
+	}
+	return d
+}
+
+func openStore(t testing.TB, addr string, opt ocistore.Options) fetch.Store {
+	t.Helper()
+	st, err := ocistore.Open(addr, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func layoutStore(t testing.TB) fetch.Store {
+	return openStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "store"), ocistore.Options{})
+}
+
+func req(n ref.Name, version string) fetch.Request {
+	return fetch.Request{Asked: n.String() + "@" + version, Name: n, Version: version}
+}
+
+func wantToken(t testing.TB, err error, tok errs.Token, mentions ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("got no error, want %s", tok)
+	}
+	if !errors.Is(err, tok) {
+		t.Fatalf("got %v (token %s), want token %s", err, errs.TokenOf(err), tok)
+	}
+	for _, m := range mentions {
+		if !strings.Contains(err.Error(), m) {
+			t.Errorf("error %q does not mention %q", err, m)
+		}
+	}
+}
+
+// world is a project and a CAS of its own.
+type world struct {
+	t    testing.TB
+	proj fetch.Project
+	cas  *cas.Store
+}
+
+func newWorld(t testing.TB) *world {
+	t.Helper()
+	root := t.TempDir()
+	proj := filepath.Join(root, "project")
+	if err := os.Mkdir(proj, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s, err := cas.Open(filepath.Join(root, "home", "cas"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &world{t: t, proj: fetch.Project{Dir: proj}, cas: s}
+}
+
+// puller pulls for linux-x86_64 whatever the host is, so that "any" and platform cases are the
+// same on every machine.
+func (w *world) puller(stores ...fetch.Store) *fetch.Puller {
+	return &fetch.Puller{CAS: w.cas, Stores: stores, Platform: "linux-x86_64"}
+}
+
+func (w *world) pull(p *fetch.Puller, reqs ...fetch.Request) ([]fetch.Result, error) {
+	return p.Pull(context.Background(), w.proj, reqs)
+}
+
+func (w *world) mustPull(p *fetch.Puller, reqs ...fetch.Request) []fetch.Result {
+	w.t.Helper()
+	res, err := w.pull(p, reqs...)
+	if err != nil {
+		w.t.Fatalf("pull: %v", err)
+	}
+	return res
+}
+
+// state is everything a failed pull must leave alone.
+type state struct {
+	blobs  string
+	ingest int
+	lock   string // "<absent>" when there is none
+	tools  string
+}
+
+func (w *world) state() state {
+	w.t.Helper()
+	var s state
+	ents, err := os.ReadDir(filepath.Join(w.cas.Root(), "blobs", "sha256"))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	s.blobs = strings.Join(names, ",")
+	ing, _ := os.ReadDir(filepath.Join(w.cas.Root(), "ingest"))
+	s.ingest = len(ing)
+	if b, err := os.ReadFile(w.proj.LockPath()); err == nil {
+		s.lock = string(b)
+	} else if errors.Is(err, fs.ErrNotExist) {
+		s.lock = "<absent>"
+	} else {
+		w.t.Fatal(err)
+	}
+	s.tools = treeDigest(w.t, w.proj.ToolsDir())
+	return s
+}
+
+// treeDigest lists every file under dir with its mode and content hash; "<absent>" when dir is
+// missing.
+func treeDigest(t testing.TB, dir string) string {
+	t.Helper()
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return "<absent>"
+	}
+	var lines []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		line := rel + " " + info.Mode().String()
+		if info.Mode().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			sum := sha256.Sum256(b)
+			line += " " + hex.EncodeToString(sum[:])
+		}
+		lines = append(lines, line)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+func (w *world) assertUnchanged(before state) {
+	w.t.Helper()
+	after := w.state()
+	if after.blobs != before.blobs {
+		w.t.Errorf("the CAS blobs changed: before [%s], after [%s]", before.blobs, after.blobs)
+	}
+	if after.ingest != 0 {
+		w.t.Errorf("%d temporary files left in cas/ingest", after.ingest)
+	}
+	if after.lock != before.lock {
+		w.t.Errorf("murmur.lock changed:\n--- before\n%s\n--- after\n%s", before.lock, after.lock)
+	}
+	if after.tools != before.tools {
+		w.t.Errorf("tools/ changed:\n--- before\n%s\n--- after\n%s", before.tools, after.tools)
+	}
+}
+
+func (w *world) records() []cas.Record {
+	w.t.Helper()
+	rs, err := w.cas.Records("")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return rs
+}
+
+// assertFailedRecord checks that the last pull record is a failure of name carrying tok.
+func (w *world) assertFailedRecord(n ref.Name, tok errs.Token) {
+	w.t.Helper()
+	rs := w.records()
+	if len(rs) == 0 {
+		w.t.Fatal("no pull record")
+	}
+	r := rs[len(rs)-1]
+	if r.Outcome != cas.OutcomeFailed || r.Name != n.String() || !strings.Contains(r.Error, string(tok)) {
+		w.t.Errorf("last record %+v, want a failed record of %s with %s", r, n, tok)
+	}
+}
+
+// seeded pulls acme/seed@1.0.0 from st, so that a later failure has a lock, a blob and a tools/
+// folder it must not touch.
+func (w *world) seeded(st fetch.Store) state {
+	w.t.Helper()
+	push(w.t, st, seed, "1.0.0", "any", pack(w.t, "seed", "1.0.0", 999))
+	w.mustPull(w.puller(st), req(seed, "1.0.0"))
+	return w.state()
+}
+
+// faultyRegistry is an in-process registry that counts every request and sends GETs through an
+// armed fault.
+type faultyRegistry struct {
+	reg      *registry.Registry
+	requests atomic.Int64
+	mu       sync.Mutex
+	fault    func(w http.ResponseWriter, r *http.Request, next http.Handler)
+}
+
+func startFaulty(t testing.TB) *faultyRegistry {
+	f := &faultyRegistry{}
+	f.reg = registry.StartInProcess(t, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			f.requests.Add(1)
+			f.mu.Lock()
+			fault := f.fault
+			f.mu.Unlock()
+			if fault != nil && r.Method == http.MethodGet && r.URL.Path != "/v2/" {
+				fault(w, r, next)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+	return f
+}
+
+func (f *faultyRegistry) arm(fault func(w http.ResponseWriter, r *http.Request, next http.Handler)) {
+	f.mu.Lock()
+	f.fault = fault
+	f.mu.Unlock()
+}
+
+func (f *faultyRegistry) addr() string { return "oci://" + f.reg.Addr() + "/murmur" }
+
+func (f *faultyRegistry) store(t testing.TB, opt ocistore.Options) fetch.Store {
+	return openStore(t, f.addr(), opt)
+}
+
+func isBlob(r *http.Request) bool { return strings.Contains(r.URL.Path, "/blobs/") }
+
+func TestPullStagesLocksAndRecords(t *testing.T) {
+	w := newWorld(t)
+	st := layoutStore(t)
+	p := pack(t, "grep", "1.0.0", 1)
+	push(t, st, grep, "1.0.0", "any", p)
+
+	res := w.mustPull(w.puller(st), req(grep, "1.0.0"))
+	got := res[0]
+	d := p.digest()
+	if got.Name != "acme/grep" || got.Version != "1.0.0" || got.Platform != "any" || got.Digest != d.String() ||
+		got.Size != int64(len(p.zip)) || got.Origin != st.String() || got.CacheHit || got.Transferred != int64(len(p.zip)) ||
+		got.Tools != fetch.StagedDir(w.proj, grep) || got.Error != "" {
+		t.Fatalf("result %+v", got)
+	}
+	if b, err := os.ReadFile(w.cas.Path(d)); err != nil || !bytes.Equal(b, p.zip) {
+		t.Fatalf("CAS blob %s: %v", d, err)
+	}
+	l, err := lock.Read(w.proj.LockPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := l.Find("acme/grep"); e == nil || e.ResolvedVersion != "1.0.0" || e.SHA256.Any != d.Encoded() || len(e.SHA256.Platforms) != 0 {
+		t.Fatalf("lock entry %+v", e)
+	}
+
+	// tools/acme/grep holds plain copies of the packed manifest and payload, and the marker.
+	dir := fetch.StagedDir(w.proj, grep)
+	if dir != filepath.Join(w.proj.Dir, "tools", "acme", "grep") {
+		t.Fatalf("staged at %s", dir)
+	}
+	for file, want := range map[string][]byte{"murmur.yaml": []byte(p.yaml), "capsule.wasm": p.wasm} {
+		path := filepath.Join(dir, file)
+		fi, err := os.Lstat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !fi.Mode().IsRegular() {
+			t.Errorf("%s is %s, not a plain file", path, fi.Mode())
+		}
+		if b, _ := os.ReadFile(path); !bytes.Equal(b, want) {
+			t.Errorf("%s does not hold the packed %s", path, file)
+		}
+		if blob, err := os.Stat(w.cas.Path(d)); err == nil && os.SameFile(fi, blob) {
+			t.Errorf("%s is a link to the CAS blob", path)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, fetch.StagedMarker)); err != nil {
+		t.Fatalf("no %s: %v", fetch.StagedMarker, err)
+	}
+	if err := fetch.CheckStaged(w.proj, grep, d); err != nil {
+		t.Fatalf("CheckStaged after a pull: %v", err)
+	}
+
+	rs := w.records()
+	if len(rs) != 1 {
+		t.Fatalf("%d records, want 1: %+v", len(rs), rs)
+	}
+	if r := rs[0]; r.Outcome != cas.OutcomePulled || r.Source != st.String() || r.Digest != d || r.Ref != "acme/grep@1.0.0" ||
+		r.Name != "acme/grep" || r.Version != "1.0.0" || r.Platform != "any" || r.Size != int64(len(p.zip)) || r.Transferred != int64(len(p.zip)) {
+		t.Errorf("record %+v", r)
+	}
+
+	// The same pull again is a cache hit that asks no store: a store that would fail proves it.
+	res = w.mustPull(w.puller(openStore(t, "oci://127.0.0.1:1/murmur", ocistore.Options{Retries: -1})), req(grep, "1.0.0"))
+	if !res[0].CacheHit || res[0].Transferred != 0 || res[0].Digest != d.String() || res[0].Origin != "cas" {
+		t.Fatalf("second pull %+v", res[0])
+	}
+	rs = w.records()
+	if len(rs) != 2 || rs[1].Outcome != cas.OutcomeCacheHit || rs[1].Digest != d || rs[1].Transferred != 0 {
+		t.Fatalf("records after a cache hit: %+v", rs)
+	}
+}
+
+func TestPullWrongBlobBytes(t *testing.T) {
+	f := startFaulty(t)
+	st := f.store(t, ocistore.Options{})
+	w := newWorld(t)
+	before := w.seeded(st)
+	p := pack(t, "grep", "1.0.0", 2)
+	push(t, st, grep, "1.0.0", "any", p)
+	other := pack(t, "grep", "1.0.0", 3).zip
+	f.arm(func(rw http.ResponseWriter, r *http.Request, next http.Handler) {
+		if !isBlob(r) {
+			next.ServeHTTP(rw, r)
+			return
+		}
+		// Same length, other bytes: only the hash can tell.
+		body := make([]byte, len(p.zip))
+		copy(body, other)
+		rw.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		rw.Write(body)
+	})
+	_, err := w.pull(w.puller(st), req(grep, "1.0.0"))
+	wantToken(t, err, errs.Integrity, p.digest().String(), f.reg.Addr())
+	w.assertUnchanged(before)
+	w.assertFailedRecord(grep, errs.Integrity)
+}
+
+func TestPullShortBody(t *testing.T) {
+	f := startFaulty(t)
+	st := f.store(t, ocistore.Options{})
+	w := newWorld(t)
+	before := w.seeded(st)
+	p := pack(t, "grep", "1.0.0", 4)
+	push(t, st, grep, "1.0.0", "any", p)
+	f.arm(func(rw http.ResponseWriter, r *http.Request, next http.Handler) {
+		if !isBlob(r) {
+			next.ServeHTTP(rw, r)
+			return
+		}
+		rw.Header().Set("Content-Length", strconv.Itoa(len(p.zip)))
+		rw.Write(p.zip[:len(p.zip)/3])
+	})
+	_, err := w.pull(w.puller(st), req(grep, "1.0.0"))
+	if !errors.Is(err, errs.Network) && !errors.Is(err, errs.Integrity) {
+		t.Fatalf("a short body gave %v (token %s), want network or integrity", err, errs.TokenOf(err))
+	}
+	if !strings.Contains(err.Error(), "acme/grep") {
+		t.Errorf("error %q does not name the artifact", err)
+	}
+	w.assertUnchanged(before)
+	w.assertFailedRecord(grep, errs.TokenOf(err))
+}
+
+func TestPullTransientFailuresRetried(t *testing.T) {
+	for _, c := range []struct {
+		code       int
+		retryAfter string
+	}{{500, ""}, {503, ""}, {429, "1"}} {
+		t.Run(strconv.Itoa(c.code), func(t *testing.T) {
+			t.Parallel()
+			f := startFaulty(t)
+			st := f.store(t, ocistore.Options{})
+			w := newWorld(t)
+			p := pack(t, "grep", "1.0.0", 5)
+			push(t, st, grep, "1.0.0", "any", p)
+			var mu sync.Mutex
+			perPath := map[string]int{}
+			var failed atomic.Int32
+			f.arm(func(rw http.ResponseWriter, r *http.Request, next http.Handler) {
+				mu.Lock()
+				perPath[r.URL.Path]++
+				fail := perPath[r.URL.Path] <= 2
+				mu.Unlock()
+				if fail {
+					failed.Add(1)
+					if c.retryAfter != "" {
+						rw.Header().Set("Retry-After", c.retryAfter)
+					}
+					http.Error(rw, `{"errors":[{"code":"UNAVAILABLE","message":"try later"}]}`, c.code)
+					return
+				}
+				next.ServeHTTP(rw, r)
+			})
+			res := w.mustPull(w.puller(st), req(grep, "1.0.0"))
+			if res[0].Digest != p.digest().String() || !w.cas.Has(p.digest()) {
+				t.Fatalf("result %+v, blob present %v", res[0], w.cas.Has(p.digest()))
+			}
+			if n := failed.Load(); n < 4 {
+				t.Fatalf("only %d failures were served; the fault did not hit both the manifest and the blob", n)
+			}
+			if rs := w.records(); len(rs) != 1 || rs[0].Outcome != cas.OutcomePulled || rs[0].Source != f.addr() {
+				t.Fatalf("records %+v", rs)
+			}
+		})
+	}
+}
+
+func TestPullAlways503(t *testing.T) {
+	f := startFaulty(t)
+	st := f.store(t, ocistore.Options{Retries: 1})
+	w := newWorld(t)
+	before := w.seeded(st)
+	push(t, st, grep, "1.0.0", "any", pack(t, "grep", "1.0.0", 6))
+	f.arm(func(rw http.ResponseWriter, r *http.Request, next http.Handler) {
+		http.Error(rw, "down", http.StatusServiceUnavailable)
+	})
+	_, err := w.pull(w.puller(st), req(grep, "1.0.0"))
+	wantToken(t, err, errs.Network, f.reg.Addr(), "503")
+	w.assertUnchanged(before)
+	w.assertFailedRecord(grep, errs.Network)
+}
+
+func TestPullStallIsBounded(t *testing.T) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	f := startFaulty(t)
+	w := newWorld(t)
+	before := w.seeded(f.store(t, ocistore.Options{}))
+	p := pack(t, "grep", "1.0.0", 7)
+	push(t, f.store(t, ocistore.Options{}), grep, "1.0.0", "any", p)
+	f.arm(func(rw http.ResponseWriter, r *http.Request, next http.Handler) {
+		if !isBlob(r) {
+			next.ServeHTTP(rw, r)
+			return
+		}
+		rw.Header().Set("Content-Length", strconv.Itoa(len(p.zip)))
+		rw.WriteHeader(http.StatusOK)
+		rw.Write(p.zip[:100])
+		rw.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	st := f.store(t, ocistore.Options{Timeout: 300 * time.Millisecond, Retries: 1})
+	start := time.Now()
+	_, err := w.pull(w.puller(st), req(grep, "1.0.0"))
+	wantToken(t, err, errs.Network, "acme/grep")
+	if el := time.Since(start); el > 20*time.Second {
+		t.Fatalf("a stalled pull took %s with a 300ms timeout", el)
+	}
+	w.assertUnchanged(before)
+	w.assertFailedRecord(grep, errs.Network)
+}
+
+type rawManifest struct {
+	raw []byte
+	mt  types.MediaType
+}
+
+func (r rawManifest) RawManifest() ([]byte, error)        { return r.raw, nil }
+func (r rawManifest) MediaType() (types.MediaType, error) { return r.mt, nil }
+
+func TestPullBadManifests(t *testing.T) {
+	f := startFaulty(t)
+	st := f.store(t, ocistore.Options{})
+	w := newWorld(t)
+	before := w.seeded(st)
+	p := pack(t, "grep", "1.0.0", 8)
+	d := push(t, st, grep, "1.0.0", "any", p)
+	layer := fmt.Sprintf(`{"mediaType":%q,"digest":%q,"size":%d}`, fetch.ArtifactLayerType, d.Digest, d.Size)
+	config := `{"mediaType":"application/vnd.oci.empty.v1+json","digest":"sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a","size":2}`
+	manifest := func(version, layers string) string {
+		return `{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","artifactType":"application/vnd.murmur.artifact.v1","config":` + config +
+			`,"layers":[` + layers + `],"annotations":{"dev.murmur.artifact.name":"acme/grep","dev.murmur.artifact.version":"` + version + `","dev.murmur.artifact.platform":"any"}}`
+	}
+	for _, c := range []struct{ version, raw, mentions string }{
+		{"2.0.0", manifest("2.0.0", layer+","+layer), "2 layers"},
+		{"3.0.0", manifest("3.0.0", strings.Replace(layer, fetch.ArtifactLayerType, "application/x-tar", 1)), "application/x-tar"},
+	} {
+		tag, err := name.NewTag(f.reg.Addr()+"/murmur/acme/grep:"+c.version, name.Insecure)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := remote.Put(tag, rawManifest{[]byte(c.raw), types.OCIManifestSchema1}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = w.pull(w.puller(st), req(grep, c.version))
+		wantToken(t, err, errs.Integrity, c.mentions)
+		w.assertUnchanged(before)
+		w.assertFailedRecord(grep, errs.Integrity)
+	}
+}
+
+// TestPullTagMoved pins a digest, then finds the tag serving other bytes while the pinned blob is
+// gone from the CAS and from the store.
+func TestPullTagMoved(t *testing.T) {
+	w := newWorld(t)
+	old := pack(t, "grep", "1.0.0", 9)
+	first := layoutStore(t)
+	push(t, first, grep, "1.0.0", "any", old)
+	w.mustPull(w.puller(first), req(grep, "1.0.0"))
+	if err := os.Remove(w.cas.Path(old.digest())); err != nil {
+		t.Fatal(err)
+	}
+	before := w.state()
+
+	moved := pack(t, "grep", "1.0.0", 10)
+	second := layoutStore(t)
+	push(t, second, grep, "1.0.0", "any", moved)
+	_, err := w.pull(w.puller(second), req(grep, "1.0.0"))
+	wantToken(t, err, errs.LockConflict, old.digest().String(), moved.digest().String(), "--update", second.String())
+	w.assertUnchanged(before)
+	w.assertFailedRecord(grep, errs.LockConflict)
+
+	// The same through a registry, whose tag is overwritten in place.
+	f := startFaulty(t)
+	reg := f.store(t, ocistore.Options{})
+	push(t, reg, grep, "1.0.0", "any", moved)
+	_, err = w.pull(w.puller(reg), req(grep, "1.0.0"))
+	wantToken(t, err, errs.LockConflict, old.digest().String(), moved.digest().String(), "--update")
+	w.assertUnchanged(before)
+
+	// With --update the new bytes are accepted and the lock moves.
+	u := req(grep, "1.0.0")
+	u.Update = true
+	w.mustPull(w.puller(second), u)
+	l, _ := lock.Read(w.proj.LockPath())
+	if e := l.Find("acme/grep"); e == nil || e.SHA256.Any != moved.digest().Encoded() {
+		t.Fatalf("lock after --update: %+v", e)
+	}
+}
+
+func TestPullUnreachableRegistry(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	w := newWorld(t)
+	before := w.seeded(layoutStore(t))
+	st := openStore(t, "oci://"+addr+"/murmur", ocistore.Options{Retries: 1})
+	_, err = w.pull(w.puller(st), req(grep, "1.0.0"))
+	wantToken(t, err, errs.Network, addr)
+	w.assertUnchanged(before)
+	w.assertFailedRecord(grep, errs.Network)
+}
+
+// TestPullPackedIdentityMismatch: a store must not swap one tool for another.
+func TestPullPackedIdentityMismatch(t *testing.T) {
+	for _, c := range []struct {
+		what          string
+		name, version string
+	}{{"name", "other", "1.0.0"}, {"version", "grep", "1.0.1"}} {
+		t.Run(c.what, func(t *testing.T) {
+			w := newWorld(t)
+			st := layoutStore(t)
+			before := w.seeded(st)
+			push(t, st, grep, "1.0.0", "any", pack(t, c.name, c.version, 11))
+			_, err := w.pull(w.puller(st), req(grep, "1.0.0"))
+			wantToken(t, err, errs.Integrity, "acme/grep@1.0.0", strconv.Quote(c.name), strconv.Quote(c.version))
+			w.assertUnchanged(before)
+			w.assertFailedRecord(grep, errs.Integrity)
+		})
+	}
+}
+
+func TestPullLayoutTruncatedBlob(t *testing.T) {
+	w := newWorld(t)
+	dir := filepath.Join(t.TempDir(), "store")
+	st := openStore(t, "oci-layout:"+dir, ocistore.Options{})
+	before := w.seeded(st)
+	p := pack(t, "grep", "1.0.0", 12)
+	push(t, st, grep, "1.0.0", "any", p)
+	blob := filepath.Join(dir, "blobs", "sha256", p.digest().Encoded())
+	if err := os.Chmod(blob, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(blob, int64(len(p.zip)/2)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := w.pull(w.puller(st), req(grep, "1.0.0"))
+	if err == nil {
+		t.Fatal("a truncated layout blob was pulled")
+	}
+	wantToken(t, err, errs.TokenOf(err), p.digest().String())
+	if tok := errs.TokenOf(err); tok != errs.Integrity && tok != errs.Network {
+		t.Errorf("token %s, want integrity", tok)
+	}
+	w.assertUnchanged(before)
+	w.assertFailedRecord(grep, errs.TokenOf(err))
+}
+
+func TestPullVersionChange(t *testing.T) {
+	w := newWorld(t)
+	st := layoutStore(t)
+	v1 := pack(t, "grep", "1.0.0", 13)
+	v2 := pack(t, "grep", "2.0.0", 14)
+	push(t, st, grep, "1.0.0", "any", v1)
+	push(t, st, grep, "2.0.0", "any", v2)
+	w.mustPull(w.puller(st), req(grep, "1.0.0"))
+	before := w.state()
+
+	_, err := w.pull(w.puller(st), req(grep, "2.0.0"))
+	wantToken(t, err, errs.LockConflict, "1.0.0", "2.0.0", "mur pull --update acme/grep@2.0.0")
+	w.assertUnchanged(before)
+	w.assertFailedRecord(grep, errs.LockConflict)
+
+	// "latest" follows the lock, not the store.
+	res := w.mustPull(w.puller(st), req(grep, ref.Latest))
+	if res[0].Version != "1.0.0" || !res[0].CacheHit {
+		t.Fatalf("latest with a pin: %+v", res[0])
+	}
+
+	u := req(grep, "2.0.0")
+	u.Update = true
+	res = w.mustPull(w.puller(st), u)
+	if res[0].Version != "2.0.0" || res[0].Digest != v2.digest().String() {
+		t.Fatalf("update result %+v", res[0])
+	}
+	l, err := lock.Read(w.proj.LockPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := l.Find("acme/grep"); e == nil || e.ResolvedVersion != "2.0.0" || e.SHA256.Any != v2.digest().Encoded() {
+		t.Fatalf("lock after update: %+v", e)
+	}
+	// tools/ follows the lock.
+	if b, _ := os.ReadFile(filepath.Join(fetch.StagedDir(w.proj, grep), "capsule.wasm")); !bytes.Equal(b, v2.wasm) {
+		t.Error("tools/acme/grep was not restaged with 2.0.0")
+	}
+	if err := fetch.CheckStaged(w.proj, grep, v2.digest()); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestPullPlatforms: hashes for a new platform merge into the lock's platforms map; an "any"
+// payload can't join per-platform pins (lock.Upsert refuses mixing) without --update.
+func TestPullPlatforms(t *testing.T) {
+	w := newWorld(t)
+	st := layoutStore(t)
+	linux := pack(t, "grep", "1.0.0", 15)
+	arm := pack(t, "grep", "1.0.0", 16)
+	anyP := pack(t, "grep", "1.0.0", 17)
+	push(t, st, grep, "1.0.0", "linux-x86_64", linux)
+	push(t, st, grep, "1.0.0", "linux-aarch64", arm)
+	push(t, st, grep, "1.0.0", "any", anyP)
+
+	pl := w.puller(st)
+	res := w.mustPull(pl, req(grep, "1.0.0"))
+	if res[0].Platform != "linux-x86_64" || res[0].Digest != linux.digest().String() {
+		t.Fatalf("linux-x86_64 pull %+v", res[0])
+	}
+	pl.Platform = "linux-aarch64"
+	res = w.mustPull(pl, req(grep, "1.0.0"))
+	if res[0].Platform != "linux-aarch64" || res[0].Digest != arm.digest().String() {
+		t.Fatalf("linux-aarch64 pull %+v", res[0])
+	}
+	l, err := lock.Read(w.proj.LockPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := l.Find("acme/grep")
+	want := map[string]string{"linux-x86_64": linux.digest().Encoded(), "linux-aarch64": arm.digest().Encoded()}
+	if e == nil || e.SHA256.Any != "" || fmt.Sprint(e.SHA256.Platforms) != fmt.Sprint(want) {
+		t.Fatalf("lock entry %+v, want platforms %v", e, want)
+	}
+	raw, _ := os.ReadFile(w.proj.LockPath())
+	if !strings.Contains(string(raw), "platforms:") {
+		t.Fatalf("murmur.lock has no platforms map:\n%s", raw)
+	}
+	// Each platform's pin is now a cache hit for that platform.
+	pl.Platform = "linux-x86_64"
+	if res := w.mustPull(pl, req(grep, "1.0.0")); !res[0].CacheHit || res[0].Digest != linux.digest().String() {
+		t.Fatalf("pinned linux-x86_64 pull %+v", res[0])
+	}
+
+	// darwin-aarch64 gets the "any" payload, which a per-platform entry can't take.
+	before := w.state()
+	pl.Platform = "darwin-aarch64"
+	_, err = w.pull(pl, req(grep, "1.0.0"))
+	wantToken(t, err, errs.LockConflict, "per platform", "--update")
+	w.assertUnchanged(before)
+	w.assertFailedRecord(grep, errs.LockConflict)
+}
+
+func TestPullOffline(t *testing.T) {
+	f := startFaulty(t)
+	st := f.store(t, ocistore.Options{})
+	p := pack(t, "grep", "1.0.0", 18)
+	push(t, st, grep, "1.0.0", "any", p)
+
+	// Cold: nothing pinned, nothing cached.
+	w := newWorld(t)
+	pl := w.puller(st)
+	pl.Offline = true
+	before := w.state()
+	f.requests.Store(0)
+	_, err := w.pull(pl, req(grep, "1.0.0"))
+	wantToken(t, err, errs.Offline, "acme/grep@1.0.0", "mur warm")
+	w.assertUnchanged(before)
+	w.assertFailedRecord(grep, errs.Offline)
+	if n := f.requests.Load(); n != 0 {
+		t.Errorf("an offline pull made %d requests", n)
+	}
+
+	// Warm it, then pull again offline and online: no request either way.
+	w.mustPull(w.puller(st), req(grep, "1.0.0"))
+	for _, offline := range []bool{true, false} {
+		pl := w.puller(st)
+		pl.Offline = offline
+		f.requests.Store(0)
+		res := w.mustPull(pl, req(grep, "1.0.0"), req(grep, "1.0.0"))
+		if !res[0].CacheHit || res[0].Digest != p.digest().String() {
+			t.Fatalf("warm pull (offline %v): %+v", offline, res[0])
+		}
+		if n := f.requests.Load(); n != 0 {
+			t.Errorf("a warm locked pull (offline %v) made %d requests", offline, n)
+		}
+	}
+
+	// Pinned but evicted: offline names the artifact and changes nothing.
+	if err := os.Remove(w.cas.Path(p.digest())); err != nil {
+		t.Fatal(err)
+	}
+	before = w.state()
+	f.requests.Store(0)
+	_, err = w.pull(pl, req(grep, "1.0.0"))
+	wantToken(t, err, errs.Offline, "acme/grep@1.0.0")
+	w.assertUnchanged(before)
+	if n := f.requests.Load(); n != 0 {
+		t.Errorf("an offline pull made %d requests", n)
+	}
+}
+
+func TestPullFileStore(t *testing.T) {
+	w := newWorld(t)
+	p := pack(t, "grep", "1.0.0", 19)
+	file := filepath.Join(t.TempDir(), "grep-1.0.0.mur.zip")
+	if err := os.WriteFile(file, p.zip, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fst, err := fetch.OpenFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := fst.Descriptor()
+	local := ref.Name{Scope: ref.ScopeLocal, Name: "grep"}
+	if d.Name != local || d.Version != "1.0.0" || d.Digest != p.digest() || d.Size != int64(len(p.zip)) {
+		t.Fatalf("descriptor %+v", d)
+	}
+	r := fetch.Request{Asked: file, Name: local, Version: "1.0.0", From: []string{fetch.FromStores}}
+	res := w.mustPull(w.puller(fst), r)
+	if res[0].Name != "local/grep" || res[0].Digest != p.digest().String() || res[0].Origin != "file:"+file {
+		t.Fatalf("result %+v", res[0])
+	}
+	l, _ := lock.Read(w.proj.LockPath())
+	if e := l.Find("local/grep"); e == nil || e.ResolvedVersion != "1.0.0" || e.SHA256.Any != p.digest().Encoded() {
+		t.Fatalf("lock entry %+v", e)
+	}
+	if err := fetch.CheckStaged(w.proj, local, p.digest()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(w.proj.ToolsDir(), "local", "grep", "capsule.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	if rs := w.records(); len(rs) != 1 || rs[0].Ref != file || rs[0].Source != "file:"+file {
+		t.Fatalf("records %+v", rs)
+	}
+
+	// The file changing under the same name is a conflict with the pin, not a silent update.
+	if err := os.Remove(w.cas.Path(p.digest())); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, pack(t, "grep", "1.0.0", 20).zip, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fst, err = fetch.OpenFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := w.state()
+	_, err = w.pull(w.puller(fst), r)
+	wantToken(t, err, errs.LockConflict, p.digest().String())
+	w.assertUnchanged(before)
+}
+
+func TestPullJobs(t *testing.T) {
+	w := newWorld(t)
+	st := layoutStore(t)
+	var reqs []fetch.Request
+	want := map[string]digest.Digest{}
+	// Requested in reverse name order, so that request order differs from the lock's order.
+	for i := 9; i >= 0; i-- {
+		n := ref.Name{Scope: "acme", Name: fmt.Sprintf("tool%d", i)}
+		p := pack(t, n.Name, "1.0.0", uint64(100+i))
+		push(t, st, n, "1.0.0", "any", p)
+		reqs = append(reqs, req(n, "1.0.0"))
+		want[n.String()] = p.digest()
+	}
+	counted := &countingStore{Store: st}
+	pl := w.puller(counted)
+	pl.Jobs = 4
+	var mu sync.Mutex
+	var events []fetch.Event
+	pl.Events = func(ev fetch.Event) { mu.Lock(); events = append(events, ev); mu.Unlock() }
+	res := w.mustPull(pl, reqs...)
+	if len(res) != len(reqs) {
+		t.Fatalf("%d results for %d requests", len(res), len(reqs))
+	}
+	for i, r := range res {
+		if r.Name != reqs[i].Name.String() || r.Digest != want[r.Name].String() {
+			t.Errorf("result %d is %s %s, want %s %s", i, r.Name, r.Digest, reqs[i].Name, want[reqs[i].Name.String()])
+		}
+	}
+	l, err := lock.Read(w.proj.LockPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Artifacts) != 10 {
+		t.Fatalf("the lock holds %d artifacts, want 10", len(l.Artifacts))
+	}
+	for n, d := range want {
+		if e := l.Find(n); e == nil || e.SHA256.Any != d.Encoded() {
+			t.Errorf("lock entry of %s: %+v", n, e)
+		}
+		if !w.cas.Has(d) {
+			t.Errorf("blob of %s missing", n)
+		}
+	}
+	if m := counted.max.Load(); m > 4 || m < 1 {
+		t.Errorf("%d store calls were in flight at once with Jobs 4", m)
+	}
+	done := 0
+	for _, ev := range events {
+		if ev.Phase == "done" {
+			done++
+		}
+	}
+	if done != 10 {
+		t.Errorf("%d done events, want 10", done)
+	}
+
+	// One missing among several: the others complete, the missing one changes nothing of its own.
+	w2 := newWorld(t)
+	missing := ref.Name{Scope: "acme", Name: "missing"}
+	res, err = w2.pull(pl2(w2, st), req(missing, "1.0.0"), reqs[0], reqs[1])
+	wantToken(t, err, errs.NotFound, "acme/missing@1.0.0")
+	if res[0].Error == "" || res[1].Error != "" || res[2].Error != "" {
+		t.Fatalf("results %+v", res)
+	}
+	l2, _ := lock.Read(w2.proj.LockPath())
+	if len(l2.Artifacts) != 2 || l2.Find("acme/missing") != nil {
+		t.Fatalf("lock after a partial failure: %+v", l2.Artifacts)
+	}
+	if _, err := os.Stat(fetch.StagedDir(w2.proj, missing)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("tools/acme/missing exists after a failed pull")
+	}
+}
+
+func pl2(w *world, st fetch.Store) *fetch.Puller {
+	p := w.puller(st)
+	p.Jobs = 4
+	return p
+}
+
+// countingStore tracks how many pulls are inside the store at once: from Resolve until the
+// payload's reader is closed.
+type countingStore struct {
+	fetch.Store
+	active atomic.Int64
+	max    atomic.Int64
+}
+
+func (c *countingStore) enter() {
+	n := c.active.Add(1)
+	for {
+		m := c.max.Load()
+		if n <= m || c.max.CompareAndSwap(m, n) {
+			return
+		}
+	}
+}
+
+func (c *countingStore) Resolve(ctx context.Context, n ref.Name, version, platform string) (fetch.Descriptor, error) {
+	c.enter()
+	d, err := c.Store.Resolve(ctx, n, version, platform)
+	if err != nil {
+		c.active.Add(-1)
+	}
+	return d, err
+}
+
+func (c *countingStore) Open(ctx context.Context, n ref.Name, d digest.Digest) (io.ReadCloser, error) {
+	rc, err := c.Store.Open(ctx, n, d)
+	if err != nil {
+		c.active.Add(-1)
+		return nil, err
+	}
+	return &closeHook{ReadCloser: rc, done: func() { c.active.Add(-1) }}, nil
+}
+
+type closeHook struct {
+	io.ReadCloser
+	once sync.Once
+	done func()
+}
+
+func (h *closeHook) Close() error {
+	h.once.Do(h.done)
+	return h.ReadCloser.Close()
+}

@@ -1,0 +1,222 @@
+package fetch_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/internal/errs"
+)
+
+// ingest puts p into the world's CAS without a pull.
+func (w *world) ingest(p packed) digest.Digest {
+	w.t.Helper()
+	d, err := w.cas.Ingest(context.Background(), bytes.NewReader(p.zip), int64(len(p.zip)), p.digest())
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return d
+}
+
+func TestStageWritesPlainCopies(t *testing.T) {
+	w := newWorld(t)
+	p := pack(t, "grep", "1.0.0", 30)
+	d := w.ingest(p)
+	dir, err := fetch.Stage(w.proj, w.cas, grep, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dir != filepath.Join(w.proj.Dir, "tools", "acme", "grep") {
+		t.Fatalf("staged at %s", dir)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+		if !e.Type().IsRegular() {
+			t.Errorf("%s is %s, not a plain file", e.Name(), e.Type())
+		}
+	}
+	if strings.Join(names, ",") != fetch.StagedMarker+",capsule.wasm,murmur.yaml" {
+		t.Fatalf("staged files %v", names)
+	}
+	var m struct {
+		Digest string
+		Files  map[string]string
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, fetch.StagedMarker))
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	// The checksum format is the stager's business; the marker must name the blob and each file.
+	if m.Digest != d.String() || len(m.Files) != 2 || m.Files["capsule.wasm"] == "" || m.Files["murmur.yaml"] == "" {
+		t.Fatalf("marker %s", b)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "capsule.wasm")); !bytes.Equal(got, p.wasm) {
+		t.Fatal("the staged payload differs from the packed one")
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "murmur.yaml")); string(got) != p.yaml {
+		t.Fatal("the staged murmur.yaml differs from the packed one")
+	}
+	// A copy, not a link: editing it leaves the blob whole.
+	os.WriteFile(filepath.Join(dir, "capsule.wasm"), []byte("edited"), 0o644)
+	if err := w.cas.Verify(context.Background(), d); err != nil {
+		t.Fatalf("editing the staged payload damaged the blob: %v", err)
+	}
+}
+
+func TestCheckStaged(t *testing.T) {
+	w := newWorld(t)
+	p := pack(t, "grep", "1.0.0", 31)
+	d := w.ingest(p)
+	other := w.ingest(pack(t, "grep", "1.0.1", 32))
+
+	err := fetch.CheckStaged(w.proj, grep, d)
+	wantToken(t, err, errs.Integrity, filepath.Join("tools", "acme", "grep"), "mur verify --repair")
+
+	dir, err := fetch.Stage(w.proj, w.cas, grep, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fetch.CheckStaged(w.proj, grep, d); err != nil {
+		t.Fatal(err)
+	}
+	wantToken(t, fetch.CheckStaged(w.proj, grep, other), errs.Integrity, d.String(), other.String())
+
+	for _, c := range []struct {
+		file   string
+		damage func(path string) error
+	}{
+		{"murmur.yaml", func(p string) error { return os.WriteFile(p, []byte("name: evil\nversion: 1.0.0\n"), 0o644) }},
+		{"capsule.wasm", func(p string) error {
+			f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				return err
+			}
+			f.Write([]byte{0})
+			return f.Close()
+		}},
+		{"capsule.wasm", os.Remove},
+	} {
+		if _, err := fetch.Stage(w.proj, w.cas, grep, d); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, c.file)
+		if err := c.damage(path); err != nil {
+			t.Fatal(err)
+		}
+		wantToken(t, fetch.CheckStaged(w.proj, grep, d), errs.Integrity, path)
+		// Stage trusts a marker whose files are all present, so the next case starts afresh.
+		os.RemoveAll(dir)
+	}
+}
+
+func TestStageReplacesStaleFolder(t *testing.T) {
+	w := newWorld(t)
+	v1 := pack(t, "grep", "1.0.0", 33)
+	v2 := packAs(t, "grep", "2.0.0", "grep.wasm", 34)
+	d1, d2 := w.ingest(v1), w.ingest(v2)
+	dir, err := fetch.Stage(w.proj, w.cas, grep, d1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("left by someone"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fetch.Stage(w.proj, w.cas, grep, d2); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, ",") != fetch.StagedMarker+",grep.wasm,murmur.yaml" {
+		t.Fatalf("after restaging, %s holds %v; the old set must be gone", dir, names)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "grep.wasm")); !bytes.Equal(b, v2.wasm) {
+		t.Fatal("grep.wasm is not 2.0.0's payload")
+	}
+	if err := fetch.CheckStaged(w.proj, grep, d2); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing but the staged folder and the stager's lock is left beside it.
+	side, _ := os.ReadDir(filepath.Dir(dir))
+	for _, e := range side {
+		if e.Name() != "grep" && e.Name() != ".grep.lock" {
+			t.Errorf("leftover %s beside the staged folder", e.Name())
+		}
+	}
+
+	// A marker that names another digest is stale too, whatever the files hold.
+	raw, _ := os.ReadFile(filepath.Join(dir, fetch.StagedMarker))
+	os.WriteFile(filepath.Join(dir, fetch.StagedMarker), bytes.Replace(raw, []byte(d2.Encoded()), []byte(d1.Encoded()), 1), 0o644)
+	if _, err := fetch.Stage(w.proj, w.cas, grep, d2); err != nil {
+		t.Fatal(err)
+	}
+	if err := fetch.CheckStaged(w.proj, grep, d2); err != nil {
+		t.Fatalf("a stale marker was kept: %v", err)
+	}
+
+	// A staged file that is missing makes the folder stale.
+	os.Remove(filepath.Join(dir, "grep.wasm"))
+	if _, err := fetch.Stage(w.proj, w.cas, grep, d2); err != nil {
+		t.Fatal(err)
+	}
+	if err := fetch.CheckStaged(w.proj, grep, d2); err != nil {
+		t.Fatalf("a missing file was not restored: %v", err)
+	}
+}
+
+func TestStageIsIdempotent(t *testing.T) {
+	w := newWorld(t)
+	d := w.ingest(pack(t, "grep", "1.0.0", 35))
+	dir, err := fetch.Stage(w.proj, w.cas, grep, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := os.Stat(filepath.Join(dir, "capsule.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fetch.Stage(w.proj, w.cas, grep, d); err != nil {
+		t.Fatal(err)
+	}
+	second, err := os.Stat(filepath.Join(dir, "capsule.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(first, second) {
+		t.Error("staging the same digest again rewrote the folder")
+	}
+}
+
+func TestStageMissingBlobLeavesNothing(t *testing.T) {
+	w := newWorld(t)
+	p := pack(t, "grep", "1.0.0", 36)
+	_, err := fetch.Stage(w.proj, w.cas, grep, p.digest())
+	if err == nil {
+		t.Fatal("staged a blob the CAS does not hold")
+	}
+	if _, err := os.Stat(fetch.StagedDir(w.proj, grep)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("tools/acme/grep exists after a failed stage: %v", err)
+	}
+	ents, _ := os.ReadDir(filepath.Join(w.proj.ToolsDir(), "acme"))
+	for _, e := range ents {
+		if e.Name() != ".grep.lock" {
+			t.Errorf("leftover %s", e.Name())
+		}
+	}
+}
