@@ -427,7 +427,13 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 				}
 			}
 		}
-		return l.Upsert(req.Name.String(), res.Version, res.Platform, hex, "operator", req.Update)
+		plat := res.Platform
+		if e := l.Find(req.Name.String()); e != nil && len(e.SHA256.Platforms) > 0 && plat == ref.PlatformAny && p.platform() != ref.PlatformAny {
+			// The entry already pins per platform (a mixed fleet): a store's "any" payload is
+			// what this platform runs, so it is pinned under this platform's own key.
+			plat = p.platform()
+		}
+		return l.Upsert(req.Name.String(), res.Version, plat, hex, "operator", req.Update)
 	}
 	if fresh {
 		snap, err := lock.Read(proj.LockPath())

@@ -729,8 +729,8 @@ func TestPullVersionChange(t *testing.T) {
 	}
 }
 
-// TestPullPlatforms: hashes for a new platform merge into the lock's platforms map; an "any"
-// payload can't join per-platform pins (lock.Upsert refuses mixing) without --update.
+// TestPullPlatforms: hashes for a new platform merge into the lock's platforms map, and an
+// "any" payload joins per-platform pins under the platform that pulled it.
 func TestPullPlatforms(t *testing.T) {
 	w := newWorld(t)
 	st := layoutStore(t)
@@ -770,13 +770,37 @@ func TestPullPlatforms(t *testing.T) {
 		t.Fatalf("pinned linux-x86_64 pull %+v", res[0])
 	}
 
-	// darwin-aarch64 gets the "any" payload, which a per-platform entry can't take.
-	before := w.state()
+	// darwin-aarch64 gets the "any" payload; the entry pins per platform, so the payload is
+	// pinned under darwin-aarch64's own key and one lock serves the whole fleet.
 	pl.Platform = "darwin-aarch64"
-	_, err = w.pull(pl, req(grep, "1.0.0"))
-	wantToken(t, err, errs.LockConflict, "per platform", "--update")
-	w.assertUnchanged(before)
-	w.assertFailedRecord(grep, errs.LockConflict)
+	res = w.mustPull(pl, req(grep, "1.0.0"))
+	if res[0].Digest != anyP.digest().String() {
+		t.Fatalf("darwin-aarch64 pull %+v", res[0])
+	}
+	if l, err = lock.Read(w.proj.LockPath()); err != nil {
+		t.Fatal(err)
+	}
+	want["darwin-aarch64"] = anyP.digest().Encoded()
+	if e := l.Find("acme/grep"); e.SHA256.Any != "" || fmt.Sprint(e.SHA256.Platforms) != fmt.Sprint(want) {
+		t.Fatalf("lock entry %+v, want platforms %v", e, want)
+	}
+	// tools/ shows what this machine runs, not the other platforms' payloads.
+	if err := fetch.CheckStaged(w.proj, grep, mustDigest(t, l, ref.HostPlatform())); err != nil && ref.HostPlatform() == "linux-x86_64" {
+		t.Fatalf("tools/ no longer matches this machine's pin: %v", err)
+	}
+}
+
+func mustDigest(t *testing.T, l *lock.Lock, platform string) digest.Digest {
+	t.Helper()
+	hex, _, ok := l.Find("acme/grep").Digest(platform)
+	if !ok {
+		t.Fatalf("no pin for %s", platform)
+	}
+	d, err := ref.DigestFromHex(hex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 func TestPullOffline(t *testing.T) {

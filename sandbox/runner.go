@@ -58,9 +58,6 @@ const (
 	StatusTrap          = 134
 )
 
-// tokenTimeout is the token of a timeout error; errs has no closer one.
-const tokenTimeout errs.Token = "timeout"
-
 // ExitStatus maps Run's results to the process exit status of `mur run`.
 func ExitStatus(code int, err error) int {
 	switch {
@@ -272,16 +269,16 @@ func (r *Runner) outcome(parent, runCtx context.Context, cfg Config, err error) 
 		switch exit.ExitCode() {
 		case sys.ExitCodeDeadlineExceeded:
 			if parent.Err() == nil {
-				return StatusTimeout, &errs.Error{Token: tokenTimeout, Msg: fmt.Sprintf("the guest %s ran longer than its limit of %s and was stopped; raise limits.timeout_s or pass --timeout", argv0(cfg), cfg.Timeout), Err: ErrTimeout}
+				return StatusTimeout, &errs.Error{Token: errs.Timeout, Msg: fmt.Sprintf("the guest %s ran longer than its limit of %s and was stopped; raise limits.timeout_s or pass --timeout", argv0(cfg), cfg.Timeout), Err: ErrTimeout}
 			}
-			return StatusTimeout, &errs.Error{Token: tokenTimeout, Msg: fmt.Sprintf("the guest %s was stopped at the caller's deadline", argv0(cfg)), Err: ErrTimeout}
+			return StatusTimeout, &errs.Error{Token: errs.Timeout, Msg: fmt.Sprintf("the guest %s was stopped at the caller's deadline", argv0(cfg)), Err: ErrTimeout}
 		case sys.ExitCodeContextCanceled:
 			return StatusRunnerFailed, errs.Wrap(parent.Err(), errs.Internal, "the run of %s was canceled", argv0(cfg))
 		}
 		return int(exit.ExitCode()), nil
 	}
 	if runCtx.Err() == context.DeadlineExceeded && parent.Err() == nil {
-		return StatusTimeout, &errs.Error{Token: tokenTimeout, Msg: fmt.Sprintf("the guest %s ran longer than its limit of %s and was stopped", argv0(cfg), cfg.Timeout), Err: ErrTimeout}
+		return StatusTimeout, &errs.Error{Token: errs.Timeout, Msg: fmt.Sprintf("the guest %s ran longer than its limit of %s and was stopped", argv0(cfg), cfg.Timeout), Err: ErrTimeout}
 	}
 	return StatusTrap, &errs.Error{Token: errs.InvalidArtifact, Msg: fmt.Sprintf("the guest %s crashed: %v", argv0(cfg), err), Err: errors.Join(ErrTrap, err)}
 }

@@ -125,18 +125,18 @@ func runArtifact(e *env, artifact string, guestArgs []string, workdir string, ti
 	if status == 0 {
 		return nil
 	}
-	if err != nil {
-		return fail(status, errs.Wrap(err, runErrToken(status), "%s: %v", plan.Artifact, err))
+	if err != nil && errs.TokenOf(err) == errs.Internal {
+		err = errs.Wrap(err, runErrToken(status), "%s: %v", plan.Artifact, err)
 	}
-	return fail(status, nil)
+	return fail(status, err)
 }
 
 func runErrToken(status int) errs.Token {
 	switch status {
 	case exitTimeout:
-		return errs.Token("timeout")
+		return errs.Timeout
 	case exitNotExecutable:
-		return errs.Token("not-executable")
+		return errs.NotExecutable
 	}
 	return errs.Internal
 }

@@ -32,6 +32,8 @@ const (
 	InvalidArtifact Token = "invalid-artifact"
 	InvalidConfig   Token = "invalid-config"
 	InvalidBundle   Token = "invalid-bundle"
+	Timeout         Token = "timeout"        // a guest ran past its wall-time limit
+	NotExecutable   Token = "not-executable" // a payload mur can't run: a component, an invalid module
 	IO              Token = "io"
 	Denied          Token = "denied"
 	Internal        Token = "internal"
