@@ -230,14 +230,14 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request) (res Re
 		return res, err
 	}
 	defer got.w.Close()
-	fetched := p.now().Sub(start)
+	fetchTook := p.now().Sub(start)
 	res.Version, res.Platform, res.Origin = got.desc.Version, got.desc.Platform, got.desc.Origin
 	res.Size, res.Transferred, res.Release, res.Asset, res.NewPin = got.w.Size(), got.w.Size(), got.release, got.asset, got.newPin
 	res.Digest = got.w.Digest().String()
 	if err := p.finish(ctx, proj, req, &res, got, start, true); err != nil {
 		return res, err
 	}
-	p.emit(Event{Name: res.Name, Phase: "done", Bytes: res.Size, Total: res.Size, From: res.Origin, Elapsed: fetched})
+	p.emit(Event{Name: res.Name, Phase: "done", Bytes: res.Size, Total: res.Size, From: res.Origin, Elapsed: fetchTook})
 	return res, nil
 }
 

@@ -141,7 +141,7 @@ func BenchmarkWarmLockedPull20(b *testing.B) {
 	w.env = []string{"MURMUR_HOME=" + w.home, "HOME=" + dir, "PATH=" + os.Getenv("PATH")}
 	var names []string
 	for i := 0; i < 20; i++ {
-		name := "t" + string(rune('a'+i))
+		name := fmt.Sprintf("t%02d", i)
 		f := pack(b, dir, name, "1.0.0", bigModule(64<<10+i))
 		runTimed(b, w.cmd("push", f, "--scope", "bench", "--store", store))
 		names = append(names, "bench/"+name+"@1.0.0")
@@ -172,7 +172,7 @@ func BenchmarkVerify(b *testing.B) {
 	var names, files []string
 	const n, size = 32, 16 << 20
 	for i := 0; i < n; i++ {
-		name := "v" + string(rune('a'+i))
+		name := fmt.Sprintf("v%02d", i)
 		f := pack(b, dir, name, "1.0.0", bigModule(size))
 		runTimed(b, w.cmd("push", f, "--scope", "bench", "--store", store))
 		names = append(names, "bench/"+name+"@1.0.0")

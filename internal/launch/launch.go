@@ -6,7 +6,6 @@ package launch
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -257,9 +256,6 @@ func (p *Plan) Env(lookup func(string) (string, bool)) []string {
 func Load(store *cas.Store, d digest.Digest) ([]byte, *artifact.Archive, error) {
 	rc, err := store.OpenVerified(d)
 	if err != nil {
-		if errors.Is(err, errs.NotFound) {
-			return nil, nil, err
-		}
 		return nil, nil, err
 	}
 	defer rc.Close()
