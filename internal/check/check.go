@@ -92,22 +92,7 @@ func Run(ctx context.Context, in Input) (*Report, error) {
 
 	// Re-hash every pinned blob, one per core.
 	bad := make([]error, len(blobs))
-	var wg sync.WaitGroup
-	work := make(chan int)
-	for w := 0; w < runtime.NumCPU(); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				bad[i] = in.CAS.Verify(ctx, blobs[i].digest)
-			}
-		}()
-	}
-	for i := range blobs {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
+	parallel(len(blobs), func(i int) { bad[i] = in.CAS.Verify(ctx, blobs[i].digest) })
 	var refetch []fetch.Request
 	for i, b := range blobs {
 		if bad[i] == nil {
@@ -156,12 +141,19 @@ func Run(ctx context.Context, in Input) (*Report, error) {
 			return nil, err
 		}
 	}
-	for _, b := range hostBlobs {
-		if !in.CAS.Has(b.digest) {
+	staged := make([]error, len(hostBlobs))
+	present := make([]bool, len(hostBlobs))
+	parallel(len(hostBlobs), func(i int) {
+		if present[i] = in.CAS.Has(hostBlobs[i].digest); present[i] {
+			staged[i] = fetch.CheckStaged(in.Project, hostBlobs[i].name, hostBlobs[i].digest)
+		}
+	})
+	for i, b := range hostBlobs {
+		if !present[i] {
 			continue
 		}
 		rep.Tools++
-		if err := fetch.CheckStaged(in.Project, b.name, b.digest); err != nil {
+		if err := staged[i]; err != nil {
 			p := Problem{Kind: "tools", Subject: fetch.StagedDir(in.Project, b.name), Problem: errs.Message(err)}
 			if in.Repair != nil {
 				os.RemoveAll(fetch.StagedDir(in.Project, b.name))
@@ -171,13 +163,13 @@ func Run(ctx context.Context, in Input) (*Report, error) {
 			}
 			rep.Problems = append(rep.Problems, p)
 		}
-		if in.Runner == nil {
+		if in.Runner == nil || !isModule(in.CAS, b.digest) {
 			continue
 		}
-		if wasm, component, err := payload(in.CAS, b.digest); err == nil && !component {
-			rep.Compiled++
-			if in.Repair != nil {
-				// Compiling from a warm cache is a cheap load; from a cold one it restores the entry.
+		rep.Compiled++
+		if in.Repair != nil {
+			// Compiling from a warm cache is a cheap load; from a cold one it restores the entry.
+			if wasm, err := payload(in.CAS, b.digest); err == nil {
 				in.Runner.Precompile(ctx, wasm)
 			}
 		}
@@ -251,15 +243,42 @@ func pinnedBlobs(l *lock.Lock, platform string) ([]pinnedBlob, error) {
 	return out, nil
 }
 
-func payload(store *cas.Store, d digest.Digest) ([]byte, bool, error) {
+// isModule reports whether the blob's payload is a core module, from its zip directory and
+// first bytes only.
+func isModule(store *cas.Store, d digest.Digest) bool {
 	a, c, err := artifact.Open(store.Path(d))
 	if err != nil {
-		return nil, false, err
+		return false
+	}
+	c.Close()
+	return !a.Component
+}
+
+func payload(store *cas.Store, d digest.Digest) ([]byte, error) {
+	a, c, err := artifact.Open(store.Path(d))
+	if err != nil {
+		return nil, err
 	}
 	defer c.Close()
-	if a.Component {
-		return nil, true, nil
+	return a.ReadPayload()
+}
+
+// parallel calls fn for 0..n-1, one goroutine per core.
+func parallel(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for w := 0; w < min(n, runtime.NumCPU()); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				fn(i)
+			}
+		}()
 	}
-	b, err := a.ReadPayload()
-	return b, false, err
+	for i := 0; i < n; i++ {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
 }
