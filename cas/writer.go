@@ -245,6 +245,23 @@ func (w *Writer) readFrom(ctx context.Context, r io.Reader) (int64, error) {
 
 // ReadAt reads back what was written so far, before Commit, so that a caller can look inside
 // (the pull checks the zip's manifest) without a second copy.
+// OpenRead opens what was written so far for reading on a handle of its own, which stays
+// valid after Commit renames the file into place, so that a caller can copy out of the blob
+// while Commit makes it durable.
+func (w *Writer) OpenRead() (*os.File, error) {
+	if err := w.checkOpen(); err != nil {
+		return nil, err
+	}
+	if err := w.flush(); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(w.tmp)
+	if err != nil {
+		return nil, pathErr(err, "reopening", w.tmp)
+	}
+	return f, nil
+}
+
 func (w *Writer) ReadAt(p []byte, off int64) (int, error) {
 	if err := w.checkOpen(); err != nil {
 		return 0, err

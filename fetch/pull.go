@@ -435,6 +435,13 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 		}
 		return l.Upsert(req.Name.String(), res.Version, plat, hex, "operator", req.Update)
 	}
+	d := digest.Digest(res.Digest)
+	// tools/ shows what this machine runs; a pull for another platform (a CI warming a mixed
+	// fleet's lock) fills the CAS and the lock but leaves tools/ alone.
+	stage := p.platform() == ref.HostPlatform()
+	// A fresh payload is staged from its scratch while Commit makes the blob durable; the
+	// staged folder is moved into place only once the blob and the lock are.
+	var staging chan stageOutcome
 	if fresh {
 		snap, err := lock.Read(proj.LockPath())
 		if err != nil {
@@ -443,17 +450,45 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 		if err := upsert(snap); err != nil {
 			return err
 		}
-		if _, err := got.w.Commit(ctx, got.w.Size(), got.w.Digest()); err != nil {
+		if stage {
+			src, err := got.w.OpenRead()
+			if err != nil {
+				return err
+			}
+			staging = make(chan stageOutcome, 1)
+			go func() {
+				defer src.Close()
+				st, err := prepareStage(proj, req.Name, d, src)
+				staging <- stageOutcome{st, err}
+			}()
+		}
+		_, err = got.w.Commit(ctx, got.w.Size(), got.w.Digest())
+		if err == nil {
+			err = lock.Update(ctx, proj.LockPath(), upsert)
+		}
+		if err != nil {
+			if staging != nil {
+				if o := <-staging; o.st != nil {
+					o.st.discard()
+				}
+			}
 			return err
 		}
-	}
-	if err := lock.Update(ctx, proj.LockPath(), upsert); err != nil {
+	} else if err := lock.Update(ctx, proj.LockPath(), upsert); err != nil {
 		return err
 	}
-	d := digest.Digest(res.Digest)
-	// tools/ shows what this machine runs; a pull for another platform (a CI warming a mixed
-	// fleet's lock) fills the CAS and the lock but leaves tools/ alone.
-	if p.platform() == ref.HostPlatform() {
+	switch {
+	case staging != nil:
+		o := <-staging
+		if o.err != nil {
+			return o.err
+		}
+		dir, err := o.st.install()
+		if err != nil {
+			return err
+		}
+		res.Tools = dir
+	case stage:
 		dir, err := Stage(proj, p.CAS, req.Name, d)
 		if err != nil {
 			return err
@@ -469,6 +504,11 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 	}
 	p.record(req, res, start, nil)
 	return nil
+}
+
+type stageOutcome struct {
+	st  *preparedStage
+	err error
 }
 
 func (p *Puller) precompile(ctx context.Context, d digest.Digest) error {

@@ -58,48 +58,74 @@ func StagedDir(proj Project, name ref.Name) string {
 // is replaced whole: a reader sees the old set of files or the new one.
 func Stage(proj Project, store *cas.Store, name ref.Name, d digest.Digest) (string, error) {
 	dir := StagedDir(proj, name)
-	if m, err := readMarker(dir); err == nil && m.Digest == d.String() && filesPresent(dir, m) {
+	if isStaged(dir, d) {
 		return dir, nil
 	}
-	parent := filepath.Dir(dir)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return "", errs.Wrap(err, errs.IO, "can't create %s: %v", parent, err)
-	}
-	unlock, err := lockedfile.Lock(context.Background(), filepath.Join(parent, "."+name.Name+".lock"))
+	src, err := os.Open(store.Path(d))
 	if err != nil {
-		return "", errs.Wrap(err, errs.IO, "can't lock %s for staging: %v", dir, err)
+		return "", errs.Wrap(err, errs.NotFound, "can't stage %s: blob %s: %v; run 'mur pull'", dir, d, err)
 	}
-	defer unlock()
-	// Another process may have staged it while this one waited.
-	if m, err := readMarker(dir); err == nil && m.Digest == d.String() && filesPresent(dir, m) {
-		return dir, nil
-	}
-	a, closer, err := artifact.Open(store.Path(d))
+	defer src.Close()
+	st, err := prepareStage(proj, name, d, src)
 	if err != nil {
 		return "", err
 	}
-	defer closer.Close()
+	return st.install()
+}
+
+func isStaged(dir string, d digest.Digest) bool {
+	m, err := readMarker(dir)
+	return err == nil && m.Digest == d.String() && filesPresent(dir, m)
+}
+
+// preparedStage is a staged folder written beside its final place and not yet moved there.
+type preparedStage struct {
+	dir, tmp string
+	name     ref.Name
+	d        digest.Digest
+}
+
+// prepareStage writes the staged files of the packed file src (whose digest is d) into a new
+// temporary folder beside tools/<scope>/<name>/. It takes no lock and changes nothing anyone
+// reads, so a pull can run it while the blob it came from is still being made durable.
+func prepareStage(proj Project, name ref.Name, d digest.Digest, src *os.File) (*preparedStage, error) {
+	dir := StagedDir(proj, name)
+	fi, err := src.Stat()
+	if err != nil {
+		return nil, errs.Wrap(err, errs.IO, "can't stage %s: %v", dir, err)
+	}
+	a, err := artifact.Read(src, fi.Size())
+	if err != nil {
+		return nil, err
+	}
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return nil, errs.Wrap(err, errs.IO, "can't create %s: %v", parent, err)
+	}
 	tmp, err := os.MkdirTemp(parent, atomicfile.TempPrefix+name.Name+"-")
 	if err != nil {
-		return "", errs.Wrap(err, errs.IO, "can't stage %s: %v", dir, err)
+		return nil, errs.Wrap(err, errs.IO, "can't stage %s: %v", dir, err)
 	}
-	defer os.RemoveAll(tmp)
+	fail := func(err error) (*preparedStage, error) {
+		os.RemoveAll(tmp)
+		return nil, errs.Wrap(err, errs.TokenOf(err), "staging %s: %s", dir, errs.Message(err))
+	}
 	m := stagedMarker{Digest: d.String(), Files: map[string]string{}, Sizes: map[string]int64{}}
 	if err := writeStaged(tmp, "murmur.yaml", bytes.NewReader(a.ManifestBytes), &m); err != nil {
-		return "", errs.Wrap(err, errs.IO, "staging %s: %v", dir, err)
+		return fail(errs.Wrap(err, errs.IO, "%v", err))
 	}
 	if off, n, ok := a.StoredPayload(); ok {
-		err = copyStored(tmp, a.PayloadName, store.Path(d), off, n, a.PayloadCRC32(), &m)
+		err = copyStored(tmp, a.PayloadName, src, off, n, a.PayloadCRC32(), &m)
 	} else {
 		var pr io.ReadCloser
 		if pr, err = a.OpenPayload(); err != nil {
-			return "", err
+			return fail(err)
 		}
 		err = writeStaged(tmp, a.PayloadName, pr, &m)
 		pr.Close()
 	}
 	if err != nil {
-		return "", errs.Wrap(err, errs.IO, "staging %s: %v", dir, err)
+		return fail(errs.Wrap(err, errs.IO, "%v", err))
 	}
 	m.Stamps = map[string]string{}
 	for f := range m.Files {
@@ -107,18 +133,37 @@ func Stage(proj Project, store *cas.Store, name ref.Name, d digest.Digest) (stri
 	}
 	mb, _ := json.MarshalIndent(m, "", "  ")
 	if err := os.WriteFile(filepath.Join(tmp, StagedMarker), append(mb, '\n'), 0o644); err != nil {
-		return "", errs.Wrap(err, errs.IO, "staging %s: %v", dir, err)
+		return fail(errs.Wrap(err, errs.IO, "%v", err))
 	}
-	old := tmp + ".old"
-	if err := os.Rename(dir, old); err != nil && !os.IsNotExist(err) {
-		return "", errs.Wrap(err, errs.IO, "can't replace %s: %v", dir, err)
+	return &preparedStage{dir: dir, tmp: tmp, name: name, d: d}, nil
+}
+
+// discard removes a prepared folder that will not be installed.
+func (st *preparedStage) discard() { os.RemoveAll(st.tmp) }
+
+// install moves the prepared folder into place under the per-tool lock, unless another process
+// staged the same blob meanwhile.
+func (st *preparedStage) install() (string, error) {
+	defer os.RemoveAll(st.tmp)
+	parent := filepath.Dir(st.dir)
+	unlock, err := lockedfile.Lock(context.Background(), filepath.Join(parent, "."+st.name.Name+".lock"))
+	if err != nil {
+		return "", errs.Wrap(err, errs.IO, "can't lock %s for staging: %v", st.dir, err)
 	}
-	if err := os.Rename(tmp, dir); err != nil {
-		return "", errs.Wrap(err, errs.IO, "can't move staged files into %s: %v", dir, err)
+	defer unlock()
+	if isStaged(st.dir, st.d) {
+		return st.dir, nil
+	}
+	old := st.tmp + ".old"
+	if err := os.Rename(st.dir, old); err != nil && !os.IsNotExist(err) {
+		return "", errs.Wrap(err, errs.IO, "can't replace %s: %v", st.dir, err)
+	}
+	if err := os.Rename(st.tmp, st.dir); err != nil {
+		return "", errs.Wrap(err, errs.IO, "can't move staged files into %s: %v", st.dir, err)
 	}
 	os.RemoveAll(old)
 	atomicfile.SyncDir(parent)
-	return dir, nil
+	return st.dir, nil
 }
 
 // CheckStaged re-hashes tools/<scope>/<name>/ against its marker and the marker against want.
@@ -196,15 +241,13 @@ func writeStaged(dir, file string, r io.Reader, m *stagedMarker) error {
 
 func crcString(c uint32) string { return fmt.Sprintf("crc32:%08x", c) }
 
-// copyStored copies an uncompressed payload out of the blob in the kernel (copy_file_range);
-// its checksum is the one the verified zip records.
-func copyStored(dir, file, blob string, off, n int64, crc uint32, m *stagedMarker) error {
-	src, err := os.Open(blob)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	if _, err := src.Seek(off, io.SeekStart); err != nil {
+// copyStored copies an uncompressed payload out of the packed file in the kernel
+// (copy_file_range); its checksum is the one the verified zip records.
+func copyStored(dir, file string, src *os.File, off, n int64, crc uint32, m *stagedMarker) error {
+	// The zip reader only uses ReadAt, so moving src's offset disturbs no one; src may be a
+	// file that another goroutine is renaming, so it is not opened again by name.
+	f := src
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
 		return err
 	}
 	dst, err := os.OpenFile(filepath.Join(dir, file), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
@@ -212,7 +255,7 @@ func copyStored(dir, file, blob string, off, n int64, crc uint32, m *stagedMarke
 		return err
 	}
 	// *os.File.ReadFrom of a LimitedReader over an *os.File is copy_file_range.
-	copied, err := dst.ReadFrom(io.LimitReader(src, n))
+	copied, err := dst.ReadFrom(io.LimitReader(f, n))
 	if cerr := dst.Close(); err == nil {
 		err = cerr
 	}
