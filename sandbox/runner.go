@@ -409,3 +409,13 @@ func (r *Runner) CheckCache(repair bool) ([]string, error) {
 
 // CacheInUse reports whether runs use the compiled cache folder.
 func (r *Runner) CacheInUse() bool { return r.entryDir != "" }
+
+// PayloadDir is where decompressed payloads may be kept beside their compiled forms, so that
+// a warm start need not inflate the payload again; "" when the compiled cache is not in use,
+// because a folder not trusted with compiled code is not trusted with payloads either.
+func (r *Runner) PayloadDir() string {
+	if !r.CacheInUse() {
+		return ""
+	}
+	return filepath.Join(r.opt.CacheDir, "payloads")
+}

@@ -92,19 +92,6 @@ func runArtifact(e *env, artifact string, guestArgs []string, workdir string, ti
 	if err != nil {
 		return fail(exitRunnerFailed, err)
 	}
-	wasm, _, err := launch.Load(store, digestOf(plan.Digest))
-	if err != nil {
-		if errors.Is(err, errs.NotFound) {
-			return fail(exitNotPulled, errs.Wrap(err, errs.NotFound, "%s is pinned but its blob %s is not in the CAS; run 'mur pull %s'", plan.Artifact, plan.Digest, plan.Artifact))
-		}
-		if errors.Is(err, errs.Integrity) {
-			return fail(exitRunnerFailed, errs.Wrap(err, errs.Integrity, "%s: the CAS blob %s failed verification and was quarantined, so nothing was run; run 'mur pull %s' to fetch it again", plan.Artifact, plan.Digest, plan.Artifact))
-		}
-		return fail(exitRunnerFailed, err)
-	}
-	if err := plan.Prepare(p.home); err != nil {
-		return fail(exitRunnerFailed, err)
-	}
 	var writable []string
 	for _, o := range plan.Preopens {
 		if !o.ReadOnly {
@@ -119,6 +106,19 @@ func runArtifact(e *env, artifact string, guestArgs []string, workdir string, ti
 		return fail(exitRunnerFailed, err)
 	}
 	defer runner.Close(context.Background())
+	wasm, _, err := launch.Load(store, digestOf(plan.Digest), runner.PayloadDir())
+	if err != nil {
+		if errors.Is(err, errs.NotFound) {
+			return fail(exitNotPulled, errs.Wrap(err, errs.NotFound, "%s is pinned but its blob %s is not in the CAS; run 'mur pull %s'", plan.Artifact, plan.Digest, plan.Artifact))
+		}
+		if errors.Is(err, errs.Integrity) {
+			return fail(exitRunnerFailed, errs.Wrap(err, errs.Integrity, "%s: the CAS blob %s failed verification and was quarantined, so nothing was run; run 'mur pull %s' to fetch it again", plan.Artifact, plan.Digest, plan.Artifact))
+		}
+		return fail(exitRunnerFailed, err)
+	}
+	if err := plan.Prepare(p.home); err != nil {
+		return fail(exitRunnerFailed, err)
+	}
 	mounts := make([]sandbox.Mount, 0, len(plan.Preopens))
 	for _, o := range plan.Preopens {
 		mounts = append(mounts, sandbox.Mount{GuestPath: o.Guest, HostPath: o.Host, ReadOnly: o.ReadOnly})

@@ -7,6 +7,7 @@ package launch
 import (
 	"bytes"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/internal/artifact"
+	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/home"
 	"github.com/murmur-nexus/mur/internal/manifest"
@@ -253,25 +255,43 @@ func (p *Plan) Env(lookup func(string) (string, bool)) []string {
 
 // Load reads the pinned payload from the CAS and verifies the whole blob before anything is
 // compiled: never the copy staged in tools/. A damaged blob is quarantined by the CAS.
-func Load(store *cas.Store, d digest.Digest) ([]byte, *artifact.Archive, error) {
+//
+// payloadDir, when not "", keeps decompressed payloads by blob digest. A kept payload is used
+// only when its size and CRC-32 match what the verified zip records for it; otherwise it is
+// inflated again and kept anew. The folder is the compiled cache's, trusted as that is.
+func Load(store *cas.Store, d digest.Digest, payloadDir string) ([]byte, *artifact.Archive, error) {
 	rc, err := store.OpenVerified(d)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer rc.Close()
 	var buf bytes.Buffer
-	if _, err := io.Copy(&buf, rc); err != nil {
+	if st, err := store.Stat(d); err == nil {
+		buf.Grow(int(st.Size) + bytes.MinRead)
+	}
+	if _, err := buf.ReadFrom(rc); err != nil {
 		return nil, nil, err
 	}
 	a, err := artifact.Read(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
 	if err != nil {
 		return nil, nil, err
 	}
+	store.Touch(d)
+	kept := ""
+	if payloadDir != "" && !a.Component {
+		kept = filepath.Join(payloadDir, d.Encoded()+".wasm")
+		if b, err := os.ReadFile(kept); err == nil && int64(len(b)) == a.PayloadSize && crc32.ChecksumIEEE(b) == a.PayloadCRC32() {
+			return b, a, nil
+		}
+	}
 	wasm, err := a.ReadPayload()
 	if err != nil {
 		return nil, nil, err
 	}
-	store.Touch(d)
+	if kept != "" && home.EnsurePrivateDir(payloadDir) == nil {
+		// Best effort: a payload that can't be kept is inflated again next time.
+		_ = atomicfile.WriteFile(kept, wasm, 0o600)
+	}
 	return wasm, a, nil
 }
 

@@ -605,7 +605,7 @@ func TestLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, a, err := Load(store, d)
+	got, a, err := Load(store, d, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -613,7 +613,7 @@ func TestLoad(t *testing.T) {
 		t.Fatalf("Load = %q (%+v), want %q", got, a.Manifest, wasm)
 	}
 
-	_, _, err = Load(store, digest.FromString("never ingested"))
+	_, _, err = Load(store, digest.FromString("never ingested"), "")
 	wantToken(t, err, errs.NotFound)
 
 	path := store.Path(d)
@@ -625,7 +625,7 @@ func TestLoad(t *testing.T) {
 	if err := os.WriteFile(path, tampered, 0o444); err != nil {
 		t.Fatal(err)
 	}
-	got, a, err = Load(store, d)
+	got, a, err = Load(store, d, "")
 	wantToken(t, err, errs.Integrity)
 	if got != nil || a != nil {
 		t.Errorf("Load of a tampered blob returned a payload")
@@ -636,6 +636,66 @@ func TestLoad(t *testing.T) {
 	q, err := os.ReadDir(filepath.Join(store.Root(), "quarantine"))
 	if err != nil || len(q) != 1 || !strings.HasPrefix(q[0].Name(), d.Encoded()) {
 		t.Fatalf("quarantine holds %v (%v), want the tampered blob", q, err)
+	}
+}
+
+// TestLoadKeepsPayloads: a kept payload spares the inflate on the next load, and a kept payload
+// that no longer matches the verified zip's CRC-32 is inflated again and replaced.
+func TestLoadKeepsPayloads(t *testing.T) {
+	store, err := cas.Open(filepath.Join(t.TempDir(), "cas"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wasm := []byte(emptyModule + "\x00\x04\x03xyz")
+	blob := packed(t, "grep", "1.0.0", wasm)
+	d, err := store.Ingest(context.Background(), bytes.NewReader(blob), int64(len(blob)), digest.FromBytes(blob))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "compiled", "payloads")
+	kept := filepath.Join(dir, d.Encoded()+".wasm")
+	if got, _, err := Load(store, d, dir); err != nil || !bytes.Equal(got, wasm) {
+		t.Fatalf("first Load = %q, %v", got, err)
+	}
+	if b, err := os.ReadFile(kept); err != nil || !bytes.Equal(b, wasm) {
+		t.Fatalf("payload not kept: %q, %v", b, err)
+	}
+	if fi, _ := os.Stat(dir); fi == nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("payload folder mode: %v", fi)
+	}
+	// A second load uses the kept payload: it is not written again (a rewrite is a rename,
+	// so it would be a new inode).
+	before, _ := os.Stat(kept)
+	if got, _, err := Load(store, d, dir); err != nil || !bytes.Equal(got, wasm) {
+		t.Fatalf("second Load = %q, %v", got, err)
+	}
+	if after, _ := os.Stat(kept); !os.SameFile(before, after) {
+		t.Fatal("the kept payload was inflated and written again")
+	}
+	damaged := append([]byte(nil), wasm...)
+	damaged[len(damaged)-1] ^= 0xff
+	if err := os.WriteFile(kept, damaged, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := Load(store, d, dir)
+	if err != nil || !bytes.Equal(got, wasm) {
+		t.Fatalf("Load with a damaged kept payload = %q, %v; want the zip's payload", got, err)
+	}
+	if b, _ := os.ReadFile(kept); !bytes.Equal(b, wasm) {
+		t.Fatalf("the damaged kept payload was not replaced: %q", b)
+	}
+	// Truncated too.
+	os.WriteFile(kept, wasm[:4], 0o600)
+	if got, _, err := Load(store, d, dir); err != nil || !bytes.Equal(got, wasm) {
+		t.Fatalf("Load with a truncated kept payload = %q, %v", got, err)
+	}
+	// The blob is still verified first: a tampered blob is refused even with a good payload kept.
+	os.Chmod(store.Path(d), 0o644)
+	tampered := append([]byte(nil), blob...)
+	tampered[len(tampered)/2] ^= 0xff
+	os.WriteFile(store.Path(d), tampered, 0o444)
+	if _, _, err := Load(store, d, dir); !errors.Is(err, errs.Integrity) {
+		t.Fatalf("Load of a tampered blob with a kept payload: %v", err)
 	}
 }
 
