@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -23,17 +21,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
-	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/testfakes/errtest"
+	"github.com/murmur-nexus/mur/internal/testfakes/packtest"
 	"github.com/murmur-nexus/mur/internal/testfakes/registry"
 	"github.com/murmur-nexus/mur/lock"
 )
@@ -42,21 +39,6 @@ var (
 	grep = ref.Name{Scope: "acme", Name: "grep"}
 	seed = ref.Name{Scope: "acme", Name: "seed"}
 )
-
-// wasmModule is a valid empty core module with a custom section of pseudo-random bytes, so that
-// each seed packs into a different artifact.
-func wasmModule(size int, seed uint64) []byte {
-	pad := make([]byte, size)
-	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	for i := range pad {
-		pad[i] = byte(r.Uint32())
-	}
-	body := append([]byte{3}, "pad"...)
-	body = append(body, pad...)
-	b := []byte("\x00asm\x01\x00\x00\x00\x00")
-	b = binary.AppendUvarint(b, uint64(len(body)))
-	return append(b, body...)
-}
 
 // packed is a packed artifact in memory.
 type packed struct {
@@ -76,20 +58,8 @@ func pack(t testing.TB, name, version string, seed uint64) packed {
 // packAs is pack with the payload's file name chosen.
 func packAs(t testing.TB, name, version, payloadFile string, seed uint64) packed {
 	t.Helper()
-	dir := t.TempDir()
-	p := packed{wasm: wasmModule(2000, seed), yaml: "name: " + name + "\nversion: \"" + version + "\"\nruntime: tool\n"}
-	if err := os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(p.yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, payloadFile), p.wasm, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := artifact.Pack(dir, &buf); err != nil {
-		t.Fatal(err)
-	}
-	p.zip = buf.Bytes()
-	return p
+	spec := packtest.Spec{Name: name, Version: version, Payload: payloadFile, Wasm: packtest.Module(2000, seed)}
+	return packed{zip: spec.Zip(), wasm: spec.Wasm, yaml: spec.Manifest()}
 }
 
 func push(t testing.TB, st fetch.Store, n ref.Name, version, platform string, p packed) fetch.Descriptor {
@@ -116,21 +86,6 @@ func layoutStore(t testing.TB) fetch.Store {
 
 func req(n ref.Name, version string) fetch.Request {
 	return fetch.Request{Asked: n.String() + "@" + version, Name: n, Version: version}
-}
-
-func wantToken(t testing.TB, err error, tok errs.Token, mentions ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("got no error, want %s", tok)
-	}
-	if !errors.Is(err, tok) {
-		t.Fatalf("got %v (token %s), want token %s", err, errs.TokenOf(err), tok)
-	}
-	for _, m := range mentions {
-		if !strings.Contains(err.Error(), m) {
-			t.Errorf("error %q does not mention %q", err, m)
-		}
-	}
 }
 
 // world is a project and a CAS of its own.
@@ -290,46 +245,12 @@ func (w *world) seeded(st fetch.Store) state {
 	return w.state()
 }
 
-// faultyRegistry is an in-process registry that counts every request and sends GETs through an
-// armed fault.
-type faultyRegistry struct {
-	reg      *registry.Registry
-	requests atomic.Int64
-	mu       sync.Mutex
-	fault    func(w http.ResponseWriter, r *http.Request, next http.Handler)
+// faultyAddr is the store address of f's registry.
+func faultyAddr(f *registry.Faulty) string { return "oci://" + f.Addr() + "/murmur" }
+
+func faultyStore(t testing.TB, f *registry.Faulty, opt ocistore.Options) fetch.Store {
+	return openStore(t, faultyAddr(f), opt)
 }
-
-func startFaulty(t testing.TB) *faultyRegistry {
-	f := &faultyRegistry{}
-	f.reg = registry.StartInProcess(t, func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			f.requests.Add(1)
-			f.mu.Lock()
-			fault := f.fault
-			f.mu.Unlock()
-			if fault != nil && r.Method == http.MethodGet && r.URL.Path != "/v2/" {
-				fault(w, r, next)
-				return
-			}
-			next.ServeHTTP(w, r)
-		})
-	})
-	return f
-}
-
-func (f *faultyRegistry) arm(fault func(w http.ResponseWriter, r *http.Request, next http.Handler)) {
-	f.mu.Lock()
-	f.fault = fault
-	f.mu.Unlock()
-}
-
-func (f *faultyRegistry) addr() string { return "oci://" + f.reg.Addr() + "/murmur" }
-
-func (f *faultyRegistry) store(t testing.TB, opt ocistore.Options) fetch.Store {
-	return openStore(t, f.addr(), opt)
-}
-
-func isBlob(r *http.Request) bool { return strings.Contains(r.URL.Path, "/blobs/") }
 
 func TestPullStagesLocksAndRecords(t *testing.T) {
 	w := newWorld(t)
@@ -405,45 +326,31 @@ func TestPullStagesLocksAndRecords(t *testing.T) {
 }
 
 func TestPullWrongBlobBytes(t *testing.T) {
-	f := startFaulty(t)
-	st := f.store(t, ocistore.Options{})
+	f := registry.StartFaulty(t)
+	st := faultyStore(t, f, ocistore.Options{})
 	w := newWorld(t)
 	before := w.seeded(st)
 	p := pack(t, "grep", "1.0.0", 2)
 	push(t, st, grep, "1.0.0", "any", p)
 	other := pack(t, "grep", "1.0.0", 3).zip
-	f.arm(func(rw http.ResponseWriter, r *http.Request, next http.Handler) {
-		if !isBlob(r) {
-			next.ServeHTTP(rw, r)
-			return
-		}
-		// Same length, other bytes: only the hash can tell.
-		body := make([]byte, len(p.zip))
-		copy(body, other)
-		rw.Header().Set("Content-Length", strconv.Itoa(len(body)))
-		rw.Write(body)
-	})
+	// Same length, other bytes: only the hash can tell.
+	body := make([]byte, len(p.zip))
+	copy(body, other)
+	f.Arm(registry.BlobBody(len(body), body))
 	_, err := w.pull(w.puller(st), req(grep, "1.0.0"))
-	wantToken(t, err, errs.Integrity, p.digest().String(), f.reg.Addr())
+	errtest.WantToken(t, err, errs.Integrity, p.digest().String(), f.Addr())
 	w.assertUnchanged(before)
 	w.assertFailedRecord(grep, errs.Integrity)
 }
 
 func TestPullShortBody(t *testing.T) {
-	f := startFaulty(t)
-	st := f.store(t, ocistore.Options{})
+	f := registry.StartFaulty(t)
+	st := faultyStore(t, f, ocistore.Options{})
 	w := newWorld(t)
 	before := w.seeded(st)
 	p := pack(t, "grep", "1.0.0", 4)
 	push(t, st, grep, "1.0.0", "any", p)
-	f.arm(func(rw http.ResponseWriter, r *http.Request, next http.Handler) {
-		if !isBlob(r) {
-			next.ServeHTTP(rw, r)
-			return
-		}
-		rw.Header().Set("Content-Length", strconv.Itoa(len(p.zip)))
-		rw.Write(p.zip[:len(p.zip)/3])
-	})
+	f.Arm(registry.BlobBody(len(p.zip), p.zip[:len(p.zip)/3]))
 	_, err := w.pull(w.puller(st), req(grep, "1.0.0"))
 	if !errors.Is(err, errs.Network) && !errors.Is(err, errs.Integrity) {
 		t.Fatalf("a short body gave %v (token %s), want network or integrity", err, errs.TokenOf(err))
@@ -462,37 +369,21 @@ func TestPullTransientFailuresRetried(t *testing.T) {
 	}{{500, ""}, {503, ""}, {429, "1"}} {
 		t.Run(strconv.Itoa(c.code), func(t *testing.T) {
 			t.Parallel()
-			f := startFaulty(t)
-			st := f.store(t, ocistore.Options{})
+			f := registry.StartFaulty(t)
+			st := faultyStore(t, f, ocistore.Options{})
 			w := newWorld(t)
 			p := pack(t, "grep", "1.0.0", 5)
 			push(t, st, grep, "1.0.0", "any", p)
-			var mu sync.Mutex
-			perPath := map[string]int{}
-			var failed atomic.Int32
-			f.arm(func(rw http.ResponseWriter, r *http.Request, next http.Handler) {
-				mu.Lock()
-				perPath[r.URL.Path]++
-				fail := perPath[r.URL.Path] <= 2
-				mu.Unlock()
-				if fail {
-					failed.Add(1)
-					if c.retryAfter != "" {
-						rw.Header().Set("Retry-After", c.retryAfter)
-					}
-					http.Error(rw, `{"errors":[{"code":"UNAVAILABLE","message":"try later"}]}`, c.code)
-					return
-				}
-				next.ServeHTTP(rw, r)
-			})
+			failed := &registry.FailFirst{N: 2, Status: c.code, RetryAfter: c.retryAfter}
+			f.Arm(failed.Serve)
 			res := w.mustPull(w.puller(st), req(grep, "1.0.0"))
 			if res[0].Digest != p.digest().String() || !w.cas.Has(p.digest()) {
 				t.Fatalf("result %+v, blob present %v", res[0], w.cas.Has(p.digest()))
 			}
-			if n := failed.Load(); n < 4 {
+			if n := failed.Served(); n < 4 {
 				t.Fatalf("only %d failures were served; the fault did not hit both the manifest and the blob", n)
 			}
-			if rs := w.records(); len(rs) != 1 || rs[0].Outcome != cas.OutcomePulled || rs[0].Source != f.addr() {
+			if rs := w.records(); len(rs) != 1 || rs[0].Outcome != cas.OutcomePulled || rs[0].Source != faultyAddr(f) {
 				t.Fatalf("records %+v", rs)
 			}
 		})
@@ -500,16 +391,14 @@ func TestPullTransientFailuresRetried(t *testing.T) {
 }
 
 func TestPullAlways503(t *testing.T) {
-	f := startFaulty(t)
-	st := f.store(t, ocistore.Options{Retries: 1})
+	f := registry.StartFaulty(t)
+	st := faultyStore(t, f, ocistore.Options{Retries: 1})
 	w := newWorld(t)
 	before := w.seeded(st)
 	push(t, st, grep, "1.0.0", "any", pack(t, "grep", "1.0.0", 6))
-	f.arm(func(rw http.ResponseWriter, r *http.Request, next http.Handler) {
-		http.Error(rw, "down", http.StatusServiceUnavailable)
-	})
+	f.Arm(registry.Always(http.StatusServiceUnavailable).Serve)
 	_, err := w.pull(w.puller(st), req(grep, "1.0.0"))
-	wantToken(t, err, errs.Network, f.reg.Addr(), "503")
+	errtest.WantToken(t, err, errs.Network, f.Addr(), "503")
 	w.assertUnchanged(before)
 	w.assertFailedRecord(grep, errs.Network)
 }
@@ -517,29 +406,16 @@ func TestPullAlways503(t *testing.T) {
 func TestPullStallIsBounded(t *testing.T) {
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
-	f := startFaulty(t)
+	f := registry.StartFaulty(t)
 	w := newWorld(t)
-	before := w.seeded(f.store(t, ocistore.Options{}))
+	before := w.seeded(faultyStore(t, f, ocistore.Options{}))
 	p := pack(t, "grep", "1.0.0", 7)
-	push(t, f.store(t, ocistore.Options{}), grep, "1.0.0", "any", p)
-	f.arm(func(rw http.ResponseWriter, r *http.Request, next http.Handler) {
-		if !isBlob(r) {
-			next.ServeHTTP(rw, r)
-			return
-		}
-		rw.Header().Set("Content-Length", strconv.Itoa(len(p.zip)))
-		rw.WriteHeader(http.StatusOK)
-		rw.Write(p.zip[:100])
-		rw.(http.Flusher).Flush()
-		select {
-		case <-r.Context().Done():
-		case <-release:
-		}
-	})
-	st := f.store(t, ocistore.Options{Timeout: 300 * time.Millisecond, Retries: 1})
+	push(t, faultyStore(t, f, ocistore.Options{}), grep, "1.0.0", "any", p)
+	f.Arm(registry.StallBlob(len(p.zip), p.zip[:100], release, nil))
+	st := faultyStore(t, f, ocistore.Options{Timeout: 300 * time.Millisecond, Retries: 1})
 	start := time.Now()
 	_, err := w.pull(w.puller(st), req(grep, "1.0.0"))
-	wantToken(t, err, errs.Network, "acme/grep")
+	errtest.WantToken(t, err, errs.Network, "acme/grep")
 	if el := time.Since(start); el > 20*time.Second {
 		t.Fatalf("a stalled pull took %s with a 300ms timeout", el)
 	}
@@ -547,17 +423,9 @@ func TestPullStallIsBounded(t *testing.T) {
 	w.assertFailedRecord(grep, errs.Network)
 }
 
-type rawManifest struct {
-	raw []byte
-	mt  types.MediaType
-}
-
-func (r rawManifest) RawManifest() ([]byte, error)        { return r.raw, nil }
-func (r rawManifest) MediaType() (types.MediaType, error) { return r.mt, nil }
-
 func TestPullBadManifests(t *testing.T) {
-	f := startFaulty(t)
-	st := f.store(t, ocistore.Options{})
+	f := registry.StartFaulty(t)
+	st := faultyStore(t, f, ocistore.Options{})
 	w := newWorld(t)
 	before := w.seeded(st)
 	p := pack(t, "grep", "1.0.0", 8)
@@ -572,15 +440,9 @@ func TestPullBadManifests(t *testing.T) {
 		{"2.0.0", manifest("2.0.0", layer+","+layer), "2 layers"},
 		{"3.0.0", manifest("3.0.0", strings.Replace(layer, fetch.ArtifactLayerType, "application/x-tar", 1)), "application/x-tar"},
 	} {
-		tag, err := name.NewTag(f.reg.Addr()+"/murmur/acme/grep:"+c.version, name.Insecure)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := remote.Put(tag, rawManifest{[]byte(c.raw), types.OCIManifestSchema1}); err != nil {
-			t.Fatal(err)
-		}
-		_, err = w.pull(w.puller(st), req(grep, c.version))
-		wantToken(t, err, errs.Integrity, c.mentions)
+		f.PutManifest(t, "murmur/acme/grep", c.version, []byte(c.raw), string(types.OCIManifestSchema1))
+		_, err := w.pull(w.puller(st), req(grep, c.version))
+		errtest.WantToken(t, err, errs.Integrity, c.mentions)
 		w.assertUnchanged(before)
 		w.assertFailedRecord(grep, errs.Integrity)
 	}
@@ -603,16 +465,16 @@ func TestPullTagMoved(t *testing.T) {
 	second := layoutStore(t)
 	push(t, second, grep, "1.0.0", "any", moved)
 	_, err := w.pull(w.puller(second), req(grep, "1.0.0"))
-	wantToken(t, err, errs.LockConflict, old.digest().String(), moved.digest().String(), "--update", second.String())
+	errtest.WantToken(t, err, errs.LockConflict, old.digest().String(), moved.digest().String(), "--update", second.String())
 	w.assertUnchanged(before)
 	w.assertFailedRecord(grep, errs.LockConflict)
 
 	// The same through a registry, whose tag is overwritten in place.
-	f := startFaulty(t)
-	reg := f.store(t, ocistore.Options{})
+	f := registry.StartFaulty(t)
+	reg := faultyStore(t, f, ocistore.Options{})
 	push(t, reg, grep, "1.0.0", "any", moved)
 	_, err = w.pull(w.puller(reg), req(grep, "1.0.0"))
-	wantToken(t, err, errs.LockConflict, old.digest().String(), moved.digest().String(), "--update")
+	errtest.WantToken(t, err, errs.LockConflict, old.digest().String(), moved.digest().String(), "--update")
 	w.assertUnchanged(before)
 
 	// With --update the new bytes are accepted and the lock moves.
@@ -636,7 +498,7 @@ func TestPullUnreachableRegistry(t *testing.T) {
 	before := w.seeded(layoutStore(t))
 	st := openStore(t, "oci://"+addr+"/murmur", ocistore.Options{Retries: 1})
 	_, err = w.pull(w.puller(st), req(grep, "1.0.0"))
-	wantToken(t, err, errs.Network, addr)
+	errtest.WantToken(t, err, errs.Network, addr)
 	w.assertUnchanged(before)
 	w.assertFailedRecord(grep, errs.Network)
 }
@@ -653,7 +515,7 @@ func TestPullPackedIdentityMismatch(t *testing.T) {
 			before := w.seeded(st)
 			push(t, st, grep, "1.0.0", "any", pack(t, c.name, c.version, 11))
 			_, err := w.pull(w.puller(st), req(grep, "1.0.0"))
-			wantToken(t, err, errs.Integrity, "acme/grep@1.0.0", strconv.Quote(c.name), strconv.Quote(c.version))
+			errtest.WantToken(t, err, errs.Integrity, "acme/grep@1.0.0", strconv.Quote(c.name), strconv.Quote(c.version))
 			w.assertUnchanged(before)
 			w.assertFailedRecord(grep, errs.Integrity)
 		})
@@ -678,7 +540,7 @@ func TestPullLayoutTruncatedBlob(t *testing.T) {
 	if err == nil {
 		t.Fatal("a truncated layout blob was pulled")
 	}
-	wantToken(t, err, errs.TokenOf(err), p.digest().String())
+	errtest.WantToken(t, err, errs.TokenOf(err), p.digest().String())
 	if tok := errs.TokenOf(err); tok != errs.Integrity && tok != errs.Network {
 		t.Errorf("token %s, want integrity", tok)
 	}
@@ -697,7 +559,7 @@ func TestPullVersionChange(t *testing.T) {
 	before := w.state()
 
 	_, err := w.pull(w.puller(st), req(grep, "2.0.0"))
-	wantToken(t, err, errs.LockConflict, "1.0.0", "2.0.0", "mur pull --update acme/grep@2.0.0")
+	errtest.WantToken(t, err, errs.LockConflict, "1.0.0", "2.0.0", "mur pull --update acme/grep@2.0.0")
 	w.assertUnchanged(before)
 	w.assertFailedRecord(grep, errs.LockConflict)
 
@@ -804,8 +666,8 @@ func mustDigest(t *testing.T, l *lock.Lock, platform string) digest.Digest {
 }
 
 func TestPullOffline(t *testing.T) {
-	f := startFaulty(t)
-	st := f.store(t, ocistore.Options{})
+	f := registry.StartFaulty(t)
+	st := faultyStore(t, f, ocistore.Options{})
 	p := pack(t, "grep", "1.0.0", 18)
 	push(t, st, grep, "1.0.0", "any", p)
 
@@ -814,12 +676,12 @@ func TestPullOffline(t *testing.T) {
 	pl := w.puller(st)
 	pl.Offline = true
 	before := w.state()
-	f.requests.Store(0)
+	sent := f.Requests()
 	_, err := w.pull(pl, req(grep, "1.0.0"))
-	wantToken(t, err, errs.Offline, "acme/grep@1.0.0", "mur warm")
+	errtest.WantToken(t, err, errs.Offline, "acme/grep@1.0.0", "mur warm")
 	w.assertUnchanged(before)
 	w.assertFailedRecord(grep, errs.Offline)
-	if n := f.requests.Load(); n != 0 {
+	if n := f.Requests() - sent; n != 0 {
 		t.Errorf("an offline pull made %d requests", n)
 	}
 
@@ -828,12 +690,12 @@ func TestPullOffline(t *testing.T) {
 	for _, offline := range []bool{true, false} {
 		pl := w.puller(st)
 		pl.Offline = offline
-		f.requests.Store(0)
+		sent := f.Requests()
 		res := w.mustPull(pl, req(grep, "1.0.0"), req(grep, "1.0.0"))
 		if !res[0].CacheHit || res[0].Digest != p.digest().String() {
 			t.Fatalf("warm pull (offline %v): %+v", offline, res[0])
 		}
-		if n := f.requests.Load(); n != 0 {
+		if n := f.Requests() - sent; n != 0 {
 			t.Errorf("a warm locked pull (offline %v) made %d requests", offline, n)
 		}
 	}
@@ -843,11 +705,11 @@ func TestPullOffline(t *testing.T) {
 		t.Fatal(err)
 	}
 	before = w.state()
-	f.requests.Store(0)
+	sent = f.Requests()
 	_, err = w.pull(pl, req(grep, "1.0.0"))
-	wantToken(t, err, errs.Offline, "acme/grep@1.0.0")
+	errtest.WantToken(t, err, errs.Offline, "acme/grep@1.0.0")
 	w.assertUnchanged(before)
-	if n := f.requests.Load(); n != 0 {
+	if n := f.Requests() - sent; n != 0 {
 		t.Errorf("an offline pull made %d requests", n)
 	}
 }
@@ -900,7 +762,7 @@ func TestPullFileStore(t *testing.T) {
 	}
 	before := w.state()
 	_, err = w.pull(w.puller(fst), r)
-	wantToken(t, err, errs.LockConflict, p.digest().String())
+	errtest.WantToken(t, err, errs.LockConflict, p.digest().String())
 	w.assertUnchanged(before)
 }
 
@@ -964,7 +826,7 @@ func TestPullJobs(t *testing.T) {
 	w2 := newWorld(t)
 	missing := ref.Name{Scope: "acme", Name: "missing"}
 	res, err = w2.pull(pl2(w2, st), req(missing, "1.0.0"), reqs[0], reqs[1])
-	wantToken(t, err, errs.NotFound, "acme/missing@1.0.0")
+	errtest.WantToken(t, err, errs.NotFound, "acme/missing@1.0.0")
 	if res[0].Error == "" || res[1].Error != "" || res[2].Error != "" {
 		t.Fatalf("results %+v", res)
 	}

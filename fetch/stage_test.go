@@ -15,6 +15,7 @@ import (
 
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/testfakes/errtest"
 )
 
 // ingest puts p into the world's CAS without a pull.
@@ -84,7 +85,7 @@ func TestCheckStaged(t *testing.T) {
 	other := w.ingest(pack(t, "grep", "1.0.1", 32))
 
 	err := fetch.CheckStaged(w.proj, grep, d)
-	wantToken(t, err, errs.Integrity, filepath.Join("tools", "acme", "grep"), "mur verify --repair")
+	errtest.WantToken(t, err, errs.Integrity, filepath.Join("tools", "acme", "grep"), "mur verify --repair")
 
 	dir, err := fetch.Stage(w.proj, w.cas, grep, d)
 	if err != nil {
@@ -93,7 +94,7 @@ func TestCheckStaged(t *testing.T) {
 	if err := fetch.CheckStaged(w.proj, grep, d); err != nil {
 		t.Fatal(err)
 	}
-	wantToken(t, fetch.CheckStaged(w.proj, grep, other), errs.Integrity, d.String(), other.String())
+	errtest.WantToken(t, fetch.CheckStaged(w.proj, grep, other), errs.Integrity, d.String(), other.String())
 
 	for _, c := range []struct {
 		file   string
@@ -131,7 +132,7 @@ func TestCheckStaged(t *testing.T) {
 		if err := c.damage(path); err != nil {
 			t.Fatal(err)
 		}
-		wantToken(t, fetch.CheckStaged(w.proj, grep, d), errs.Integrity, path)
+		errtest.WantToken(t, fetch.CheckStaged(w.proj, grep, d), errs.Integrity, path)
 		// Stage trusts a marker whose files are all present, so the next case starts afresh.
 		os.RemoveAll(dir)
 	}

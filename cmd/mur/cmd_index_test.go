@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/murmur-nexus/mur/fetch/github"
-	"github.com/murmur-nexus/mur/internal/artifact"
+	"github.com/murmur-nexus/mur/internal/testfakes/packtest"
 )
 
 func indexRun(t *testing.T, args ...string) (int, string, string) {
@@ -23,23 +23,6 @@ func indexRun(t *testing.T, args ...string) (int, string, string) {
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), append([]string{"index"}, args...), strings.NewReader(""), &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
-}
-
-// indexPack packs name@version into dir and returns the file, <name>-<version>.mur.zip.
-func indexPack(t *testing.T, dir, name, version, extra string) string {
-	t.Helper()
-	src := t.TempDir()
-	os.WriteFile(filepath.Join(src, "murmur.yaml"), []byte("name: "+name+"\nversion: \""+version+"\"\n"), 0o644)
-	os.WriteFile(filepath.Join(src, "capsule.wasm"), append([]byte("\x00asm\x01\x00\x00\x00"), extra...), 0o644)
-	var buf bytes.Buffer
-	if _, err := artifact.Pack(src, &buf); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, name+"-"+version+".mur.zip")
-	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 func readIndex(t *testing.T, path string) *github.Index {
@@ -57,8 +40,8 @@ func readIndex(t *testing.T, path string) *github.Index {
 
 func TestIndexWritesIndex(t *testing.T) {
 	dir := t.TempDir()
-	grepFile := indexPack(t, dir, "grep", "1.2.0", "g")
-	findFile := indexPack(t, dir, "find", "0.3.0", "f")
+	grepFile := packtest.File(t, dir, "grep", "1.2.0", packtest.Tagged("g"))
+	findFile := packtest.File(t, dir, "find", "0.3.0", packtest.Tagged("f"))
 	out := filepath.Join(dir, "murmur-index.json")
 	code, stdout, stderr := indexRun(t, grepFile, findFile, "--scope", "acme", "--release", "v1.2.0", "-o", out)
 	if code != 0 {
@@ -117,7 +100,7 @@ func TestIndexWritesIndex(t *testing.T) {
 
 func TestIndexDefaultOutput(t *testing.T) {
 	dir := t.TempDir()
-	f := indexPack(t, dir, "grep", "1.2.0", "g")
+	f := packtest.File(t, dir, "grep", "1.2.0", packtest.Tagged("g"))
 	cwd := t.TempDir()
 	t.Chdir(cwd)
 	if code, _, stderr := indexRun(t, f, "--scope", "acme", "--release", "v1.2.0"); code != 0 {
@@ -128,7 +111,7 @@ func TestIndexDefaultOutput(t *testing.T) {
 
 func TestIndexRefusals(t *testing.T) {
 	dir := t.TempDir()
-	good := indexPack(t, dir, "grep", "1.2.0", "g")
+	good := packtest.File(t, dir, "grep", "1.2.0", packtest.Tagged("g"))
 	scoped := filepath.Join(dir, "scoped.mur.zip")
 	writeScopedZip(t, scoped)
 	for _, c := range []struct {
@@ -161,12 +144,12 @@ func TestIndexRefusals(t *testing.T) {
 
 func TestIndexMerge(t *testing.T) {
 	dir := t.TempDir()
-	old := indexPack(t, dir, "grep", "1.2.0", "old")
+	old := packtest.File(t, dir, "grep", "1.2.0", packtest.Tagged("old"))
 	index := filepath.Join(dir, "murmur-index.json")
 	if code, _, stderr := indexRun(t, old, "--scope", "acme", "--release", "v1.2.0", "-o", index); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	next := indexPack(t, dir, "grep", "1.3.0", "new")
+	next := packtest.File(t, dir, "grep", "1.3.0", packtest.Tagged("new"))
 	// Merging into the same file it writes, as a publisher would.
 	code, stdout, stderr := indexRun(t, next, "--scope", "acme", "--release", "v1.3.0", "--merge", index, "-o", index)
 	if code != 0 {
@@ -190,7 +173,7 @@ func TestIndexMerge(t *testing.T) {
 	}
 
 	// Another hash for a listed name, version and platform is refused, and the index is kept.
-	other := indexPack(t, t.TempDir(), "grep", "1.3.0", "changed")
+	other := packtest.File(t, t.TempDir(), "grep", "1.3.0", packtest.Tagged("changed"))
 	code, _, stderr = indexRun(t, other, "--scope", "acme", "--release", "v1.3.0", "--merge", index, "-o", index)
 	if code != 1 || !strings.HasPrefix(stderr, "mur: lock-conflict: ") || !strings.Contains(stderr, "acme/grep@1.3.0") {
 		t.Fatalf("exit %d, stderr %q; want a lock-conflict naming acme/grep@1.3.0", code, stderr)

@@ -7,75 +7,32 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/testfakes/errtest"
 	"github.com/murmur-nexus/mur/internal/testfakes/registry"
 )
 
-// faulty is an in-process registry whose GET requests go through fault while armed is set.
-type faulty struct {
-	reg   *registry.Registry
-	armed atomic.Bool
-	mu    sync.Mutex
-	fault func(w http.ResponseWriter, r *http.Request, next http.Handler)
+// faultyStore opens f's registry as a store.
+func faultyStore(t *testing.T, f *registry.Faulty, opt ocistore.Options) fetch.Store {
+	return open(t, "oci://"+f.Addr()+"/murmur", opt)
 }
-
-func startFaulty(t *testing.T) *faulty {
-	f := &faulty{}
-	f.reg = registry.StartInProcess(t, func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			f.mu.Lock()
-			fault := f.fault
-			f.mu.Unlock()
-			if f.armed.Load() && fault != nil && r.Method == http.MethodGet && r.URL.Path != "/v2/" {
-				fault(w, r, next)
-				return
-			}
-			next.ServeHTTP(w, r)
-		})
-	})
-	return f
-}
-
-func (f *faulty) arm(fault func(w http.ResponseWriter, r *http.Request, next http.Handler)) {
-	f.mu.Lock()
-	f.fault = fault
-	f.mu.Unlock()
-	f.armed.Store(true)
-}
-
-func (f *faulty) store(t *testing.T, opt ocistore.Options) fetch.Store {
-	return open(t, "oci://"+f.reg.Addr()+"/murmur", opt)
-}
-
-func isBlob(r *http.Request) bool { return strings.Contains(r.URL.Path, "/blobs/") }
 
 // TestFaultWrongBlobBytes documents that ocistore does not verify payloads: it streams what the
 // registry sends, and the caller's hash (the CAS ingest) is what refuses it.
 func TestFaultWrongBlobBytes(t *testing.T) {
-	f := startFaulty(t)
-	s := f.store(t, ocistore.Options{})
+	f := registry.StartFaulty(t)
+	s := faultyStore(t, f, ocistore.Options{})
 	data := payload(50_000, 70)
 	d := push(t, s, grep, "1.0.0", "any", data)
-	f.arm(func(w http.ResponseWriter, r *http.Request, next http.Handler) {
-		if !isBlob(r) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		w.Header().Set("Content-Length", "50000")
-		w.Write(payload(50_000, 71))
-	})
+	f.Arm(registry.BlobBody(50_000, payload(50_000, 71)))
 	got := readAll(t, s, grep, d.Digest)
 	if len(got) != len(data) {
 		t.Fatalf("got %d bytes, want %d", len(got), len(data))
@@ -86,25 +43,18 @@ func TestFaultWrongBlobBytes(t *testing.T) {
 }
 
 func TestFaultShortBody(t *testing.T) {
-	f := startFaulty(t)
-	s := f.store(t, ocistore.Options{})
+	f := registry.StartFaulty(t)
+	s := faultyStore(t, f, ocistore.Options{})
 	data := payload(200_000, 72)
 	d := push(t, s, grep, "1.0.0", "any", data)
-	f.arm(func(w http.ResponseWriter, r *http.Request, next http.Handler) {
-		if !isBlob(r) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		w.Header().Set("Content-Length", "200000")
-		w.Write(data[:70_000])
-	})
+	f.Arm(registry.BlobBody(200_000, data[:70_000]))
 	rc, err := s.Open(context.Background(), grep, d.Digest)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rc.Close()
 	n, err := io.Copy(io.Discard, rc)
-	wantToken(t, err, errs.Network, d.Digest.String())
+	errtest.WantToken(t, err, errs.Network, d.Digest.String())
 	if n >= 200_000 {
 		t.Fatalf("read %d bytes of a short body", n)
 	}
@@ -116,7 +66,7 @@ func TestFaultShortBody(t *testing.T) {
 	}
 	defer rc2.Close()
 	_, err = io.ReadAll(struct{ io.Reader }{rc2})
-	wantToken(t, err, errs.Network, "70000 of 200000")
+	errtest.WantToken(t, err, errs.Network, "70000 of 200000")
 }
 
 type failingWriter struct{ n int }
@@ -130,8 +80,8 @@ func (w *failingWriter) Write(p []byte) (int, error) {
 
 // TestOpenWriterFails checks that a consumer's write error ends the read-ahead copy.
 func TestOpenWriterFails(t *testing.T) {
-	f := startFaulty(t)
-	s := f.store(t, ocistore.Options{})
+	f := registry.StartFaulty(t)
+	s := faultyStore(t, f, ocistore.Options{})
 	d := push(t, s, grep, "1.0.0", "any", payload(3<<20, 77))
 	rc, err := s.Open(context.Background(), grep, d.Digest)
 	if err != nil {
@@ -152,28 +102,12 @@ func TestFaultTransientRetried(t *testing.T) {
 		retryAfter string
 	}{{500, ""}, {503, ""}, {429, "1"}} {
 		t.Run(http.StatusText(c.code), func(t *testing.T) {
-			f := startFaulty(t)
-			s := f.store(t, ocistore.Options{})
+			f := registry.StartFaulty(t)
+			s := faultyStore(t, f, ocistore.Options{})
 			data := payload(10_000, 73)
 			d := push(t, s, grep, "1.0.0", "any", data)
-			var failed atomic.Int32
-			perPath := map[string]int{}
-			var mu sync.Mutex
-			f.arm(func(w http.ResponseWriter, r *http.Request, next http.Handler) {
-				mu.Lock()
-				perPath[r.URL.Path]++
-				fail := perPath[r.URL.Path] <= 2
-				mu.Unlock()
-				if fail {
-					failed.Add(1)
-					if c.retryAfter != "" {
-						w.Header().Set("Retry-After", c.retryAfter)
-					}
-					http.Error(w, `{"errors":[{"code":"UNAVAILABLE","message":"try later"}]}`, c.code)
-					return
-				}
-				next.ServeHTTP(w, r)
-			})
+			failed := &registry.FailFirst{N: 2, Status: c.code, RetryAfter: c.retryAfter}
+			f.Arm(failed.Serve)
 			start := time.Now()
 			got, err := s.Resolve(context.Background(), grep, "1.0.0", "any")
 			if err != nil {
@@ -185,7 +119,7 @@ func TestFaultTransientRetried(t *testing.T) {
 			if b := readAll(t, s, grep, d.Digest); !bytes.Equal(b, data) {
 				t.Fatal("Open after transient failures returned other bytes")
 			}
-			if n := failed.Load(); n != 4 {
+			if n := failed.Served(); n != 4 {
 				t.Fatalf("%d failures served, want 2 for the manifest and 2 for the blob", n)
 			}
 			// Retry-After: 1 is honoured: four waits of a second each.
@@ -197,50 +131,33 @@ func TestFaultTransientRetried(t *testing.T) {
 }
 
 func TestFaultAlways5xx(t *testing.T) {
-	f := startFaulty(t)
-	s := f.store(t, ocistore.Options{Retries: 2})
+	f := registry.StartFaulty(t)
+	s := faultyStore(t, f, ocistore.Options{Retries: 2})
 	d := push(t, s, grep, "1.0.0", "any", payload(100, 74))
-	var attempts atomic.Int32
-	f.arm(func(w http.ResponseWriter, r *http.Request, next http.Handler) {
-		attempts.Add(1)
-		http.Error(w, "down", http.StatusBadGateway)
-	})
+	attempts := registry.Always(http.StatusBadGateway)
+	f.Arm(attempts.Serve)
 	_, err := s.Resolve(context.Background(), grep, "1.0.0", "any")
-	wantToken(t, err, errs.Network, f.reg.Addr(), "502")
-	if n := attempts.Load(); n != 3 {
+	errtest.WantToken(t, err, errs.Network, f.Addr(), "502")
+	if n := attempts.Served(); n != 3 {
 		t.Fatalf("%d attempts, want 1 + 2 retries", n)
 	}
 	_, err = s.Open(context.Background(), grep, d.Digest)
-	wantToken(t, err, errs.Network, f.reg.Addr(), "502")
+	errtest.WantToken(t, err, errs.Network, f.Addr(), "502")
 }
 
 func TestFaultStall(t *testing.T) {
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
-	stall := func(r *http.Request) {
-		select {
-		case <-r.Context().Done():
-		case <-release:
-		}
-	}
-	f := startFaulty(t)
-	s := f.store(t, ocistore.Options{Timeout: 300 * time.Millisecond, Retries: 1})
+	f := registry.StartFaulty(t)
+	s := faultyStore(t, f, ocistore.Options{Timeout: 300 * time.Millisecond, Retries: 1})
 	data := payload(100_000, 75)
 	d := push(t, s, grep, "1.0.0", "any", data)
 
-	f.arm(func(w http.ResponseWriter, r *http.Request, next http.Handler) {
-		if isBlob(r) {
-			// Headers and a first chunk, then nothing.
-			w.Header().Set("Content-Length", "100000")
-			w.WriteHeader(http.StatusOK)
-			w.Write(data[:1000])
-			w.(http.Flusher).Flush()
-		}
-		stall(r)
-	})
+	// Blobs get headers and a first chunk, then nothing; manifests get nothing at all.
+	f.Arm(registry.StallBlob(100_000, data[:1000], release, registry.Hang(release)))
 	start := time.Now()
 	_, err := s.Resolve(context.Background(), grep, "1.0.0", "any")
-	wantToken(t, err, errs.Network, f.reg.Addr())
+	errtest.WantToken(t, err, errs.Network, f.Addr())
 	if el := time.Since(start); el > 15*time.Second {
 		t.Fatalf("a stalled manifest request took %s", el)
 	}
@@ -252,7 +169,7 @@ func TestFaultStall(t *testing.T) {
 	}
 	defer rc.Close()
 	n, err := io.Copy(io.Discard, rc)
-	wantToken(t, err, errs.Network, "stalled")
+	errtest.WantToken(t, err, errs.Network, "stalled")
 	if n != 1000 {
 		t.Fatalf("read %d bytes before the stall, want 1000", n)
 	}
@@ -262,8 +179,8 @@ func TestFaultStall(t *testing.T) {
 }
 
 func TestFaultBadManifests(t *testing.T) {
-	f := startFaulty(t)
-	s := f.store(t, ocistore.Options{})
+	f := registry.StartFaulty(t)
+	s := faultyStore(t, f, ocistore.Options{})
 	d := push(t, s, grep, "1.0.0", "any", payload(100, 76))
 	layer := `{"mediaType":"` + fetch.ArtifactLayerType + `","digest":"` + d.Digest.String() + `","size":100}`
 	config := `{"mediaType":"application/vnd.oci.empty.v1+json","digest":"sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a","size":2}`
@@ -284,22 +201,8 @@ func TestFaultBadManifests(t *testing.T) {
 		{"6.0.0", manifest("6.0.0", ""), types.OCIManifestSchema1, []string{"0 layers"}},
 	}
 	for _, c := range cases {
-		tag, err := name.NewTag(f.reg.Addr()+"/murmur/acme/grep:"+c.version, name.Insecure)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := remote.Put(tag, rawTaggable{[]byte(c.raw), c.mt}); err != nil {
-			t.Fatal(err)
-		}
-		_, err = s.Resolve(context.Background(), grep, c.version, "any")
-		wantToken(t, err, errs.Integrity, append(c.mentions, "acme/grep:"+c.version, f.reg.Addr())...)
+		f.PutManifest(t, "murmur/acme/grep", c.version, []byte(c.raw), string(c.mt))
+		_, err := s.Resolve(context.Background(), grep, c.version, "any")
+		errtest.WantToken(t, err, errs.Integrity, append(c.mentions, "acme/grep:"+c.version, f.Addr())...)
 	}
 }
-
-type rawTaggable struct {
-	raw []byte
-	mt  types.MediaType
-}
-
-func (r rawTaggable) RawManifest() ([]byte, error)        { return r.raw, nil }
-func (r rawTaggable) MediaType() (types.MediaType, error) { return r.mt, nil }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -23,6 +22,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/testfakes/errtest"
 	"github.com/murmur-nexus/mur/internal/testfakes/registry"
 )
 
@@ -81,21 +81,6 @@ func open(t testing.TB, addr string, opt ocistore.Options) fetch.Store {
 	return s
 }
 
-func wantToken(t testing.TB, err error, tok errs.Token, mentions ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("got no error, want %s", tok)
-	}
-	if !errors.Is(err, tok) {
-		t.Fatalf("got %v (token %s), want token %s", err, errs.TokenOf(err), tok)
-	}
-	for _, m := range mentions {
-		if !strings.Contains(err.Error(), m) {
-			t.Errorf("error %q does not mention %q", err, m)
-		}
-	}
-}
-
 // storeKinds gives each test a fresh store of every kind.
 func storeKinds(t *testing.T) map[string]func(t *testing.T) fetch.Store {
 	return map[string]func(t *testing.T) fetch.Store{
@@ -131,11 +116,11 @@ func TestRoundTrip(t *testing.T) {
 				t.Fatalf("Open returned %d bytes that differ from the %d pushed", len(b), len(data))
 			}
 			_, err = s.Resolve(context.Background(), grep, "9.9.9", "any")
-			wantToken(t, err, errs.NotFound, "acme/grep")
+			errtest.WantToken(t, err, errs.NotFound, "acme/grep")
 			_, err = s.Resolve(context.Background(), ref.Name{Scope: "acme", Name: "nothing"}, "1.0.0", "any")
-			wantToken(t, err, errs.NotFound, "acme/nothing")
+			errtest.WantToken(t, err, errs.NotFound, "acme/nothing")
 			_, err = s.Open(context.Background(), grep, digest.FromString("absent"))
-			wantToken(t, err, errs.NotFound, digest.FromString("absent").String())
+			errtest.WantToken(t, err, errs.NotFound, digest.FromString("absent").String())
 		})
 	}
 }
@@ -228,10 +213,10 @@ func TestLatest(t *testing.T) {
 			push(t, s, odd, "v1", "any", payload(10, 20))
 			push(t, s, odd, "2024.1", "any", payload(10, 21))
 			_, err = s.Resolve(context.Background(), odd, ref.Latest, "any")
-			wantToken(t, err, errs.Usage, "acme/odd", "explicitly")
+			errtest.WantToken(t, err, errs.Usage, "acme/odd", "explicitly")
 
 			_, err = s.Resolve(context.Background(), ref.Name{Scope: "acme", Name: "none"}, ref.Latest, "any")
-			wantToken(t, err, errs.NotFound, "acme/none")
+			errtest.WantToken(t, err, errs.NotFound, "acme/none")
 		})
 	}
 }
@@ -276,7 +261,7 @@ func TestPlatforms(t *testing.T) {
 			// Another platform's payload is never used.
 			for _, p := range []string{"linux-x86_64", "any", "darwin-aarch64"} {
 				_, err := s.Resolve(ctx, grep, "3.0.0", p)
-				wantToken(t, err, errs.NotFound, "linux-aarch64", p)
+				errtest.WantToken(t, err, errs.NotFound, "linux-aarch64", p)
 			}
 		})
 	}
@@ -298,7 +283,7 @@ func TestPushConflictAndIdempotence(t *testing.T) {
 			first := push(t, s, grep, "1.0.0", "any", payload(500, 40))
 			second := descFor(grep, "1.0.0", "any", payload(500, 41))
 			err := s.Push(ctx, second, bytes.NewReader(payload(500, 41)))
-			wantToken(t, err, errs.LockConflict, "acme/grep", "1.0.0", first.Digest.String(), second.Digest.String())
+			errtest.WantToken(t, err, errs.LockConflict, "acme/grep", "1.0.0", first.Digest.String(), second.Digest.String())
 
 			if err := s.Push(ctx, first, unreadable{t}); err != nil {
 				t.Fatalf("re-push of the same digest: %v", err)
@@ -312,7 +297,7 @@ func TestPushConflictAndIdempotence(t *testing.T) {
 			lin := push(t, s, grep, "1.1.0", "linux-x86_64", payload(500, 42))
 			push(t, s, grep, "1.1.0", "any", payload(500, 43))
 			err = s.Push(ctx, descFor(grep, "1.1.0", "linux-x86_64", payload(500, 44)), bytes.NewReader(payload(500, 44)))
-			wantToken(t, err, errs.LockConflict, lin.Digest.String())
+			errtest.WantToken(t, err, errs.LockConflict, lin.Digest.String())
 			if err := s.Push(ctx, lin, unreadable{t}); err != nil {
 				t.Fatalf("re-push into an index: %v", err)
 			}
@@ -320,18 +305,18 @@ func TestPushConflictAndIdempotence(t *testing.T) {
 			// A payload that does not match its descriptor is refused and leaves no tag.
 			bad := descFor(grep, "1.2.0", "any", payload(500, 45))
 			err = s.Push(ctx, bad, bytes.NewReader(payload(500, 46)))
-			wantToken(t, err, errs.Integrity)
+			errtest.WantToken(t, err, errs.Integrity)
 			_, err = s.Resolve(ctx, grep, "1.2.0", "any")
-			wantToken(t, err, errs.NotFound)
+			errtest.WantToken(t, err, errs.NotFound)
 			short := descFor(grep, "1.3.0", "any", payload(500, 47))
 			err = s.Push(ctx, short, bytes.NewReader(payload(500, 47)[:400]))
-			wantToken(t, err, errs.Integrity)
+			errtest.WantToken(t, err, errs.Integrity)
 
 			// Bad input is refused before anything is written.
 			err = s.Push(ctx, descFor(grep, "latest", "any", []byte("x")), strings.NewReader("x"))
-			wantToken(t, err, errs.Usage, "latest")
+			errtest.WantToken(t, err, errs.Usage, "latest")
 			err = s.Push(ctx, descFor(grep, "1.0.0", "windows-x86_64", []byte("x")), strings.NewReader("x"))
-			wantToken(t, err, errs.Usage, "windows-x86_64")
+			errtest.WantToken(t, err, errs.Usage, "windows-x86_64")
 		})
 	}
 }
@@ -339,7 +324,7 @@ func TestPushConflictAndIdempotence(t *testing.T) {
 func TestOpenAddresses(t *testing.T) {
 	for _, addr := range []string{"", "http://host/x", "oci:/host/x", "oci://", "oci:///prefix", "oci://Bad Host/x", "oci://host/UPPER", "oci-layout:"} {
 		_, err := ocistore.Open(addr, ocistore.Options{})
-		wantToken(t, err, errs.InvalidConfig, "oci://HOST[:PORT]/PREFIX", "oci-layout:PATH")
+		errtest.WantToken(t, err, errs.InvalidConfig, "oci://HOST[:PORT]/PREFIX", "oci-layout:PATH")
 	}
 	for _, c := range []struct{ addr, want string }{
 		{"oci://127.0.0.1:5000/murmur", "oci://127.0.0.1:5000/murmur"},
@@ -367,11 +352,11 @@ func TestUnreachableRegistry(t *testing.T) {
 	l.Close()
 	s := open(t, "oci://"+addr+"/murmur", ocistore.Options{Retries: 1})
 	_, err = s.Resolve(context.Background(), grep, "1.0.0", "any")
-	wantToken(t, err, errs.Network, addr)
+	errtest.WantToken(t, err, errs.Network, addr)
 	_, err = s.Open(context.Background(), grep, digest.FromString("x"))
-	wantToken(t, err, errs.Network, addr)
+	errtest.WantToken(t, err, errs.Network, addr)
 	err = s.Push(context.Background(), descFor(grep, "1.0.0", "any", []byte("x")), strings.NewReader("x"))
-	wantToken(t, err, errs.Network, addr)
+	errtest.WantToken(t, err, errs.Network, addr)
 }
 
 func TestLayoutFiles(t *testing.T) {
@@ -430,9 +415,9 @@ func TestLayoutTruncatedBlob(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := s.Resolve(context.Background(), grep, "1.2.0", "any")
-	wantToken(t, err, errs.Integrity, d.Digest.String(), "1000", "5000")
+	errtest.WantToken(t, err, errs.Integrity, d.Digest.String(), "1000", "5000")
 	_, err = s.Open(context.Background(), grep, d.Digest)
-	wantToken(t, err, errs.Integrity, d.Digest.String(), "1000", "5000")
+	errtest.WantToken(t, err, errs.Integrity, d.Digest.String(), "1000", "5000")
 
 	// A re-push repairs it.
 	if err := s.Push(context.Background(), d, bytes.NewReader(payload(5000, 60))); err != nil {
@@ -452,7 +437,7 @@ func TestLayoutTruncatedBlob(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = s.Resolve(context.Background(), grep, "1.2.0", "any")
-	wantToken(t, err, errs.Integrity, idx.Manifests[0].Digest)
+	errtest.WantToken(t, err, errs.Integrity, idx.Manifests[0].Digest)
 }
 
 func TestLayoutConcurrentPushes(t *testing.T) {

@@ -15,33 +15,14 @@ import (
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
-	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/testfakes/packtest"
 	"github.com/murmur-nexus/mur/lock"
 )
 
-// emptyModule is the smallest valid wasm module.
-const emptyModule = "\x00asm\x01\x00\x00\x00"
-
 // packed builds a packed artifact; description makes two builds of one version differ.
-func packed(t *testing.T, name, version, description string) []byte {
-	t.Helper()
-	dir := t.TempDir()
-	y := "name: " + name + "\nversion: \"" + version + "\"\n"
-	if description != "" {
-		y += "description: " + description + "\n"
-	}
-	if err := os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(y), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "capsule.wasm"), []byte(emptyModule), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := artifact.Pack(dir, &buf); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
+func packed(name, version, description string) []byte {
+	return packtest.Spec{Name: name, Version: version, Description: description}.Zip()
 }
 
 // world is a CAS, a project and an OCI layout store that serves acme/grep and acme/cat.
@@ -68,7 +49,7 @@ func newWorld(t *testing.T) *world {
 	var reqs []fetch.Request
 	for _, name := range []string{"acme/cat", "acme/grep"} {
 		n, _ := ref.ParseName(name)
-		blob := packed(t, n.Name, "1.0.0", "")
+		blob := packed(n.Name, "1.0.0", "")
 		d := digest.FromBytes(blob)
 		w.digests[name] = d
 		desc := fetch.Descriptor{Name: n, Version: "1.0.0", Platform: ref.PlatformAny, Digest: d, Size: int64(len(blob)), Title: n.Name + "-1.0.0.mur.zip"}
@@ -349,7 +330,7 @@ func TestCompiledCache(t *testing.T) {
 		t.Fatalf("repair precompiled %d modules, want both", len(fc.compiled))
 	}
 	for _, wasm := range fc.compiled {
-		if string(wasm) != emptyModule {
+		if string(wasm) != packtest.EmptyModule {
 			t.Errorf("precompiled %q, want the payload", wasm)
 		}
 	}
@@ -375,7 +356,7 @@ func TestAllPlatforms(t *testing.T) {
 	n, _ := ref.ParseName("acme/multi")
 	pinned := map[string]digest.Digest{}
 	for _, plat := range []string{host, other} {
-		blob := packed(t, "multi", "2.0.0", "built for "+plat)
+		blob := packed("multi", "2.0.0", "built for "+plat)
 		d, err := w.cas.Ingest(w.ctx, bytes.NewReader(blob), int64(len(blob)), digest.FromBytes(blob))
 		if err != nil {
 			t.Fatal(err)
@@ -443,7 +424,7 @@ func TestAllPlatforms(t *testing.T) {
 
 	// --repair with a named platform fetches that platform's blob, and tools/ ends up holding
 	// this machine's build again.
-	otherBlob := packed(t, "multi", "2.0.0", "built for "+other)
+	otherBlob := packed("multi", "2.0.0", "built for "+other)
 	desc := fetch.Descriptor{Name: n, Version: "2.0.0", Platform: other, Digest: pinned[other], Size: int64(len(otherBlob)), Title: "multi-2.0.0.mur.zip"}
 	if err := w.layout.Push(w.ctx, desc, bytes.NewReader(otherBlob)); err != nil {
 		t.Fatal(err)

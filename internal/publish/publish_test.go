@@ -6,10 +6,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/opencontainers/go-digest"
@@ -17,30 +15,13 @@ import (
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch/github"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
-	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/publish"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/testfakes/errtest"
+	"github.com/murmur-nexus/mur/internal/testfakes/packtest"
 	"github.com/murmur-nexus/mur/lock"
 )
-
-// packFile packs name@version around a small module whose bytes depend on extra, and returns the
-// file's path, which is <dir>/<name>-<version>.mur.zip.
-func packFile(t *testing.T, dir, name, version, extra string) string {
-	t.Helper()
-	src := t.TempDir()
-	os.WriteFile(filepath.Join(src, "murmur.yaml"), []byte("name: "+name+"\nversion: \""+version+"\"\n"), 0o644)
-	os.WriteFile(filepath.Join(src, "capsule.wasm"), append([]byte("\x00asm\x01\x00\x00\x00"), extra...), 0o644)
-	var buf bytes.Buffer
-	if _, err := artifact.Pack(src, &buf); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, name+"-"+version+".mur.zip")
-	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 func fileSum(t *testing.T, path string) (string, int64) {
 	t.Helper()
@@ -52,25 +33,10 @@ func fileSum(t *testing.T, path string) (string, int64) {
 	return hex.EncodeToString(sum[:]), int64(len(b))
 }
 
-func wantToken(t *testing.T, err error, tok errs.Token, mentions ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("got no error, want %s", tok)
-	}
-	if !errors.Is(err, tok) {
-		t.Fatalf("got %v (token %s), want token %s", err, errs.TokenOf(err), tok)
-	}
-	for _, m := range mentions {
-		if !strings.Contains(err.Error(), m) {
-			t.Errorf("error %q does not mention %q", err, m)
-		}
-	}
-}
-
 func TestIndexFiles(t *testing.T) {
 	dir := t.TempDir()
-	grepFile := packFile(t, dir, "grep", "1.2.0", "g")
-	findFile := packFile(t, dir, "find", "0.3.0+b1", "f")
+	grepFile := packtest.File(t, dir, "grep", "1.2.0", packtest.Tagged("g"))
+	findFile := packtest.File(t, dir, "find", "0.3.0+b1", packtest.Tagged("f"))
 	ix, err := publish.IndexFiles([]string{grepFile, findFile}, "acme", "v1.2.0", "linux-x86_64")
 	if err != nil {
 		t.Fatal(err)
@@ -121,9 +87,9 @@ func TestIndexFiles(t *testing.T) {
 
 func TestIndexFilesRefusals(t *testing.T) {
 	dir := t.TempDir()
-	good := packFile(t, dir, "grep", "1.2.0", "a")
+	good := packtest.File(t, dir, "grep", "1.2.0", packtest.Tagged("a"))
 	otherDir := t.TempDir()
-	sameVersion := packFile(t, otherDir, "grep", "1.2.0", "b")
+	sameVersion := packtest.File(t, otherDir, "grep", "1.2.0", packtest.Tagged("b"))
 
 	// A packed name that carries a scope is not a bare name: the reader refuses it.
 	scoped := filepath.Join(dir, "scoped.mur.zip")
@@ -159,13 +125,13 @@ func TestIndexFilesRefusals(t *testing.T) {
 			if ix != nil {
 				t.Errorf("an index was returned with the error")
 			}
-			wantToken(t, err, c.tok, c.mentions...)
+			errtest.WantToken(t, err, c.tok, c.mentions...)
 		})
 	}
 }
 
 func TestFromFile(t *testing.T) {
-	file := packFile(t, t.TempDir(), "grep", "1.2.0", "x")
+	file := packtest.File(t, t.TempDir(), "grep", "1.2.0", packtest.Tagged("x"))
 	it, err := publish.FromFile(file, "acme", "any")
 	if err != nil {
 		t.Fatal(err)
@@ -177,11 +143,11 @@ func TestFromFile(t *testing.T) {
 	}
 
 	_, err = publish.FromFile(file, "local", "any")
-	wantToken(t, err, errs.Usage, "local")
+	errtest.WantToken(t, err, errs.Usage, "local")
 	_, err = publish.FromFile(file, "", "any")
-	wantToken(t, err, errs.Usage, "--scope")
+	errtest.WantToken(t, err, errs.Usage, "--scope")
 	_, err = publish.FromFile(filepath.Join(t.TempDir(), "gone.mur.zip"), "acme", "any")
-	wantToken(t, err, errs.NotFound, "gone.mur.zip")
+	errtest.WantToken(t, err, errs.NotFound, "gone.mur.zip")
 
 	// Push sends the file's bytes, and the store serves the same digest back.
 	st, err := ocistore.Open("oci-layout:"+filepath.Join(t.TempDir(), "store"), ocistore.Options{})
@@ -221,7 +187,7 @@ func casWithLock(t *testing.T, file, name, version, platform string) (*cas.Store
 }
 
 func TestFromCAS(t *testing.T) {
-	file := packFile(t, t.TempDir(), "grep", "1.2.0", "y")
+	file := packtest.File(t, t.TempDir(), "grep", "1.2.0", packtest.Tagged("y"))
 	s, l, d := casWithLock(t, file, "acme/grep", "1.2.0", "any")
 	grep := ref.Name{Scope: "acme", Name: "grep"}
 	for _, version := range []string{"1.2.0", ref.Latest} {
@@ -237,27 +203,27 @@ func TestFromCAS(t *testing.T) {
 	}
 
 	_, err := publish.FromCAS(s, l, ref.Ref{Name: grep, Version: "1.3.0"}, "any")
-	wantToken(t, err, errs.NotFound, "1.2.0", "1.3.0")
+	errtest.WantToken(t, err, errs.NotFound, "1.2.0", "1.3.0")
 	_, err = publish.FromCAS(s, l, ref.Ref{Name: ref.Name{Scope: "acme", Name: "find"}, Version: "1.0.0"}, "any")
-	wantToken(t, err, errs.NotFound, "acme/find", "mur pull")
+	errtest.WantToken(t, err, errs.NotFound, "acme/find", "mur pull")
 
 	// Scope local came from a file on disk: it is never published, even from the CAS.
 	ls, ll, _ := casWithLock(t, file, "local/grep", "1.2.0", "any")
 	_, err = publish.FromCAS(ls, ll, ref.Ref{Name: ref.Name{Scope: "local", Name: "grep"}, Version: "1.2.0"}, "any")
-	wantToken(t, err, errs.Usage, "local/grep", "--scope")
+	errtest.WantToken(t, err, errs.Usage, "local/grep", "--scope")
 
 	// A damaged blob is refused, not mirrored.
 	os.Chmod(s.Path(d), 0o644)
 	os.WriteFile(s.Path(d), []byte("damaged"), 0o644)
 	_, err = publish.FromCAS(s, l, ref.Ref{Name: grep, Version: "1.2.0"}, "any")
-	wantToken(t, err, errs.Integrity, d.String())
+	errtest.WantToken(t, err, errs.Integrity, d.String())
 	// It went to quarantine; asking again finds it missing.
 	_, err = publish.FromCAS(s, l, ref.Ref{Name: grep, Version: "1.2.0"}, "any")
-	wantToken(t, err, errs.NotFound)
+	errtest.WantToken(t, err, errs.NotFound)
 }
 
 func TestFromCASPlatforms(t *testing.T) {
-	file := packFile(t, t.TempDir(), "grep", "1.2.0", "z")
+	file := packtest.File(t, t.TempDir(), "grep", "1.2.0", packtest.Tagged("z"))
 	s, l, d := casWithLock(t, file, "acme/grep", "1.2.0", "linux-x86_64")
 	grep := ref.Ref{Name: ref.Name{Scope: "acme", Name: "grep"}, Version: "1.2.0"}
 	it, err := publish.FromCAS(s, l, grep, "linux-x86_64")
@@ -268,5 +234,5 @@ func TestFromCASPlatforms(t *testing.T) {
 		t.Fatalf("item %+v", it)
 	}
 	_, err = publish.FromCAS(s, l, grep, "darwin-aarch64")
-	wantToken(t, err, errs.NotFound, "darwin-aarch64")
+	errtest.WantToken(t, err, errs.NotFound, "darwin-aarch64")
 }

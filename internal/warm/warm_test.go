@@ -14,41 +14,15 @@ import (
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
-	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/testfakes/packtest"
 	"github.com/murmur-nexus/mur/lock"
 )
 
-// emptyModule is the smallest valid wasm module.
-const emptyModule = "\x00asm\x01\x00\x00\x00"
-
-// wasmOf is the payload of acme/<name>: an empty module with a custom section named after it,
-// so that a test can tell which payload was compiled.
-func wasmOf(name string) []byte {
-	w := append([]byte(emptyModule), 0, byte(1+len(name)), byte(len(name)))
-	return append(w, name...)
-}
-
 // packed builds a packed artifact; description makes two builds of one version differ.
-func packed(t *testing.T, name, version, description string) []byte {
-	t.Helper()
-	dir := t.TempDir()
-	y := "name: " + name + "\nversion: \"" + version + "\"\n"
-	if description != "" {
-		y += "description: " + description + "\n"
-	}
-	if err := os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(y), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "capsule.wasm"), wasmOf(name), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := artifact.Pack(dir, &buf); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
+func packed(name, version, description string) []byte {
+	return packtest.Spec{Name: name, Version: version, Description: description, Wasm: packtest.Tagged(name)}.Zip()
 }
 
 func openLayout(t *testing.T, dir string) fetch.Store {
@@ -130,8 +104,8 @@ func (c compiles) fn(ctx context.Context, wasm []byte) error {
 
 func twoArtifacts(t *testing.T) []pin {
 	return []pin{
-		{"acme/one", "1.0.0", ref.PlatformAny, packed(t, "one", "1.0.0", "")},
-		{"acme/two", "2.0.0", ref.PlatformAny, packed(t, "two", "2.0.0", "")},
+		{"acme/one", "1.0.0", ref.PlatformAny, packed("one", "1.0.0", "")},
+		{"acme/two", "2.0.0", ref.PlatformAny, packed("two", "2.0.0", "")},
 	}
 }
 
@@ -169,8 +143,8 @@ func TestRunFetchesThenCaches(t *testing.T) {
 		if err := fetch.CheckStaged(m.project, n, p.digest()); err != nil {
 			t.Errorf("tools/ of %s: %v", p.name, err)
 		}
-		if calls[string(wasmOf(n.Name))] != 1 {
-			t.Errorf("%s was precompiled %d times, want once", p.name, calls[string(wasmOf(n.Name))])
+		if calls[string(packtest.Tagged(n.Name))] != 1 {
+			t.Errorf("%s was precompiled %d times, want once", p.name, calls[string(packtest.Tagged(n.Name))])
 		}
 	}
 	if len(calls) != 2 {
@@ -187,8 +161,8 @@ func TestRunFetchesThenCaches(t *testing.T) {
 	// Warm compiles cache hits too: a cache copied from another machine has no compiled forms.
 	for _, p := range pins {
 		n, _ := ref.ParseName(p.name)
-		if calls[string(wasmOf(n.Name))] != 2 {
-			t.Errorf("%s was precompiled %d times over two warms, want twice", p.name, calls[string(wasmOf(n.Name))])
+		if calls[string(packtest.Tagged(n.Name))] != 2 {
+			t.Errorf("%s was precompiled %d times over two warms, want twice", p.name, calls[string(packtest.Tagged(n.Name))])
 		}
 	}
 	if lockAfter, _ := os.ReadFile(m.project.LockPath()); !bytes.Equal(lockAfter, lockBefore) {
@@ -266,9 +240,9 @@ func otherPlatform(t *testing.T) (host, other string) {
 func TestRunAllPlatforms(t *testing.T) {
 	host, other := otherPlatform(t)
 	pins := []pin{
-		{"acme/one", "1.0.0", ref.PlatformAny, packed(t, "one", "1.0.0", "")},
-		{"acme/multi", "3.0.0", host, packed(t, "multi", "3.0.0", "for "+host)},
-		{"acme/multi", "3.0.0", other, packed(t, "multi", "3.0.0", "for "+other)},
+		{"acme/one", "1.0.0", ref.PlatformAny, packed("one", "1.0.0", "")},
+		{"acme/multi", "3.0.0", host, packed("multi", "3.0.0", "for "+host)},
+		{"acme/multi", "3.0.0", other, packed("multi", "3.0.0", "for "+other)},
 	}
 	store := openLayout(t, filepath.Join(t.TempDir(), "store"))
 	for _, p := range pins {
@@ -303,7 +277,7 @@ func TestRunAllPlatforms(t *testing.T) {
 			t.Errorf("%s for %s is not in the CAS", p.name, p.platform)
 		}
 	}
-	if calls[string(wasmOf("one"))] != 2 || calls[string(wasmOf("multi"))] != 2 {
+	if calls[string(packtest.Tagged("one"))] != 2 || calls[string(packtest.Tagged("multi"))] != 2 {
 		t.Errorf("precompile calls %v: want each payload this machine runs compiled once per warm", calls)
 	}
 	// tools/ still holds this machine's build.
@@ -326,9 +300,9 @@ func TestRunAllPlatforms(t *testing.T) {
 func TestRunUnservedPlatform(t *testing.T) {
 	host, other := otherPlatform(t)
 	pins := []pin{
-		{"acme/one", "1.0.0", ref.PlatformAny, packed(t, "one", "1.0.0", "")},
-		{"acme/multi", "3.0.0", host, packed(t, "multi", "3.0.0", "for "+host)},
-		{"acme/multi", "3.0.0", other, packed(t, "multi", "3.0.0", "for "+other)},
+		{"acme/one", "1.0.0", ref.PlatformAny, packed("one", "1.0.0", "")},
+		{"acme/multi", "3.0.0", host, packed("multi", "3.0.0", "for "+host)},
+		{"acme/multi", "3.0.0", other, packed("multi", "3.0.0", "for "+other)},
 	}
 	store := openLayout(t, filepath.Join(t.TempDir(), "store"))
 	push(t, store, pins[0])

@@ -1,51 +1,17 @@
 package githubfake
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
-	"sort"
-	"time"
 
-	"github.com/klauspost/compress/zip"
+	"github.com/murmur-nexus/mur/internal/testfakes/packtest"
 )
-
-// EmptyModule is the smallest valid WebAssembly core module.
-var EmptyModule = []byte("\x00asm\x01\x00\x00\x00")
 
 // PackArtifact builds the bytes of a .mur.zip holding murmur.yaml (bare name and version) and
 // capsule.wasm (an empty module). The same arguments always give the same bytes.
 func PackArtifact(bareName, version string) []byte {
-	manifest := fmt.Sprintf("name: %s\nversion: %q\nruntime: tool\n", bareName, version)
-	return PackFiles(map[string][]byte{"murmur.yaml": []byte(manifest), "capsule.wasm": EmptyModule})
-}
-
-// PackFiles builds a zip of the given root-level files, in name order, with fixed timestamps.
-func PackFiles(files map[string][]byte) []byte {
-	names := make([]string, 0, len(files))
-	for n := range files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	for _, n := range names {
-		w, err := zw.CreateHeader(&zip.FileHeader{
-			Name:     n,
-			Method:   zip.Deflate,
-			Modified: time.Date(1980, 1, 1, 0, 0, 0, 0, time.UTC),
-		})
-		if err != nil {
-			panic(err) // writing to memory can't fail
-		}
-		_, _ = w.Write(files[n])
-	}
-	if err := zw.Close(); err != nil {
-		panic(err)
-	}
-	return buf.Bytes()
+	return packtest.Zip(bareName, version, nil)
 }
 
 // Artifact is one packed artifact as a publisher releases it.

@@ -20,7 +20,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // Binary is where Debian's docker-registry package installs the registry.
@@ -200,3 +203,24 @@ func StartInProcess(t testing.TB, wrap func(http.Handler) http.Handler) *Registr
 	t.Cleanup(r.Stop)
 	return r
 }
+
+// PutManifest stores raw under repo:tag exactly as given, with Content-Type mediaType, so that a
+// test can serve a manifest that no well-behaved client would push.
+func (r *Registry) PutManifest(t testing.TB, repo, tag string, raw []byte, mediaType string) {
+	t.Helper()
+	ref, err := name.NewTag(r.addr+"/"+repo+":"+tag, name.Insecure)
+	if err != nil {
+		t.Fatalf("registry: bad reference %s/%s:%s: %v", r.addr, repo, tag, err)
+	}
+	if err := remote.Put(ref, rawManifest{raw, types.MediaType(mediaType)}); err != nil {
+		t.Fatalf("registry: putting manifest %s: %v", ref, err)
+	}
+}
+
+type rawManifest struct {
+	raw []byte
+	mt  types.MediaType
+}
+
+func (m rawManifest) RawManifest() ([]byte, error)        { return m.raw, nil }
+func (m rawManifest) MediaType() (types.MediaType, error) { return m.mt, nil }
