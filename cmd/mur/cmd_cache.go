@@ -36,7 +36,7 @@ func openCacheStore(e *env) (*cas.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return cas.Open(h.CAS())
+	return openCAS(h)
 }
 
 func noArgs(name string, args []string) error {

@@ -47,6 +47,10 @@ func (h Home) ConfigFile() string { return filepath.Join(h.Root, "config.yaml") 
 // EnsurePrivateDir creates dir and its missing parents at 0700 and reasserts 0700 on dir itself,
 // so that a folder someone loosened by hand is tightened again on the next use.
 func EnsurePrivateDir(dir string) error {
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() && fi.Mode().Perm() == 0o700 {
+		// Already private: no write, so that a read-only home (a restored CI cache) still reads.
+		return nil
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return errs.Wrap(err, errs.IO, "can't create %s: %v; check that its parent is writable and the disk is not full", dir, err)
 	}
