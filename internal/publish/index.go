@@ -2,7 +2,6 @@ package publish
 
 import (
 	"path/filepath"
-	"strings"
 
 	"github.com/murmur-nexus/mur/fetch/github"
 	"github.com/murmur-nexus/mur/internal/artifact"
@@ -28,16 +27,9 @@ func IndexFiles(files []string, scope, release, platform string) (*github.Index,
 			return nil, err
 		}
 		c.Close()
+		// The reader has already refused a packed name that is not one bare segment (a scoped
+		// name included), so the name is the scope's to claim.
 		name := a.Manifest.Name
-		if s, n, ok := strings.Cut(name, "/"); ok {
-			if s != scope {
-				return nil, errs.New(errs.InvalidArtifact, "%s is packed as %s, which belongs to scope %s, not %s; index it under its own scope", f, name, s, scope)
-			}
-			name = n
-		}
-		if err := ref.ValidateSegment(name); err != nil {
-			return nil, errs.New(errs.InvalidArtifact, "%s: packed name: %s", f, errs.Message(err))
-		}
 		d, n, err := hashFile(f)
 		if err != nil {
 			return nil, err
