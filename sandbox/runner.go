@@ -417,5 +417,8 @@ func (r *Runner) PayloadDir() string {
 	if !r.CacheInUse() {
 		return ""
 	}
-	return filepath.Join(r.opt.CacheDir, "payloads")
+	return PayloadDir(r.opt.CacheDir)
 }
+
+// PayloadDir is the folder of kept payloads inside the compiled cache cacheDir.
+func PayloadDir(cacheDir string) string { return filepath.Join(cacheDir, "payloads") }

@@ -15,8 +15,10 @@ import (
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/launch"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
+	"github.com/murmur-nexus/mur/sandbox"
 )
 
 func cacheCmd() *command {
@@ -194,8 +196,25 @@ Temporary files that ingests killed mid-way left in ingest/ are removed once no 
 			if err != nil {
 				return err
 			}
+			h, err := e.Home()
+			if err != nil {
+				return err
+			}
+			// A payload kept for warm starts goes with its blob. In a dry run the blobs are
+			// still there, so the ones gc would remove count as gone.
+			removed := map[digest.Digest]bool{}
+			for _, b := range rep.Blobs {
+				removed[b.Digest] = true
+			}
+			payloads, err := launch.PrunePayloads(sandbox.PayloadDir(h.Compiled()), func(d digest.Digest) bool { return s.Has(d) && !removed[d] }, dryRun)
+			if err != nil {
+				return err
+			}
 			if e.g.json {
-				return e.JSON(rep)
+				return e.JSON(struct {
+					cas.GCReport
+					Payloads []string `json:"payloads"`
+				}{rep, payloads})
 			}
 			verb := "removed"
 			if dryRun {
@@ -209,6 +228,9 @@ Temporary files that ingests killed mid-way left in ingest/ are removed once no 
 			}
 			for _, p := range rep.Quarantine {
 				fmt.Fprintf(e.stdout, "%s quarantined %s\n", verb, p)
+			}
+			for _, p := range payloads {
+				fmt.Fprintf(e.stdout, "%s kept payload %s\n", verb, p)
 			}
 			e.Progress("%s %d blobs and %d leftovers, %s; %d blobs kept", verb, len(rep.Blobs), len(rep.Ingest)+len(rep.Quarantine), humanBytes(rep.Freed), rep.Kept)
 			return nil

@@ -144,6 +144,16 @@ func TestRunStateAndExplain(t *testing.T) {
 	}
 	w.ok("verify", "--repair")
 	w.ok("verify")
+
+	// The payload kept for warm starts goes with its blob when gc removes the blob.
+	payloads := filepath.Join(w.home, "compiled", "payloads")
+	if ents, _ := os.ReadDir(payloads); len(ents) != 1 {
+		t.Fatalf("kept payloads after two runs: %v", ents)
+	}
+	w.ok("cache", "gc", "--older-than", "0s")
+	if ents, _ := os.ReadDir(payloads); len(ents) != 0 {
+		t.Fatalf("kept payloads after gc removed their blob: %v", ents)
+	}
 }
 
 func TestRunExitCodes(t *testing.T) {

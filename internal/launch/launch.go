@@ -303,6 +303,34 @@ func Load(store *cas.Store, d digest.Digest, payloadDir string) ([]byte, *artifa
 	return wasm, a, nil
 }
 
+// PrunePayloads removes the kept payloads whose blob the CAS no longer holds, and returns
+// their paths; with dryRun it only lists them.
+func PrunePayloads(payloadDir string, has func(digest.Digest) bool, dryRun bool) ([]string, error) {
+	ents, err := os.ReadDir(payloadDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, errs.Wrap(err, errs.IO, "can't list %s: %v", payloadDir, err)
+	}
+	var gone []string
+	for _, e := range ents {
+		hex, ok := strings.CutSuffix(e.Name(), ".wasm")
+		d, err := ref.DigestFromHex(hex)
+		if ok && err == nil && has(d) {
+			continue
+		}
+		p := filepath.Join(payloadDir, e.Name())
+		if !dryRun {
+			if err := os.RemoveAll(p); err != nil {
+				return gone, errs.Wrap(err, errs.IO, "can't remove %s: %v", p, err)
+			}
+		}
+		gone = append(gone, p)
+	}
+	return gone, nil
+}
+
 // mapFile maps a file read-only, with its pages faulted in by one call: on a virtual machine
 // copying megabytes into fresh heap memory costs a page fault per 4 KiB, which is most of a warm
 // start's loading. The mapping lives as long as the process, which for `mur run` is one run.

@@ -747,3 +747,30 @@ func TestExplain(t *testing.T) {
 		}
 	}
 }
+
+func TestPrunePayloads(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "payloads")
+	if gone, err := PrunePayloads(dir, func(digest.Digest) bool { return true }, false); err != nil || gone != nil {
+		t.Fatalf("missing folder: %v, %v", gone, err)
+	}
+	os.MkdirAll(dir, 0o700)
+	keep, drop := digest.FromString("keep"), digest.FromString("drop")
+	for _, name := range []string{keep.Encoded() + ".wasm", drop.Encoded() + ".wasm", "junk.tmp"} {
+		os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o600)
+	}
+	has := func(d digest.Digest) bool { return d == keep }
+	gone, err := PrunePayloads(dir, has, true)
+	if err != nil || len(gone) != 2 {
+		t.Fatalf("dry run: %v, %v", gone, err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 3 {
+		t.Fatalf("a dry run removed files: %v", ents)
+	}
+	if gone, err = PrunePayloads(dir, has, false); err != nil || len(gone) != 2 {
+		t.Fatalf("prune: %v, %v", gone, err)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 || ents[0].Name() != keep.Encoded()+".wasm" {
+		t.Fatalf("left %v, want only the kept blob's payload", ents)
+	}
+}
