@@ -7,11 +7,11 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/opencontainers/go-digest"
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/launch"
-	"github.com/murmur-nexus/mur/lock"
 	"github.com/murmur-nexus/mur/sandbox"
 )
 
@@ -57,11 +57,7 @@ artifact is not pulled. --explain-scope prints the grants and changes nothing.`,
 
 func runArtifact(e *env, artifact string, guestArgs []string, workdir string, timeout time.Duration, explain bool) error {
 	fail := func(code int, err error) error { return &exitCode{code: code, err: err} }
-	p, err := e.openProject()
-	if err != nil {
-		return fail(exitRunnerFailed, err)
-	}
-	l, err := lock.Read(p.LockPath())
+	p, l, err := e.openLocked()
 	if err != nil {
 		return fail(exitRunnerFailed, err)
 	}
@@ -106,7 +102,7 @@ func runArtifact(e *env, artifact string, guestArgs []string, workdir string, ti
 		return fail(exitRunnerFailed, err)
 	}
 	defer runner.Close(context.Background())
-	wasm, _, err := launch.Load(store, digestOf(plan.Digest), runner.PayloadDir())
+	wasm, _, err := launch.Load(store, digest.Digest(plan.Digest), runner.PayloadDir())
 	if err != nil {
 		if errors.Is(err, errs.NotFound) {
 			return fail(exitNotPulled, errs.Wrap(err, errs.NotFound, "%s is pinned but its blob %s is not in the CAS; run 'mur pull %s'", plan.Artifact, plan.Digest, plan.Artifact))

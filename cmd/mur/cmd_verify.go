@@ -8,7 +8,6 @@ import (
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/internal/check"
 	"github.com/murmur-nexus/mur/internal/errs"
-	"github.com/murmur-nexus/mur/lock"
 	"github.com/murmur-nexus/mur/sandbox"
 )
 
@@ -33,11 +32,7 @@ problem; exit 1 if there is any. --repair fetches and restores what it can.`,
 			if len(args) > 0 {
 				return usagef("mur verify takes no arguments, found %q", args)
 			}
-			p, err := e.openProject()
-			if err != nil {
-				return err
-			}
-			l, err := lock.Read(p.LockPath())
+			p, l, err := e.openLocked()
 			if err != nil {
 				return err
 			}

@@ -9,7 +9,6 @@ import (
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/internal/warm"
-	"github.com/murmur-nexus/mur/lock"
 	"github.com/murmur-nexus/mur/sandbox"
 )
 
@@ -37,11 +36,7 @@ OCI layout folder that other machines can use as the store oci-layout:DIR.`,
 			if len(args) > 0 {
 				return usagef("mur warm takes no arguments, found %q; it warms what murmur.lock pins", args)
 			}
-			p, err := e.openProject()
-			if err != nil {
-				return err
-			}
-			l, err := lock.Read(p.LockPath())
+			p, l, err := e.openLocked()
 			if err != nil {
 				return err
 			}

@@ -317,10 +317,3 @@ func printCommandHelp(w io.Writer, path string, c *command, g *globals) {
 
 // usagef is a usage error for a command's arguments.
 func usagef(format string, args ...any) error { return errs.New(errs.Usage, format, args...) }
-
-// notYet marks a command whose implementation lands in a later issue.
-func notYet(name string) func(e *env, args []string) error {
-	return func(e *env, args []string) error {
-		return errs.New(errs.Internal, "'mur %s' is not built yet", name)
-	}
-}

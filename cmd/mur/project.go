@@ -15,6 +15,7 @@ import (
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/home"
 	"github.com/murmur-nexus/mur/internal/manifest"
+	"github.com/murmur-nexus/mur/lock"
 )
 
 // project is what most commands work on: the folder with murmur.yaml and murmur.lock, the
@@ -62,6 +63,19 @@ func (e *env) openProject() (*project, error) {
 	}
 	p.cfg = cfg
 	return p, nil
+}
+
+// openLocked opens the project and reads its murmur.lock (empty when there is none).
+func (e *env) openLocked() (*project, *lock.Lock, error) {
+	p, err := e.openProject()
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := lock.Read(p.LockPath())
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, l, nil
 }
 
 // openCAS opens the content-addressed store, creating the home at 0700 if needed.

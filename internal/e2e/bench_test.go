@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/murmur-nexus/mur/internal/testfakes/githubfake"
+	"github.com/murmur-nexus/mur/internal/testfakes/packtest"
 	"github.com/murmur-nexus/mur/internal/testfakes/registry"
 	"github.com/murmur-nexus/mur/internal/testguest"
 )
@@ -76,10 +77,8 @@ func runTimed(b *testing.B, c *exec.Cmd) {
 func benchPull(b *testing.B, size int) {
 	reg := registry.Start(b)
 	dir := b.TempDir()
-	w := &world{home: filepath.Join(dir, "home"), project: filepath.Join(dir, "project")}
-	os.MkdirAll(filepath.Join(w.project, ".murmur"), 0o755)
-	w.env = []string{"MURMUR_HOME=" + w.home, "HOME=" + dir, "PATH=" + os.Getenv("PATH")}
-	f := pack(b, dir, "big", "1.0.0", bigModule(size))
+	w := newWorld(b)
+	f := packtest.File(b, dir, "big", "1.0.0", packtest.Module(size, uint64(size)))
 	store := "oci://" + reg.Addr() + "/murmur"
 	c := w.cmd("push", f, "--scope", "bench", "--store", store)
 	runTimed(b, c)
@@ -136,13 +135,11 @@ func BenchmarkWarmLockedPull20(b *testing.B) {
 	defer srv.Close()
 	store := "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/murmur"
 	dir := b.TempDir()
-	w := &world{home: filepath.Join(dir, "home"), project: filepath.Join(dir, "project")}
-	os.MkdirAll(filepath.Join(w.project, ".murmur"), 0o755)
-	w.env = []string{"MURMUR_HOME=" + w.home, "HOME=" + dir, "PATH=" + os.Getenv("PATH")}
+	w := newWorld(b)
 	var names []string
 	for i := 0; i < 20; i++ {
 		name := fmt.Sprintf("t%02d", i)
-		f := pack(b, dir, name, "1.0.0", bigModule(64<<10+i))
+		f := packtest.File(b, dir, name, "1.0.0", packtest.Module(64<<10+i, uint64(64<<10+i)))
 		runTimed(b, w.cmd("push", f, "--scope", "bench", "--store", store))
 		names = append(names, "bench/"+name+"@1.0.0")
 	}
@@ -165,15 +162,13 @@ func BenchmarkWarmLockedPull20(b *testing.B) {
 // sha256sum and a single-goroutine Go hash of the same files.
 func BenchmarkVerify(b *testing.B) {
 	dir := b.TempDir()
-	w := &world{home: filepath.Join(dir, "home"), project: filepath.Join(dir, "project")}
-	os.MkdirAll(filepath.Join(w.project, ".murmur"), 0o755)
-	w.env = []string{"MURMUR_HOME=" + w.home, "HOME=" + dir, "PATH=" + os.Getenv("PATH")}
+	w := newWorld(b)
 	store := "oci-layout:" + filepath.Join(dir, "store")
 	var names, files []string
 	const n, size = 32, 16 << 20
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("v%02d", i)
-		f := pack(b, dir, name, "1.0.0", bigModule(size))
+		f := packtest.File(b, dir, name, "1.0.0", packtest.Module(size, uint64(i)))
 		runTimed(b, w.cmd("push", f, "--scope", "bench", "--store", store))
 		names = append(names, "bench/"+name+"@1.0.0")
 	}
@@ -213,13 +208,11 @@ func BenchmarkVerify(b *testing.B) {
 // a bare wazero program with a warm cache, and mur with a cold cache.
 func BenchmarkRunHello(b *testing.B) {
 	dir := b.TempDir()
-	w := &world{home: filepath.Join(dir, "home"), project: filepath.Join(dir, "project")}
-	os.MkdirAll(filepath.Join(w.project, ".murmur"), 0o755)
-	w.env = []string{"MURMUR_HOME=" + w.home, "HOME=" + dir, "PATH=" + os.Getenv("PATH")}
+	w := newWorld(b)
 	wasm := testguest.Build(b, "hello")
 	wasmPath := filepath.Join(dir, "hello.wasm")
 	os.WriteFile(wasmPath, wasm, 0o644)
-	f := pack(b, dir, "hello", "1.0.0", wasm)
+	f := packtest.File(b, dir, "hello", "1.0.0", wasm)
 	store := "oci-layout:" + filepath.Join(dir, "store")
 	runTimed(b, w.cmd("push", f, "--scope", "bench", "--store", store))
 	os.WriteFile(filepath.Join(w.project, ".murmur", "config.yaml"), []byte("stores: [\""+store+"\"]\n"), 0o644)
@@ -256,14 +249,12 @@ func BenchmarkRunHello(b *testing.B) {
 func BenchmarkPullJobs(b *testing.B) {
 	reg := registry.Start(b)
 	dir := b.TempDir()
-	w := &world{home: filepath.Join(dir, "home"), project: filepath.Join(dir, "project")}
-	os.MkdirAll(filepath.Join(w.project, ".murmur"), 0o755)
-	w.env = []string{"MURMUR_HOME=" + w.home, "HOME=" + dir, "PATH=" + os.Getenv("PATH")}
+	w := newWorld(b)
 	store := "oci://" + reg.Addr() + "/murmur"
 	var names []string
 	for i := 0; i < 50; i++ {
 		name := "j" + string(rune('a'+i/26)) + string(rune('a'+i%26))
-		f := pack(b, dir, name, "1.0.0", bigModule(128<<10+i))
+		f := packtest.File(b, dir, name, "1.0.0", packtest.Module(128<<10+i, uint64(128<<10+i)))
 		runTimed(b, w.cmd("push", f, "--scope", "bench", "--store", store))
 		names = append(names, "bench/"+name+"@1.0.0")
 	}
@@ -319,16 +310,15 @@ func cranePath(b *testing.B) string {
 func BenchmarkSourcePull64MiB(b *testing.B) {
 	const size = 64 << 20
 	dir := b.TempDir()
-	f := pack(b, dir, "big", "1.0.0", bigModule(size))
+	f := packtest.File(b, dir, "big", "1.0.0", packtest.Module(size, uint64(size)))
 	data, _ := os.ReadFile(f)
 	gh := githubfake.New(b)
 	gh.AddRepo("bench", "murmur-artifacts", 1, 2)
 	gh.Publish("bench", "murmur-artifacts", "bench", githubfake.Artifact{Name: "bench/big", Version: "1.0.0", Release: "v1.0.0", Asset: "big-1.0.0.mur.zip", Data: data})
 	reg := registry.Start(b)
 	store := "oci://" + reg.Addr() + "/murmur"
-	w := &world{home: filepath.Join(dir, "home"), project: filepath.Join(dir, "project")}
-	os.MkdirAll(filepath.Join(w.project, ".murmur"), 0o755)
-	w.env = []string{"MURMUR_HOME=" + w.home, "HOME=" + dir, "PATH=" + os.Getenv("PATH"), "MUR_GITHUB_API_BASE=" + gh.APIURL()}
+	w := newWorld(b)
+	w.env = append(w.env, "MUR_GITHUB_API_BASE="+gh.APIURL())
 	runTimed(b, w.cmd("push", f, "--scope", "bench", "--store", store))
 	for _, from := range []string{"sources", "stores"} {
 		b.Run(from, func(b *testing.B) {

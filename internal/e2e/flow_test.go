@@ -12,6 +12,7 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
+	"github.com/murmur-nexus/mur/internal/testfakes/packtest"
 	"github.com/murmur-nexus/mur/internal/testfakes/registry"
 	"github.com/murmur-nexus/mur/internal/testguest"
 )
@@ -23,11 +24,11 @@ func TestPullFromRealRegistry(t *testing.T) {
 	w := newWorld(t)
 	store := "oci://" + reg.Addr() + "/murmur"
 	wasm := testguest.Build(t, "hello")
-	f := pack(t, t.TempDir(), "hello", "1.2.0", wasm)
+	f := packtest.File(t, t.TempDir(), "hello", "1.2.0", wasm)
 	w.ok("push", f, "--scope", "acme", "--store", store)
 	// A second push of the same bytes is a no-op; other bytes under the same version are refused.
 	w.ok("push", f, "--scope", "acme", "--store", store)
-	other := pack(t, t.TempDir(), "hello", "1.2.0", append(append([]byte{}, wasm...), 0, 1, 2))
+	other := packtest.File(t, t.TempDir(), "hello", "1.2.0", append(append([]byte{}, wasm...), 0, 1, 2))
 	w.fails("lock-conflict", "push", other, "--scope", "acme", "--store", store)
 
 	w.stores(store)
@@ -96,7 +97,7 @@ func TestRegistryUnreachable(t *testing.T) {
 func TestRunStateAndExplain(t *testing.T) {
 	w := newWorld(t)
 	store := "oci-layout:" + filepath.Join(t.TempDir(), "store")
-	f := pack(t, t.TempDir(), "state", "1.0.0", testguest.Build(t, "state"))
+	f := packtest.File(t, t.TempDir(), "state", "1.0.0", testguest.Build(t, "state"))
 	w.ok("push", f, "--scope", "acme", "--store", store)
 	w.stores(store)
 	w.write("murmur.yaml", capsuleYAML("acme/state@1.0.0"))
@@ -161,10 +162,10 @@ func TestRunExitCodes(t *testing.T) {
 	store := "oci-layout:" + filepath.Join(t.TempDir(), "store")
 	dir := t.TempDir()
 	for _, g := range []string{"exitcode", "sleeper"} {
-		w.ok("push", pack(t, dir, g, "1.0.0", testguest.Build(t, g)), "--scope", "acme", "--store", store)
+		w.ok("push", packtest.File(t, dir, g, "1.0.0", testguest.Build(t, g)), "--scope", "acme", "--store", store)
 	}
 	component := []byte("\x00asm\x0d\x00\x01\x00")
-	w.ok("push", pack(t, dir, "component", "1.0.0", component), "--scope", "acme", "--store", store)
+	w.ok("push", packtest.File(t, dir, "component", "1.0.0", component), "--scope", "acme", "--store", store)
 	w.stores(store)
 	w.write("murmur.yaml", capsuleYAML("acme/exitcode@1.0.0", "acme/sleeper@1.0.0", "acme/component@1.0.0"))
 	w.ok("pull")
@@ -186,7 +187,7 @@ func TestRunExitCodes(t *testing.T) {
 func TestWarmOffline(t *testing.T) {
 	w := newWorld(t)
 	layout := filepath.Join(t.TempDir(), "store")
-	f := pack(t, t.TempDir(), "hello", "1.0.0", testguest.Build(t, "hello"))
+	f := packtest.File(t, t.TempDir(), "hello", "1.0.0", testguest.Build(t, "hello"))
 	w.ok("push", f, "--scope", "acme", "--store", "oci-layout:"+layout)
 	w.stores("oci-layout:" + layout)
 	w.write("murmur.yaml", capsuleYAML("acme/hello@1.0.0"))
@@ -242,7 +243,7 @@ func TestWarmOffline(t *testing.T) {
 func TestWarmUnservedPlatform(t *testing.T) {
 	w := newWorld(t)
 	layout := filepath.Join(t.TempDir(), "store")
-	f := pack(t, t.TempDir(), "hello", "1.0.0", []byte("\x00asm\x01\x00\x00\x00"))
+	f := packtest.File(t, t.TempDir(), "hello", "1.0.0", []byte("\x00asm\x01\x00\x00\x00"))
 	w.ok("push", f, "--scope", "acme", "--store", "oci-layout:"+layout)
 	w.stores("oci-layout:" + layout)
 	w.write("murmur.yaml", capsuleYAML("acme/hello@1.0.0"))

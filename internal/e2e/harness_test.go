@@ -6,8 +6,6 @@ package e2e
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/binary"
 	"flag"
 	"fmt"
 	"os"
@@ -19,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/lock"
 )
 
@@ -93,13 +90,13 @@ func printSummary(code int) {
 
 // world is one user's machine: a Murmur home and a project folder.
 type world struct {
-	t       *testing.T
+	t       testing.TB
 	home    string
 	project string
 	env     []string
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	t.Helper()
 	root := t.TempDir()
 	w := &world{t: t, home: filepath.Join(root, "home"), project: filepath.Join(root, "project")}
@@ -216,41 +213,4 @@ func (w *world) assertUnchanged(blobs int, lockBefore string) {
 			}
 		}
 	}
-}
-
-// pack builds a .mur.zip of name@version around wasm and returns its path.
-func pack(t testing.TB, dir, name, version string, wasm []byte) string {
-	t.Helper()
-	src := filepath.Join(dir, "src-"+name+"-"+version)
-	if err := os.MkdirAll(src, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(src, "murmur.yaml"), []byte("name: "+name+"\nversion: "+version+"\nruntime: tool\n"), 0o644)
-	os.WriteFile(filepath.Join(src, "capsule.wasm"), wasm, 0o644)
-	out := filepath.Join(dir, name+"-"+version+".mur.zip")
-	f, err := os.Create(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := artifact.Pack(src, f); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// bigModule is a valid, empty wasm module padded with a custom section of random bytes, so that
-// a large artifact doesn't compress away.
-func bigModule(size int) []byte {
-	var b bytes.Buffer
-	b.Write([]byte("\x00asm\x01\x00\x00\x00"))
-	name := "pad"
-	payload := make([]byte, size)
-	rand.Read(payload)
-	body := append([]byte{byte(len(name))}, name...)
-	body = append(body, payload...)
-	b.WriteByte(0)
-	b.Write(binary.AppendUvarint(nil, uint64(len(body))))
-	b.Write(body)
-	return b.Bytes()
 }

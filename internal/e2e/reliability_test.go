@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/internal/testfakes/packtest"
 	"github.com/murmur-nexus/mur/internal/testfakes/registry"
 	"github.com/murmur-nexus/mur/internal/testguest"
 )
@@ -45,7 +46,7 @@ func TestReliabilityKillDuringPull(t *testing.T) {
 	scenario(t, "SIGKILL at several points of a 64 MiB pull from the registry")
 	reg := registry.Start(t)
 	w := newWorld(t)
-	big := pack(t, t.TempDir(), "big", "1.0.0", bigModule(64<<20))
+	big := packtest.File(t, t.TempDir(), "big", "1.0.0", packtest.Module(64<<20, uint64(64<<20)))
 	w.ok("push", big, "--scope", "e2e", "--store", "oci://"+reg.Addr()+"/murmur")
 	slow := throttle(t, reg.Addr(), 48<<20)
 	w.stores("oci://" + slow + "/murmur")
@@ -84,7 +85,7 @@ func TestReliabilityConcurrentPulls(t *testing.T) {
 	dir := t.TempDir()
 	for i := 0; i < 8; i++ {
 		name := "tool" + string(rune('a'+i))
-		f := pack(t, dir, name, "1.0.0", bigModule(256<<10+i))
+		f := packtest.File(t, dir, name, "1.0.0", packtest.Module(256<<10+i, uint64(256<<10+i)))
 		w.ok("push", f, "--scope", "e2e", "--store", store)
 		names = append(names, "e2e/"+name+"@1.0.0")
 	}
@@ -124,7 +125,7 @@ func TestReliabilityCorruption(t *testing.T) {
 	scenario(t, "a corrupted CAS blob and a corrupted compiled entry")
 	w := newWorld(t)
 	store := "oci-layout:" + filepath.Join(t.TempDir(), "store")
-	f := pack(t, t.TempDir(), "hello", "1.0.0", testguest.Build(t, "hello"))
+	f := packtest.File(t, t.TempDir(), "hello", "1.0.0", testguest.Build(t, "hello"))
 	w.ok("push", f, "--scope", "e2e", "--store", store)
 	w.stores(store)
 	w.write("murmur.yaml", capsuleYAML("e2e/hello@1.0.0"))
@@ -163,7 +164,7 @@ func TestReliabilityEscaper(t *testing.T) {
 	scenario(t, "a sandbox escaper")
 	w := newWorld(t)
 	store := "oci-layout:" + filepath.Join(t.TempDir(), "store")
-	f := pack(t, t.TempDir(), "escaper", "1.0.0", testguest.Build(t, "escaper"))
+	f := packtest.File(t, t.TempDir(), "escaper", "1.0.0", testguest.Build(t, "escaper"))
 	w.ok("push", f, "--scope", "e2e", "--store", store)
 	w.stores(store)
 	// No state grant: the escaper's attempt to use state/ must not reach any state store.
@@ -214,7 +215,7 @@ func TestReliabilityHostileInputs(t *testing.T) {
 		w.assertUnchanged(0, "")
 	}
 	store := "oci-layout:" + filepath.Join(t.TempDir(), "store")
-	f := pack(t, dir, "ok", "1.0.0", []byte("\x00asm\x01\x00\x00\x00"))
+	f := packtest.File(t, dir, "ok", "1.0.0", []byte("\x00asm\x01\x00\x00\x00"))
 	w.ok("push", f, "--scope", "e2e", "--store", store)
 	w.stores(store)
 	w.write("murmur.yaml", capsuleYAML("e2e/ok@1.0.0"))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/murmur-nexus/mur/internal/testfakes/githubfake"
+	"github.com/murmur-nexus/mur/internal/testfakes/packtest"
 	"github.com/murmur-nexus/mur/internal/testguest"
 )
 
@@ -26,7 +27,7 @@ func githubWorld(t *testing.T) (*world, *githubfake.Server, githubfake.Artifact)
 	gh.RequireToken("s3cret")
 	gh.AddRepo("acme", "murmur-artifacts", ownerID, repoID)
 	art := githubfake.Artifact{Name: "acme/hello", Version: "1.0.0", Release: "v1.0.0", Asset: "hello-1.0.0.mur.zip",
-		Data: readFile(t, pack(t, t.TempDir(), "hello", "1.0.0", testguest.Build(t, "hello")))}
+		Data: readFile(t, packtest.File(t, t.TempDir(), "hello", "1.0.0", testguest.Build(t, "hello")))}
 	gh.Publish("acme", "murmur-artifacts", "acme", art)
 	w := newWorld(t)
 	w.env = append(w.env, "MUR_GITHUB_API_BASE="+gh.APIURL(), "GITHUB_TOKEN=s3cret", "MUR_NETWORK_TIMEOUT=2s")
@@ -92,7 +93,7 @@ func TestSourcePullPinsOwner(t *testing.T) {
 
 	// The bytes change under the same tag: refused, nothing written.
 	gh.SetOwnerID("acme", "murmur-artifacts", ownerID)
-	evil := readFile(t, pack(t, t.TempDir(), "hello", "1.0.0", []byte("\x00asm\x01\x00\x00\x00")))
+	evil := readFile(t, packtest.File(t, t.TempDir(), "hello", "1.0.0", []byte("\x00asm\x01\x00\x00\x00")))
 	gh.ReplaceAssetBytes("acme", "murmur-artifacts", "v1.0.0", "hello-1.0.0.mur.zip", evil, true)
 	w.fails("integrity", "pull")
 	w.assertUnchanged(0, good)
