@@ -18,7 +18,7 @@ build:
 test: check-registry lint unit reliability
 
 unit:
-	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v /internal/e2e)
+	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v /cmd/mur/e2e)
 
 check-registry:
 	@command -v docker-registry >/dev/null 2>&1 || { \
@@ -51,8 +51,8 @@ ci-demo: build
 
 # The end-to-end suite, run as a compiled test binary so that its summary table is printed.
 reliability: check-registry
-	$(GO) test -c -o bin/e2e.test ./internal/e2e
-	cd internal/e2e && ../../bin/e2e.test -test.count=1 -test.timeout 25m -reliability-summary
+	$(GO) test -c -o bin/e2e.test ./cmd/mur/e2e
+	cd cmd/mur/e2e && ../../../bin/e2e.test -test.count=1 -test.timeout 25m -reliability-summary
 
 clean:
 	rm -rf bin

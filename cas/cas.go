@@ -25,7 +25,6 @@ package cas
 import (
 	"context"
 	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -36,8 +35,8 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
+	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/errs"
-	"github.com/murmur-nexus/mur/internal/home"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
@@ -76,20 +75,11 @@ func Open(root string) (*Store, error) {
 		uses:       filepath.Join(abs, "uses"),
 	}
 	for _, dir := range []string{abs, filepath.Join(abs, "blobs"), s.blobs, s.ingest, s.records, s.quarantine, s.uses} {
-		if err := ensureDir(dir); err != nil {
+		if err := atomicfile.MkdirPrivate(dir); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
-}
-
-// ensureDir skips the chmod when the folder is already private, so that a read-only home (a
-// mounted CI cache, say) can still be read.
-func ensureDir(dir string) error {
-	if fi, err := os.Lstat(dir); err == nil && fi.IsDir() && fi.Mode().Perm() == 0o700 {
-		return nil
-	}
-	return home.EnsurePrivateDir(dir)
 }
 
 // Root is the folder the store lives in.
@@ -97,6 +87,7 @@ func (s *Store) Root() string { return s.root }
 
 // Path is where the blob with digest d lives, whether or not it is there. It is "" for a digest
 // that is malformed or not sha256, so that no hostile digest can name a path outside the store.
+// It is for diagnostics and tests: read blobs through ReaderAt or VerifiedReaderAt.
 func (s *Store) Path(d digest.Digest) string {
 	if checkDigest(d) != nil {
 		return ""
@@ -127,22 +118,6 @@ func (s *Store) Stat(d digest.Digest) (BlobInfo, error) {
 		return BlobInfo{}, pathErr(err, "reading", s.Path(d))
 	}
 	return BlobInfo{Digest: d, Size: fi.Size(), LastUse: s.lastUse(d.Encoded(), fi)}, nil
-}
-
-// Open streams the blob with digest d without checking it. Use OpenVerified for bytes that are
-// about to be trusted.
-func (s *Store) Open(d digest.Digest) (io.ReadCloser, error) {
-	if err := checkDigest(d); err != nil {
-		return nil, err
-	}
-	f, err := os.Open(s.Path(d))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, errs.Wrap(err, errs.NotFound, "blob %s is not in the store at %s; pull the artifact that holds it", d, s.root)
-	}
-	if err != nil {
-		return nil, pathErr(err, "opening", s.Path(d))
-	}
-	return f, nil
 }
 
 // Touch records that the blob with digest d was used now, for GC. It does not rewrite the blob.

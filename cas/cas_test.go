@@ -55,13 +55,13 @@ func TestIngestRoundTrip(t *testing.T) {
 	if err != nil || info.Size != int64(len(data)) || info.Digest != want {
 		t.Fatalf("Stat = %+v, %v", info, err)
 	}
-	for _, open := range []func(digest.Digest) (io.ReadCloser, error){s.Open, s.OpenVerified} {
-		rc, err := open(want)
+	for _, open := range []func(context.Context, digest.Digest) (ReaderAt, error){s.ReaderAt, s.VerifiedReaderAt} {
+		ra, err := open(ctx, want)
 		if err != nil {
 			t.Fatal(err)
 		}
-		back, err := io.ReadAll(rc)
-		rc.Close()
+		back, err := io.ReadAll(io.NewSectionReader(ra, 0, ra.Size()))
+		ra.Close()
 		if err != nil || !bytes.Equal(back, data) {
 			t.Fatalf("read back %d bytes, err %v", len(back), err)
 		}
@@ -254,8 +254,8 @@ func TestBadDigestsRefused(t *testing.T) {
 		}
 		checks := map[string]error{}
 		_, checks["Stat"] = s.Stat(d)
-		_, checks["Open"] = s.Open(d)
-		_, checks["OpenVerified"] = s.OpenVerified(d)
+		_, checks["ReaderAt"] = s.ReaderAt(ctx, d)
+		_, checks["VerifiedReaderAt"] = s.VerifiedReaderAt(ctx, d)
 		checks["Verify"] = s.Verify(ctx, d)
 		checks["Touch"] = s.Touch(d)
 		_, checks["Ingest"] = s.Ingest(ctx, strings.NewReader("hello"), 5, d)
@@ -290,8 +290,11 @@ func TestStatMissingIsNotFound(t *testing.T) {
 	if _, err := s.Stat(d); !errors.Is(err, errs.NotFound) {
 		t.Fatalf("Stat err = %v", err)
 	}
-	if _, err := s.Open(d); !errors.Is(err, errs.NotFound) {
-		t.Fatalf("Open err = %v", err)
+	if _, err := s.ReaderAt(ctx, d); !errors.Is(err, errs.NotFound) {
+		t.Fatalf("ReaderAt err = %v", err)
+	}
+	if _, err := s.VerifiedReaderAt(ctx, d); !errors.Is(err, errs.NotFound) {
+		t.Fatalf("VerifiedReaderAt err = %v", err)
 	}
 	if err := s.Verify(ctx, d); !errors.Is(err, errs.NotFound) {
 		t.Fatalf("Verify err = %v", err)
@@ -376,19 +379,13 @@ func TestCorruptionIsFoundAndQuarantined(t *testing.T) {
 		t.Fatal("stray file still in blobs/sha256")
 	}
 
-	// OpenVerified catches damage while streaming.
+	// VerifiedReaderAt catches damage before handing out a byte.
 	corrupt(t, s, ds[3], 777)
-	rc, err := s.OpenVerified(ds[3])
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = io.ReadAll(rc)
-	rc.Close()
-	if !errors.Is(err, errs.Integrity) {
+	if _, err := s.VerifiedReaderAt(ctx, ds[3]); !errors.Is(err, errs.Integrity) {
 		t.Fatalf("reading a damaged blob: %v, want integrity", err)
 	}
 	if s.Has(ds[3]) {
-		t.Fatal("OpenVerified left the damaged blob in place")
+		t.Fatal("VerifiedReaderAt left the damaged blob in place")
 	}
 
 	// The next ingest brings them back, and everything is clean again.

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -35,43 +34,6 @@ type Damage struct {
 	Problem     string        `json:"problem"`
 	Quarantined string        `json:"quarantined,omitempty"` // where the file was moved, if it was
 }
-
-// OpenVerified streams the blob with digest d and hashes it on the way. At EOF, bytes that do not
-// match d turn into an errs.Integrity error instead of io.EOF, and the blob is quarantined so
-// that the next pull fetches it again. Callers must read to EOF before trusting what they read.
-func (s *Store) OpenVerified(d digest.Digest) (io.ReadCloser, error) {
-	rc, err := s.Open(d)
-	if err != nil {
-		return nil, err
-	}
-	return &verifyingReader{s: s, d: d, f: rc.(*os.File), h: sha256.New()}, nil
-}
-
-type verifyingReader struct {
-	s   *Store
-	d   digest.Digest
-	f   *os.File
-	h   hash.Hash
-	err error // sticky result once EOF was reached
-}
-
-func (r *verifyingReader) Read(p []byte) (int, error) {
-	if r.err != nil {
-		return 0, r.err
-	}
-	n, err := r.f.Read(p)
-	r.h.Write(p[:n])
-	if err == io.EOF {
-		r.err = io.EOF
-		if got := digest.NewDigest(digest.SHA256, r.h); got != r.d {
-			r.err = r.s.damaged(r.f, r.d, got)
-		}
-		return n, r.err
-	}
-	return n, err
-}
-
-func (r *verifyingReader) Close() error { return r.f.Close() }
 
 // damaged quarantines the blob that f was opened from and returns the error to report. Only the
 // very file that was read is moved: a good copy that another process committed meanwhile stays.
@@ -115,11 +77,10 @@ var readBuffers = sync.Pool{New: func() any { b := make([]byte, chunkSize); retu
 
 // verifyOne hashes one blob with buf and returns the bytes read.
 func (s *Store) verifyOne(ctx context.Context, d digest.Digest, buf []byte) (int64, error) {
-	rc, err := s.Open(d)
+	f, err := s.open(d)
 	if err != nil {
 		return 0, err
 	}
-	f := rc.(*os.File)
 	defer f.Close()
 	h := sha256.New()
 	var n int64

@@ -11,22 +11,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opencontainers/go-digest"
-
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/internal/errs"
-	"github.com/murmur-nexus/mur/internal/testfakes/errtest"
+	"github.com/murmur-nexus/mur/internal/errs/errtest"
 )
-
-// ingest puts p into the world's CAS without a pull.
-func (w *world) ingest(p packed) digest.Digest {
-	w.t.Helper()
-	d, err := w.cas.Ingest(context.Background(), bytes.NewReader(p.zip), int64(len(p.zip)), p.digest())
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return d
-}
 
 func TestStageWritesPlainCopies(t *testing.T) {
 	w := newWorld(t)

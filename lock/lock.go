@@ -38,22 +38,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/opencontainers/go-digest"
-	"go.yaml.in/yaml/v3"
-
-	"github.com/murmur-nexus/mur/internal/yamlnode"
 
 	"github.com/murmur-nexus/mur/internal/atomicfile"
-	"github.com/murmur-nexus/mur/internal/config"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/lockedfile"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -65,8 +58,12 @@ const Version = 3
 // FileName is the lock's name beside murmur.yaml.
 const FileName = "murmur.lock"
 
+// Origin says who pinned an entry: 1 to 64 of a-z, 0-9 and '-', starting with a letter. Other
+// tools may pin with their own origin; mur itself only writes OriginOperator.
+type Origin string
+
 // OriginOperator is the default origin: pinned by the person or CI that runs mur.
-const OriginOperator = "operator"
+const OriginOperator Origin = "operator"
 
 // Lock is the content of murmur.lock.
 type Lock struct {
@@ -90,7 +87,7 @@ type Entry struct {
 	Name            string // scope/name
 	ResolvedVersion string
 	SHA256          Hashes
-	Origin          string // OriginOperator unless something else pinned it
+	Origin          Origin // OriginOperator unless something else pinned it
 }
 
 // Hashes holds exactly one of Any and Platforms. Hashes are lowercase hex, without "sha256:".
@@ -205,7 +202,7 @@ func (e *Entry) Digest(platform string) (hex, pinnedPlatform string, ok bool) {
 // another hash for a pinned platform, or mixing "any" with per-platform hashes is a lock-conflict
 // error unless update is true, in which case the new pin replaces the old. An empty origin means
 // OriginOperator.
-func (l *Lock) Upsert(name, version, platform, hex, origin string, update bool) error {
+func (l *Lock) Upsert(name, version, platform, hex string, origin Origin, update bool) error {
 	if _, err := ref.ParseName(name); err != nil {
 		return errs.Wrap(err, errs.Usage, "can't pin %q: %s", name, errs.Message(err))
 	}
@@ -304,7 +301,7 @@ func (l *Lock) Pin(scope string) (ScopePin, bool) {
 // SetPin records scope's owner pin, replacing any earlier one. It refuses scope local always, and
 // scope murmur with any source but github:murmur-nexus/default-artifacts.
 func (l *Lock) SetPin(scope string, pin ScopePin) error {
-	if msg := checkPin(scope, pin); msg != "" {
+	if msg := describePin(scope, pin); msg != "" {
 		return errs.New(errs.InvalidLock, "can't pin scope %q: %s", scope, msg)
 	}
 	if l.Scopes == nil {
@@ -312,38 +309,6 @@ func (l *Lock) SetPin(scope string, pin ScopePin) error {
 	}
 	l.Scopes[scope] = pin
 	return nil
-}
-
-// checkPin says what is wrong with a scope pin, or "".
-func checkPin(scope string, pin ScopePin) string {
-	if err := ref.ValidateSegment(scope); err != nil {
-		return "the scope " + errs.Message(err)
-	}
-	if _, _, err := config.ParseSource(pin.Source); err != nil {
-		return errs.Message(err)
-	}
-	switch {
-	case scope == ref.ScopeLocal:
-		return "scope local is reserved for files on disk and is never served by a source, so it has no owner to pin"
-	case scope == ref.ScopeMurmur && pin.Source != config.MurmurSource:
-		return fmt.Sprintf("scope murmur is reserved and served only by %s, not %s", config.MurmurSource, pin.Source)
-	case pin.OwnerID <= 0:
-		return fmt.Sprintf("owner_id must be a positive GitHub id, found %d", pin.OwnerID)
-	case pin.RepoID <= 0:
-		return fmt.Sprintf("repo_id must be a positive GitHub id, found %d", pin.RepoID)
-	}
-	return ""
-}
-
-// CheckOwner compares the owner id GitHub reports now for the pinned repository with the pin,
-// and returns an owner-changed error that names the scope, both ids and the way to accept an
-// expected transfer. Only the owner id is compared, as SPEC section 6 asks.
-func (p ScopePin) CheckOwner(scope string, ownerID int64) error {
-	if ownerID == p.OwnerID {
-		return nil
-	}
-	return errs.New(errs.OwnerChanged, "scope %s (%s) is pinned to GitHub owner id %d, and the repository's owner is now id %d; a new owner may mean a transfer or a take-over of the name, so nothing was fetched. If you expected the transfer, run `mur lock forget-scope %s` and pull again",
-		scope, p.Source, p.OwnerID, ownerID, scope)
 }
 
 // ForgetScope removes scope's owner pin and reports whether there was one.
@@ -375,155 +340,6 @@ func (l *Lock) Digests() []digest.Digest {
 	return out
 }
 
-// Marshal writes the lock in its canonical form. It does not change l.
-//
-// It writes the text itself rather than through a YAML encoder: the shape is fixed, every value
-// is a short token, and a hand-written emitter is an order of magnitude faster on large locks.
-func (l *Lock) Marshal() []byte {
-	var b bytes.Buffer
-	b.Grow(64 + 120*len(l.Scopes) + 220*len(l.Artifacts))
-	b.WriteString("lock_version: ")
-	b.WriteString(strconv.Itoa(Version))
-	b.WriteString("\nscopes:")
-	if len(l.Scopes) == 0 {
-		b.WriteString(" {}")
-	}
-	b.WriteByte('\n')
-	for _, name := range sortedKeys(l.Scopes) {
-		p := l.Scopes[name]
-		b.WriteString("  ")
-		scalar(&b, name)
-		b.WriteString(":\n    source: ")
-		scalar(&b, p.Source)
-		b.WriteString("\n    owner_id: ")
-		b.WriteString(strconv.FormatInt(p.OwnerID, 10))
-		b.WriteString("\n    repo_id: ")
-		b.WriteString(strconv.FormatInt(p.RepoID, 10))
-		b.WriteByte('\n')
-	}
-	b.WriteString("artifacts:")
-	if len(l.Artifacts) == 0 {
-		b.WriteString(" []")
-	}
-	b.WriteByte('\n')
-	order := make([]int, len(l.Artifacts))
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(i, j int) bool {
-		a, b := &l.Artifacts[order[i]], &l.Artifacts[order[j]]
-		if a.Name != b.Name {
-			return a.Name < b.Name
-		}
-		return a.ResolvedVersion < b.ResolvedVersion
-	})
-	for _, i := range order {
-		e := &l.Artifacts[i]
-		b.WriteString("  - name: ")
-		scalar(&b, e.Name)
-		b.WriteString("\n    resolved_version: ")
-		scalar(&b, e.ResolvedVersion)
-		b.WriteString("\n    sha256:\n")
-		if e.SHA256.Any != "" || len(e.SHA256.Platforms) == 0 {
-			b.WriteString("      any: ")
-			scalar(&b, e.SHA256.Any)
-			b.WriteByte('\n')
-		} else {
-			b.WriteString("      platforms:\n")
-			for _, p := range sortedKeys(e.SHA256.Platforms) {
-				b.WriteString("        ")
-				scalar(&b, p)
-				b.WriteString(": ")
-				scalar(&b, e.SHA256.Platforms[p])
-				b.WriteByte('\n')
-			}
-		}
-		origin := e.Origin
-		if origin == "" {
-			origin = OriginOperator
-		}
-		b.WriteString("    origin: ")
-		scalar(&b, origin)
-		b.WriteByte('\n')
-	}
-	return b.Bytes()
-}
-
-// scalar writes v plain when every YAML reader takes it for that very string, and double-quoted
-// otherwise: when it could be read as a number, a boolean (YAML 1.1's yes/no/on/off included) or
-// null, or holds anything outside the few characters that names, versions, hashes and sources use.
-func scalar(b *bytes.Buffer, v string) {
-	if plainSafe(v) {
-		b.WriteString(v)
-		return
-	}
-	// Go's escapes (\n, \t, \", \\, \xNN, \uNNNN, \UNNNNNNNN) are all valid in YAML's double-quoted
-	// style, and ASCII-only output keeps the file free of look-alike characters.
-	b.WriteString(strconv.QuoteToASCII(v))
-}
-
-func plainSafe(v string) bool {
-	if v == "" {
-		return false
-	}
-	c := v[0]
-	if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '/') {
-		return false
-	}
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case c == '.', c == '_', c == '+', c == '-', c == '/':
-		case c == ':' && i < len(v)-1 && !(v[0] >= '0' && v[0] <= '9'):
-			// "a:b" is plain; a trailing ':' would start a mapping, and YAML 1.1 reads "1:20"
-			// as a base-60 number.
-		default:
-			return false
-		}
-	}
-	switch strings.ToLower(v) {
-	case "y", "yes", "n", "no", "on", "off", "true", "false", "null":
-		return false
-	}
-	return !looksNumeric(v)
-}
-
-// looksNumeric reports whether a YAML 1.1 or 1.2 reader could take v for an int or a float,
-// including 0x/0o/0b forms, YAML 1.1's '_' separators and leading-zero octals. It errs toward
-// yes: quoting a string that needed none costs nothing.
-func looksNumeric(v string) bool {
-	// Most values (names, hashes, versions like 1.2.0) are ruled out by a scan, without the
-	// allocation of a failed strconv parse.
-	body := strings.TrimLeft(v, "+-")
-	if body == "" {
-		return false
-	}
-	if c := body[0]; c >= '1' && c <= '9' || c == '.' {
-		dots := 0
-		for i := 0; i < len(body); i++ {
-			switch c := body[i]; {
-			case c >= '0' && c <= '9', c == '_', c == 'e', c == 'E', c == '+', c == '-':
-			case c == '.':
-				dots++
-			default:
-				return false
-			}
-		}
-		if dots > 1 {
-			return false
-		}
-	}
-	s := strings.ReplaceAll(v, "_", "")
-	if _, err := strconv.ParseInt(s, 0, 64); err == nil || errors.Is(err, strconv.ErrRange) {
-		return true
-	}
-	if _, err := strconv.ParseFloat(s, 64); err == nil || errors.Is(err, strconv.ErrRange) {
-		return true
-	}
-	return false
-}
-
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -546,7 +362,8 @@ func isHex64(s string) bool {
 	return true
 }
 
-func validOrigin(s string) bool {
+func validOrigin(o Origin) bool {
+	s := string(o)
 	if len(s) < 1 || len(s) > 64 || s[0] < 'a' || s[0] > 'z' {
 		return false
 	}
@@ -557,309 +374,4 @@ func validOrigin(s string) bool {
 		}
 	}
 	return true
-}
-
-// Parse reads a lock from data; path names the file in error messages.
-func Parse(data []byte, path string) (*Lock, error) {
-	if path == "" {
-		path = FileName
-	}
-	p := &parser{path: path}
-	l, err := p.parse(data)
-	if err != nil {
-		return nil, err
-	}
-	return l, nil
-}
-
-type parser struct {
-	path     string
-	warnings []string
-}
-
-// fix is the advice for a damaged entry.
-const fix = "fix or remove it (then `mur pull` pins it again), or restore murmur.lock from version control"
-
-func (p *parser) fail(line int, format string, args ...any) error {
-	where := p.path
-	if line > 0 {
-		where = fmt.Sprintf("%s: line %d", p.path, line)
-	}
-	return errs.New(errs.InvalidLock, "%s: %s", where, fmt.Sprintf(format, args...))
-}
-
-func (p *parser) warn(line int, format string, args ...any) {
-	p.warnings = append(p.warnings, fmt.Sprintf("%s: line %d: %s", p.path, line, fmt.Sprintf(format, args...)))
-}
-
-// fields collects a mapping's keys, refusing duplicates, and warns about keys not in known.
-func (p *parser) fields(n *yaml.Node, what string, known ...string) (map[string]*yaml.Node, error) {
-	out := make(map[string]*yaml.Node, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode {
-			return nil, p.fail(k.Line, "%s has a key that is %s, not a name; %s", what, yamlnode.Describe(k), fix)
-		}
-		if _, dup := out[k.Value]; dup {
-			return nil, p.fail(k.Line, "%s has the key %q twice; %s", what, k.Value, fix)
-		}
-		out[k.Value] = v
-		isKnown := false
-		for _, kn := range known {
-			if k.Value == kn {
-				isKnown = true
-				break
-			}
-		}
-		if !isKnown {
-			p.warn(k.Line, "%s: unknown key %q ignored; it is dropped when mur next writes the lock", what, k.Value)
-		}
-	}
-	return out, nil
-}
-
-func (p *parser) parse(data []byte) (*Lock, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, p.fail(0, "the file is empty, and a lock written by mur always starts with lock_version: %d; restore it from version control, or delete it and run `mur pull` to write a new one", Version)
-	}
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
-		return nil, p.version(nil) // only comments: no lock_version either
-	} else if err != nil {
-		return nil, errs.Wrap(err, errs.InvalidLock, "%s is not valid YAML (%v); it may be truncated or damaged by a merge. Restore it from version control, or move it aside and run `mur pull` to write a new one", p.path, err)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, p.fail(0, "holds more than one YAML document (or is damaged after the first one); a lock is a single document. Restore it from version control, or move it aside and run `mur pull` to write a new one")
-	}
-	root := &doc
-	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
-		root = root.Content[0]
-	}
-	if root.Kind != yaml.MappingNode {
-		return nil, p.fail(root.Line, "expected a mapping that starts with lock_version: %d, found %s; restore it from version control, or move it aside and run `mur pull` to write a new one", Version, yamlnode.Describe(root))
-	}
-	top, err := p.fields(root, "the lock", "lock_version", "scopes", "artifacts")
-	if err != nil {
-		return nil, err
-	}
-	if err := p.version(top["lock_version"]); err != nil {
-		return nil, err
-	}
-	l := &Lock{Scopes: map[string]ScopePin{}}
-	if n := top["scopes"]; n != nil && !yamlnode.IsNull(n) {
-		if n.Kind != yaml.MappingNode {
-			return nil, p.fail(n.Line, "scopes must be a mapping of scope names to owner pins, found %s; %s", yamlnode.Describe(n), fix)
-		}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			scope := k.Value
-			if _, dup := l.Scopes[scope]; dup {
-				return nil, p.fail(k.Line, "scope %q is pinned twice; keep one (or run `mur lock forget-scope %s` and pull again)", scope, scope)
-			}
-			pin, err := p.scopePin(scope, k, v)
-			if err != nil {
-				return nil, err
-			}
-			l.Scopes[scope] = pin
-		}
-	}
-	if n := top["artifacts"]; n != nil && !yamlnode.IsNull(n) {
-		if n.Kind != yaml.SequenceNode {
-			return nil, p.fail(n.Line, "artifacts must be a list of entries, found %s; %s", yamlnode.Describe(n), fix)
-		}
-		at := map[string]int{}
-		l.Artifacts = make([]Entry, 0, len(n.Content))
-		for i, item := range n.Content {
-			e, err := p.entry(i, item)
-			if err != nil {
-				return nil, err
-			}
-			if j, dup := at[e.Name]; dup {
-				return nil, p.fail(item.Line, "artifacts[%d] (%s) pins %s again, after artifacts[%d]; a lock pins one version per artifact, so remove one of the two entries", i, e.Name, e.Name, j)
-			}
-			at[e.Name] = i
-			l.Artifacts = append(l.Artifacts, e)
-		}
-		sort.Slice(l.Artifacts, func(i, j int) bool { return l.Artifacts[i].Name < l.Artifacts[j].Name })
-	}
-	if len(l.Artifacts) == 0 {
-		l.Artifacts = nil // one spelling of "none", so that parsed locks compare equal
-	}
-	l.Warnings = p.warnings
-	return l, nil
-}
-
-func (p *parser) version(n *yaml.Node) error {
-	moveAside := fmt.Sprintf("move it aside (mv %s %s.old) and run `mur pull` to write a version %d lock", p.path, p.path, Version)
-	if n == nil {
-		return p.fail(0, "has no lock_version, and this mur reads lock_version %d; %s", Version, moveAside)
-	}
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
-		return p.fail(n.Line, "lock_version must be the number %d, found %s; %s", Version, yamlnode.Describe(n), moveAside)
-	}
-	v, err := strconv.ParseInt(n.Value, 10, 64)
-	switch {
-	case err != nil:
-		return p.fail(n.Line, "lock_version must be the number %d, found %q; %s", Version, n.Value, moveAside)
-	case v > Version:
-		return p.fail(n.Line, "lock_version is %d, and this mur reads lock_version %d only; the lock was written by a newer mur, so upgrade mur (this one is too old to read it)", v, Version)
-	case v != Version:
-		return p.fail(n.Line, "lock_version is %d, and this mur reads lock_version %d only; %s", v, Version, moveAside)
-	}
-	return nil
-}
-
-func (p *parser) scopePin(scope string, k, v *yaml.Node) (ScopePin, error) {
-	what := fmt.Sprintf("scope %q", scope)
-	if k.Kind != yaml.ScalarNode {
-		return ScopePin{}, p.fail(k.Line, "scopes has a key that is %s, not a scope name; %s", yamlnode.Describe(k), fix)
-	}
-	if v.Kind != yaml.MappingNode {
-		return ScopePin{}, p.fail(v.Line, "%s must be a mapping with source, owner_id and repo_id, found %s; run `mur lock forget-scope %s` and pull again to re-pin it", what, yamlnode.Describe(v), scope)
-	}
-	f, err := p.fields(v, what, "source", "owner_id", "repo_id")
-	if err != nil {
-		return ScopePin{}, err
-	}
-	var pin ScopePin
-	if pin.Source, err = p.scalar(f, "source", what, v.Line); err != nil {
-		return ScopePin{}, err
-	}
-	if pin.OwnerID, err = p.id(f, "owner_id", what, v.Line); err != nil {
-		return ScopePin{}, err
-	}
-	if pin.RepoID, err = p.id(f, "repo_id", what, v.Line); err != nil {
-		return ScopePin{}, err
-	}
-	if msg := checkPin(scope, pin); msg != "" {
-		return ScopePin{}, p.fail(k.Line, "%s: %s; fix it, or delete this scope's pin from the file and pull again to re-pin it", what, msg)
-	}
-	return pin, nil
-}
-
-func (p *parser) id(f map[string]*yaml.Node, key, what string, line int) (int64, error) {
-	n := f[key]
-	if n == nil {
-		return 0, p.fail(line, "%s has no %s; remove the pin and pull again to re-pin it", what, key)
-	}
-	v, err := strconv.ParseInt(n.Value, 10, 64)
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || err != nil || v <= 0 {
-		return 0, p.fail(n.Line, "%s: %s must be a positive GitHub id, found %s; remove the pin and pull again to re-pin it", what, key, yamlnode.Describe(n))
-	}
-	return v, nil
-}
-
-// scalar returns the text of a required scalar field.
-func (p *parser) scalar(f map[string]*yaml.Node, key, what string, line int) (string, error) {
-	n := f[key]
-	if n == nil {
-		return "", p.fail(line, "%s has no %s; %s", what, key, fix)
-	}
-	if n.Kind != yaml.ScalarNode || yamlnode.IsNull(n) {
-		return "", p.fail(n.Line, "%s: %s must be a string, found %s; %s", what, key, yamlnode.Describe(n), fix)
-	}
-	return n.Value, nil
-}
-
-func (p *parser) entry(i int, n *yaml.Node) (Entry, error) {
-	what := fmt.Sprintf("artifacts[%d]", i)
-	if n.Kind != yaml.MappingNode {
-		return Entry{}, p.fail(n.Line, "%s must be a mapping with name, resolved_version, sha256 and origin, found %s; %s", what, yamlnode.Describe(n), fix)
-	}
-	// Name the entry as soon as its name is known, so that every later message says which one.
-	if nn := fieldNode(n, "name"); nn != nil && nn.Kind == yaml.ScalarNode && nn.Value != "" {
-		what = fmt.Sprintf("artifacts[%d] (%s)", i, nn.Value)
-	}
-	f, err := p.fields(n, what, "name", "resolved_version", "sha256", "origin")
-	if err != nil {
-		return Entry{}, err
-	}
-	var e Entry
-	if e.Name, err = p.scalar(f, "name", what, n.Line); err != nil {
-		return Entry{}, err
-	}
-	if _, err := ref.ParseName(e.Name); err != nil {
-		return Entry{}, p.fail(f["name"].Line, "%s: %s; %s", what, errs.Message(err), fix)
-	}
-	if e.ResolvedVersion, err = p.scalar(f, "resolved_version", what, n.Line); err != nil {
-		return Entry{}, err
-	}
-	if err := ref.ValidateVersion(e.ResolvedVersion); err != nil {
-		return Entry{}, p.fail(f["resolved_version"].Line, "%s: resolved_version: %s; %s", what, errs.Message(err), fix)
-	}
-	e.Origin = OriginOperator
-	if f["origin"] != nil {
-		if e.Origin, err = p.scalar(f, "origin", what, n.Line); err != nil {
-			return Entry{}, err
-		}
-		if !validOrigin(e.Origin) {
-			return Entry{}, p.fail(f["origin"].Line, "%s: origin %q must be 1 to 64 of a-z, 0-9 and '-', starting with a letter (normally %q); %s", what, e.Origin, OriginOperator, fix)
-		}
-	}
-	hn := f["sha256"]
-	if hn == nil {
-		return Entry{}, p.fail(n.Line, "%s has no sha256; %s", what, fix)
-	}
-	if e.SHA256, err = p.hashes(hn, what); err != nil {
-		return Entry{}, err
-	}
-	return e, nil
-}
-
-func (p *parser) hashes(n *yaml.Node, what string) (Hashes, error) {
-	if n.Kind != yaml.MappingNode {
-		return Hashes{}, p.fail(n.Line, "%s: sha256 must be a mapping with any or platforms, found %s; %s", what, yamlnode.Describe(n), fix)
-	}
-	f, err := p.fields(n, what+" sha256", "any", "platforms")
-	if err != nil {
-		return Hashes{}, err
-	}
-	anyN, platN := f["any"], f["platforms"]
-	switch {
-	case anyN != nil && platN != nil:
-		return Hashes{}, p.fail(n.Line, "%s: sha256 has both any and platforms, and exactly one is allowed (any for a platform-independent payload, platforms for per-platform ones); %s", what, fix)
-	case anyN == nil && platN == nil:
-		return Hashes{}, p.fail(n.Line, "%s: sha256 has neither any nor platforms, and exactly one is required; %s", what, fix)
-	case anyN != nil:
-		h, err := p.hex(anyN, what+": sha256.any")
-		return Hashes{Any: h}, err
-	}
-	if platN.Kind != yaml.MappingNode || len(platN.Content) == 0 {
-		return Hashes{}, p.fail(platN.Line, "%s: sha256.platforms must map platform tags (%s) to hashes, found %s; %s", what, strings.Join(ref.KnownPlatforms, ", "), yamlnode.Describe(platN), fix)
-	}
-	out := Hashes{Platforms: map[string]string{}}
-	for i := 0; i+1 < len(platN.Content); i += 2 {
-		k, v := platN.Content[i], platN.Content[i+1]
-		plat := k.Value
-		if _, dup := out.Platforms[plat]; dup {
-			return Hashes{}, p.fail(k.Line, "%s: sha256.platforms has %q twice; %s", what, plat, fix)
-		}
-		if k.Kind != yaml.ScalarNode || plat == ref.PlatformAny || ref.ValidatePlatform(plat) != nil {
-			return Hashes{}, p.fail(k.Line, "%s: sha256.platforms has the key %s, and platform keys are %s (a platform-independent hash goes under sha256.any instead); %s", what, yamlnode.Describe(k), strings.Join(ref.KnownPlatforms, ", "), fix)
-		}
-		h, err := p.hex(v, fmt.Sprintf("%s: sha256.platforms.%s", what, plat))
-		if err != nil {
-			return Hashes{}, err
-		}
-		out.Platforms[plat] = h
-	}
-	return out, nil
-}
-
-func (p *parser) hex(n *yaml.Node, what string) (string, error) {
-	if n.Kind != yaml.ScalarNode || !isHex64(n.Value) {
-		return "", p.fail(n.Line, "%s must be 64 lowercase hex digits (a SHA-256, without \"sha256:\"), found %s; %s", what, yamlnode.Describe(n), fix)
-	}
-	return n.Value, nil
-}
-
-func fieldNode(n *yaml.Node, key string) *yaml.Node {
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Kind == yaml.ScalarNode && n.Content[i].Value == key {
-			return n.Content[i+1]
-		}
-	}
-	return nil
 }

@@ -481,7 +481,7 @@ func TestMarshalQuotesWhatIsNotPlain(t *testing.T) {
 	odd := []string{"", "a b", "line\nbreak", "github:", "1:20", "-", "#x", "é", "tab\there", `q"uote`, "~", "null", "- x", "[a]", "+1", ".inf"}
 	l := &Lock{Scopes: map[string]ScopePin{}}
 	for i, v := range odd {
-		l.Artifacts = append(l.Artifacts, Entry{Name: fmt.Sprintf("n%02d", i), ResolvedVersion: v, SHA256: Hashes{Any: v}, Origin: v + "x"})
+		l.Artifacts = append(l.Artifacts, Entry{Name: fmt.Sprintf("n%02d", i), ResolvedVersion: v, SHA256: Hashes{Any: v}, Origin: Origin(v + "x")})
 	}
 	var generic struct {
 		Artifacts []struct {
@@ -506,14 +506,25 @@ func TestMarshalQuotesWhatIsNotPlain(t *testing.T) {
 
 func TestCheckOwner(t *testing.T) {
 	pin := ScopePin{Source: "github:acme/murmur-tools", OwnerID: 1234567, RepoID: 7654321}
-	must(t, pin.CheckOwner("acme", 1234567))
-	err := pin.CheckOwner("acme", 42)
+	must(t, pin.CheckOwner("acme", "github:acme/murmur-tools", 1234567))
+	must(t, pin.CheckOwner("acme", "github:Acme/murmur-tools", 0))
+	err := pin.CheckOwner("acme", "github:acme/murmur-tools", 42)
 	if !errors.Is(err, errs.OwnerChanged) {
 		t.Fatalf("got %v", err)
 	}
 	for _, w := range []string{"acme", "1234567", "42", "mur lock forget-scope acme"} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("message lacks %q: %v", w, err)
+		}
+	}
+	// A scope the configuration moved to another repository is refused before any request.
+	err = pin.CheckOwner("acme", "github:newowner/murmur-tools", 0)
+	if !errors.Is(err, errs.OwnerChanged) {
+		t.Fatalf("moved source: got %v", err)
+	}
+	for _, w := range []string{"github:acme/murmur-tools", "github:newowner/murmur-tools", "1234567", "mur lock forget-scope acme"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("moved-source message lacks %q: %v", w, err)
 		}
 	}
 }

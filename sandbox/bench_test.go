@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/murmur-nexus/mur/internal/testguest"
+	"github.com/murmur-nexus/mur/sandbox/guesttest"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 )
@@ -25,7 +25,7 @@ func warmDir(b *testing.B, wasm []byte) string {
 }
 
 func BenchmarkRunHelloWarmCache(b *testing.B) {
-	wasm := testguest.Build(b, "hello")
+	wasm := guesttest.Build(b, "hello")
 	dir := warmDir(b, wasm)
 	work := b.TempDir()
 	ctx := context.Background()
@@ -59,7 +59,7 @@ func BenchmarkBareWazeroWarmCache(b *testing.B) { benchBare(b, true) }
 func BenchmarkBareWazeroWarmCacheNoInterrupt(b *testing.B) { benchBare(b, false) }
 
 func benchBare(b *testing.B, closeOnDone bool) {
-	wasm := testguest.Build(b, "hello")
+	wasm := guesttest.Build(b, "hello")
 	dir := filepath.Join(b.TempDir(), "bare")
 	ctx := context.Background()
 	once := func() {
@@ -89,7 +89,7 @@ func benchBare(b *testing.B, closeOnDone bool) {
 }
 
 func BenchmarkColdCompile(b *testing.B) {
-	wasm := testguest.Build(b, "hello")
+	wasm := guesttest.Build(b, "hello")
 	ctx := context.Background()
 	for i := 0; i < b.N; i++ {
 		r, err := New(ctx, Options{CacheDir: filepath.Join(b.TempDir(), "compiled")})
@@ -104,7 +104,7 @@ func BenchmarkColdCompile(b *testing.B) {
 }
 
 func BenchmarkWarmCompile(b *testing.B) {
-	wasm := testguest.Build(b, "hello")
+	wasm := guesttest.Build(b, "hello")
 	dir := warmDir(b, wasm)
 	ctx := context.Background()
 	b.ResetTimer()

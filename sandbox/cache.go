@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"golang.org/x/sys/cpu"
 )
 
@@ -31,7 +32,7 @@ func checkCacheDir(dir string, guestWritable []string) string {
 		return fmt.Sprintf("can't make %s absolute: %v", dir, err)
 	}
 	for _, w := range guestWritable {
-		if within(abs, w) {
+		if withinAny(abs, w) {
 			return fmt.Sprintf("%s is inside %s, which a guest can write; move MURMUR_HOME out of the workdir", abs, w)
 		}
 	}
@@ -51,7 +52,7 @@ func checkCacheDir(dir string, guestWritable []string) string {
 	// The resolved folder, too, must be out of the guest's reach (a parent may be a symlink).
 	if resolved, err := filepath.EvalSymlinks(abs); err == nil {
 		for _, w := range guestWritable {
-			if within(resolved, w) {
+			if withinAny(resolved, w) {
 				return fmt.Sprintf("%s resolves to %s, inside %s, which a guest can write; move MURMUR_HOME out of the workdir", abs, resolved, w)
 			}
 		}
@@ -76,10 +77,10 @@ func private(p string, fi fs.FileInfo) string {
 	return ""
 }
 
-func within(p, dir string) bool {
+// withinAny reports whether p lies within dir, lexically or once dir's symlinks are resolved.
+func withinAny(p, dir string) bool {
 	for _, d := range candidates(dir) {
-		rel, err := filepath.Rel(d, p)
-		if err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		if atomicfile.Within(p, d) {
 			return true
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/murmur-nexus/mur/internal/testguest"
+	"github.com/murmur-nexus/mur/sandbox/guesttest"
 )
 
 func versionDirOf(t *testing.T, cacheDir string) string {
@@ -262,7 +262,7 @@ func TestCheckCacheRepairs(t *testing.T) {
 }
 
 func TestCorruptGoGuestEntry(t *testing.T) {
-	wasm := testguest.Build(t, "hello")
+	wasm := guesttest.Build(t, "hello")
 	dir := filepath.Join(t.TempDir(), "compiled")
 	// Warm the private cache by copying the shared one, instead of compiling again.
 	shared := newRunner(t, Options{CacheDir: sharedCacheDir})

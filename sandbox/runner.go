@@ -50,11 +50,12 @@ var (
 	ErrTrap = errors.New("guest trapped")
 )
 
-// Exit statuses of `mur run` beyond the guest's own code.
+// Exit statuses of `mur run` beyond the guest's own code (SPEC section 10).
 const (
 	StatusTimeout       = 124
 	StatusRunnerFailed  = 125
 	StatusNotExecutable = 126
+	StatusNotPulled     = 127
 	StatusTrap          = 134
 )
 
@@ -75,9 +76,9 @@ func ExitStatus(code int, err error) int {
 
 // Mount is one preopen: HostPath appears to the guest at GuestPath.
 type Mount struct {
-	GuestPath string
-	HostPath  string
-	ReadOnly  bool
+	GuestPath string `json:"guest"`
+	HostPath  string `json:"host"`
+	ReadOnly  bool   `json:"read_only"`
 }
 
 // Config is one guest process.
@@ -419,6 +420,3 @@ func (r *Runner) PayloadDir() string {
 	}
 	return PayloadDir(r.opt.CacheDir)
 }
-
-// PayloadDir is the folder of kept payloads inside the compiled cache cacheDir.
-func PayloadDir(cacheDir string) string { return filepath.Join(cacheDir, "payloads") }

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/murmur-nexus/mur/internal/errs"
-	"github.com/murmur-nexus/mur/internal/testguest"
+	"github.com/murmur-nexus/mur/sandbox/guesttest"
 	"github.com/murmur-nexus/mur/state"
 )
 
@@ -82,7 +82,7 @@ func workdir(t testing.TB) string {
 func TestHelloArgsAndEnv(t *testing.T) {
 	t.Setenv("MUR_HOST_ONLY", "must-not-leak")
 	r := sharedRunner(t)
-	res := run(t, r, testguest.Build(t, "hello"), Config{
+	res := run(t, r, guesttest.Build(t, "hello"), Config{
 		Args:   []string{"hello", "one two", "three"},
 		Env:    []string{"PWD=/", "GREETING=hi"},
 		Mounts: []Mount{{GuestPath: "/", HostPath: workdir(t)}},
@@ -98,7 +98,7 @@ func TestHelloArgsAndEnv(t *testing.T) {
 
 func TestStatePersistsAcrossRuns(t *testing.T) {
 	r := sharedRunner(t)
-	guest := testguest.Build(t, "state")
+	guest := guesttest.Build(t, "state")
 	store, err := state.Ensure(filepath.Join(t.TempDir(), "state"), "notes")
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ func TestStatePersistsAcrossRuns(t *testing.T) {
 
 func TestStateWithoutMountMissesTheStore(t *testing.T) {
 	r := sharedRunner(t)
-	guest := testguest.Build(t, "state")
+	guest := guesttest.Build(t, "state")
 	store, err := state.Ensure(filepath.Join(t.TempDir(), "state"), "notes")
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +274,7 @@ func TestEveryEscapeIsDenied(t *testing.T) {
 	f := newEscapeFixture(t)
 	before := snapshot(t, f.base)
 
-	res := run(t, r, testguest.Build(t, "escaper"), Config{Args: []string{"escaper", f.secret}, Env: []string{"PWD=/"}, Mounts: f.mounts()})
+	res := run(t, r, guesttest.Build(t, "escaper"), Config{Args: []string{"escaper", f.secret}, Env: []string{"PWD=/"}, Mounts: f.mounts()})
 	if res.err != nil || res.code != 0 {
 		t.Fatalf("Run = %d, %v; stderr %s", res.code, res.err, res.stderr)
 	}
@@ -336,7 +336,7 @@ func TestReadOnlySubtreeThroughWritableParentFD(t *testing.T) {
 
 func TestTimeout(t *testing.T) {
 	r := sharedRunner(t)
-	guest := testguest.Build(t, "sleeper")
+	guest := guesttest.Build(t, "sleeper")
 	run(t, r, guest, Config{Args: []string{"sleeper", "0"}}) // compile outside the timed run
 	start := time.Now()
 	res := run(t, r, guest, Config{Args: []string{"sleeper", "60"}, Timeout: time.Second})
@@ -357,7 +357,7 @@ func TestTimeout(t *testing.T) {
 
 func TestExitCode(t *testing.T) {
 	r := sharedRunner(t)
-	guest := testguest.Build(t, "exitcode")
+	guest := guesttest.Build(t, "exitcode")
 	for _, code := range []int{0, 3, 42} {
 		res := run(t, r, guest, Config{Args: []string{"exitcode", strconv.Itoa(code)}})
 		if res.err != nil || res.code != code || ExitStatus(res.code, res.err) != code {
@@ -368,7 +368,7 @@ func TestExitCode(t *testing.T) {
 
 func TestMemoryCap(t *testing.T) {
 	r := sharedRunner(t)
-	res := run(t, r, testguest.Build(t, "memhog"), Config{Args: []string{"memhog"}, MemoryMiB: 32})
+	res := run(t, r, guesttest.Build(t, "memhog"), Config{Args: []string{"memhog"}, MemoryMiB: 32})
 	if res.code == 0 || strings.Contains(res.stdout, "did not hold") {
 		t.Fatalf("memhog under a 32 MiB cap: %d, %v, %q", res.code, res.err, res.stdout)
 	}

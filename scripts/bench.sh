@@ -5,6 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-go test -run '^$' -bench . -benchtime 5x -timeout 60m ./cas ./lock ./sandbox ./internal/e2e 2>&1 | tee "$out"
-go run ./internal/benchreport < "$out" > BENCHMARKS.md
+go test -run '^$' -bench . -benchtime 5x -timeout 60m ./cas ./lock ./sandbox ./cmd/mur/e2e 2>&1 | tee "$out"
+go run ./cmd/benchreport < "$out" > BENCHMARKS.md
 echo "wrote BENCHMARKS.md"

@@ -15,7 +15,6 @@ import (
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/internal/errs"
-	"github.com/murmur-nexus/mur/internal/launch"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
 	"github.com/murmur-nexus/mur/sandbox"
@@ -200,13 +199,7 @@ Temporary files that ingests killed mid-way left in ingest/ are removed once no 
 			if err != nil {
 				return err
 			}
-			// A payload kept for warm starts goes with its blob. In a dry run the blobs are
-			// still there, so the ones gc would remove count as gone.
-			removed := map[digest.Digest]bool{}
-			for _, b := range rep.Blobs {
-				removed[b.Digest] = true
-			}
-			payloads, err := launch.PrunePayloads(sandbox.PayloadDir(h.Compiled()), func(d digest.Digest) bool { return s.Has(d) && !removed[d] }, dryRun)
+			payloads, err := sandbox.PrunePayloads(h.Compiled(), s, rep, dryRun)
 			if err != nil {
 				return err
 			}

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/internal/atomicfile"
-	"github.com/murmur-nexus/mur/internal/bundle"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/lock"
 )
@@ -54,7 +53,7 @@ func cacheExportCmd() *command {
 				return errs.Wrap(err, errs.IO, "can't write %s: %v", out, err)
 			}
 			defer f.Abort()
-			n, err := bundle.Export(e.ctx, store, ds, f)
+			n, err := store.Export(e.ctx, ds, f)
 			if err != nil {
 				return err
 			}
@@ -92,7 +91,7 @@ func cacheImportCmd() *command {
 			if err != nil {
 				return err
 			}
-			rep, err := bundle.Import(e.ctx, store, f, args[0])
+			rep, err := store.Import(e.ctx, f, args[0])
 			if err != nil {
 				return err
 			}

@@ -10,7 +10,6 @@ import (
 	"github.com/murmur-nexus/mur/fetch/github"
 	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/errs"
-	"github.com/murmur-nexus/mur/internal/publish"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
@@ -38,7 +37,7 @@ another hash is refused.`,
 			if err := ref.ValidatePlatform(platform); err != nil {
 				return err
 			}
-			ix, err := publish.IndexFiles(args, scope, release, platform)
+			ix, err := github.IndexFiles(args, scope, release, platform)
 			if err != nil {
 				return err
 			}

@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/murmur-nexus/mur/fetch/github"
-	"github.com/murmur-nexus/mur/internal/testfakes/packtest"
+	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 )
 
 func indexRun(t *testing.T, args ...string) (int, string, string) {
@@ -40,8 +40,8 @@ func readIndex(t *testing.T, path string) *github.Index {
 
 func TestIndexWritesIndex(t *testing.T) {
 	dir := t.TempDir()
-	grepFile := packtest.File(t, dir, "grep", "1.2.0", packtest.Tagged("g"))
-	findFile := packtest.File(t, dir, "find", "0.3.0", packtest.Tagged("f"))
+	grepFile := artifacttest.File(t, dir, "grep", "1.2.0", artifacttest.Tagged("g"))
+	findFile := artifacttest.File(t, dir, "find", "0.3.0", artifacttest.Tagged("f"))
 	out := filepath.Join(dir, "murmur-index.json")
 	code, stdout, stderr := indexRun(t, grepFile, findFile, "--scope", "acme", "--release", "v1.2.0", "-o", out)
 	if code != 0 {
@@ -100,7 +100,7 @@ func TestIndexWritesIndex(t *testing.T) {
 
 func TestIndexDefaultOutput(t *testing.T) {
 	dir := t.TempDir()
-	f := packtest.File(t, dir, "grep", "1.2.0", packtest.Tagged("g"))
+	f := artifacttest.File(t, dir, "grep", "1.2.0", artifacttest.Tagged("g"))
 	cwd := t.TempDir()
 	t.Chdir(cwd)
 	if code, _, stderr := indexRun(t, f, "--scope", "acme", "--release", "v1.2.0"); code != 0 {
@@ -111,7 +111,7 @@ func TestIndexDefaultOutput(t *testing.T) {
 
 func TestIndexRefusals(t *testing.T) {
 	dir := t.TempDir()
-	good := packtest.File(t, dir, "grep", "1.2.0", packtest.Tagged("g"))
+	good := artifacttest.File(t, dir, "grep", "1.2.0", artifacttest.Tagged("g"))
 	scoped := filepath.Join(dir, "scoped.mur.zip")
 	writeScopedZip(t, scoped)
 	for _, c := range []struct {
@@ -144,12 +144,12 @@ func TestIndexRefusals(t *testing.T) {
 
 func TestIndexMerge(t *testing.T) {
 	dir := t.TempDir()
-	old := packtest.File(t, dir, "grep", "1.2.0", packtest.Tagged("old"))
+	old := artifacttest.File(t, dir, "grep", "1.2.0", artifacttest.Tagged("old"))
 	index := filepath.Join(dir, "murmur-index.json")
 	if code, _, stderr := indexRun(t, old, "--scope", "acme", "--release", "v1.2.0", "-o", index); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	next := packtest.File(t, dir, "grep", "1.3.0", packtest.Tagged("new"))
+	next := artifacttest.File(t, dir, "grep", "1.3.0", artifacttest.Tagged("new"))
 	// Merging into the same file it writes, as a publisher would.
 	code, stdout, stderr := indexRun(t, next, "--scope", "acme", "--release", "v1.3.0", "--merge", index, "-o", index)
 	if code != 0 {
@@ -173,7 +173,7 @@ func TestIndexMerge(t *testing.T) {
 	}
 
 	// Another hash for a listed name, version and platform is refused, and the index is kept.
-	other := packtest.File(t, t.TempDir(), "grep", "1.3.0", packtest.Tagged("changed"))
+	other := artifacttest.File(t, t.TempDir(), "grep", "1.3.0", artifacttest.Tagged("changed"))
 	code, _, stderr = indexRun(t, other, "--scope", "acme", "--release", "v1.3.0", "--merge", index, "-o", index)
 	if code != 1 || !strings.HasPrefix(stderr, "mur: lock-conflict: ") || !strings.Contains(stderr, "acme/grep@1.3.0") {
 		t.Fatalf("exit %d, stderr %q; want a lock-conflict naming acme/grep@1.3.0", code, stderr)

@@ -5,9 +5,9 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/internal/errs"
-	"github.com/murmur-nexus/mur/internal/publish"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
 )
@@ -52,7 +52,7 @@ already holds with another digest is refused.`,
 			if err != nil {
 				return err
 			}
-			var item publish.Item
+			var item fetch.PublishItem
 			r, err := ref.ParseRef(args[0])
 			if err != nil {
 				return err
@@ -61,7 +61,7 @@ already holds with another digest is refused.`,
 				if scope == "" {
 					return usagef("pushing a file needs --scope, e.g. 'mur push %s --scope acme --store %s'", args[0], store)
 				}
-				item, err = publish.FromFile(r.Path, scope, platform)
+				item, err = fetch.PublishFile(r.Path, scope, platform)
 			} else {
 				if scope != "" {
 					return usagef("--scope applies to files; %s already has scope %s", r.Name, r.Name.Scope)
@@ -74,12 +74,12 @@ already holds with another digest is refused.`,
 				if lerr != nil {
 					return lerr
 				}
-				item, err = publish.FromCAS(cs, l, r, platform)
+				item, err = fetch.PublishFromCAS(cs, l, r, platform)
 			}
 			if err != nil {
 				return err
 			}
-			if err := publish.Push(e.ctx, dst, item); err != nil {
+			if err := fetch.Publish(e.ctx, dst, item); err != nil {
 				return err
 			}
 			if e.g.json {

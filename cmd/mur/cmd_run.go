@@ -11,16 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/internal/errs"
-	"github.com/murmur-nexus/mur/internal/launch"
 	"github.com/murmur-nexus/mur/sandbox"
-)
-
-// Exit statuses of `mur run` besides the guest's own (SPEC section 10).
-const (
-	exitTimeout       = 124
-	exitRunnerFailed  = 125
-	exitNotExecutable = 126
-	exitNotPulled     = 127
 )
 
 func runCmd() *command {
@@ -59,17 +50,17 @@ func runArtifact(e *env, artifact string, guestArgs []string, workdir string, ti
 	fail := func(code int, err error) error { return &exitCode{code: code, err: err} }
 	p, l, err := e.openLocked()
 	if err != nil {
-		return fail(exitRunnerFailed, err)
+		return fail(sandbox.StatusRunnerFailed, err)
 	}
-	plan, err := launch.Build(launch.Input{
-		ProjectDir: p.Dir, Capsule: p.capsule, Lock: l, Home: p.home,
+	plan, err := sandbox.BuildPlan(sandbox.PlanInput{
+		ProjectDir: p.Dir, Capsule: p.capsule, Lock: l, Home: p.home.Root, StateDir: p.home.State(),
 		Artifact: artifact, Workdir: workdir, Timeout: timeout,
 	})
 	if err != nil {
 		if errors.Is(err, errs.NotFound) {
-			return fail(exitNotPulled, err)
+			return fail(sandbox.StatusNotPulled, err)
 		}
-		return fail(exitRunnerFailed, err)
+		return fail(sandbox.StatusRunnerFailed, err)
 	}
 	if explain {
 		if e.g.json {
@@ -86,60 +77,31 @@ func runArtifact(e *env, artifact string, guestArgs []string, workdir string, ti
 	debug.SetMemoryLimit(int64(plan.MemoryMiB+256) << 20)
 	store, err := openCAS(p.home)
 	if err != nil {
-		return fail(exitRunnerFailed, err)
-	}
-	var writable []string
-	for _, o := range plan.Preopens {
-		if !o.ReadOnly {
-			writable = append(writable, o.Host)
-		}
+		return fail(sandbox.StatusRunnerFailed, err)
 	}
 	runner, err := sandbox.New(e.ctx, sandbox.Options{
-		CacheDir: p.home.Compiled(), GuestWritable: writable,
+		CacheDir: p.home.Compiled(), GuestWritable: plan.Writable(),
 		Warn: func(s string) { e.Progress("mur: warning: %s", s) },
 	})
 	if err != nil {
-		return fail(exitRunnerFailed, err)
+		return fail(sandbox.StatusRunnerFailed, err)
 	}
 	defer runner.Close(context.Background())
-	wasm, _, err := launch.Load(store, digest.Digest(plan.Digest), runner.PayloadDir())
+	wasm, _, err := sandbox.LoadPayload(e.ctx, store, digest.Digest(plan.Digest), runner.PayloadDir())
 	if err != nil {
 		if errors.Is(err, errs.NotFound) {
-			return fail(exitNotPulled, errs.Wrap(err, errs.NotFound, "%s is pinned but its blob %s is not in the CAS; run 'mur pull %s'", plan.Artifact, plan.Digest, plan.Artifact))
+			return fail(sandbox.StatusNotPulled, errs.Wrap(err, errs.NotFound, "%s is pinned but its blob %s is not in the CAS; run 'mur pull %s'", plan.Artifact, plan.Digest, plan.Artifact))
 		}
 		if errors.Is(err, errs.Integrity) {
-			return fail(exitRunnerFailed, errs.Wrap(err, errs.Integrity, "%s: the CAS blob %s failed verification and was quarantined, so nothing was run; run 'mur pull %s' to fetch it again", plan.Artifact, plan.Digest, plan.Artifact))
+			return fail(sandbox.StatusRunnerFailed, errs.Wrap(err, errs.Integrity, "%s: the CAS blob %s failed verification and was quarantined, so nothing was run; run 'mur pull %s' to fetch it again", plan.Artifact, plan.Digest, plan.Artifact))
 		}
-		return fail(exitRunnerFailed, err)
+		return fail(sandbox.StatusRunnerFailed, err)
 	}
-	if err := plan.Prepare(p.home); err != nil {
-		return fail(exitRunnerFailed, err)
-	}
-	mounts := make([]sandbox.Mount, 0, len(plan.Preopens))
-	for _, o := range plan.Preopens {
-		mounts = append(mounts, sandbox.Mount{GuestPath: o.Guest, HostPath: o.Host, ReadOnly: o.ReadOnly})
-	}
-	code, err := runner.Run(e.ctx, wasm, sandbox.Config{
-		Args: append([]string{plan.Argv0}, guestArgs...), Env: plan.Env(os.LookupEnv), Mounts: mounts,
-		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr,
-		MemoryMiB: plan.MemoryMiB, Timeout: plan.Timeout(),
+	status, err := runner.RunPlan(e.ctx, plan, wasm, guestArgs, sandbox.Stdio{
+		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, LookupEnv: os.LookupEnv,
 	})
-	status := sandbox.ExitStatus(code, err)
-	if status == 0 {
+	if status == 0 && err == nil {
 		return nil
 	}
-	if err != nil && errs.TokenOf(err) == errs.Internal {
-		err = errs.Wrap(err, runErrToken(status), "%s: %v", plan.Artifact, err)
-	}
 	return fail(status, err)
-}
-
-func runErrToken(status int) errs.Token {
-	switch status {
-	case exitTimeout:
-		return errs.Timeout
-	case exitNotExecutable:
-		return errs.NotExecutable
-	}
-	return errs.Internal
 }

@@ -6,7 +6,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/fetch"
-	"github.com/murmur-nexus/mur/internal/check"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/sandbox"
 )
@@ -40,7 +39,7 @@ problem; exit 1 if there is any. --repair fetches and restores what it can.`,
 			if err != nil {
 				return err
 			}
-			in := check.Input{
+			in := fetch.VerifyInput{
 				Project: p.Project, Lock: l, CAS: store, Platform: platform,
 				SourceFor: p.cfg.SourceFor,
 			}
@@ -56,7 +55,7 @@ problem; exit 1 if there is any. --repair fetches and restores what it can.`,
 				}
 				in.Repair = &fetch.Puller{CAS: store, Stores: st, Source: p.source(), Offline: e.Offline(), Platform: platform}
 			}
-			rep, err := check.Run(e.ctx, in)
+			rep, err := fetch.Verify(e.ctx, in)
 			if err != nil {
 				return err
 			}

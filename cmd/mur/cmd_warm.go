@@ -8,7 +8,6 @@ import (
 
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
-	"github.com/murmur-nexus/mur/internal/warm"
 	"github.com/murmur-nexus/mur/sandbox"
 )
 
@@ -52,7 +51,7 @@ OCI layout folder that other machines can use as the store oci-layout:DIR.`,
 				return err
 			}
 			pr := newProgress(e.stderr, e.g.quiet || e.g.json)
-			in := warm.Input{
+			in := fetch.WarmInput{
 				Project: p.Project, Lock: l, Platform: platform,
 				From: func(name string) ([]string, error) { return p.installFrom(name, nil) },
 				Puller: &fetch.Puller{CAS: store, Stores: sts, Source: p.source(), Offline: e.Offline(), Jobs: jobs, Events: func(ev fetch.Event) {
@@ -74,7 +73,7 @@ OCI layout folder that other machines can use as the store oci-layout:DIR.`,
 				}
 				in.Layout = dst
 			}
-			rep, err := warm.Run(e.ctx, in)
+			rep, err := fetch.Warm(e.ctx, in)
 			if e.g.json {
 				if jerr := e.JSON(rep); jerr != nil {
 					return jerr

@@ -18,7 +18,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/internal/errs"
-	"github.com/murmur-nexus/mur/internal/home"
 )
 
 // version is set by the linker in release builds.
@@ -58,7 +57,7 @@ type env struct {
 }
 
 // Home resolves the Murmur home from --home, $MURMUR_HOME or $HOME.
-func (e *env) Home() (home.Home, error) { return home.Resolve(e.g.home) }
+func (e *env) Home() (Home, error) { return resolveHome(e.g.home) }
 
 // Offline reports whether network use is forbidden for this command.
 func (e *env) Offline() bool {

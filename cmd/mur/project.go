@@ -11,9 +11,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/github"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
-	"github.com/murmur-nexus/mur/internal/config"
 	"github.com/murmur-nexus/mur/internal/errs"
-	"github.com/murmur-nexus/mur/internal/home"
 	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/lock"
 )
@@ -23,8 +21,8 @@ import (
 type project struct {
 	fetch.Project
 	capsule *manifest.Capsule // nil when the folder has no murmur.yaml
-	cfg     *config.Config
-	home    home.Home
+	cfg     *fetch.Config
+	home    Home
 }
 
 func (e *env) openProject() (*project, error) {
@@ -54,7 +52,7 @@ func (e *env) openProject() (*project, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, errs.Wrap(err, errs.IO, "can't read %s: %v", mpath, err)
 	}
-	cfg, err := config.Load(h.ConfigFile(), dir)
+	cfg, err := fetch.LoadConfig(h.ConfigFile(), dir)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +77,7 @@ func (e *env) openLocked() (*project, *lock.Lock, error) {
 }
 
 // openCAS opens the content-addressed store, creating the home at 0700 if needed.
-func openCAS(h home.Home) (*cas.Store, error) {
+func openCAS(h Home) (*cas.Store, error) {
 	if err := h.Ensure(); err != nil {
 		return nil, err
 	}
@@ -92,10 +90,10 @@ func (p *project) stores(extra []string) ([]fetch.Store, error) {
 	cwd, _ := os.Getwd()
 	var addrs []string
 	for _, a := range extra {
-		if err := config.ValidateStoreAddress(a); err != nil {
+		if err := fetch.ValidateStoreAddress(a); err != nil {
 			return nil, err
 		}
-		addrs = append(addrs, config.ResolveStore(a, cwd))
+		addrs = append(addrs, fetch.ResolveStore(a, cwd))
 	}
 	addrs = append(addrs, p.cfg.Stores...)
 	seen := map[string]bool{}
@@ -140,7 +138,7 @@ func storeOptions() ocistore.Options {
 // resolveStoreArg makes a relative oci-layout: path given on the command line absolute.
 func resolveStoreArg(addr string) string {
 	cwd, _ := os.Getwd()
-	return config.ResolveStore(addr, cwd)
+	return fetch.ResolveStore(addr, cwd)
 }
 
 // installFrom is where a pull of name may look: the artifact's effective install.from, else

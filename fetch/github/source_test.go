@@ -15,9 +15,10 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/github/githubtest"
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/errs/errtest"
 	"github.com/murmur-nexus/mur/internal/ref"
-	"github.com/murmur-nexus/mur/internal/testfakes/githubfake"
 )
 
 const (
@@ -43,24 +44,24 @@ func (m *memScratch) Digest() digest.Digest {
 
 var grep = ref.Name{Scope: "acme", Name: "grep"}
 
-func art(version string) githubfake.Artifact {
-	return githubfake.Artifact{
+func art(version string) githubtest.Artifact {
+	return githubtest.Artifact{
 		Name: "acme/grep", Version: version, Release: "v" + version,
-		Asset: "grep-" + version + ".mur.zip", Data: githubfake.PackArtifact("grep", version),
+		Asset: "grep-" + version + ".mur.zip", Data: githubtest.PackArtifact("grep", version),
 	}
 }
 
 // setup starts a fake with acme/murmur-artifacts publishing grep 1.1.0 and 1.2.0 (the index on
 // v1.2.0), and a client with a token, fast retries and a short timeout.
-func setup(t *testing.T) (*githubfake.Server, *Client) {
+func setup(t *testing.T) (*githubtest.Server, *Client) {
 	t.Helper()
-	fake := githubfake.New(t)
+	fake := githubtest.New(t)
 	fake.AddRepo(owner, repo, ownerID, repoID)
 	fake.Publish(owner, repo, "acme", art("1.1.0"), art("1.2.0"))
 	return fake, testClient(fake, token)
 }
 
-func testClient(fake *githubfake.Server, tok string) *Client {
+func testClient(fake *githubtest.Server, tok string) *Client {
 	c := NewClient(ClientOptions{BaseURL: fake.APIURL(), Token: tok, Retries: 2, Timeout: 5 * time.Second})
 	c.backoff = time.Millisecond
 	return c
@@ -71,22 +72,6 @@ func fetchGrep(t *testing.T, c *Client, version string, pin *fetch.OwnerPin) (fe
 	var scratch memScratch
 	got, err := NewSource(c, nil).Fetch(context.Background(), grep, version, "linux-x86_64", pin, &scratch)
 	return got, &scratch, err
-}
-
-func wantErr(t *testing.T, err error, tok errs.Token, mentions ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("no error; want %s", tok)
-	}
-	t.Logf("%v", err)
-	if errs.TokenOf(err) != tok {
-		t.Fatalf("err = %v; want token %s", err, tok)
-	}
-	for _, m := range mentions {
-		if !strings.Contains(err.Error(), m) {
-			t.Errorf("err = %v; want it to mention %q", err, m)
-		}
-	}
 }
 
 func TestFetchOlderReleaseThroughStorage(t *testing.T) {
@@ -109,10 +94,10 @@ func TestFetchOlderReleaseThroughStorage(t *testing.T) {
 	if got.NewPin == nil || *got.NewPin != (fetch.OwnerPin{Source: label, OwnerID: ownerID, RepoID: repoID}) {
 		t.Fatalf("NewPin = %+v", got.NewPin)
 	}
-	if n := fake.Count(githubfake.API, "/repos/acme/murmur-artifacts/releases/tags/v1.1.0"); n != 1 {
+	if n := fake.Count(githubtest.API, "/repos/acme/murmur-artifacts/releases/tags/v1.1.0"); n != 1 {
 		t.Fatalf("release v1.1.0 asked %d times", n)
 	}
-	if n := fake.Count(githubfake.Storage, "/objects/"); n != 2 { // the index and the payload
+	if n := fake.Count(githubtest.Storage, "/objects/"); n != 2 { // the index and the payload
 		t.Fatalf("storage asked %d times, want 2", n)
 	}
 
@@ -131,7 +116,7 @@ func TestTokenGoesToTheAPIButNeverToStorage(t *testing.T) {
 	var api, storage, redirects int
 	for _, r := range fake.Requests() {
 		switch r.Server {
-		case githubfake.API:
+		case githubtest.API:
 			api++
 			if r.Header.Get("Authorization") != "Bearer "+token {
 				t.Errorf("API request %s without the token: %q", r.Path, r.Header.Get("Authorization"))
@@ -148,7 +133,7 @@ func TestTokenGoesToTheAPIButNeverToStorage(t *testing.T) {
 			} else if accept != "application/vnd.github+json" {
 				t.Errorf("API request %s Accept %q", r.Path, accept)
 			}
-		case githubfake.Storage:
+		case githubtest.Storage:
 			storage++
 			for k, v := range r.Header {
 				if strings.EqualFold(k, "Authorization") || strings.Contains(strings.Join(v, " "), token) {
@@ -166,7 +151,7 @@ func TestTokenGoesToTheAPIButNeverToStorage(t *testing.T) {
 
 	// Without the token the private repository is invisible, as on GitHub.
 	_, _, err := fetchGrep(t, testClient(fake, ""), "1.2.0", nil)
-	wantErr(t, err, errs.NotFound, "GITHUB_TOKEN")
+	errtest.WantToken(t, err, errs.NotFound, "GITHUB_TOKEN")
 }
 
 func TestOwnerPin(t *testing.T) {
@@ -183,9 +168,9 @@ func TestOwnerPin(t *testing.T) {
 	fake.SetOwnerID(owner, repo, 999)
 	fake.ResetRequests()
 	_, scratch, err := fetchGrep(t, c, "1.2.0", pin)
-	wantErr(t, err, errs.OwnerChanged, "scope acme", "1234567", "999", "mur lock forget-scope acme")
-	if scratch.Size() != 0 || fake.Count(githubfake.Storage, "") != 0 {
-		t.Fatalf("an owner change still downloaded: scratch %d bytes, storage %d requests", scratch.Size(), fake.Count(githubfake.Storage, ""))
+	errtest.WantToken(t, err, errs.OwnerChanged, "scope acme", "1234567", "999", "mur lock forget-scope acme")
+	if scratch.Size() != 0 || fake.Count(githubtest.Storage, "") != 0 {
+		t.Fatalf("an owner change still downloaded: scratch %d bytes, storage %d requests", scratch.Size(), fake.Count(githubtest.Storage, ""))
 	}
 	// Without a pin the new owner is simply what gets pinned.
 	got, _, err = fetchGrep(t, c, "1.2.0", nil)
@@ -211,14 +196,14 @@ func TestReplacedAssetBytes(t *testing.T) {
 			fake, c := setup(t)
 			fake.ReplaceAssetBytes(owner, repo, "v1.2.0", "grep-1.2.0.mur.zip", flip(art("1.2.0").Data), keep)
 			_, _, err := fetchGrep(t, c, "1.2.0", nil)
-			wantErr(t, err, errs.Integrity, "acme/grep@1.2.0", "index says "+art("1.2.0").SHA256())
+			errtest.WantToken(t, err, errs.Integrity, "acme/grep@1.2.0", "index says "+art("1.2.0").SHA256())
 		})
 	}
 	t.Run("different size", func(t *testing.T) {
 		fake, c := setup(t)
 		fake.ReplaceAssetBytes(owner, repo, "v1.2.0", "grep-1.2.0.mur.zip", append(art("1.2.0").Data, 0), true)
 		_, _, err := fetchGrep(t, c, "1.2.0", nil)
-		wantErr(t, err, errs.Integrity, "longer than")
+		errtest.WantToken(t, err, errs.Integrity, "longer than")
 	})
 }
 
@@ -228,7 +213,7 @@ func TestGitHubDigestDisagrees(t *testing.T) {
 	a := art("1.2.0")
 	fake.Advertise(owner, repo, "v1.2.0", a.Asset, int64(len(a.Data)), wrong)
 	_, _, err := fetchGrep(t, c, "1.2.0", nil)
-	wantErr(t, err, errs.Integrity, "GitHub's digest", wrong)
+	errtest.WantToken(t, err, errs.Integrity, "GitHub's digest", wrong)
 
 	// Assets GitHub never hashed are still checked against the index alone.
 	fake.Advertise(owner, repo, "v1.2.0", a.Asset, int64(len(a.Data)), "")
@@ -242,19 +227,19 @@ func TestAdvertisedSizeDisagrees(t *testing.T) {
 	a := art("1.2.0")
 	fake.Advertise(owner, repo, "v1.2.0", a.Asset, int64(len(a.Data))+7, "sha256:"+a.SHA256())
 	_, scratch, err := fetchGrep(t, c, "1.2.0", nil)
-	wantErr(t, err, errs.Integrity, "GitHub says the asset is")
+	errtest.WantToken(t, err, errs.Integrity, "GitHub says the asset is")
 	if scratch.Size() != 0 {
 		t.Fatal("downloaded despite the size mismatch")
 	}
 }
 
 // publishWithIndex publishes arts and then replaces the index with entries.
-func publishWithIndex(t *testing.T, scope string, arts []githubfake.Artifact, entries ...githubfake.IndexEntry) (*githubfake.Server, *Client) {
+func publishWithIndex(t *testing.T, scope string, arts []githubtest.Artifact, entries ...githubtest.IndexEntry) (*githubtest.Server, *Client) {
 	t.Helper()
-	fake := githubfake.New(t)
+	fake := githubtest.New(t)
 	fake.AddRepo(owner, repo, ownerID, repoID)
 	fake.Publish(owner, repo, scope, arts...)
-	fake.AttachIndex(owner, repo, githubfake.IndexJSON(scope, entries...))
+	fake.AttachIndex(owner, repo, githubtest.IndexJSON(scope, entries...))
 	return fake, testClient(fake, token)
 }
 
@@ -271,7 +256,7 @@ func TestIndexEntryLies(t *testing.T) {
 
 	tests := []struct {
 		name     string
-		entry    githubfake.IndexEntry
+		entry    githubtest.IndexEntry
 		tok      errs.Token
 		mentions []string
 	}{
@@ -282,9 +267,9 @@ func TestIndexEntryLies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, c := publishWithIndex(t, "acme", []githubfake.Artifact{a}, tt.entry)
+			_, c := publishWithIndex(t, "acme", []githubtest.Artifact{a}, tt.entry)
 			_, _, err := fetchGrep(t, c, "1.2.0", nil)
-			wantErr(t, err, tt.tok, tt.mentions...)
+			errtest.WantToken(t, err, tt.tok, tt.mentions...)
 		})
 	}
 }
@@ -296,18 +281,18 @@ func TestPackedManifestDisagrees(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			a := art("1.2.0")
-			a.Data = githubfake.PackArtifact(tt.bare, tt.version)
-			_, c := publishWithIndex(t, "acme", []githubfake.Artifact{a}, a.Entry())
+			a.Data = githubtest.PackArtifact(tt.bare, tt.version)
+			_, c := publishWithIndex(t, "acme", []githubtest.Artifact{a}, a.Entry())
 			_, _, err := fetchGrep(t, c, "1.2.0", nil)
-			wantErr(t, err, errs.IndexMismatch, `name "`+tt.bare+`" and version "`+tt.version+`"`)
+			errtest.WantToken(t, err, errs.IndexMismatch, `name "`+tt.bare+`" and version "`+tt.version+`"`)
 		})
 	}
 	t.Run("not a zip", func(t *testing.T) {
 		a := art("1.2.0")
 		a.Data = []byte("definitely not a zip file")
-		_, c := publishWithIndex(t, "acme", []githubfake.Artifact{a}, a.Entry())
+		_, c := publishWithIndex(t, "acme", []githubtest.Artifact{a}, a.Entry())
 		_, _, err := fetchGrep(t, c, "1.2.0", nil)
-		wantErr(t, err, errs.InvalidArtifact, "acme/grep@1.2.0")
+		errtest.WantToken(t, err, errs.InvalidArtifact, "acme/grep@1.2.0")
 	})
 }
 
@@ -316,36 +301,36 @@ func TestBrokenIndexes(t *testing.T) {
 		fake, c := setup(t)
 		fake.AttachIndex(owner, repo, []byte("<html>oops</html>"))
 		_, _, err := fetchGrep(t, c, "1.2.0", nil)
-		wantErr(t, err, errs.IndexMismatch, "murmur-index.json on release v1.2.0", "not valid JSON")
+		errtest.WantToken(t, err, errs.IndexMismatch, "murmur-index.json on release v1.2.0", "not valid JSON")
 	})
 	t.Run("another scope", func(t *testing.T) {
-		_, c := publishWithIndex(t, "other", []githubfake.Artifact{art("1.2.0")})
+		_, c := publishWithIndex(t, "other", []githubtest.Artifact{art("1.2.0")})
 		_, _, err := fetchGrep(t, c, "1.2.0", nil)
-		wantErr(t, err, errs.IndexMismatch, `for scope "other", not "acme"`)
+		errtest.WantToken(t, err, errs.IndexMismatch, `for scope "other", not "acme"`)
 	})
 	t.Run("no index asset", func(t *testing.T) {
 		fake, c := setup(t)
 		fake.AddRelease(owner, repo, "v2.0.0", map[string][]byte{"notes.txt": []byte("hi")})
 		_, _, err := fetchGrep(t, c, "1.2.0", nil)
-		wantErr(t, err, errs.NotFound, "latest release v2.0.0", "has no murmur-index.json")
+		errtest.WantToken(t, err, errs.NotFound, "latest release v2.0.0", "has no murmur-index.json")
 	})
 	t.Run("no release", func(t *testing.T) {
-		fake := githubfake.New(t)
+		fake := githubtest.New(t)
 		fake.AddRepo(owner, repo, ownerID, repoID)
 		_, _, err := fetchGrep(t, testClient(fake, token), "1.2.0", nil)
-		wantErr(t, err, errs.NotFound, label, "no published release")
+		errtest.WantToken(t, err, errs.NotFound, label, "no published release")
 	})
 	t.Run("no repository", func(t *testing.T) {
-		fake := githubfake.New(t)
+		fake := githubtest.New(t)
 		_, _, err := fetchGrep(t, testClient(fake, token), "1.2.0", nil)
-		wantErr(t, err, errs.NotFound)
+		errtest.WantToken(t, err, errs.NotFound)
 	})
 	t.Run("index asset corrupted in storage", func(t *testing.T) {
 		fake, c := setup(t)
-		idx := githubfake.IndexJSON("acme", art("1.1.0").Entry(), art("1.2.0").Entry())
+		idx := githubtest.IndexJSON("acme", art("1.1.0").Entry(), art("1.2.0").Entry())
 		fake.ReplaceAssetBytes(owner, repo, "v1.2.0", IndexAssetName, flip(idx), true)
 		_, _, err := fetchGrep(t, c, "1.2.0", nil)
-		wantErr(t, err, errs.Integrity, "GitHub's digest")
+		errtest.WantToken(t, err, errs.Integrity, "GitHub's digest")
 	})
 }
 
@@ -366,17 +351,17 @@ func TestMissingEntries(t *testing.T) {
 	linuxOnly := art("2.0.0")
 	linuxOnly.Platform = "linux-x86_64"
 	odd := art("nightly")
-	_, c := publishWithIndex(t, "acme", []githubfake.Artifact{art("1.1.0"), linuxOnly, odd},
+	_, c := publishWithIndex(t, "acme", []githubtest.Artifact{art("1.1.0"), linuxOnly, odd},
 		art("1.1.0").Entry(), linuxOnly.Entry(), odd.Entry())
 	src := NewSource(c, nil)
 	var scratch memScratch
 	ctx := context.Background()
 
 	_, err := src.Fetch(ctx, grep, "1.3.0", "linux-x86_64", nil, &scratch)
-	wantErr(t, err, errs.NotFound, "acme/grep@1.3.0", "1.1.0 (any)", "2.0.0 (linux-x86_64)", "release v")
+	errtest.WantToken(t, err, errs.NotFound, "acme/grep@1.3.0", "1.1.0 (any)", "2.0.0 (linux-x86_64)", "release v")
 
 	_, err = src.Fetch(ctx, grep, "2.0.0", "darwin-aarch64", nil, &scratch)
-	wantErr(t, err, errs.NotFound, "acme/grep@2.0.0", "darwin-aarch64")
+	errtest.WantToken(t, err, errs.NotFound, "acme/grep@2.0.0", "darwin-aarch64")
 
 	got, err := src.Fetch(ctx, grep, "latest", "darwin-aarch64", nil, &scratch)
 	if err != nil || got.Version != "1.1.0" {
@@ -384,14 +369,14 @@ func TestMissingEntries(t *testing.T) {
 	}
 
 	_, err = src.Fetch(ctx, ref.Name{Scope: "acme", Name: "sed"}, "latest", "any", nil, &memScratch{})
-	wantErr(t, err, errs.NotFound, "no version of acme/sed")
+	errtest.WantToken(t, err, errs.NotFound, "no version of acme/sed")
 }
 
 func TestNonSemverLatestAsksForAVersion(t *testing.T) {
 	odd := art("nightly")
-	_, c := publishWithIndex(t, "acme", []githubfake.Artifact{odd}, odd.Entry())
+	_, c := publishWithIndex(t, "acme", []githubtest.Artifact{odd}, odd.Entry())
 	_, _, err := fetchGrep(t, c, "latest", nil)
-	wantErr(t, err, errs.Usage, "acme/grep@nightly")
+	errtest.WantToken(t, err, errs.Usage, "acme/grep@nightly")
 }
 
 func TestRetriesTransientFailures(t *testing.T) {
@@ -415,7 +400,7 @@ func TestGivesUpOnPersistentFailure(t *testing.T) {
 	fake, c := setup(t)
 	fake.AlwaysFail(http.StatusBadGateway)
 	_, _, err := fetchGrep(t, c, "1.2.0", nil)
-	wantErr(t, err, errs.Network, fake.APIURL()+"/repos/acme/murmur-artifacts/releases/latest", "3 times", "502")
+	errtest.WantToken(t, err, errs.Network, fake.APIURL()+"/repos/acme/murmur-artifacts/releases/latest", "3 times", "502")
 	if n := fake.Count("", ""); n != 3 {
 		t.Fatalf("%d requests, want 3 (one try and two retries)", n)
 	}
@@ -429,7 +414,7 @@ func TestStallIsBoundedByTheTimeout(t *testing.T) {
 		fake.Stall(time.Minute)
 		start := time.Now()
 		_, _, err := fetchGrep(t, c, "1.2.0", nil)
-		wantErr(t, err, errs.Network, "no data for 200ms")
+		errtest.WantToken(t, err, errs.Network, "no data for 200ms")
 		if d := time.Since(start); d > 20*time.Second {
 			t.Fatalf("took %s", d)
 		}
@@ -444,7 +429,7 @@ func TestStallIsBoundedByTheTimeout(t *testing.T) {
 		fake.StallStorageBody(time.Minute)
 		var scratch memScratch
 		_, err := src.Fetch(context.Background(), grep, "1.2.0", "any", nil, &scratch)
-		wantErr(t, err, errs.Network, "broke off after", "no data for 200ms")
+		errtest.WantToken(t, err, errs.Network, "broke off after", "no data for 200ms")
 		if scratch.Size() == 0 {
 			t.Fatal("the stall was meant to come after some bytes")
 		}
@@ -469,7 +454,7 @@ func TestRateLimits(t *testing.T) {
 		reset := time.Now().Add(time.Hour).Truncate(time.Second)
 		fake.RateLimitPrimary(reset)
 		_, _, err := fetchGrep(t, testClient(fake, ""), "1.2.0", nil)
-		wantErr(t, err, errs.RateLimited, reset.UTC().Format(time.RFC3339), "setting GITHUB_TOKEN")
+		errtest.WantToken(t, err, errs.RateLimited, reset.UTC().Format(time.RFC3339), "setting GITHUB_TOKEN")
 		if n := fake.Count("", ""); n != 1 {
 			t.Fatalf("rate-limited request retried: %d requests", n)
 		}
@@ -478,7 +463,7 @@ func TestRateLimits(t *testing.T) {
 		fake, c := setup(t)
 		fake.RateLimitSecondary(42)
 		_, _, err := fetchGrep(t, c, "1.2.0", nil)
-		wantErr(t, err, errs.RateLimited, "in 42 seconds", "GITHUB_TOKEN")
+		errtest.WantToken(t, err, errs.RateLimited, "in 42 seconds", "GITHUB_TOKEN")
 		if n := fake.Count("", ""); n != 1 {
 			t.Fatalf("rate-limited request retried: %d requests", n)
 		}
@@ -513,7 +498,7 @@ func TestIndexLookupsAreCached(t *testing.T) {
 	}
 
 	// A new index is noticed: the release's ETag changes.
-	fake.AttachIndex(owner, repo, githubfake.IndexJSON("acme", art("1.2.0").Entry()))
+	fake.AttachIndex(owner, repo, githubtest.IndexJSON("acme", art("1.2.0").Entry()))
 	ix, err := NewSource(c, nil).Index(ctx, "acme")
 	if err != nil || len(ix.Artifacts) != 1 {
 		t.Fatalf("after a new index: %+v, %v", ix, err)
@@ -536,7 +521,7 @@ func TestConcurrentFetchesShareOneIndex(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := fake.Count(githubfake.API, "/repos/acme/murmur-artifacts/releases/latest"); n != 1 {
+	if n := fake.Count(githubtest.API, "/repos/acme/murmur-artifacts/releases/latest"); n != 1 {
 		t.Fatalf("latest release asked %d times", n)
 	}
 }
@@ -561,13 +546,13 @@ func TestReservedScopesAndLabels(t *testing.T) {
 	ctx := context.Background()
 	var scratch memScratch
 	_, err := src.Fetch(ctx, ref.Name{Scope: "murmur", Name: "x"}, "1.0.0", "any", nil, &scratch)
-	wantErr(t, err, errs.InvalidConfig, "reserved", MurmurLabel, "github:evil/default-artifacts")
+	errtest.WantToken(t, err, errs.InvalidConfig, "reserved", MurmurLabel, "github:evil/default-artifacts")
 	_, err = src.Fetch(ctx, ref.Name{Scope: "local", Name: "x"}, "1.0.0", "any", nil, &scratch)
-	wantErr(t, err, errs.NotFound, "scope local")
+	errtest.WantToken(t, err, errs.NotFound, "scope local")
 	_, err = src.Fetch(ctx, ref.Name{Scope: "bad", Name: "x"}, "1.0.0", "any", nil, &scratch)
-	wantErr(t, err, errs.InvalidConfig, "github:OWNER/REPO")
+	errtest.WantToken(t, err, errs.InvalidConfig, "github:OWNER/REPO")
 	_, err = src.Fetch(ctx, ref.Name{Scope: "none", Name: "x"}, "1.0.0", "any", nil, &scratch)
-	wantErr(t, err, errs.NotFound, "no source serves scope none")
+	errtest.WantToken(t, err, errs.NotFound, "no source serves scope none")
 
 	def := NewSource(NewClient(ClientOptions{}), nil)
 	if l, ok := def.Label("murmur"); !ok || l != MurmurLabel {
@@ -579,9 +564,9 @@ func TestReservedScopesAndLabels(t *testing.T) {
 }
 
 func TestMurmurScopeServedByDefaultArtifacts(t *testing.T) {
-	fake := githubfake.New(t)
+	fake := githubtest.New(t)
 	fake.AddRepo("murmur-nexus", "default-artifacts", 42, 43)
-	hello := githubfake.Artifact{Name: "murmur/hello", Version: "0.1.0", Release: "v0.1.0", Asset: "hello.mur.zip", Data: githubfake.PackArtifact("hello", "0.1.0")}
+	hello := githubtest.Artifact{Name: "murmur/hello", Version: "0.1.0", Release: "v0.1.0", Asset: "hello.mur.zip", Data: githubtest.PackArtifact("hello", "0.1.0")}
 	fake.Publish("murmur-nexus", "default-artifacts", "murmur", hello)
 	var scratch memScratch
 	got, err := NewSource(testClient(fake, ""), nil).Fetch(context.Background(), ref.Name{Scope: "murmur", Name: "hello"}, "latest", "any", nil, &scratch)
@@ -605,13 +590,13 @@ func TestDownloadAssetNoticesOverlongBodies(t *testing.T) {
 		t.Fatalf("full download: %d bytes, %v", n, err)
 	}
 	_, err = c.DownloadAsset(context.Background(), owner, repo, 1, 0, &buf)
-	wantErr(t, err, errs.NotFound, "asset 1 in acme/murmur-artifacts")
+	errtest.WantToken(t, err, errs.NotFound, "asset 1 in acme/murmur-artifacts")
 }
 
 func TestBadBaseURL(t *testing.T) {
 	c := NewClient(ClientOptions{BaseURL: "api.github.com"})
 	_, err := c.Repo(context.Background(), owner, repo)
-	wantErr(t, err, errs.InvalidConfig, "MUR_GITHUB_API_BASE")
+	errtest.WantToken(t, err, errs.InvalidConfig, "MUR_GITHUB_API_BASE")
 }
 
 func TestClientOptionsFromEnv(t *testing.T) {
@@ -646,7 +631,7 @@ func TestConcurrentFetchesShareAFailure(t *testing.T) {
 		}
 	}
 	// The waiting fetches share the first one's failure instead of each retrying in turn.
-	if n := fake.Count(githubfake.API, "/repos/acme/murmur-artifacts/releases/latest"); n != 3 {
+	if n := fake.Count(githubtest.API, "/repos/acme/murmur-artifacts/releases/latest"); n != 3 {
 		t.Fatalf("latest release asked %d times, want 3 (one try and two retries)", n)
 	}
 }

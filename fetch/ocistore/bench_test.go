@@ -13,13 +13,13 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/murmur-nexus/mur/fetch/ocistore"
-	"github.com/murmur-nexus/mur/internal/testfakes/registry"
+	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 )
 
 // BenchmarkOpenRegistryBlob256MiB reads a 256 MiB blob from the real docker-registry on loopback,
-// the way a cold pull does before hashing; compare with `crane blob` on the same registry.
+// the way a cold pull does before hashing; compare with `crane blob` on the same registrytest.
 func BenchmarkOpenRegistryBlob256MiB(b *testing.B) {
-	r := registry.Start(b)
+	r := registrytest.Start(b)
 	s, err := ocistore.Open("oci://"+r.Addr()+"/murmur", ocistore.Options{})
 	if err != nil {
 		b.Fatal(err)

@@ -16,23 +16,23 @@ import (
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/internal/errs"
-	"github.com/murmur-nexus/mur/internal/testfakes/errtest"
-	"github.com/murmur-nexus/mur/internal/testfakes/registry"
+	"github.com/murmur-nexus/mur/internal/errs/errtest"
+	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 )
 
 // faultyStore opens f's registry as a store.
-func faultyStore(t *testing.T, f *registry.Faulty, opt ocistore.Options) fetch.Store {
+func faultyStore(t *testing.T, f *registrytest.Faulty, opt ocistore.Options) fetch.Store {
 	return open(t, "oci://"+f.Addr()+"/murmur", opt)
 }
 
 // TestFaultWrongBlobBytes documents that ocistore does not verify payloads: it streams what the
 // registry sends, and the caller's hash (the CAS ingest) is what refuses it.
 func TestFaultWrongBlobBytes(t *testing.T) {
-	f := registry.StartFaulty(t)
+	f := registrytest.StartFaulty(t)
 	s := faultyStore(t, f, ocistore.Options{})
 	data := payload(50_000, 70)
 	d := push(t, s, grep, "1.0.0", "any", data)
-	f.Arm(registry.BlobBody(50_000, payload(50_000, 71)))
+	f.Arm(registrytest.BlobBody(50_000, payload(50_000, 71)))
 	got := readAll(t, s, grep, d.Digest)
 	if len(got) != len(data) {
 		t.Fatalf("got %d bytes, want %d", len(got), len(data))
@@ -43,11 +43,11 @@ func TestFaultWrongBlobBytes(t *testing.T) {
 }
 
 func TestFaultShortBody(t *testing.T) {
-	f := registry.StartFaulty(t)
+	f := registrytest.StartFaulty(t)
 	s := faultyStore(t, f, ocistore.Options{})
 	data := payload(200_000, 72)
 	d := push(t, s, grep, "1.0.0", "any", data)
-	f.Arm(registry.BlobBody(200_000, data[:70_000]))
+	f.Arm(registrytest.BlobBody(200_000, data[:70_000]))
 	rc, err := s.Open(context.Background(), grep, d.Digest)
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func (w *failingWriter) Write(p []byte) (int, error) {
 
 // TestOpenWriterFails checks that a consumer's write error ends the read-ahead copy.
 func TestOpenWriterFails(t *testing.T) {
-	f := registry.StartFaulty(t)
+	f := registrytest.StartFaulty(t)
 	s := faultyStore(t, f, ocistore.Options{})
 	d := push(t, s, grep, "1.0.0", "any", payload(3<<20, 77))
 	rc, err := s.Open(context.Background(), grep, d.Digest)
@@ -102,11 +102,11 @@ func TestFaultTransientRetried(t *testing.T) {
 		retryAfter string
 	}{{500, ""}, {503, ""}, {429, "1"}} {
 		t.Run(http.StatusText(c.code), func(t *testing.T) {
-			f := registry.StartFaulty(t)
+			f := registrytest.StartFaulty(t)
 			s := faultyStore(t, f, ocistore.Options{})
 			data := payload(10_000, 73)
 			d := push(t, s, grep, "1.0.0", "any", data)
-			failed := &registry.FailFirst{N: 2, Status: c.code, RetryAfter: c.retryAfter}
+			failed := &registrytest.FailFirst{N: 2, Status: c.code, RetryAfter: c.retryAfter}
 			f.Arm(failed.Serve)
 			start := time.Now()
 			got, err := s.Resolve(context.Background(), grep, "1.0.0", "any")
@@ -131,10 +131,10 @@ func TestFaultTransientRetried(t *testing.T) {
 }
 
 func TestFaultAlways5xx(t *testing.T) {
-	f := registry.StartFaulty(t)
+	f := registrytest.StartFaulty(t)
 	s := faultyStore(t, f, ocistore.Options{Retries: 2})
 	d := push(t, s, grep, "1.0.0", "any", payload(100, 74))
-	attempts := registry.Always(http.StatusBadGateway)
+	attempts := registrytest.Always(http.StatusBadGateway)
 	f.Arm(attempts.Serve)
 	_, err := s.Resolve(context.Background(), grep, "1.0.0", "any")
 	errtest.WantToken(t, err, errs.Network, f.Addr(), "502")
@@ -148,13 +148,13 @@ func TestFaultAlways5xx(t *testing.T) {
 func TestFaultStall(t *testing.T) {
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
-	f := registry.StartFaulty(t)
+	f := registrytest.StartFaulty(t)
 	s := faultyStore(t, f, ocistore.Options{Timeout: 300 * time.Millisecond, Retries: 1})
 	data := payload(100_000, 75)
 	d := push(t, s, grep, "1.0.0", "any", data)
 
 	// Blobs get headers and a first chunk, then nothing; manifests get nothing at all.
-	f.Arm(registry.StallBlob(100_000, data[:1000], release, registry.Hang(release)))
+	f.Arm(registrytest.StallBlob(100_000, data[:1000], release, registrytest.Hang(release)))
 	start := time.Now()
 	_, err := s.Resolve(context.Background(), grep, "1.0.0", "any")
 	errtest.WantToken(t, err, errs.Network, f.Addr())
@@ -179,7 +179,7 @@ func TestFaultStall(t *testing.T) {
 }
 
 func TestFaultBadManifests(t *testing.T) {
-	f := registry.StartFaulty(t)
+	f := registrytest.StartFaulty(t)
 	s := faultyStore(t, f, ocistore.Options{})
 	d := push(t, s, grep, "1.0.0", "any", payload(100, 76))
 	layer := `{"mediaType":"` + fetch.ArtifactLayerType + `","digest":"` + d.Digest.String() + `","size":100}`

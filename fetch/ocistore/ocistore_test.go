@@ -22,8 +22,8 @@ import (
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
-	"github.com/murmur-nexus/mur/internal/testfakes/errtest"
-	"github.com/murmur-nexus/mur/internal/testfakes/registry"
+	"github.com/murmur-nexus/mur/internal/errs/errtest"
+	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 )
 
 var grep = ref.Name{Scope: "acme", Name: "grep"}
@@ -88,11 +88,11 @@ func storeKinds(t *testing.T) map[string]func(t *testing.T) fetch.Store {
 			return open(t, "oci-layout:"+filepath.Join(t.TempDir(), "store"), ocistore.Options{})
 		},
 		"inprocess": func(t *testing.T) fetch.Store {
-			r := registry.StartInProcess(t, nil)
+			r := registrytest.StartInProcess(t, nil)
 			return open(t, "oci://"+r.Addr()+"/murmur", ocistore.Options{})
 		},
 		"docker-registry": func(t *testing.T) fetch.Store {
-			r := registry.Start(t)
+			r := registrytest.Start(t)
 			return open(t, "oci://"+r.Addr()+"/murmur", ocistore.Options{})
 		},
 	}
@@ -128,7 +128,7 @@ func TestRoundTrip(t *testing.T) {
 // TestRegistryManifestShape checks, with go-containerregistry reading the real registry, the
 // exact manifest SPEC section 7 describes.
 func TestRegistryManifestShape(t *testing.T) {
-	r := registry.Start(t)
+	r := registrytest.Start(t)
 	s := open(t, "oci://"+r.Addr()+"/murmur", ocistore.Options{})
 	data := payload(1000, 2)
 	d := push(t, s, grep, "1.2.0+x", "any", data)
@@ -328,7 +328,7 @@ func TestOpenAddresses(t *testing.T) {
 	}
 	for _, c := range []struct{ addr, want string }{
 		{"oci://127.0.0.1:5000/murmur", "oci://127.0.0.1:5000/murmur"},
-		{"oci://registry.internal/a/b/", "oci://registry.internal/a/b"},
+		{"oci://registrytest.internal/a/b/", "oci://registrytest.internal/a/b"},
 		{"oci://[::1]:5000", "oci://[::1]:5000"},
 		{"oci-layout:/srv/store", "oci-layout:/srv/store"},
 	} {

@@ -17,6 +17,7 @@ import (
 	"github.com/klauspost/compress/zip"
 
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/errs/errtest"
 )
 
 var (
@@ -70,19 +71,6 @@ func buildZip(t testing.TB, entries ...entry) []byte {
 func read(b []byte) (*Archive, error) { return Read(bytes.NewReader(b), int64(len(b))) }
 
 func manifestEntry() entry { return entry{name: "murmur.yaml", data: goodManifest} }
-
-func wantInvalid(t *testing.T, err error, substr string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("got no error; want invalid-artifact containing %q", substr)
-	}
-	if !errors.Is(err, errs.InvalidArtifact) {
-		t.Fatalf("error %v has token %s; want invalid-artifact", err, errs.TokenOf(err))
-	}
-	if !strings.Contains(err.Error(), substr) {
-		t.Fatalf("error %q does not contain %q", err, substr)
-	}
-}
 
 func TestReadGood(t *testing.T) {
 	z := buildZip(t, manifestEntry(), entry{name: "docs/", mode: fs.ModeDir | 0o755}, entry{name: "docs/README.md", data: []byte("hi")},
@@ -195,7 +183,7 @@ func TestReadRefusals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := read(buildZip(t, tt.entries...))
-			wantInvalid(t, err, tt.want)
+			errtest.WantToken(t, err, errs.InvalidArtifact, tt.want)
 		})
 	}
 }
@@ -203,7 +191,7 @@ func TestReadRefusals(t *testing.T) {
 func TestReadNotAZip(t *testing.T) {
 	for _, b := range [][]byte{nil, []byte("hello"), bytes.Repeat([]byte{0}, 4096), coreWasm} {
 		_, err := read(b)
-		wantInvalid(t, err, "not a readable zip archive")
+		errtest.WantToken(t, err, errs.InvalidArtifact, "not a readable zip archive")
 	}
 	if _, err := Read(bytes.NewReader(nil), -1); !errors.Is(err, errs.InvalidArtifact) {
 		t.Errorf("negative size: %v", err)
@@ -227,11 +215,11 @@ func TestCeilingDeclared(t *testing.T) {
 	t.Setenv(EnvMaxDecompressed, "1024")
 	z := buildZip(t, manifestEntry(), entry{name: "capsule.wasm", data: append(coreWasm, make([]byte, 2048)...)})
 	_, err := read(z)
-	wantInvalid(t, err, fmt.Sprintf(`entry "capsule.wasm" of the packed artifact declares %d bytes decompressed, over the ceiling of 1024 bytes`, len(coreWasm)+2048))
+	errtest.WantToken(t, err, errs.InvalidArtifact, fmt.Sprintf(`entry "capsule.wasm" of the packed artifact declares %d bytes decompressed, over the ceiling of 1024 bytes`, len(coreWasm)+2048))
 	// An entry mur never reads is refused on its declared size too.
 	z = buildZip(t, manifestEntry(), entry{name: "capsule.wasm", data: coreWasm}, entry{name: "big.bin", data: make([]byte, 4096)})
 	_, err = read(z)
-	wantInvalid(t, err, `"big.bin"`)
+	errtest.WantToken(t, err, errs.InvalidArtifact, `"big.bin"`)
 }
 
 func TestCeilingEnv(t *testing.T) {
@@ -281,7 +269,7 @@ func TestZipBomb(t *testing.T) {
 	n, err := io.Copy(io.Discard, rc)
 	rc.Close()
 	runtime.ReadMemStats(&after)
-	wantInvalid(t, err, `payload "capsule.wasm"`)
+	errtest.WantToken(t, err, errs.InvalidArtifact, `payload "capsule.wasm"`)
 	if n > 1<<20 {
 		t.Errorf("streamed %d bytes past a declared 1000 and a ceiling of 1 MiB", n)
 	}
@@ -298,7 +286,7 @@ func TestZipBomb(t *testing.T) {
 	mfh := &zip.FileHeader{Name: "murmur.yaml", Method: zip.Deflate, CRC32: crc32.ChecksumIEEE(mbomb),
 		CompressedSize64: uint64(len(mcomp)), UncompressedSize64: 100}
 	_, err = read(buildZip(t, entry{fh: mfh, data: mcomp, raw: true}, entry{name: "capsule.wasm", data: coreWasm}))
-	wantInvalid(t, err, "murmur.yaml")
+	errtest.WantToken(t, err, errs.InvalidArtifact, "murmur.yaml")
 }
 
 func TestPayloadCorrupt(t *testing.T) {
@@ -309,7 +297,7 @@ func TestPayloadCorrupt(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = a.ReadPayload()
-	wantInvalid(t, err, "damaged")
+	errtest.WantToken(t, err, errs.InvalidArtifact, "damaged")
 }
 
 func TestIsComponent(t *testing.T) {
@@ -347,7 +335,7 @@ func TestOpen(t *testing.T) {
 	bad := filepath.Join(dir, "bad.mur.zip")
 	os.WriteFile(bad, []byte("nope"), 0o644)
 	_, _, err = Open(bad)
-	wantInvalid(t, err, bad+": the packed artifact")
+	errtest.WantToken(t, err, errs.InvalidArtifact, bad+": the packed artifact")
 	if _, _, err := Open(filepath.Join(dir, "missing.mur.zip")); !errors.Is(err, errs.NotFound) || !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Open(missing) = %v", err)
 	}
@@ -427,5 +415,5 @@ func TestReadLargeArtifactMemory(t *testing.T) {
 func TestReadUnderInsecurePathGodebug(t *testing.T) {
 	t.Setenv("GODEBUG", "zipinsecurepath=0")
 	_, err := read(buildZip(t, manifestEntry(), entry{name: "capsule.wasm", data: coreWasm}, entry{name: "../evil", data: nil}))
-	wantInvalid(t, err, `"../evil" that climbs out`)
+	errtest.WantToken(t, err, errs.InvalidArtifact, `"../evil" that climbs out`)
 }

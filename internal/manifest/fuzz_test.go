@@ -2,6 +2,8 @@ package manifest
 
 import (
 	"testing"
+
+	"github.com/murmur-nexus/mur/internal/atomicfile"
 )
 
 func FuzzParse(f *testing.F) {
@@ -20,7 +22,7 @@ func FuzzParse(f *testing.F) {
 		for i := range c.Artifacts {
 			a := &c.Artifacts[i]
 			e := c.Effective(a)
-			if !within(e.Filesystem.Scope, c.Capabilities.Filesystem.Scope) {
+			if !atomicfile.Within(e.Filesystem.Scope, c.Capabilities.Filesystem.Scope) {
 				t.Fatalf("artifact %s widened the scope to %q", a.Name, e.Filesystem.Scope)
 			}
 			if e.State != nil && c.Capabilities.State == nil {

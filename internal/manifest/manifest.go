@@ -37,6 +37,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/yamlnode"
 
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -327,11 +328,6 @@ func (ps *parser) relPath(n *yaml.Node, key string) (string, error) {
 	return path.Clean(s), nil
 }
 
-// within reports whether p is parent or lies below it.
-func within(p, parent string) bool {
-	return parent == "." || p == parent || strings.HasPrefix(p, parent+"/")
-}
-
 // capabilities parses a capabilities mapping into out. ceiling is nil for the capsule's own, and
 // the capsule's grants when parsing an artifact's narrowing.
 func (ps *parser) capabilities(n *yaml.Node, prefix string, out *Capabilities, ceiling *capsuleCeiling) error {
@@ -350,7 +346,7 @@ func (ps *parser) capabilities(n *yaml.Node, prefix string, out *Capabilities, c
 			if out.Filesystem.Scope, err = ps.relPath(sn, k); err != nil {
 				return err
 			}
-			if ceiling != nil && !within(out.Filesystem.Scope, ceiling.caps.Filesystem.Scope) {
+			if ceiling != nil && !atomicfile.Within(out.Filesystem.Scope, ceiling.caps.Filesystem.Scope) {
 				return ps.errf(sn, k, "%q lies outside the capsule's scope %q; an artifact can only narrow the capsule's grants", out.Filesystem.Scope, ceiling.caps.Filesystem.Scope)
 			}
 		}
@@ -476,11 +472,11 @@ type capsuleCeiling struct {
 }
 
 func (c *capsuleCeiling) reaches(p string) bool {
-	if within(p, c.caps.Filesystem.Scope) {
+	if atomicfile.Within(p, c.caps.Filesystem.Scope) {
 		return true
 	}
 	for _, ro := range c.caps.Filesystem.ReadOnly {
-		if within(p, ro) {
+		if atomicfile.Within(p, ro) {
 			return true
 		}
 	}

@@ -1,0 +1,319 @@
+package fetch
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/murmur-nexus/mur/internal/yamlnode"
+	"github.com/murmur-nexus/mur/lock"
+
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/ref"
+)
+
+// The two config.yaml files of SPEC section 13: the user's
+// `$MURMUR_HOME/config.yaml` and a project's `.murmur/config.yaml`.
+//
+//	stores: [ "oci://registry.internal:5000/murmur", "oci-layout:/srv/murmur-store" ]
+//	sources: { acme: "github:acme/murmur-tools" }
+//
+// Decisions the SPEC leaves open:
+//   - Both files are optional. A project's stores come first, then the home's, with exact
+//     duplicates dropped; a project's source for a scope overrides the home's.
+//   - A relative `oci-layout:` path is resolved against the folder it is written for: the project
+//     folder (the one holding `.murmur/`) for the project config, the home folder for the home
+//     config. There is no `~` expansion.
+//   - The reserved scopes can't be redirected: `local` is never served by a source, and `murmur`
+//     is always `github:murmur-nexus/default-artifacts` (writing exactly that is tolerated).
+//   - Config files are written by people, and newer mur may add keys, so unknown keys are ignored
+//     and reported in Config.Warnings instead of failing every command.
+
+// ProjectFile is where a project's config lives, relative to the project folder.
+const ProjectFile = ".murmur/config.yaml"
+
+// Store address schemes.
+const (
+	SchemeOCI       = "oci://"
+	SchemeOCILayout = "oci-layout:"
+)
+
+// Config is the merged configuration of the home and the project.
+type Config struct {
+	// Stores are store addresses in the order they are tried: the project's, then the home's.
+	Stores []string
+	// Sources maps a scope to the `github:OWNER/REPO` that serves it.
+	Sources map[string]string
+	// Warnings name keys that were ignored, with their file, for the command to print.
+	Warnings []string
+}
+
+// LoadConfig reads homeConfigPath and, when projectDir is not empty, projectDir/.murmur/config.yaml,
+// and merges them. A missing file counts as an empty one.
+func LoadConfig(homeConfigPath, projectDir string) (*Config, error) {
+	c := &Config{Sources: map[string]string{}}
+	var project, user *configFile
+	var err error
+	if projectDir != "" {
+		abs, aerr := filepath.Abs(projectDir)
+		if aerr != nil {
+			return nil, errs.Wrap(aerr, errs.IO, "the project folder %q can't be made absolute: %v", projectDir, aerr)
+		}
+		if project, err = readConfigFile(filepath.Join(abs, ProjectFile), abs); err != nil {
+			return nil, err
+		}
+	}
+	if homeConfigPath != "" {
+		abs, aerr := filepath.Abs(homeConfigPath)
+		if aerr != nil {
+			return nil, errs.Wrap(aerr, errs.IO, "the config file %q can't be made absolute: %v", homeConfigPath, aerr)
+		}
+		if user, err = readConfigFile(abs, filepath.Dir(abs)); err != nil {
+			return nil, err
+		}
+	}
+	seen := map[string]bool{}
+	for _, f := range []*configFile{project, user} {
+		if f == nil {
+			continue
+		}
+		for _, s := range f.stores {
+			if !seen[s] {
+				seen[s] = true
+				c.Stores = append(c.Stores, s)
+			}
+		}
+		c.Warnings = append(c.Warnings, f.warnings...)
+	}
+	// The home first, so that the project's entries overwrite it.
+	for _, f := range []*configFile{user, project} {
+		if f == nil {
+			continue
+		}
+		for k, v := range f.sources {
+			c.Sources[k] = v
+		}
+	}
+	return c, nil
+}
+
+// SourceFor is the source that serves scope: `local` has none, `murmur` is always lock.MurmurSource,
+// a configured scope has its entry, and any other scope S is `github:S/murmur-artifacts`.
+func (c *Config) SourceFor(scope string) string {
+	if c != nil && scope != ref.ScopeLocal && scope != ref.ScopeMurmur {
+		if s, ok := c.Sources[scope]; ok {
+			return s
+		}
+	}
+	return lock.DefaultSource(scope)
+}
+
+// repoPath is the OCI distribution grammar for repository names, which PREFIX must follow.
+var repoPath = regexp.MustCompile(`^[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*)*$`)
+
+var hostLabel = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
+
+// ValidateStoreAddress accepts `oci://HOST[:PORT]/PREFIX` and `oci-layout:PATH`.
+func ValidateStoreAddress(s string) error {
+	switch {
+	case strings.HasPrefix(s, SchemeOCI):
+		if err := validateOCI(strings.TrimPrefix(s, SchemeOCI)); err != nil {
+			return errs.New(errs.Usage, "store %q is not a valid oci://HOST[:PORT]/PREFIX address: %v; for example oci://registry.internal:5000/murmur", s, err)
+		}
+		return nil
+	case strings.HasPrefix(s, SchemeOCILayout):
+		p := strings.TrimPrefix(s, SchemeOCILayout)
+		if p == "" {
+			return errs.New(errs.Usage, "store %q has no path after oci-layout:; write oci-layout:/path/to/folder", s)
+		}
+		if strings.ContainsRune(p, 0) {
+			return errs.New(errs.Usage, "store %q holds a NUL byte in its path", s)
+		}
+		return nil
+	}
+	return errs.New(errs.Usage, "store %q is neither oci://HOST[:PORT]/PREFIX nor oci-layout:PATH; for example oci://registry.internal:5000/murmur or oci-layout:/srv/murmur-store", s)
+}
+
+func validateOCI(rest string) error {
+	hostport, prefix, ok := strings.Cut(rest, "/")
+	if !ok || prefix == "" {
+		return errors.New("it has no /PREFIX after the host")
+	}
+	if strings.ContainsAny(rest, "?#@") {
+		return errors.New("it may not hold a query, a fragment or credentials (credentials come from the docker config)")
+	}
+	host, port := hostport, ""
+	if strings.HasPrefix(hostport, "[") {
+		end := strings.Index(hostport, "]")
+		if end < 0 {
+			return errors.New("its IPv6 host has no closing ]")
+		}
+		host, port = hostport[1:end], hostport[end+1:]
+		if ip := net.ParseIP(host); ip == nil || ip.To4() != nil {
+			return fmt.Errorf("%q is not an IPv6 address", host)
+		}
+		if port != "" && !strings.HasPrefix(port, ":") {
+			return fmt.Errorf("unexpected %q after the IPv6 host", port)
+		}
+		port = strings.TrimPrefix(port, ":")
+		if port == "" && strings.HasSuffix(hostport, ":") {
+			return errors.New("its port is empty")
+		}
+	} else {
+		if h, p, hasPort := strings.Cut(hostport, ":"); hasPort {
+			host, port = h, p
+			if port == "" {
+				return errors.New("its port is empty")
+			}
+		}
+		if host == "" {
+			return errors.New("its host is empty")
+		}
+		if len(host) > 253 {
+			return errors.New("its host is longer than 253 characters")
+		}
+		for _, label := range strings.Split(host, ".") {
+			if !hostLabel.MatchString(label) {
+				return fmt.Errorf("host %q is not a valid host name", host)
+			}
+		}
+	}
+	if port != "" {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+			return fmt.Errorf("port %q is not a number from 1 to 65535", port)
+		}
+	}
+	if !repoPath.MatchString(prefix) {
+		return fmt.Errorf("prefix %q is not a valid repository path (lowercase a-z, 0-9, separators . _ - between them, segments joined by /)", prefix)
+	}
+	return nil
+}
+
+// file is one parsed config file, already validated and with its paths resolved.
+type configFile struct {
+	stores   []string
+	sources  map[string]string
+	warnings []string
+}
+
+func readConfigFile(path, baseDir string) (*configFile, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, errs.Wrap(err, errs.IO, "can't read the config file %s: %v", path, err)
+	}
+	return parseConfig(data, path, baseDir)
+}
+
+func parseConfig(data []byte, path, baseDir string) (*configFile, error) {
+	bad := func(format string, args ...any) error {
+		return errs.New(errs.InvalidConfig, "%s: %s", path, fmt.Sprintf(format, args...))
+	}
+	f := &configFile{sources: map[string]string{}}
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return f, nil // an empty file is an empty config
+		}
+		return nil, errs.Wrap(err, errs.InvalidConfig, "%s is not valid YAML: %v; fix the file or move it aside", path, err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, bad("holds more than one YAML document; keep a single one")
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	if yamlnode.IsNull(root) {
+		return f, nil
+	}
+	if root.Kind != yaml.MappingNode {
+		return nil, bad("line %d: expected a mapping with the keys stores and sources, found %s", root.Line, yamlnode.Describe(root))
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		if seen[k.Value] {
+			return nil, bad("line %d: key %q appears twice; keep one", k.Line, k.Value)
+		}
+		seen[k.Value] = true
+		switch k.Value {
+		case "stores":
+			if yamlnode.IsNull(v) {
+				continue
+			}
+			if v.Kind != yaml.SequenceNode {
+				return nil, bad("line %d: stores must be a list of store addresses, found %s", v.Line, yamlnode.Describe(v))
+			}
+			for j, item := range v.Content {
+				if item.Kind != yaml.ScalarNode {
+					return nil, bad("line %d: stores[%d] must be a string, found %s", item.Line, j, yamlnode.Describe(item))
+				}
+				if err := ValidateStoreAddress(item.Value); err != nil {
+					return nil, bad("line %d: stores[%d]: %s", item.Line, j, errs.Message(err))
+				}
+				f.stores = append(f.stores, ResolveStore(item.Value, baseDir))
+			}
+		case "sources":
+			if yamlnode.IsNull(v) {
+				continue
+			}
+			if v.Kind != yaml.MappingNode {
+				return nil, bad("line %d: sources must map scopes to github:OWNER/REPO, found %s", v.Line, yamlnode.Describe(v))
+			}
+			for j := 0; j+1 < len(v.Content); j += 2 {
+				sk, sv := v.Content[j], v.Content[j+1]
+				scope := sk.Value
+				if _, dup := f.sources[scope]; dup {
+					return nil, bad("line %d: sources.%s appears twice; keep one", sk.Line, scope)
+				}
+				if err := ref.ValidateSegment(scope); err != nil {
+					return nil, bad("line %d: sources key %q is not a scope: %s", sk.Line, scope, errs.Message(err))
+				}
+				if sv.Kind != yaml.ScalarNode {
+					return nil, bad("line %d: sources.%s must be a string github:OWNER/REPO, found %s", sv.Line, scope, yamlnode.Describe(sv))
+				}
+				if _, _, err := lock.ParseSource(sv.Value); err != nil {
+					return nil, bad("line %d: sources.%s: %s", sv.Line, scope, errs.Message(err))
+				}
+				switch {
+				case scope == ref.ScopeLocal:
+					return nil, bad("line %d: sources.local: scope local is reserved for files on disk and is never served by a source; remove this entry", sk.Line)
+				case scope == ref.ScopeMurmur && sv.Value != lock.MurmurSource:
+					return nil, bad("line %d: sources.murmur: scope murmur is reserved and always served by %s, found %q; remove this entry", sk.Line, lock.MurmurSource, sv.Value)
+				}
+				f.sources[scope] = sv.Value
+			}
+		default:
+			f.warnings = append(f.warnings, fmt.Sprintf("%s: line %d: unknown key %q ignored", path, k.Line, k.Value))
+		}
+	}
+	sort.Strings(f.warnings)
+	return f, nil
+}
+
+// ResolveStore makes a relative oci-layout: path absolute against baseDir, as LoadConfig does for the
+// config files; a command resolves its --store against the current folder the same way.
+func ResolveStore(addr, baseDir string) string {
+	p, ok := strings.CutPrefix(addr, SchemeOCILayout)
+	if !ok || filepath.IsAbs(p) {
+		return addr
+	}
+	return SchemeOCILayout + filepath.Join(baseDir, p)
+}

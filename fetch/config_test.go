@@ -1,0 +1,229 @@
+package fetch
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/lock"
+)
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadMergesProjectFirst(t *testing.T) {
+	dir := t.TempDir()
+	homeCfg := filepath.Join(dir, "home", "config.yaml")
+	proj := filepath.Join(dir, "proj")
+	write(t, homeCfg, `
+stores: [ "oci://registry.internal:5000/murmur", "oci-layout:/srv/murmur-store", "oci-layout:rel-home" ]
+sources: { acme: "github:acme/murmur-tools", beta: "github:beta/things" }
+`)
+	write(t, filepath.Join(proj, ".murmur", "config.yaml"), `
+stores:
+  - oci-layout:vendor/store
+  - oci://registry.internal:5000/murmur
+sources:
+  acme: github:acme-fork/tools
+`)
+	c, err := LoadConfig(homeCfg, proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStores := []string{
+		"oci-layout:" + filepath.Join(proj, "vendor/store"),
+		"oci://registry.internal:5000/murmur",
+		"oci-layout:/srv/murmur-store",
+		"oci-layout:" + filepath.Join(dir, "home", "rel-home"),
+	}
+	if !reflect.DeepEqual(c.Stores, wantStores) {
+		t.Fatalf("stores = %q, want %q", c.Stores, wantStores)
+	}
+	wantSources := map[string]string{"acme": "github:acme-fork/tools", "beta": "github:beta/things"}
+	if !reflect.DeepEqual(c.Sources, wantSources) {
+		t.Fatalf("sources = %v, want %v", c.Sources, wantSources)
+	}
+	if len(c.Warnings) != 0 {
+		t.Fatalf("warnings = %q", c.Warnings)
+	}
+}
+
+func TestLoadMissingFilesAreEmpty(t *testing.T) {
+	dir := t.TempDir()
+	c, err := LoadConfig(filepath.Join(dir, "nope", "config.yaml"), filepath.Join(dir, "proj"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Stores) != 0 || len(c.Sources) != 0 {
+		t.Fatalf("got %+v", c)
+	}
+	c, err = LoadConfig("", "")
+	if err != nil || c == nil || c.Sources == nil {
+		t.Fatalf("LoadConfig(\"\", \"\") = %+v, %v", c, err)
+	}
+	// Empty and null documents are empty configs too.
+	write(t, filepath.Join(dir, "empty.yaml"), "")
+	write(t, filepath.Join(dir, "null.yaml"), "# nothing yet\n~\n")
+	for _, f := range []string{"empty.yaml", "null.yaml"} {
+		if c, err := LoadConfig(filepath.Join(dir, f), ""); err != nil || len(c.Stores) != 0 {
+			t.Fatalf("%s: %+v, %v", f, c, err)
+		}
+	}
+}
+
+func TestUnknownKeysWarn(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "config.yaml")
+	write(t, p, "stores: []\ndefaults: { jobs: 8 }\n")
+	c, err := LoadConfig(p, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], `"defaults"`) || !strings.Contains(c.Warnings[0], p) {
+		t.Fatalf("warnings = %q", c.Warnings)
+	}
+}
+
+func TestSourceFor(t *testing.T) {
+	c := &Config{Sources: map[string]string{"acme": "github:acme/murmur-tools"}}
+	cases := map[string]string{
+		"acme":   "github:acme/murmur-tools",
+		"beta":   "github:beta/murmur-artifacts",
+		"murmur": lock.MurmurSource,
+		"local":  "",
+	}
+	for scope, want := range cases {
+		if got := c.SourceFor(scope); got != want {
+			t.Errorf("SourceFor(%q) = %q, want %q", scope, got, want)
+		}
+	}
+	// A hand-built config can't redirect the reserved scopes either.
+	evil := &Config{Sources: map[string]string{"murmur": "github:evil/x", "local": "github:evil/y"}}
+	if evil.SourceFor("murmur") != lock.MurmurSource || evil.SourceFor("local") != "" {
+		t.Fatal("reserved scope redirected")
+	}
+	var nilCfg *Config
+	if nilCfg.SourceFor("acme") != "github:acme/murmur-artifacts" {
+		t.Fatal("nil config")
+	}
+}
+
+func TestValidateStoreAddress(t *testing.T) {
+	good := []string{
+		"oci://registry.internal:5000/murmur",
+		"oci://localhost/murmur",
+		"oci://127.0.0.1:5000/a/b-c/d.e",
+		"oci://[::1]:5000/murmur",
+		"oci://[::1]/murmur",
+		"oci://ghcr.io/acme/murmur__x",
+		"oci-layout:/srv/murmur-store",
+		"oci-layout:relative/store",
+	}
+	for _, s := range good {
+		if err := ValidateStoreAddress(s); err != nil {
+			t.Errorf("ValidateStoreAddress(%q) = %v", s, err)
+		}
+	}
+	bad := []string{
+		"", "registry:5000/murmur", "https://registry/murmur", "oci://registry:5000", "oci://registry:5000/",
+		"oci://:5000/x", "oci://host:/x", "oci://host:0/x", "oci://host:65536/x", "oci://host:05000/x",
+		"oci://host:abc/x", "oci://ho_st/x", "oci://-host/x", "oci://host/UPPER", "oci://host/a//b",
+		"oci://host/a/", "oci://host/-a", "oci://user@host/x", "oci://host/x?y", "oci://[::1/x",
+		"oci://[1.2.3.4]/x", "oci://[::1]x/y", "oci-layout:", "oci-layout:a\x00b",
+	}
+	for _, s := range bad {
+		err := ValidateStoreAddress(s)
+		if err == nil {
+			t.Errorf("ValidateStoreAddress(%q) accepted", s)
+			continue
+		}
+		if !errors.Is(err, errs.Usage) || !strings.Contains(err.Error(), "store") {
+			t.Errorf("ValidateStoreAddress(%q) = %v", s, err)
+		}
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	cases := []struct{ content, want string }{
+		{"stores: [", "not valid YAML"},
+		{"- a\n- b\n", "expected a mapping"},
+		{"stores: oci://x/y\n", "stores must be a list"},
+		{"stores: [ {a: b} ]\n", "stores[0] must be a string"},
+		{"stores: [ \"https://x/y\" ]\n", "stores[0]"},
+		{"sources: [ a ]\n", "sources must map"},
+		{"sources: { Acme: github:acme/x }\n", `sources key "Acme"`},
+		{"sources: { acme: gitlab:acme/x }\n", "sources.acme"},
+		{"sources: { acme: [x] }\n", "sources.acme must be a string"},
+		{"sources: { local: github:acme/x }\n", "sources.local"},
+		{"sources: { murmur: github:evil/default-artifacts }\n", "sources.murmur"},
+		{"sources: { acme: github:a/b, acme: github:a/c }\n", "appears twice"},
+		{"stores: []\nstores: []\n", `key "stores" appears twice`},
+		{"stores: []\n---\nstores: []\n", "more than one YAML document"},
+	}
+	for _, tc := range cases {
+		dir := t.TempDir()
+		write(t, filepath.Join(dir, ".murmur", "config.yaml"), tc.content)
+		_, err := LoadConfig("", dir)
+		if err == nil {
+			t.Errorf("%q: accepted", tc.content)
+			continue
+		}
+		if !errors.Is(err, errs.InvalidConfig) {
+			t.Errorf("%q: token %s", tc.content, errs.TokenOf(err))
+		}
+		msg := err.Error()
+		if !strings.Contains(msg, tc.want) || !strings.Contains(msg, filepath.Join(dir, ".murmur", "config.yaml")) {
+			t.Errorf("%q: %s (want it to mention %q and the file)", tc.content, msg, tc.want)
+		}
+	}
+}
+
+func TestMurmurSourceMayBeSpelledOut(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "config.yaml")
+	write(t, p, "sources: { murmur: \""+lock.MurmurSource+"\" }\n")
+	c, err := LoadConfig(p, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SourceFor("murmur") != lock.MurmurSource {
+		t.Fatal(c.SourceFor("murmur"))
+	}
+}
+
+func TestUnreadableConfigIsIOError(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "config.yaml")
+	if err := os.Mkdir(p, 0o700); err != nil { // a folder where the file should be
+		t.Fatal(err)
+	}
+	_, err := LoadConfig(p, "")
+	if !errors.Is(err, errs.IO) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestResolveStore(t *testing.T) {
+	cases := map[string]string{
+		"oci-layout:store":       "oci-layout:/base/store",
+		"oci-layout:../up/store": "oci-layout:/up/store",
+		"oci-layout:/abs/store":  "oci-layout:/abs/store",
+		"oci://host:5000/murmur": "oci://host:5000/murmur",
+	}
+	for in, want := range cases {
+		if got := ResolveStore(in, "/base"); got != want {
+			t.Errorf("ResolveStore(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,46 @@
+package github
+
+import (
+	"path/filepath"
+
+	"github.com/murmur-nexus/mur/internal/artifact"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/ref"
+)
+
+// IndexFiles builds the murmur-index.json entries of packed files attached to one release.
+func IndexFiles(files []string, scope, release, platform string) (*Index, error) {
+	if err := ref.ValidateSegment(scope); err != nil {
+		return nil, errs.New(errs.Usage, "--scope: %s", errs.Message(err))
+	}
+	if scope == ref.ScopeLocal {
+		return nil, errs.New(errs.Usage, "scope local is reserved for files on disk; an index can't serve it")
+	}
+	if release == "" {
+		return nil, errs.New(errs.Usage, "--release names the release tag the assets are attached to, e.g. --release v1.2.0")
+	}
+	ix := &Index{IndexVersion: 1, Scope: scope}
+	for _, f := range files {
+		a, c, err := artifact.Open(f)
+		if err != nil {
+			return nil, err
+		}
+		c.Close()
+		// The reader has already refused a packed name that is not one bare segment (a scoped
+		// name included), so the name is the scope's to claim.
+		name := a.Manifest.Name
+		d, n, err := artifact.HashFile(f)
+		if err != nil {
+			return nil, err
+		}
+		ix.Artifacts = append(ix.Artifacts, IndexEntry{
+			Name: scope + "/" + name, Version: a.Manifest.Version, Platform: platform,
+			Release: release, Asset: filepath.Base(f), Size: n, SHA256: d.Encoded(),
+		})
+	}
+	merged := &Index{IndexVersion: 1, Scope: scope}
+	if err := merged.Merge(ix); err != nil {
+		return nil, err
+	}
+	return merged, nil
+}

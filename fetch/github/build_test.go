@@ -1,0 +1,122 @@
+package github
+
+import (
+	"archive/zip"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/errs/errtest"
+)
+
+func TestIndexFiles(t *testing.T) {
+	dir := t.TempDir()
+	grepFile := artifacttest.File(t, dir, "grep", "1.2.0", artifacttest.Tagged("g"))
+	findFile := artifacttest.File(t, dir, "find", "0.3.0+b1", artifacttest.Tagged("f"))
+	ix, err := IndexFiles([]string{grepFile, findFile}, "acme", "v1.2.0", "linux-x86_64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ix.IndexVersion != 1 || ix.Scope != "acme" || len(ix.Artifacts) != 2 {
+		t.Fatalf("index %+v", ix)
+	}
+	byName := map[string]IndexEntry{}
+	for _, e := range ix.Artifacts {
+		byName[e.Name] = e
+	}
+	for file, want := range map[string]IndexEntry{
+		grepFile: {Name: "acme/grep", Version: "1.2.0", Asset: "grep-1.2.0.mur.zip"},
+		findFile: {Name: "acme/find", Version: "0.3.0+b1", Asset: "find-0.3.0+b1.mur.zip"},
+	} {
+		sum, size := fileSum(t, file)
+		want.Platform, want.Release, want.Size, want.SHA256 = "linux-x86_64", "v1.2.0", size, sum
+		if got := byName[want.Name]; got != want {
+			t.Errorf("entry %+v, want %+v", got, want)
+		}
+	}
+
+	// The written index is deterministic, whatever the order of the files, and parses back.
+	again, err := IndexFiles([]string{findFile, grepFile}, "acme", "v1.2.0", "linux-x86_64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(ix.Marshal(), again.Marshal()) {
+		t.Fatalf("the index depends on the order of the files:\n%s\n%s", ix.Marshal(), again.Marshal())
+	}
+	parsed, err := ParseIndex(ix.Marshal())
+	if err != nil {
+		t.Fatalf("ParseIndex of what IndexFiles wrote: %v", err)
+	}
+	if !bytes.Equal(parsed.Marshal(), ix.Marshal()) {
+		t.Fatal("the index does not round-trip through ParseIndex")
+	}
+	if e, ok := parsed.Lookup("acme/grep", "1.2.0", "linux-x86_64"); !ok || e.SHA256 != byName["acme/grep"].SHA256 {
+		t.Fatalf("Lookup in the written index: %+v %v", e, ok)
+	}
+
+	// The same file twice is one entry.
+	twice, err := IndexFiles([]string{grepFile, grepFile}, "acme", "v1.2.0", "any")
+	if err != nil || len(twice.Artifacts) != 1 {
+		t.Fatalf("the same file twice: %v, %+v", err, twice)
+	}
+}
+
+func TestIndexFilesRefusals(t *testing.T) {
+	dir := t.TempDir()
+	good := artifacttest.File(t, dir, "grep", "1.2.0", artifacttest.Tagged("a"))
+	otherDir := t.TempDir()
+	sameVersion := artifacttest.File(t, otherDir, "grep", "1.2.0", artifacttest.Tagged("b"))
+
+	// A packed name that carries a scope is not a bare name: the reader refuses it.
+	scoped := filepath.Join(dir, "scoped.mur.zip")
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for name, data := range map[string]string{"murmur.yaml": "name: other/grep\nversion: 1.0.0\n", "capsule.wasm": "\x00asm\x01\x00\x00\x00"} {
+		f, _ := zw.Create(name)
+		f.Write([]byte(data))
+	}
+	zw.Close()
+	os.WriteFile(scoped, buf.Bytes(), 0o644)
+
+	notZip := filepath.Join(dir, "notes.mur.zip")
+	os.WriteFile(notZip, []byte("not a zip"), 0o644)
+
+	for _, c := range []struct {
+		what           string
+		files          []string
+		scope, release string
+		tok            errs.Token
+		mentions       []string
+	}{
+		{"scope local", []string{good}, "local", "v1", errs.Usage, []string{"local"}},
+		{"invalid scope", []string{good}, "Acme", "v1", errs.Usage, []string{"--scope"}},
+		{"no release", []string{good}, "acme", "", errs.Usage, []string{"--release"}},
+		{"scoped packed name", []string{scoped}, "acme", "v1", errs.InvalidArtifact, []string{scoped, "other/grep"}},
+		{"not a zip", []string{notZip}, "acme", "v1", errs.InvalidArtifact, []string{notZip}},
+		{"missing file", []string{filepath.Join(dir, "gone.mur.zip")}, "acme", "v1", errs.NotFound, []string{"gone.mur.zip"}},
+		{"one version, two hashes", []string{good, sameVersion}, "acme", "v1", errs.LockConflict, []string{"acme/grep@1.2.0"}},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			ix, err := IndexFiles(c.files, c.scope, c.release, "any")
+			if ix != nil {
+				t.Errorf("an index was returned with the error")
+			}
+			errtest.WantToken(t, err, c.tok, c.mentions...)
+		})
+	}
+}
+
+func fileSum(t *testing.T, path string) (string, int64) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), int64(len(b))
+}

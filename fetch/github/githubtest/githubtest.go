@@ -1,0 +1,758 @@
+// Package githubtest is a local stand-in for GitHub's REST API and its release-asset storage, for
+// tests of mur's GitHub source (SPEC sections 8 and 15).
+//
+// It serves, as GitHub documents them, GET /repos/{o}/{r}, /releases/latest, /releases/tags/{tag}
+// and /releases/assets/{id}. An asset asked for with `Accept: application/octet-stream` answers 302
+// to a second server, the storage host, with a signed-looking query; like GitHub's real storage it
+// refuses any request that carries an Authorization header. JSON answers carry ETags and honour
+// If-None-Match. Switches make it misbehave: a changed owner id, replaced asset bytes, wrong
+// advertised sizes and digests, 5xx answers, stalls and both kinds of rate limit. Every request is
+// recorded, with its headers, for assertions.
+package githubtest
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Which server a request reached.
+const (
+	API     = "api"
+	Storage = "storage"
+)
+
+// Request is one request the fake saw.
+type Request struct {
+	Server string // API or Storage
+	Method string
+	Path   string
+	Query  string
+	Header http.Header
+	Status int // 0 while the answer is still being written
+}
+
+type repo struct {
+	owner, name string
+	ownerID     int64
+	repoID      int64
+	releases    []*release // in the order they were added
+}
+
+type release struct {
+	id         int64
+	tag        string
+	draft      bool
+	prerelease bool
+	assets     []*asset
+}
+
+type asset struct {
+	id          int64
+	name        string
+	data        []byte
+	size        int64  // advertised
+	digest      string // advertised, "" for none (GitHub omits it for older assets)
+	contentType string
+	owner, repo string
+}
+
+// Server is a fake GitHub API plus its storage host, both on 127.0.0.1.
+type Server struct {
+	t       testing.TB
+	api     *httptest.Server
+	storage *httptest.Server
+	secret  []byte
+
+	mu          sync.Mutex
+	repos       map[string]*repo // key: lowercased owner/repo
+	assets      map[int64]*asset
+	nextID      int64
+	requests    []Request
+	failNext    int
+	failStatus  int
+	alwaysFail  int
+	stall       time.Duration
+	stallBody   time.Duration
+	limitStatus int // 403 or 429 while rate limited
+	limitReset  time.Time
+	retryAfter  int
+	token       string
+}
+
+// New starts the fake and closes it when the test ends.
+func New(t testing.TB) *Server {
+	t.Helper()
+	s := &Server{
+		t:      t,
+		secret: []byte("githubtest-signing-key"),
+		repos:  map[string]*repo{},
+		assets: map[int64]*asset{},
+		nextID: 1000,
+	}
+	s.api = httptest.NewServer(http.HandlerFunc(s.serveAPI))
+	s.storage = httptest.NewServer(http.HandlerFunc(s.serveStorage))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Close stops both servers. Stalled handlers give up as their connections close.
+func (s *Server) Close() {
+	s.api.CloseClientConnections()
+	s.storage.CloseClientConnections()
+	s.api.Close()
+	s.storage.Close()
+}
+
+// APIURL is the base URL to use as MUR_GITHUB_API_BASE.
+func (s *Server) APIURL() string { return s.api.URL }
+
+// StorageURL is the base URL of the storage host that asset downloads redirect to.
+func (s *Server) StorageURL() string { return s.storage.URL }
+
+// RequireToken makes the API answer 404, as GitHub does for a private repository, to any request
+// without `Authorization: Bearer <token>`. An empty token turns this off.
+func (s *Server) RequireToken(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.token = token
+}
+
+func (s *Server) id() int64 {
+	s.nextID++
+	return s.nextID
+}
+
+// AddRepo creates owner/repo with the given owner and repository ids.
+func (s *Server) AddRepo(owner, name string, ownerID, repoID int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.repos[strings.ToLower(owner+"/"+name)] = &repo{owner: owner, name: name, ownerID: ownerID, repoID: repoID}
+}
+
+// AddRelease publishes a release with the given assets. The latest release is the last one added
+// that is neither a draft nor a prerelease.
+func (s *Server) AddRelease(owner, name, tag string, assets map[string][]byte) {
+	s.t.Helper()
+	s.addRelease(owner, name, tag, false, false, assets)
+}
+
+// AddDraftRelease adds a draft release, which GitHub hides from unauthenticated readers (404).
+func (s *Server) AddDraftRelease(owner, name, tag string, assets map[string][]byte) {
+	s.t.Helper()
+	s.addRelease(owner, name, tag, true, false, assets)
+}
+
+// AddPrerelease adds a prerelease, which /releases/latest never answers with.
+func (s *Server) AddPrerelease(owner, name, tag string, assets map[string][]byte) {
+	s.t.Helper()
+	s.addRelease(owner, name, tag, false, true, assets)
+}
+
+func (s *Server) addRelease(owner, name, tag string, draft, pre bool, assets map[string][]byte) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.repoLocked(owner, name)
+	if r.release(tag) != nil {
+		s.t.Fatalf("githubtest: release %s already exists in %s/%s", tag, owner, name)
+	}
+	rel := &release{id: s.id(), tag: tag, draft: draft, prerelease: pre}
+	r.releases = append(r.releases, rel)
+	names := make([]string, 0, len(assets))
+	for n := range assets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		s.addAssetLocked(r, rel, n, assets[n])
+	}
+}
+
+// AddAsset attaches one more asset to an existing release, or replaces the asset of that name with
+// a new upload (a new id, size and digest), as deleting and re-uploading does on GitHub.
+func (s *Server) AddAsset(owner, name, tag, assetName string, data []byte) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.repoLocked(owner, name)
+	rel := r.release(tag)
+	if rel == nil {
+		s.t.Fatalf("githubtest: no release %s in %s/%s", tag, owner, name)
+	}
+	for i, a := range rel.assets {
+		if a.name == assetName {
+			rel.assets = append(rel.assets[:i], rel.assets[i+1:]...)
+			delete(s.assets, a.id)
+			break
+		}
+	}
+	s.addAssetLocked(r, rel, assetName, data)
+}
+
+func (s *Server) addAssetLocked(r *repo, rel *release, name string, data []byte) {
+	sum := sha256.Sum256(data)
+	a := &asset{
+		id:          s.id(),
+		name:        name,
+		data:        bytes.Clone(data),
+		size:        int64(len(data)),
+		digest:      "sha256:" + hex.EncodeToString(sum[:]),
+		contentType: contentTypeOf(name),
+		owner:       r.owner,
+		repo:        r.name,
+	}
+	rel.assets = append(rel.assets, a)
+	s.assets[a.id] = a
+}
+
+func contentTypeOf(name string) string {
+	switch {
+	case strings.HasSuffix(name, ".json"):
+		return "application/json"
+	case strings.HasSuffix(name, ".zip"):
+		return "application/zip"
+	}
+	return "application/octet-stream"
+}
+
+// SetOwnerID changes the numeric id of the repository's owner, as a transfer does.
+func (s *Server) SetOwnerID(owner, name string, ownerID int64) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.repoLocked(owner, name).ownerID = ownerID
+}
+
+// ReplaceAssetBytes swaps the bytes behind an asset under the same release tag and asset id. With
+// keepAdvertised the asset's JSON still shows the old size and digest; without, it shows the new
+// bytes' size and digest (only the publisher's index still tells the difference).
+func (s *Server) ReplaceAssetBytes(owner, name, tag, assetName string, data []byte, keepAdvertised bool) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.assetLocked(owner, name, tag, assetName)
+	a.data = bytes.Clone(data)
+	if !keepAdvertised {
+		sum := sha256.Sum256(data)
+		a.size = int64(len(data))
+		a.digest = "sha256:" + hex.EncodeToString(sum[:])
+	}
+}
+
+// Advertise sets the size and digest an asset's JSON shows, without touching its bytes. A digest
+// of "" omits the field, as GitHub does for assets uploaded before it computed digests.
+func (s *Server) Advertise(owner, name, tag, assetName string, size int64, digest string) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.assetLocked(owner, name, tag, assetName)
+	a.size = size
+	a.digest = digest
+}
+
+// AssetID is the id of a release's asset.
+func (s *Server) AssetID(owner, name, tag, assetName string) int64 {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.assetLocked(owner, name, tag, assetName).id
+}
+
+// FailNext makes the next n requests (API or storage) answer with status, a 5xx.
+func (s *Server) FailNext(n, status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failNext, s.failStatus = n, status
+}
+
+// AlwaysFail makes every request answer with status; 0 turns it off.
+func (s *Server) AlwaysFail(status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.alwaysFail = status
+}
+
+// Stall holds every answer, before its headers, for d or until the client gives up.
+func (s *Server) Stall(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stall = d
+}
+
+// StallStorageBody makes the storage host send half of each body and then hold the rest for d or
+// until the client gives up.
+func (s *Server) StallStorageBody(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stallBody = d
+}
+
+// RateLimitPrimary makes the API answer 403 with x-ratelimit-remaining: 0 and the given reset
+// time, as an exhausted hourly limit does.
+func (s *Server) RateLimitPrimary(reset time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.limitStatus, s.limitReset, s.retryAfter = http.StatusForbidden, reset, 0
+}
+
+// RateLimitSecondary makes the API answer 429 with retry-after: seconds, as a secondary
+// (abuse) limit does.
+func (s *Server) RateLimitSecondary(seconds int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.limitStatus, s.limitReset, s.retryAfter = http.StatusTooManyRequests, time.Time{}, seconds
+}
+
+// Behave turns every misbehaviour switch off (asset replacements stay).
+func (s *Server) Behave() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failNext, s.alwaysFail, s.stall, s.stallBody, s.limitStatus = 0, 0, 0, 0, 0
+}
+
+// Requests is a copy of every request seen so far, in arrival order.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Request, len(s.requests))
+	for i, r := range s.requests {
+		r.Header = r.Header.Clone()
+		out[i] = r
+	}
+	return out
+}
+
+// ResetRequests forgets the requests seen so far.
+func (s *Server) ResetRequests() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests = nil
+}
+
+// Count is the number of requests seen by server (API, Storage, or "" for both) whose path starts
+// with pathPrefix ("" for all).
+func (s *Server) Count(server, pathPrefix string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range s.requests {
+		if (server == "" || r.Server == server) && strings.HasPrefix(r.Path, pathPrefix) {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *Server) repoLocked(owner, name string) *repo {
+	s.t.Helper()
+	r := s.repos[strings.ToLower(owner+"/"+name)]
+	if r == nil {
+		s.t.Fatalf("githubtest: no repository %s/%s; call AddRepo first", owner, name)
+	}
+	return r
+}
+
+func (s *Server) assetLocked(owner, name, tag, assetName string) *asset {
+	s.t.Helper()
+	rel := s.repoLocked(owner, name).release(tag)
+	if rel == nil {
+		s.t.Fatalf("githubtest: no release %s in %s/%s", tag, owner, name)
+	}
+	for _, a := range rel.assets {
+		if a.name == assetName {
+			return a
+		}
+	}
+	s.t.Fatalf("githubtest: release %s of %s/%s has no asset %s", tag, owner, name, assetName)
+	return nil
+}
+
+func (r *repo) release(tag string) *release {
+	for _, rel := range r.releases {
+		if rel.tag == tag {
+			return rel
+		}
+	}
+	return nil
+}
+
+func (r *repo) latest() *release {
+	for i := len(r.releases) - 1; i >= 0; i-- {
+		if rel := r.releases[i]; !rel.draft && !rel.prerelease {
+			return rel
+		}
+	}
+	return nil
+}
+
+// statusWriter remembers the status of the answer, for Requests.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// begin records the request and applies the switches every request is subject to. It reports
+// whether the handler should go on to answer normally.
+func (s *Server) begin(server string, w *statusWriter, r *http.Request) (done func(), proceed bool) {
+	s.mu.Lock()
+	idx := len(s.requests)
+	s.requests = append(s.requests, Request{
+		Server: server, Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(),
+	})
+	stall := s.stall
+	fail := s.alwaysFail
+	if fail == 0 && s.failNext > 0 {
+		s.failNext--
+		fail = s.failStatus
+	}
+	limit, reset, retryAfter := 0, s.limitReset, s.retryAfter
+	if server == API {
+		limit = s.limitStatus
+	}
+	s.mu.Unlock()
+	done = func() {
+		s.mu.Lock()
+		s.requests[idx].Status = w.status
+		s.mu.Unlock()
+	}
+	if stall > 0 {
+		select {
+		case <-time.After(stall):
+		case <-r.Context().Done():
+			return done, false
+		}
+	}
+	if limit != 0 {
+		if limit == http.StatusForbidden {
+			w.Header().Set("X-RateLimit-Limit", "60")
+			w.Header().Set("X-RateLimit-Remaining", "0")
+			w.Header().Set("X-RateLimit-Used", "60")
+			w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(reset.Unix(), 10))
+			writeError(w, limit, "API rate limit exceeded for 127.0.0.1. (But here's the good news: Authenticated requests get a higher rate limit. Check out the documentation for more details.)")
+		} else {
+			w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+			writeError(w, limit, "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.")
+		}
+		return done, false
+	}
+	if fail != 0 {
+		writeError(w, fail, http.StatusText(fail))
+		return done, false
+	}
+	return done, true
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{
+		"message":           msg,
+		"documentation_url": "https://docs.github.com/rest",
+		"status":            strconv.Itoa(status),
+	})
+}
+
+func (s *Server) serveAPI(rw http.ResponseWriter, r *http.Request) {
+	w := &statusWriter{ResponseWriter: rw}
+	done, ok := s.begin(API, w, r)
+	defer done()
+	if !ok {
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		writeError(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+		return
+	}
+	w.Header().Set("X-RateLimit-Limit", "60")
+	w.Header().Set("X-RateLimit-Remaining", "59")
+
+	s.mu.Lock()
+	token := s.token
+	s.mu.Unlock()
+	if token != "" && r.Header.Get("Authorization") != "Bearer "+token {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	if len(parts) < 3 || parts[0] != "repos" {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	s.mu.Lock()
+	rp := s.repos[strings.ToLower(parts[1]+"/"+parts[2])]
+	s.mu.Unlock()
+	if rp == nil {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	rest := parts[3:]
+	switch {
+	case len(rest) == 0:
+		s.mu.Lock()
+		body := s.repoJSON(rp)
+		s.mu.Unlock()
+		s.writeJSON(w, r, body)
+	case len(rest) == 2 && rest[0] == "releases" && rest[1] == "latest":
+		s.mu.Lock()
+		rel := rp.latest()
+		var body any
+		if rel != nil {
+			body = s.releaseJSON(rp, rel)
+		}
+		s.mu.Unlock()
+		if rel == nil {
+			writeError(w, http.StatusNotFound, "Not Found")
+			return
+		}
+		s.writeJSON(w, r, body)
+	case len(rest) >= 3 && rest[0] == "releases" && rest[1] == "tags":
+		tag := strings.Join(rest[2:], "/")
+		s.mu.Lock()
+		rel := rp.release(tag)
+		var body any
+		if rel != nil && !rel.draft {
+			body = s.releaseJSON(rp, rel)
+		}
+		s.mu.Unlock()
+		if body == nil {
+			writeError(w, http.StatusNotFound, "Not Found")
+			return
+		}
+		s.writeJSON(w, r, body)
+	case len(rest) == 3 && rest[0] == "releases" && rest[1] == "assets":
+		id, err := strconv.ParseInt(rest[2], 10, 64)
+		s.mu.Lock()
+		a := s.assets[id]
+		if a != nil && !strings.EqualFold(a.owner+"/"+a.repo, rp.owner+"/"+rp.name) {
+			a = nil
+		}
+		var body any
+		if a != nil {
+			body = s.assetJSON(a)
+		}
+		s.mu.Unlock()
+		if err != nil || a == nil {
+			writeError(w, http.StatusNotFound, "Not Found")
+			return
+		}
+		if acceptsOctetStream(r.Header.Get("Accept")) {
+			q := "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=fake&X-Amz-Expires=300&X-Amz-Signature=" +
+				s.sign(id) + "&response-content-disposition=attachment%3B%20filename%3D" + a.name
+			w.Header().Set("Location", s.storage.URL+"/objects/"+strconv.FormatInt(id, 10)+"?"+q)
+			w.WriteHeader(http.StatusFound)
+			return
+		}
+		s.writeJSON(w, r, body)
+	default:
+		writeError(w, http.StatusNotFound, "Not Found")
+	}
+}
+
+func acceptsOctetStream(accept string) bool {
+	for _, part := range strings.Split(accept, ",") {
+		mt, _, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(strings.TrimSpace(mt), "application/octet-stream") {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) sign(id int64) string {
+	m := hmac.New(sha256.New, s.secret)
+	fmt.Fprintf(m, "%d", id)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// writeJSON answers with body and an ETag, or 304 when the client already holds that ETag.
+func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, body any) {
+	data, err := json.Marshal(body)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	sum := sha256.Sum256(data)
+	etag := `W/"` + hex.EncodeToString(sum[:16]) + `"`
+	w.Header().Set("ETag", etag)
+	w.Header().Set("Cache-Control", "public, max-age=60, s-maxage=60")
+	for _, cand := range strings.Split(r.Header.Get("If-None-Match"), ",") {
+		cand = strings.TrimSpace(cand)
+		if cand == "*" || strings.TrimPrefix(cand, "W/") == strings.TrimPrefix(etag, "W/") {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(data)
+	}
+}
+
+type ownerJSON struct {
+	Login string `json:"login"`
+	ID    int64  `json:"id"`
+	Type  string `json:"type"`
+}
+
+type repoJSON struct {
+	ID       int64     `json:"id"`
+	Name     string    `json:"name"`
+	FullName string    `json:"full_name"`
+	Owner    ownerJSON `json:"owner"`
+	Private  bool      `json:"private"`
+	URL      string    `json:"url"`
+}
+
+type assetJSON struct {
+	ID                 int64   `json:"id"`
+	Name               string  `json:"name"`
+	Label              *string `json:"label"`
+	State              string  `json:"state"`
+	ContentType        string  `json:"content_type"`
+	Size               int64   `json:"size"`
+	Digest             *string `json:"digest"`
+	URL                string  `json:"url"`
+	BrowserDownloadURL string  `json:"browser_download_url"`
+}
+
+type releaseJSON struct {
+	ID         int64       `json:"id"`
+	TagName    string      `json:"tag_name"`
+	Name       string      `json:"name"`
+	Draft      bool        `json:"draft"`
+	Prerelease bool        `json:"prerelease"`
+	URL        string      `json:"url"`
+	Assets     []assetJSON `json:"assets"`
+}
+
+func (s *Server) repoJSON(r *repo) repoJSON {
+	return repoJSON{
+		ID:       r.repoID,
+		Name:     r.name,
+		FullName: r.owner + "/" + r.name,
+		Owner:    ownerJSON{Login: r.owner, ID: r.ownerID, Type: "Organization"},
+		URL:      s.api.URL + "/repos/" + r.owner + "/" + r.name,
+	}
+}
+
+func (s *Server) assetJSON(a *asset) assetJSON {
+	j := assetJSON{
+		ID:                 a.id,
+		Name:               a.name,
+		State:              "uploaded",
+		ContentType:        a.contentType,
+		Size:               a.size,
+		URL:                fmt.Sprintf("%s/repos/%s/%s/releases/assets/%d", s.api.URL, a.owner, a.repo, a.id),
+		BrowserDownloadURL: fmt.Sprintf("%s/%s/%s/releases/download/%d/%s", s.api.URL, a.owner, a.repo, a.id, a.name),
+	}
+	if a.digest != "" {
+		d := a.digest
+		j.Digest = &d
+	}
+	return j
+}
+
+func (s *Server) releaseJSON(r *repo, rel *release) releaseJSON {
+	j := releaseJSON{
+		ID:         rel.id,
+		TagName:    rel.tag,
+		Name:       rel.tag,
+		Draft:      rel.draft,
+		Prerelease: rel.prerelease,
+		URL:        fmt.Sprintf("%s/repos/%s/%s/releases/%d", s.api.URL, r.owner, r.name, rel.id),
+		Assets:     []assetJSON{},
+	}
+	for _, a := range rel.assets {
+		j.Assets = append(j.Assets, s.assetJSON(a))
+	}
+	return j
+}
+
+func (s *Server) serveStorage(rw http.ResponseWriter, r *http.Request) {
+	w := &statusWriter{ResponseWriter: rw}
+	done, ok := s.begin(Storage, w, r)
+	defer done()
+	if !ok {
+		return
+	}
+	// Real release storage is a pre-signed S3-style URL: a second credential is an error.
+	if r.Header.Get("Authorization") != "" {
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>InvalidArgument</Code>` +
+			`<Message>Only one auth mechanism allowed; only the X-Amz-Algorithm query parameter, Signature query string parameter or the Authorization header should be specified</Message></Error>`))
+		return
+	}
+	idText, ok := strings.CutPrefix(r.URL.Path, "/objects/")
+	id, err := strconv.ParseInt(idText, 10, 64)
+	if !ok || err != nil || !hmac.Equal([]byte(r.URL.Query().Get("X-Amz-Signature")), []byte(s.sign(id))) {
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>SignatureDoesNotMatch</Code></Error>`))
+		return
+	}
+	s.mu.Lock()
+	a := s.assets[id]
+	var data []byte
+	if a != nil {
+		data = a.data
+	}
+	stallBody := s.stallBody
+	s.mu.Unlock()
+	if a == nil {
+		w.WriteHeader(http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return
+	}
+	if stallBody > 0 {
+		half := len(data) / 2
+		_, _ = w.Write(data[:half])
+		w.Flush()
+		select {
+		case <-time.After(stallBody):
+		case <-r.Context().Done():
+			return
+		}
+		data = data[half:]
+	}
+	_, _ = w.Write(data)
+}

@@ -1,0 +1,155 @@
+package githubtest
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// noRedirect is a client that shows redirects instead of following them.
+var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+func get(t *testing.T, url string, hdr map[string]string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, body
+}
+
+func TestFakeServesReleasesAsGitHubDoes(t *testing.T) {
+	s := New(t)
+	s.AddRepo("acme", "tools", 11, 22)
+	s.AddRelease("acme", "tools", "v1", map[string][]byte{"a.txt": []byte("one")})
+	s.AddPrerelease("acme", "tools", "v2-rc", nil)
+	s.AddDraftRelease("acme", "tools", "v3-draft", nil)
+
+	resp, body := get(t, s.APIURL()+"/repos/acme/tools", nil)
+	var repo struct {
+		ID       int64  `json:"id"`
+		FullName string `json:"full_name"`
+		Owner    struct {
+			Login string `json:"login"`
+			ID    int64  `json:"id"`
+		} `json:"owner"`
+	}
+	if resp.StatusCode != 200 || json.Unmarshal(body, &repo) != nil || repo.ID != 22 || repo.Owner.ID != 11 || repo.FullName != "acme/tools" {
+		t.Fatalf("repo: %d %s", resp.StatusCode, body)
+	}
+
+	resp, body = get(t, s.APIURL()+"/repos/acme/tools/releases/latest", nil)
+	var rel struct {
+		TagName string `json:"tag_name"`
+		Assets  []struct {
+			ID     int64  `json:"id"`
+			Digest string `json:"digest"`
+			Size   int64  `json:"size"`
+		} `json:"assets"`
+	}
+	if resp.StatusCode != 200 || json.Unmarshal(body, &rel) != nil || rel.TagName != "v1" || len(rel.Assets) != 1 || rel.Assets[0].Size != 3 ||
+		rel.Assets[0].Digest != "sha256:7692c3ad3540bb803c020b3aee66cd8887123234ea0c6e7143c0add73ff431ed" {
+		t.Fatalf("latest: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := get(t, s.APIURL()+"/repos/acme/tools/releases/tags/v2-rc", nil); resp.StatusCode != 200 {
+		t.Fatalf("prerelease by tag: %d", resp.StatusCode)
+	}
+	resp, body = get(t, s.APIURL()+"/repos/acme/tools/releases/tags/v3-draft", nil)
+	var e struct {
+		Message string `json:"message"`
+		Doc     string `json:"documentation_url"`
+	}
+	if resp.StatusCode != 404 || json.Unmarshal(body, &e) != nil || e.Message != "Not Found" || e.Doc == "" {
+		t.Fatalf("draft by tag: %d %s", resp.StatusCode, body)
+	}
+
+	// ETags.
+	resp, _ = get(t, s.APIURL()+"/repos/acme/tools", nil)
+	etag := resp.Header.Get("ETag")
+	if resp, _ := get(t, s.APIURL()+"/repos/acme/tools", map[string]string{"If-None-Match": etag}); resp.StatusCode != 304 {
+		t.Fatalf("revalidation: %d", resp.StatusCode)
+	}
+	s.SetOwnerID("acme", "tools", 99)
+	if resp, _ := get(t, s.APIURL()+"/repos/acme/tools", map[string]string{"If-None-Match": etag}); resp.StatusCode != 200 {
+		t.Fatalf("revalidation after a change: %d", resp.StatusCode)
+	}
+
+	// Asset: JSON without the octet-stream Accept, a redirect to storage with it.
+	assetURL := s.APIURL() + "/repos/acme/tools/releases/assets/" + strconv.FormatInt(rel.Assets[0].ID, 10)
+	if resp, body := get(t, assetURL, nil); resp.StatusCode != 200 || !strings.Contains(string(body), `"name":"a.txt"`) {
+		t.Fatalf("asset JSON: %d %s", resp.StatusCode, body)
+	}
+	resp, _ = get(t, assetURL, map[string]string{"Accept": "application/octet-stream"})
+	loc := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusFound || !strings.HasPrefix(loc, s.StorageURL()+"/objects/") || !strings.Contains(loc, "X-Amz-Signature=") {
+		t.Fatalf("asset download: %d %q", resp.StatusCode, loc)
+	}
+	if resp, body := get(t, loc, nil); resp.StatusCode != 200 || string(body) != "one" {
+		t.Fatalf("storage: %d %q", resp.StatusCode, body)
+	}
+	if resp, _ := get(t, loc, map[string]string{"Authorization": "Bearer x"}); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("storage with credentials: %d", resp.StatusCode)
+	}
+	if resp, _ := get(t, strings.Replace(loc, "X-Amz-Signature=", "X-Amz-Signature=0", 1), nil); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("storage with a bad signature: %d", resp.StatusCode)
+	}
+
+	if n := s.Count(Storage, ""); n != 3 {
+		t.Fatalf("storage count %d", n)
+	}
+	reqs := s.Requests()
+	if last := reqs[len(reqs)-1]; last.Server != Storage || last.Status != http.StatusForbidden {
+		t.Fatalf("last request %+v", last)
+	}
+}
+
+func TestFakeMisbehaves(t *testing.T) {
+	s := New(t)
+	s.AddRepo("acme", "tools", 11, 22)
+	url := s.APIURL() + "/repos/acme/tools"
+
+	s.FailNext(2, 503)
+	for i, want := range []int{503, 503, 200} {
+		if resp, _ := get(t, url, nil); resp.StatusCode != want {
+			t.Fatalf("request %d: %d, want %d", i, resp.StatusCode, want)
+		}
+	}
+	s.AlwaysFail(500)
+	for range 3 {
+		if resp, _ := get(t, url, nil); resp.StatusCode != 500 {
+			t.Fatalf("always-fail: %d", resp.StatusCode)
+		}
+	}
+	s.Behave()
+
+	reset := time.Now().Add(time.Hour)
+	s.RateLimitPrimary(reset)
+	resp, _ := get(t, url, nil)
+	if resp.StatusCode != 403 || resp.Header.Get("X-RateLimit-Remaining") != "0" || resp.Header.Get("X-RateLimit-Reset") != strconv.FormatInt(reset.Unix(), 10) {
+		t.Fatalf("primary limit: %d %v", resp.StatusCode, resp.Header)
+	}
+	s.RateLimitSecondary(7)
+	if resp, _ := get(t, url, nil); resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "7" {
+		t.Fatalf("secondary limit: %d %v", resp.StatusCode, resp.Header)
+	}
+	s.Behave()
+
+	s.Stall(150 * time.Millisecond)
+	start := time.Now()
+	if resp, _ := get(t, url, nil); resp.StatusCode != 200 || time.Since(start) < 150*time.Millisecond {
+		t.Fatalf("stall: %d after %s", resp.StatusCode, time.Since(start))
+	}
+}

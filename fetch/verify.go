@@ -1,0 +1,284 @@
+package fetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"sync"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/internal/artifact"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/lock"
+)
+
+// Verify is `mur verify`: it holds murmur.lock against the CAS, the staged tools/ and the
+// compiled cache, and with a repairer restores what it can.
+
+// Compiler is the part of the sandbox runner that verify needs.
+type Compiler interface {
+	// CheckCache lists the damaged entries of the compiled cache, removing them when repair.
+	CheckCache(repair bool) ([]string, error)
+	// Precompile compiles wasm into the cache.
+	Precompile(ctx context.Context, wasm []byte) error
+}
+
+// VerifyInput is what one verification looks at.
+type VerifyInput struct {
+	Project   Project
+	Lock      *lock.Lock
+	CAS       *cas.Store
+	Platform  string                    // "" means the host's; "all" checks every pinned platform's blob
+	SourceFor func(scope string) string // the configured source of a scope, for pin checks
+	Runner    Compiler                  // nil skips the compiled cache
+	Repair    *Puller                   // nil reports only
+}
+
+// Problem is one thing that is wrong.
+type Problem struct {
+	Kind     string `json:"kind"` // blob, tools, compiled, pin
+	Subject  string `json:"subject"`
+	Problem  string `json:"problem"`
+	Repaired bool   `json:"repaired"`
+}
+
+// VerifyReport is the outcome of a verification.
+type VerifyReport struct {
+	Blobs    int       `json:"blobs"`
+	Tools    int       `json:"tools"`
+	Compiled int       `json:"compiled"`
+	Problems []Problem `json:"problems"`
+}
+
+// Unrepaired counts the problems still standing.
+func (r *VerifyReport) Unrepaired() int {
+	n := 0
+	for _, p := range r.Problems {
+		if !p.Repaired {
+			n++
+		}
+	}
+	return n
+}
+
+// RepairedCount counts the problems that were fixed.
+func (r *VerifyReport) RepairedCount() int { return len(r.Problems) - r.Unrepaired() }
+
+type pinnedBlob struct {
+	entry    *lock.Entry
+	name     ref.Name
+	platform string
+	digest   digest.Digest
+	refetch  bool // pinned for the platform the repairer pulls
+}
+
+// Verify checks murmur.lock against the CAS, tools/ and the compiled cache. It returns an error only when it could not look; what it found is in the report.
+func Verify(ctx context.Context, in VerifyInput) (*VerifyReport, error) {
+	rep := &VerifyReport{Problems: []Problem{}}
+	if in.Repair != nil && in.Platform != "" && in.Platform != "all" {
+		in.Repair.Platform = in.Platform
+	}
+	blobs, err := pinnedBlobs(in.Lock, in.Platform)
+	if err != nil {
+		return nil, err
+	}
+	rep.Blobs = len(blobs)
+
+	// Re-hash every pinned blob, one per core.
+	bad := make([]error, len(blobs))
+	parallel(len(blobs), func(i int) { bad[i] = in.CAS.Verify(ctx, blobs[i].digest) })
+	var refetch []Request
+	for i, b := range blobs {
+		if bad[i] == nil {
+			continue
+		}
+		msg := errs.Message(bad[i])
+		if errors.Is(bad[i], errs.NotFound) {
+			msg = fmt.Sprintf("%s@%s (%s) is pinned but not in the CAS; run 'mur pull' or 'mur verify --repair'", b.name, b.entry.ResolvedVersion, b.digest)
+		}
+		rep.Problems = append(rep.Problems, Problem{Kind: "blob", Subject: b.name.String() + " " + b.digest.String(), Problem: msg})
+		if b.refetch {
+			refetch = append(refetch, Request{Asked: "verify --repair", Name: b.name, Version: b.entry.ResolvedVersion})
+		}
+	}
+	if in.Repair != nil && len(refetch) > 0 {
+		results, _ := in.Repair.Pull(ctx, in.Project, refetch)
+		for _, r := range results {
+			if r.Error != "" {
+				continue
+			}
+			for i := range rep.Problems {
+				p := &rep.Problems[i]
+				if p.Kind == "blob" && p.Subject == r.Name+" "+r.Digest {
+					p.Repaired = true
+				}
+			}
+		}
+	}
+
+	if in.Runner != nil {
+		damaged, err := in.Runner.CheckCache(in.Repair != nil)
+		if err != nil {
+			rep.Problems = append(rep.Problems, Problem{Kind: "compiled", Subject: "compiled cache", Problem: errs.Message(err)})
+		}
+		for _, d := range damaged {
+			rep.Problems = append(rep.Problems, Problem{Kind: "compiled", Subject: d,
+				Problem: "damaged compiled entry; 'mur verify --repair' removes it and the next run compiles again", Repaired: in.Repair != nil})
+		}
+	}
+
+	// Staged tools and compiled forms hold what this machine runs, whatever platform's pins
+	// were checked above (a repair for another platform may even have staged its build).
+	hostBlobs := blobs
+	if in.Platform != "" {
+		if hostBlobs, err = pinnedBlobs(in.Lock, ""); err != nil {
+			return nil, err
+		}
+	}
+	staged := make([]error, len(hostBlobs))
+	present := make([]bool, len(hostBlobs))
+	parallel(len(hostBlobs), func(i int) {
+		if present[i] = in.CAS.Has(hostBlobs[i].digest); present[i] {
+			staged[i] = CheckStaged(in.Project, hostBlobs[i].name, hostBlobs[i].digest)
+		}
+	})
+	for i, b := range hostBlobs {
+		if !present[i] {
+			continue
+		}
+		rep.Tools++
+		if err := staged[i]; err != nil {
+			p := Problem{Kind: "tools", Subject: StagedDir(in.Project, b.name), Problem: errs.Message(err)}
+			if in.Repair != nil {
+				os.RemoveAll(StagedDir(in.Project, b.name))
+				if _, err := Stage(in.Project, in.CAS, b.name, b.digest); err == nil {
+					p.Repaired = CheckStaged(in.Project, b.name, b.digest) == nil
+				}
+			}
+			rep.Problems = append(rep.Problems, p)
+		}
+		if in.Runner == nil || !isModule(in.CAS, b.digest) {
+			continue
+		}
+		rep.Compiled++
+		if in.Repair != nil {
+			// Compiling from a warm cache is a cheap load; from a cold one it restores the entry.
+			if wasm, err := payload(in.CAS, b.digest); err == nil {
+				in.Runner.Precompile(ctx, wasm)
+			}
+		}
+	}
+	// Owner pins that can be checked without the network: the pin must still name the source
+	// the configuration would ask.
+	if in.SourceFor != nil {
+		scopes := make([]string, 0, len(in.Lock.Scopes))
+		for s := range in.Lock.Scopes {
+			scopes = append(scopes, s)
+		}
+		sort.Strings(scopes)
+		for _, s := range scopes {
+			pin := in.Lock.Scopes[s]
+			if want := in.SourceFor(s); want != pin.Source {
+				rep.Problems = append(rep.Problems, Problem{Kind: "pin", Subject: s, Problem: fmt.Sprintf(
+					"murmur.lock pins scope %s to %s (owner id %d), but the configuration now names %s; if the move is expected run 'mur lock forget-scope %s'", s, pin.Source, pin.OwnerID, want, s)})
+			}
+		}
+	}
+	return rep, nil
+}
+
+func pinnedBlobs(l *lock.Lock, platform string) ([]pinnedBlob, error) {
+	want := platform
+	if want == "" {
+		want = ref.HostPlatform()
+	}
+	var out []pinnedBlob
+	for i := range l.Artifacts {
+		e := &l.Artifacts[i]
+		n, err := ref.ParseName(e.Name)
+		if err != nil {
+			return nil, err
+		}
+		add := func(plat, hex string, refetch bool) error {
+			d, err := ref.DigestFromHex(hex)
+			if err != nil {
+				return err
+			}
+			out = append(out, pinnedBlob{entry: e, name: n, platform: plat, digest: d, refetch: refetch})
+			return nil
+		}
+		if platform == "all" {
+			// The repairer pulls for this machine's platform only.
+			hostHex, _, hostOK := e.Digest(ref.HostPlatform())
+			if e.SHA256.Any != "" {
+				if err := add(ref.PlatformAny, e.SHA256.Any, hostOK && hostHex == e.SHA256.Any); err != nil {
+					return nil, err
+				}
+			}
+			plats := make([]string, 0, len(e.SHA256.Platforms))
+			for p := range e.SHA256.Platforms {
+				plats = append(plats, p)
+			}
+			sort.Strings(plats)
+			for _, p := range plats {
+				if err := add(p, e.SHA256.Platforms[p], p == ref.HostPlatform()); err != nil {
+					return nil, err
+				}
+			}
+			continue
+		}
+		// The repairer pulls for the platform asked, so every pin checked here is its to
+		if hex, plat, ok := e.Digest(want); ok {
+			if err := add(plat, hex, true); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// isModule reports whether the blob's payload is a core module, from its zip directory and
+// first bytes only.
+func isModule(store *cas.Store, d digest.Digest) bool {
+	a, c, err := artifact.Open(store.Path(d))
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return !a.Component
+}
+
+func payload(store *cas.Store, d digest.Digest) ([]byte, error) {
+	a, c, err := artifact.Open(store.Path(d))
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return a.ReadPayload()
+}
+
+// parallel calls fn for 0..n-1, one goroutine per core.
+func parallel(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for w := 0; w < min(n, runtime.NumCPU()); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				fn(i)
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+}

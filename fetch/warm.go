@@ -1,0 +1,183 @@
+package fetch
+
+import (
+	"context"
+	"os"
+	"sort"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/internal/artifact"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/lock"
+)
+
+// Warm is `mur warm`: it makes a project runnable offline by pulling every digest
+// murmur.lock pins, staging tools/ and precompiling, and can mirror the lot into an OCI layout
+// that other machines use as a store.
+
+// WarmInput is one warming.
+type WarmInput struct {
+	Project Project
+	Lock    *lock.Lock
+	Puller  *Puller
+	// Platform is "" for this machine's, "all" for every platform the lock names, or one tag.
+	Platform string
+	// Precompile compiles the payloads this machine runs; nil skips.
+	Precompile func(ctx context.Context, wasm []byte) error
+	// Layout, when set, receives every warmed blob, so that the folder serves as a store.
+	Layout Store
+	// From is the install.from of each artifact; nil means DefaultFrom for all.
+	From func(name string) ([]string, error)
+}
+
+// WarmReport says what warming did.
+type WarmReport struct {
+	Artifacts int      `json:"artifacts"`
+	Fetched   int      `json:"fetched"`
+	Cached    int      `json:"cached"`
+	Compiled  int      `json:"compiled"`
+	Bytes     int64    `json:"bytes_fetched"`
+	Results   []Result `json:"results"`
+}
+
+// Warm warms. A platform that nobody serves fails with the store's or source's error, naming
+// the artifact and platform; what was warmed before stays warm.
+func Warm(ctx context.Context, in WarmInput) (*WarmReport, error) {
+	rep := &WarmReport{Results: []Result{}}
+	host := ref.HostPlatform()
+	for _, plat := range warmPlatforms(in.Lock, in.Platform, host) {
+		var reqs []Request
+		for _, e := range in.Lock.Artifacts {
+			_, pinned, ok := e.Digest(plat)
+			if !ok || (in.Platform == "all" && pinned != plat) {
+				// With all, an "any" pin is warmed once, in the pass for "any", not again in
+				// the pass of every platform it falls back for.
+				continue
+			}
+			n, err := ref.ParseName(e.Name)
+			if err != nil {
+				return rep, err
+			}
+			var from []string
+			if in.From != nil {
+				if from, err = in.From(e.Name); err != nil {
+					return rep, err
+				}
+			}
+			reqs = append(reqs, Request{Asked: "warm", Name: n, Version: e.ResolvedVersion, From: from})
+		}
+		if len(reqs) == 0 {
+			continue
+		}
+		p := *in.Puller
+		p.Platform = plat
+		p.Precompile = nil // warm compiles below, cache hits included
+		results, err := p.Pull(ctx, in.Project, reqs)
+		for _, r := range results {
+			if r.Error != "" {
+				continue
+			}
+			rep.Artifacts++
+			if r.CacheHit {
+				rep.Cached++
+			} else {
+				rep.Fetched++
+				rep.Bytes += r.Transferred
+			}
+			rep.Results = append(rep.Results, r)
+		}
+		if err != nil {
+			return rep, err
+		}
+		for _, r := range results {
+			d, err := ref.ParseDigest(r.Digest)
+			if err != nil {
+				return rep, err
+			}
+			if in.Layout != nil {
+				if err := mirror(ctx, in.Puller.CAS, in.Layout, r, d); err != nil {
+					return rep, err
+				}
+			}
+			if in.Precompile == nil || (plat != host && plat != ref.PlatformAny) {
+				continue
+			}
+			if compiled, err := warmPrecompile(ctx, in.Puller.CAS, r, in.Precompile); err != nil {
+				return rep, err
+			} else if compiled {
+				rep.Compiled++
+			}
+		}
+	}
+	return rep, nil
+}
+
+func warmPlatforms(l *lock.Lock, want, host string) []string {
+	if want != "all" {
+		if want == "" {
+			want = host
+		}
+		return []string{want}
+	}
+	set := map[string]bool{}
+	for _, e := range l.Artifacts {
+		if e.SHA256.Any != "" {
+			set[ref.PlatformAny] = true
+		}
+		for p := range e.SHA256.Platforms {
+			set[p] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for p := range set {
+		out = append(out, p)
+	}
+	// This machine's platform goes last: a pull stages tools/ from what it pulled, and tools/
+	// must end up holding what this machine runs.
+	sort.Slice(out, func(i, j int) bool {
+		if (out[i] == host) != (out[j] == host) {
+			return out[j] == host
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
+
+func warmPrecompile(ctx context.Context, store *cas.Store, r Result, compile func(context.Context, []byte) error) (bool, error) {
+	d, _ := ref.ParseDigest(r.Digest)
+	a, c, err := artifact.Open(store.Path(d))
+	if err != nil {
+		return false, err
+	}
+	defer c.Close()
+	if a.Component {
+		return false, nil
+	}
+	wasm, err := a.ReadPayload()
+	if err != nil {
+		return false, err
+	}
+	if err := compile(ctx, wasm); err != nil {
+		return false, errs.Wrap(err, errs.InvalidArtifact, "%s@%s can't be compiled: %v", r.Name, r.Version, err)
+	}
+	return true, nil
+}
+
+func mirror(ctx context.Context, store *cas.Store, dst Store, r Result, dg digest.Digest) error {
+	n, err := ref.ParseName(r.Name)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(store.Path(dg))
+	if err != nil {
+		return errs.Wrap(err, errs.IO, "can't read %s: %v", store.Path(dg), err)
+	}
+	defer f.Close()
+	return dst.Push(ctx, Descriptor{
+		Name: n, Version: r.Version, Platform: r.Platform, Digest: dg, Size: r.Size,
+		Title: n.Name + "-" + r.Version + ".mur.zip",
+	}, f)
+}

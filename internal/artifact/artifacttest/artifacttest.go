@@ -1,0 +1,107 @@
+// Package artifacttest builds packed artifacts (.mur.zip) and small wasm modules for tests, through
+// the publisher's own artifact.Pack, so that what tests serve is what a real publisher would.
+package artifacttest
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/murmur-nexus/mur/internal/artifact"
+)
+
+// EmptyModule is the smallest valid WebAssembly core module.
+const EmptyModule = "\x00asm\x01\x00\x00\x00"
+
+// Module is a valid empty core module padded with a custom section of size pseudo-random bytes
+// (at least one, because wazero refuses an empty custom section), so that each seed gives other
+// bytes.
+func Module(size int, seed uint64) []byte {
+	pad := make([]byte, max(size, 1))
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	for i := range pad {
+		pad[i] = byte(r.Uint32())
+	}
+	return custom("pad", pad)
+}
+
+// Tagged is a valid empty core module with a custom section named tag and holding tag, so that a
+// test can tell payloads apart by a readable name.
+func Tagged(tag string) []byte { return custom(tag, []byte(tag)) }
+
+func custom(name string, content []byte) []byte {
+	body := binary.AppendUvarint(nil, uint64(len(name)))
+	body = append(body, name...)
+	body = append(body, content...)
+	b := append([]byte(EmptyModule), 0)
+	b = binary.AppendUvarint(b, uint64(len(body)))
+	return append(b, body...)
+}
+
+// Spec describes a packed artifact.
+type Spec struct {
+	Name    string // bare, as murmur.yaml has it: grep, not acme/grep
+	Version string
+	// Description, when set, goes into murmur.yaml: two builds of one version with the same
+	// payload then differ.
+	Description string
+	Payload     string // the payload's file name; "" means capsule.wasm
+	Wasm        []byte // the payload; nil means EmptyModule
+}
+
+// Manifest is the murmur.yaml that Zip packs.
+func (s Spec) Manifest() string {
+	y := fmt.Sprintf("name: %s\nversion: %q\nruntime: tool\n", s.Name, s.Version)
+	if s.Description != "" {
+		y += "description: " + s.Description + "\n"
+	}
+	return y
+}
+
+// Zip packs s with artifact.Pack. The same Spec always gives the same bytes. A Spec that Pack
+// refuses is a mistake in the test, so it panics.
+func (s Spec) Zip() []byte {
+	payload, wasm := s.Payload, s.Wasm
+	if payload == "" {
+		payload = "capsule.wasm"
+	}
+	if wasm == nil {
+		wasm = []byte(EmptyModule)
+	}
+	dir, err := os.MkdirTemp("", "packtest-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(s.Manifest()), 0o644); err != nil {
+		panic(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, payload), wasm, 0o644); err != nil {
+		panic(err)
+	}
+	var buf bytes.Buffer
+	if _, err := artifact.Pack(dir, &buf); err != nil {
+		panic(fmt.Sprintf("packtest: packing %s@%s: %v", s.Name, s.Version, err))
+	}
+	return buf.Bytes()
+}
+
+// Zip packs name@version (runtime tool) around wasm, or EmptyModule when wasm is nil.
+func Zip(name, version string, wasm []byte) []byte {
+	return Spec{Name: name, Version: version, Wasm: wasm}.Zip()
+}
+
+// File writes Zip(name, version, wasm) to dir/<name>-<version>.mur.zip, the file name a
+// publisher gives it, and returns that path.
+func File(t testing.TB, dir, name, version string, wasm []byte) string {
+	t.Helper()
+	out := filepath.Join(dir, name+"-"+version+".mur.zip")
+	if err := os.WriteFile(out, Zip(name, version, wasm), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

@@ -1,0 +1,142 @@
+// Package guesttest builds the small Go WebAssembly guests that the sandbox and CLI tests run.
+//
+// Guests live in sandbox/testdata/guests/<name>/ and are built with GOOS=wasip1 GOARCH=wasm.
+// Building a Go guest takes seconds, so outputs are cached under the user cache folder, keyed by
+// the guest's source and the Go toolchain. Several test packages build at once, so cache entries
+// are written to a temporary name and renamed into place.
+package guesttest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Build returns the wasm bytes of guest name, building it if the cache has no copy. It fails the
+// test when the guest can't be built.
+func Build(t testing.TB, name string) []byte {
+	t.Helper()
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatalf("guesttest: %v", err)
+	}
+	out, err := Cached(filepath.Join(root, "sandbox", "testdata", "guests", name))
+	if err != nil {
+		t.Fatalf("guesttest: building guest %s: %v", name, err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatalf("guesttest: %v", err)
+	}
+	return b
+}
+
+// Cached builds the guest in srcDir unless the cache already holds it, and returns the path of
+// the cached .wasm file.
+func Cached(srcDir string) (string, error) {
+	key, err := cacheKey(srcDir)
+	if err != nil {
+		return "", err
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	dir := filepath.Join(base, "mur-testguests")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	final := filepath.Join(dir, key+".wasm")
+	if _, err := os.Stat(final); err == nil {
+		return final, nil
+	}
+	tmp, err := os.CreateTemp(dir, key+".*.tmp")
+	if err != nil {
+		return "", err
+	}
+	tmp.Close()
+	defer os.Remove(tmp.Name())
+	if err := BuildDir(srcDir, tmp.Name()); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp.Name(), final); err != nil {
+		return "", err
+	}
+	return final, nil
+}
+
+// BuildDir builds the Go program in srcDir for wasip1 into outPath.
+func BuildDir(srcDir, outPath string) error {
+	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", outPath, ".")
+	cmd.Dir = srcDir
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build in %s: %v\n%s", srcDir, err, out.String())
+	}
+	return nil
+}
+
+var goVersion = sync.OnceValues(func() (string, error) {
+	out, err := exec.Command("go", "env", "GOVERSION", "GOROOT").Output()
+	return strings.TrimSpace(string(out)), err
+})
+
+func cacheKey(srcDir string) (string, error) {
+	v, err := goVersion()
+	if err != nil {
+		return "", fmt.Errorf("go env: %v", err)
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "toolchain %s\n", v)
+	entries, err := os.ReadDir(srcDir)
+	if err != nil {
+		return "", err
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return "", fmt.Errorf("no source files in %s", srcDir)
+	}
+	for _, n := range names {
+		b, err := os.ReadFile(filepath.Join(srcDir, n))
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s %d\n", n, len(b))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:32], nil
+}
+
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
