@@ -61,7 +61,7 @@ type Result struct {
 	Transferred int64     `json:"transferred"`
 	DurationMS  int64     `json:"duration_ms"`
 	Tools       string    `json:"tools,omitempty"`
-	NewPin      *OwnerPin `json:"new_pin,omitempty"`
+	NewPin      *lock.ScopePin `json:"new_pin,omitempty"`
 	Warnings    []string  `json:"warnings,omitempty"`
 	Error       string    `json:"error,omitempty"`
 }
@@ -152,7 +152,7 @@ type pinned struct {
 	version  string
 	digest   digest.Digest // "" when this platform is not pinned
 	platform string
-	owner    *OwnerPin
+	owner    *lock.ScopePin
 }
 
 func (p *Puller) readPin(proj Project, req Request) (pinned, error) {
@@ -162,7 +162,7 @@ func (p *Puller) readPin(proj Project, req Request) (pinned, error) {
 	}
 	var pin pinned
 	if op, ok := l.Pin(req.Name.Scope); ok {
-		pin.owner = &OwnerPin{Source: op.Source, OwnerID: op.OwnerID, RepoID: op.RepoID}
+		pin.owner = &op
 	}
 	e := l.Find(req.Name.String())
 	if e == nil {
@@ -247,7 +247,7 @@ type fetched struct {
 	desc    Descriptor
 	release string
 	asset   string
-	newPin  *OwnerPin
+	newPin  *lock.ScopePin
 	archive *artifact.Archive
 }
 
@@ -282,9 +282,10 @@ func (p *Puller) fetch(ctx context.Context, req Request, version string, pin pin
 				continue
 			}
 			asked = append(asked, label)
-			if pin.owner != nil && pin.owner.Source != label {
-				return nil, errs.New(errs.OwnerChanged, "scope %s is pinned to %s (owner id %d) in murmur.lock, but the configuration now names %s; if the move is expected run 'mur lock forget-scope %s' and pull again",
-					req.Name.Scope, pin.owner.Source, pin.owner.OwnerID, label, req.Name.Scope)
+			if pin.owner != nil {
+				if err := pin.owner.CheckOwner(req.Name.Scope, label, 0); err != nil {
+					return nil, err
+				}
 			}
 			got, err := p.fromSource(ctx, req, version, pin)
 			if err == nil {
@@ -403,10 +404,10 @@ func (p *Puller) fromSource(ctx context.Context, req Request, version string, pi
 func checkPacked(w *cas.Writer, name ref.Name, version, origin string, tok errs.Token) (*artifact.Archive, error) {
 	a, err := artifact.Read(w, w.Size())
 	if err != nil {
-		return nil, err
+		return nil, errs.Wrap(err, errs.TokenOf(err), "%s@%s from %s: %s", name, version, origin, errs.Message(err))
 	}
 	if a.Manifest.Name != name.Name || a.Manifest.Version != version {
-		return nil, errs.New(tok, "%s served %s@%s, but its packed murmur.yaml says name %q version %q; nothing was written; report it to the publisher",
+		return nil, errs.New(tok, "%s served %s@%s, but its packed murmur.yaml says name %q and version %q; nothing was written; report it to the publisher",
 			origin, name, version, a.Manifest.Name, a.Manifest.Version)
 	}
 	return a, nil
@@ -418,13 +419,13 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 	hex := strings.TrimPrefix(res.Digest, "sha256:")
 	upsert := func(l *lock.Lock) error {
 		if got != nil && got.newPin != nil {
-			if cur, ok := l.Pin(req.Name.Scope); ok && (cur.OwnerID != got.newPin.OwnerID || cur.Source != got.newPin.Source) {
-				return errs.New(errs.OwnerChanged, "scope %s is pinned to %s owner id %d, but %s has owner id %d; if the transfer is expected run 'mur lock forget-scope %s' and pull again",
-					req.Name.Scope, cur.Source, cur.OwnerID, got.newPin.Source, got.newPin.OwnerID, req.Name.Scope)
-			} else if !ok {
-				if err := l.SetPin(req.Name.Scope, lock.ScopePin{Source: got.newPin.Source, OwnerID: got.newPin.OwnerID, RepoID: got.newPin.RepoID}); err != nil {
+			// Another process may have pinned the scope since this pull read the lock.
+			if cur, ok := l.Pin(req.Name.Scope); ok {
+				if err := cur.CheckOwner(req.Name.Scope, got.newPin.Source, got.newPin.OwnerID); err != nil {
 					return err
 				}
+			} else if err := l.SetPin(req.Name.Scope, *got.newPin); err != nil {
+				return err
 			}
 		}
 		plat := res.Platform

@@ -23,6 +23,8 @@ import (
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/github"
+	"github.com/murmur-nexus/mur/fetch/github/githubtest"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -669,4 +671,41 @@ type closeHook struct {
 func (h *closeHook) Close() error {
 	h.once.Do(h.done)
 	return h.ReadCloser.Close()
+}
+
+// githubSource is the GitHub source of every scope, asking fake.
+func githubSource(fake *githubtest.Server) fetch.Source {
+	return github.NewSource(github.NewClient(github.ClientOptions{BaseURL: fake.APIURL(), Token: "t0ken", Retries: 1, Timeout: 5 * time.Second}), nil)
+}
+
+// TestPackedManifestDisagrees: the pipeline alone checks the packed murmur.yaml, for sources as
+// for stores; a source whose asset packs another name or version is an index-mismatch.
+func TestPackedManifestDisagrees(t *testing.T) {
+	art := func(data []byte) githubtest.Artifact {
+		return githubtest.Artifact{Name: "acme/grep", Version: "1.2.0", Release: "v1.2.0", Asset: "grep-1.2.0.mur.zip", Data: data}
+	}
+	for _, tt := range []struct {
+		name, bare, version string
+		data                []byte
+		tok                 errs.Token
+		mentions            []string
+	}{
+		{"name", "sed", "1.2.0", githubtest.PackArtifact("sed", "1.2.0"), errs.IndexMismatch, []string{`name "sed" and version "1.2.0"`}},
+		{"version", "grep", "1.2.1", githubtest.PackArtifact("grep", "1.2.1"), errs.IndexMismatch, []string{`name "grep" and version "1.2.1"`}},
+		{"not a zip", "", "", []byte("definitely not a zip file"), errs.InvalidArtifact, []string{"acme/grep@1.2.0"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			fake := githubtest.New(t)
+			fake.AddRepo("acme", "murmur-artifacts", 1234567, 7654321)
+			a := art(tt.data)
+			fake.Publish("acme", "murmur-artifacts", "acme", a)
+			before := w.state()
+			p := w.puller()
+			p.Source = githubSource(fake)
+			_, err := w.pull(p, req(grep, "1.2.0"))
+			errtest.WantToken(t, err, tt.tok, tt.mentions...)
+			w.assertUnchanged(before)
+		})
+	}
 }

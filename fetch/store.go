@@ -9,6 +9,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/lock"
 )
 
 // Media types of SPEC section 7.
@@ -65,13 +66,6 @@ type Scratch interface {
 	Digest() digest.Digest
 }
 
-// OwnerPin is what murmur.lock records for a scope served by a source.
-type OwnerPin struct {
-	Source  string // github:owner/repo
-	OwnerID int64
-	RepoID  int64
-}
-
 // Sourced describes a payload a Source fetched into a Scratch and checked.
 type Sourced struct {
 	Descriptor        // Origin is the source label, github:owner/repo
@@ -80,7 +74,7 @@ type Sourced struct {
 	OwnerID    int64  // GitHub's numeric id of the repository's owner, already checked against the pin
 	RepoID     int64
 	// NewPin is set when the scope had no pin yet, so the caller records it in murmur.lock.
-	NewPin *OwnerPin
+	NewPin *lock.ScopePin
 }
 
 // Source serves the artifacts of scopes from their publishers' releases.
@@ -90,5 +84,5 @@ type Source interface {
 	// Fetch resolves name@version (version may be "latest") for platform through the scope's
 	// index, downloads the payload into scratch, and checks it (SPEC section 8) against the index
 	// and against pin, which is nil when the lock holds no pin for the scope yet.
-	Fetch(ctx context.Context, name ref.Name, version, platform string, pin *OwnerPin, scratch Scratch) (Sourced, error)
+	Fetch(ctx context.Context, name ref.Name, version, platform string, pin *lock.ScopePin, scratch Scratch) (Sourced, error)
 }

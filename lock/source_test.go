@@ -17,4 +17,3 @@ func TestParseSource(t *testing.T) {
 		}
 	}
 }
-

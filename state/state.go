@@ -22,6 +22,7 @@ import (
 	"strings"
 
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/manifest"
 )
 
 // PreopenName is the guest path a granted store is preopened at. A guest reaches its store by
@@ -30,26 +31,46 @@ import (
 // at "/".
 const PreopenName = "/state"
 
-// ValidateStoreName reports whether name is a single usable directory segment under the state
-// root. Anything else could name a folder outside the root or a hidden one inside it.
+// ValidateStoreName is the one store-name rule: name must be a single usable directory segment
+// under the state root. Anything else could name a folder outside the root, or a hidden one in it.
 func ValidateStoreName(name string) error {
-	var problem string
+	if problem := storeNameProblem(name); problem != "" {
+		return errs.New(errs.InvalidManifest, "the state store name %q %s; capabilities.state.store must be a single folder name such as \"notes\" (no /, no \\, not starting with a dot); fix it in murmur.yaml", name, problem)
+	}
+	return nil
+}
+
+func storeNameProblem(name string) string {
 	switch {
 	case name == "":
-		problem = "is empty"
-	case filepath.IsAbs(name) || strings.HasPrefix(name, "/") || strings.HasPrefix(name, `\`):
-		problem = "is an absolute path"
-	case strings.ContainsAny(name, `/\`):
-		problem = "contains a path separator"
-	case strings.HasPrefix(name, "."):
-		problem = "starts with a dot"
+		return "is empty"
 	case strings.ContainsRune(name, 0):
-		problem = "contains a NUL byte"
+		return "holds a NUL byte"
+	case filepath.IsAbs(name) || strings.HasPrefix(name, "/") || strings.HasPrefix(name, `\`) || len(name) >= 2 && name[1] == ':':
+		return "must not be absolute"
+	case strings.ContainsAny(name, `/\`):
+		return "must be a single folder name, without '/'"
+	case strings.HasPrefix(name, "."):
+		return "must not start with '.'"
 	}
-	if problem == "" {
-		return nil
+	return ""
+}
+
+// CheckCapsule holds every store name a capsule's murmur.yaml gives to ValidateStoreName, and
+// names the file and line of the first one that fails.
+func CheckCapsule(c *manifest.Capsule) error {
+	for _, sn := range c.StoreNames {
+		problem := storeNameProblem(sn.Store)
+		if problem == "" {
+			continue
+		}
+		err := ValidateStoreName(sn.Store)
+		if sn.Key == "name" {
+			return errs.Wrap(err, errs.InvalidManifest, "%s:%d: name %q can't name the state store (it %s); set capabilities.state.store to a plain name", c.Path, sn.Line, sn.Store, problem)
+		}
+		return errs.Wrap(err, errs.InvalidManifest, "%s:%d: %s %q is not a store name: it %s", c.Path, sn.Line, sn.Key, sn.Store, problem)
 	}
-	return errs.New(errs.InvalidManifest, "the state store name %q %s; capabilities.state.store must be a single folder name such as \"notes\" (no /, no \\, not starting with a dot); fix it in murmur.yaml", name, problem)
+	return nil
 }
 
 // Grant is one artifact's claim on a store, as the operator's manifest declares it.

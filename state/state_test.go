@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/errs/errtest"
+	"github.com/murmur-nexus/mur/internal/manifest"
 )
 
 func TestValidateStoreName(t *testing.T) {
@@ -18,6 +20,8 @@ func TestValidateStoreName(t *testing.T) {
 		{"notes", true},
 		{"my-capsule_2", true},
 		{"a.b", true},
+		{"A_b.c", true},
+		{".a", false},
 		{"", false},
 		{"..", false},
 		{".", false},
@@ -27,6 +31,8 @@ func TestValidateStoreName(t *testing.T) {
 		{"/abs", false},
 		{"../escape", false},
 		{"x\x00y", false},
+		{"C:x", false},
+		{`C:\x`, false},
 	} {
 		err := ValidateStoreName(tc.name)
 		if tc.ok && err != nil {
@@ -159,5 +165,33 @@ func TestEnsureRefusesSymlinkAndFile(t *testing.T) {
 	}
 	if _, err := Ensure(root, ".."); !errors.Is(err, errs.InvalidManifest) {
 		t.Errorf("Ensure(..) = %v, want invalid-manifest", err)
+	}
+}
+
+// TestCheckCapsule: every store name a murmur.yaml gives is held to the one rule, and the refusal
+// names the file and line.
+func TestCheckCapsule(t *testing.T) {
+	tests := []struct{ name, yaml, want string }{
+		{"bad store slash", "name: c\ncapabilities:\n  state: { store: a/b }\n", `capabilities.state.store "a/b" is not a store name`},
+		{"bad store dot", "name: c\ncapabilities:\n  state: { store: .hidden }\n", "must not start with '.'"},
+		{"bad store abs", "name: c\ncapabilities:\n  state: { store: /abs }\n", "is not a store name"},
+		{"bad capsule name as store", "name: .cap\ncapabilities:\n  state: {}\n", `murmur.yaml:1: name ".cap" can't name the state store`},
+		{"bad artifact store", "name: c\ncapabilities: { state: { store: \"C:x\" } }\n", `capabilities.state.store "C:x" is not a store name: it must not be absolute`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := manifest.Parse([]byte(tt.yaml), "murmur.yaml")
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			errtest.WantToken(t, CheckCapsule(c), errs.InvalidManifest, tt.want)
+		})
+	}
+	c, err := manifest.Parse([]byte("name: cap\ncapabilities: { state: {} }\nartifacts:\n  - name: a/b\n    capabilities: { state: { store: cap } }\n"), "murmur.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckCapsule(c); err != nil {
+		t.Fatalf("a good capsule: %v", err)
 	}
 }

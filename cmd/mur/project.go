@@ -14,6 +14,7 @@ import (
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/lock"
+	"github.com/murmur-nexus/mur/state"
 )
 
 // project is what most commands work on: the folder with murmur.yaml and murmur.lock, the
@@ -43,6 +44,9 @@ func (e *env) openProject() (*project, error) {
 	if _, err := os.Stat(mpath); err == nil {
 		c, err := manifest.Load(mpath)
 		if err != nil {
+			return nil, err
+		}
+		if err := state.CheckCapsule(c); err != nil {
 			return nil, err
 		}
 		for _, w := range c.Warnings {

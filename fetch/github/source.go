@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,28 +12,13 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch"
-	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/lock"
 )
-
-// MurmurLabel is the only source that may serve the reserved scope murmur.
-const MurmurLabel = "github:murmur-nexus/default-artifacts"
 
 // maxIndexBytes bounds the index mur reads into memory; an index of 10,000 entries is ~3 MiB.
 const maxIndexBytes = 32 << 20
-
-// DefaultLabel is the source of a scope that config.yaml doesn't map: github:S/murmur-artifacts,
-// MurmurLabel for murmur, and "" for local, which no source serves.
-func DefaultLabel(scope string) string {
-	switch scope {
-	case ref.ScopeLocal:
-		return ""
-	case ref.ScopeMurmur:
-		return MurmurLabel
-	}
-	return "github:" + scope + "/murmur-artifacts"
-}
 
 // Source serves scopes from the GitHub releases of their repositories. It implements
 // fetch.Source. It reads each scope's index and repository once for its life (one command), and
@@ -58,17 +42,17 @@ type call struct {
 var _ fetch.Source = (*Source)(nil)
 
 // NewSource returns a Source that asks c. labels maps a scope to github:owner/repo, or "" when no
-// source serves it; nil means DefaultLabel.
+// source serves it; nil means lock.DefaultSource.
 func NewSource(c *Client, labels func(scope string) string) *Source {
 	if labels == nil {
-		labels = DefaultLabel
+		labels = lock.DefaultSource
 	}
 	return &Source{c: c, labels: labels, calls: map[string]*call{}}
 }
 
 // Label is github:owner/repo of the repository serving scope, or false when none may serve it:
 // scope local, a scope without a source, a malformed label, or scope murmur mapped anywhere but
-// MurmurLabel.
+// lock.MurmurSource.
 func (s *Source) Label(scope string) (string, bool) {
 	label, _, _, err := s.resolve(scope)
 	return label, err == nil
@@ -82,51 +66,14 @@ func (s *Source) resolve(scope string) (label, owner, repo string, err error) {
 	if label == "" {
 		return "", "", "", errs.New(errs.NotFound, "no source serves scope %s; map it under sources: in config.yaml, e.g. %s: github:OWNER/REPO", scope, scope)
 	}
-	owner, repo, ok := parseLabel(label)
-	if !ok {
-		return "", "", "", errs.New(errs.InvalidConfig, "the source %q for scope %s is not of the form github:OWNER/REPO; fix it under sources: in config.yaml", label, scope)
+	owner, repo, err = lock.ParseSource(label)
+	if err != nil {
+		return "", "", "", errs.Wrap(err, errs.InvalidConfig, "the source for scope %s: %s; fix it under sources: in config.yaml", scope, errs.Message(err))
 	}
-	if scope == ref.ScopeMurmur && !strings.EqualFold(label, MurmurLabel) {
-		return "", "", "", errs.New(errs.InvalidConfig, "scope murmur is reserved for %s, but config.yaml maps it to %s; remove that entry, no other repository may serve it", MurmurLabel, label)
+	if scope == ref.ScopeMurmur && !strings.EqualFold(label, lock.MurmurSource) {
+		return "", "", "", errs.New(errs.InvalidConfig, "scope murmur is reserved for %s, but config.yaml maps it to %s; remove that entry, no other repository may serve it", lock.MurmurSource, label)
 	}
 	return label, owner, repo, nil
-}
-
-// parseLabel splits github:owner/repo, checking GitHub's rules for logins and repository names.
-func parseLabel(label string) (owner, repo string, ok bool) {
-	rest, ok := strings.CutPrefix(label, "github:")
-	if !ok {
-		return "", "", false
-	}
-	owner, repo, ok = strings.Cut(rest, "/")
-	if !ok || !validLogin(owner) || !validRepoName(repo) {
-		return "", "", false
-	}
-	return owner, repo, true
-}
-
-func validLogin(s string) bool {
-	if len(s) < 1 || len(s) > 39 || s[0] == '-' || s[len(s)-1] == '-' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-func validRepoName(s string) bool {
-	if len(s) < 1 || len(s) > 100 || s == "." || s == ".." {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return false
-		}
-	}
-	return true
 }
 
 // once runs fn for key unless a call for it already succeeded or is in flight. Callers that
@@ -224,14 +171,13 @@ func (s *Source) repo(ctx context.Context, owner, repo string) (*Repository, err
 	return v.(*Repository), nil
 }
 
-// Fetch downloads name@version for platform into scratch and checks it, in the order of SPEC
-// section 8: the index is for the scope; it lists the name, version and platform (the exact
-// platform, then any); the repository's owner id equals pin's (or, without a pin, the result
-// carries a NewPin); the entry's release holds its asset; the bytes have the entry's size and
-// SHA-256 and GitHub's own digest; and the packed manifest names the entry's name and version. It
-// writes nothing but scratch, which the caller discards on error. Checking the digest against the
-// lock is the caller's job.
-func (s *Source) Fetch(ctx context.Context, name ref.Name, version, platform string, pin *fetch.OwnerPin, scratch fetch.Scratch) (fetch.Sourced, error) {
+// Fetch downloads name@version for platform into scratch and checks it against the index, in the
+// order of SPEC section 8: the index is for the scope; it lists the name, version and platform
+// (the exact platform, then any); the repository's owner id equals pin's (or, without a pin, the
+// result carries a NewPin); the entry's release holds its asset; and the bytes have the entry's
+// size and SHA-256 and GitHub's own digest. It writes nothing but scratch, which the caller
+// discards on error. The packed manifest and the lock's digest are the pipeline's to check.
+func (s *Source) Fetch(ctx context.Context, name ref.Name, version, platform string, pin *lock.ScopePin, scratch fetch.Scratch) (fetch.Sourced, error) {
 	if err := ref.ValidatePlatform(platform); err != nil {
 		return fetch.Sourced{}, err
 	}
@@ -252,13 +198,13 @@ func (s *Source) Fetch(ctx context.Context, name ref.Name, version, platform str
 	if err != nil {
 		return fetch.Sourced{}, err
 	}
-	var newPin *fetch.OwnerPin
+	var newPin *lock.ScopePin
 	if pin != nil {
-		if r.Owner.ID != pin.OwnerID {
-			return fetch.Sourced{}, errs.New(errs.OwnerChanged, "scope %s is pinned in murmur.lock to GitHub owner id %d, but the owner of %s now has id %d; the repository was transferred or its owner recreated, so nothing was fetched; if you expected that, run mur lock forget-scope %s and pull again", name.Scope, pin.OwnerID, label, r.Owner.ID, name.Scope)
+		if err := pin.CheckOwner(name.Scope, label, r.Owner.ID); err != nil {
+			return fetch.Sourced{}, err
 		}
 	} else {
-		newPin = &fetch.OwnerPin{Source: label, OwnerID: r.Owner.ID, RepoID: r.ID}
+		newPin = &lock.ScopePin{Source: label, OwnerID: r.Owner.ID, RepoID: r.ID}
 	}
 
 	rel := si.latest
@@ -298,14 +244,6 @@ func (s *Source) Fetch(ctx context.Context, name ref.Name, version, platform str
 		return fetch.Sourced{}, errs.New(errs.Integrity, "%s from %s has %s, but GitHub's digest for the asset is %s; nothing was installed; tell its publisher", what, from, got, want)
 	}
 
-	packedName, packedVersion, err := readPackedManifest(scratch, entry.Size)
-	if err != nil {
-		return fetch.Sourced{}, errs.Wrap(err, errs.TokenOf(err), "%s from %s: %s", what, from, errs.Message(err))
-	}
-	if packedName != name.Name || packedVersion != entry.Version {
-		return fetch.Sourced{}, errs.New(errs.IndexMismatch, "%s from %s packs a murmur.yaml with name %q and version %q, but the index lists it as %s; its publisher must fix the index or the artifact", what, from, packedName, packedVersion, what)
-	}
-
 	return fetch.Sourced{
 		Descriptor: fetch.Descriptor{
 			Name:     name,
@@ -322,16 +260,6 @@ func (s *Source) Fetch(ctx context.Context, name ref.Name, version, platform str
 		RepoID:  r.ID,
 		NewPin:  newPin,
 	}, nil
-}
-
-// readPackedManifest reads the name and version of a packed artifact with the same hostile-input
-// checks as every other reader.
-func readPackedManifest(r io.ReaderAt, size int64) (name, version string, err error) {
-	a, err := artifact.Read(r, size)
-	if err != nil {
-		return "", "", err
-	}
-	return a.Manifest.Name, a.Manifest.Version, nil
 }
 
 // missing explains a failed look-up, listing what the index has for the name.

@@ -19,6 +19,7 @@ import (
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/lock"
 )
 
 const (
@@ -67,7 +68,7 @@ func testClient(fake *githubtest.Server, tok string) *Client {
 	return c
 }
 
-func fetchGrep(t *testing.T, c *Client, version string, pin *fetch.OwnerPin) (fetch.Sourced, *memScratch, error) {
+func fetchGrep(t *testing.T, c *Client, version string, pin *lock.ScopePin) (fetch.Sourced, *memScratch, error) {
 	t.Helper()
 	var scratch memScratch
 	got, err := NewSource(c, nil).Fetch(context.Background(), grep, version, "linux-x86_64", pin, &scratch)
@@ -91,7 +92,7 @@ func TestFetchOlderReleaseThroughStorage(t *testing.T) {
 	if got.Release != "v1.1.0" || got.Asset != want.Asset || got.OwnerID != ownerID || got.RepoID != repoID {
 		t.Fatalf("sourced = %+v", got)
 	}
-	if got.NewPin == nil || *got.NewPin != (fetch.OwnerPin{Source: label, OwnerID: ownerID, RepoID: repoID}) {
+	if got.NewPin == nil || *got.NewPin != (lock.ScopePin{Source: label, OwnerID: ownerID, RepoID: repoID}) {
 		t.Fatalf("NewPin = %+v", got.NewPin)
 	}
 	if n := fake.Count(githubtest.API, "/repos/acme/murmur-artifacts/releases/tags/v1.1.0"); n != 1 {
@@ -156,7 +157,7 @@ func TestTokenGoesToTheAPIButNeverToStorage(t *testing.T) {
 
 func TestOwnerPin(t *testing.T) {
 	fake, c := setup(t)
-	pin := &fetch.OwnerPin{Source: label, OwnerID: ownerID, RepoID: repoID}
+	pin := &lock.ScopePin{Source: label, OwnerID: ownerID, RepoID: repoID}
 	got, _, err := fetchGrep(t, c, "1.2.0", pin)
 	if err != nil {
 		t.Fatal(err)
@@ -272,28 +273,6 @@ func TestIndexEntryLies(t *testing.T) {
 			errtest.WantToken(t, err, tt.tok, tt.mentions...)
 		})
 	}
-}
-
-func TestPackedManifestDisagrees(t *testing.T) {
-	for _, tt := range []struct{ name, bare, version string }{
-		{"name", "sed", "1.2.0"},
-		{"version", "grep", "1.2.1"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			a := art("1.2.0")
-			a.Data = githubtest.PackArtifact(tt.bare, tt.version)
-			_, c := publishWithIndex(t, "acme", []githubtest.Artifact{a}, a.Entry())
-			_, _, err := fetchGrep(t, c, "1.2.0", nil)
-			errtest.WantToken(t, err, errs.IndexMismatch, `name "`+tt.bare+`" and version "`+tt.version+`"`)
-		})
-	}
-	t.Run("not a zip", func(t *testing.T) {
-		a := art("1.2.0")
-		a.Data = []byte("definitely not a zip file")
-		_, c := publishWithIndex(t, "acme", []githubtest.Artifact{a}, a.Entry())
-		_, _, err := fetchGrep(t, c, "1.2.0", nil)
-		errtest.WantToken(t, err, errs.InvalidArtifact, "acme/grep@1.2.0")
-	})
 }
 
 func TestBrokenIndexes(t *testing.T) {
@@ -536,7 +515,7 @@ func TestReservedScopesAndLabels(t *testing.T) {
 		case "none":
 			return ""
 		}
-		return DefaultLabel(scope)
+		return lock.DefaultSource(scope)
 	})
 	for scope, ok := range map[string]bool{"local": false, "murmur": false, "bad": false, "none": false, "acme": true} {
 		if _, got := src.Label(scope); got != ok {
@@ -546,7 +525,7 @@ func TestReservedScopesAndLabels(t *testing.T) {
 	ctx := context.Background()
 	var scratch memScratch
 	_, err := src.Fetch(ctx, ref.Name{Scope: "murmur", Name: "x"}, "1.0.0", "any", nil, &scratch)
-	errtest.WantToken(t, err, errs.InvalidConfig, "reserved", MurmurLabel, "github:evil/default-artifacts")
+	errtest.WantToken(t, err, errs.InvalidConfig, "reserved", lock.MurmurSource, "github:evil/default-artifacts")
 	_, err = src.Fetch(ctx, ref.Name{Scope: "local", Name: "x"}, "1.0.0", "any", nil, &scratch)
 	errtest.WantToken(t, err, errs.NotFound, "scope local")
 	_, err = src.Fetch(ctx, ref.Name{Scope: "bad", Name: "x"}, "1.0.0", "any", nil, &scratch)
@@ -555,7 +534,7 @@ func TestReservedScopesAndLabels(t *testing.T) {
 	errtest.WantToken(t, err, errs.NotFound, "no source serves scope none")
 
 	def := NewSource(NewClient(ClientOptions{}), nil)
-	if l, ok := def.Label("murmur"); !ok || l != MurmurLabel {
+	if l, ok := def.Label("murmur"); !ok || l != lock.MurmurSource {
 		t.Errorf("default murmur label = %q, %v", l, ok)
 	}
 	if l, ok := def.Label("acme"); !ok || l != "github:acme/murmur-artifacts" {
@@ -570,7 +549,7 @@ func TestMurmurScopeServedByDefaultArtifacts(t *testing.T) {
 	fake.Publish("murmur-nexus", "default-artifacts", "murmur", hello)
 	var scratch memScratch
 	got, err := NewSource(testClient(fake, ""), nil).Fetch(context.Background(), ref.Name{Scope: "murmur", Name: "hello"}, "latest", "any", nil, &scratch)
-	if err != nil || got.Origin != MurmurLabel || got.NewPin.OwnerID != 42 {
+	if err != nil || got.Origin != lock.MurmurSource || got.NewPin.OwnerID != 42 {
 		t.Fatalf("murmur/hello: %+v, %v", got, err)
 	}
 }

@@ -15,9 +15,9 @@ import (
 
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
-	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 )
 
 // faultyStore opens f's registry as a store.

@@ -20,10 +20,10 @@ import (
 
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
-	"github.com/murmur-nexus/mur/internal/errs"
-	"github.com/murmur-nexus/mur/internal/ref"
-	"github.com/murmur-nexus/mur/internal/errs/errtest"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/errs/errtest"
+	"github.com/murmur-nexus/mur/internal/ref"
 )
 
 var grep = ref.Name{Scope: "acme", Name: "grep"}

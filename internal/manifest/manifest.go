@@ -70,6 +70,16 @@ type Capsule struct {
 	Artifacts    []Artifact
 	Capabilities Capabilities // the ceiling for every artifact
 	Warnings     []string     // unknown keys, as "file:line: ..."
+	// StoreNames lists every state-store name the file gives, where it gives it, for the one
+	// store-name rule (state.ValidateStoreName) to judge. The parser does not judge them.
+	StoreNames []StoreName
+}
+
+// StoreName is a state-store name as murmur.yaml gives it.
+type StoreName struct {
+	Store string
+	Key   string // the key it stands under, e.g. capabilities.state.store, or name for the default
+	Line  int
 }
 
 // Artifact is one entry of `artifacts:`.
@@ -183,9 +193,7 @@ func Parse(data []byte, p string) (*Capsule, error) {
 		}
 	}
 	if st := c.Capabilities.State; st != nil && st.Store == "" {
-		if err := validateStoreName(c.Name); err != nil {
-			return nil, ps.errf(nameNode, "name", "%q can't name the state store (%v); set capabilities.state.store to a plain name", c.Name, err)
-		}
+		ps.storeNames = append(ps.storeNames, StoreName{Store: c.Name, Key: "name", Line: nameNode.Line})
 	}
 	if n := top["artifacts"]; n != nil {
 		if err := ps.artifacts(n, c); err != nil {
@@ -193,12 +201,14 @@ func Parse(data []byte, p string) (*Capsule, error) {
 		}
 	}
 	c.Warnings = ps.warnings
+	c.StoreNames = ps.storeNames
 	return c, nil
 }
 
 type parser struct {
-	path     string
-	warnings []string
+	path       string
+	warnings   []string
+	storeNames []StoreName
 }
 
 func (ps *parser) errf(n *yaml.Node, key, format string, args ...any) error {
@@ -383,8 +393,8 @@ func (ps *parser) capabilities(n *yaml.Node, prefix string, out *Capabilities, c
 				if out.State.Store, err = ps.str(st, k); err != nil {
 					return err
 				}
-				if err := validateStoreName(out.State.Store); err != nil && out.State.Store != "" {
-					return ps.errf(st, k, "%q is not a store name: %v", out.State.Store, err)
+				if out.State.Store != "" {
+					ps.storeNames = append(ps.storeNames, StoreName{Store: out.State.Store, Key: k, Line: st.Line})
 				}
 			}
 			if ceiling != nil {
@@ -540,21 +550,6 @@ func (ps *parser) artifacts(n *yaml.Node, c *Capsule) error {
 
 // validateStoreName accepts a single folder name. The state package owns the exported rule; this
 // copy keeps the manifest free of that dependency.
-func validateStoreName(s string) error {
-	switch {
-	case s == "":
-		return errors.New("it is empty")
-	case strings.ContainsAny(s, `/\`):
-		return errors.New("it must be a single folder name, without '/'")
-	case strings.HasPrefix(s, "."):
-		return errors.New("it must not start with '.'")
-	case strings.ContainsRune(s, 0):
-		return errors.New("it holds a NUL byte")
-	case len(s) >= 2 && s[1] == ':':
-		return errors.New("it must not be absolute")
-	}
-	return nil
-}
 
 func contains(ss []string, s string) bool {
 	for _, x := range ss {

@@ -188,10 +188,6 @@ func TestParseErrors(t *testing.T) {
 		{"absolute read_only", "name: c\ncapabilities:\n  filesystem: { read_only: [/home] }\n", "is absolute"},
 		{"read_only not list", "name: c\ncapabilities:\n  filesystem: { read_only: docs }\n", "must be a list"},
 		{"bad from", "name: c\ncapabilities:\n  install: { from: [stores, registry] }\n", `murmur.yaml:3: capabilities.install.from holds "registry"; the sources are stores and sources`},
-		{"bad store slash", "name: c\ncapabilities:\n  state: { store: a/b }\n", `capabilities.state.store "a/b" is not a store name`},
-		{"bad store dot", "name: c\ncapabilities:\n  state: { store: .hidden }\n", "must not start with '.'"},
-		{"bad store abs", "name: c\ncapabilities:\n  state: { store: /abs }\n", "is not a store name"},
-		{"bad capsule name as store", "name: .cap\ncapabilities:\n  state: {}\n", `murmur.yaml:1: name ".cap" can't name the state store`},
 		{"state scalar", "name: c\ncapabilities:\n  state: yes\n", "capabilities.state must be a mapping"},
 		{"env name", "name: c\ncapabilities:\n  env: { allow: [\"A=B\"] }\n", `"A=B" is not an environment variable name`},
 		{"memory words", "name: c\ncapabilities:\n  limits: { memory_mib: 256Mi }\n", "memory_mib must be a whole number of MiB"},
@@ -327,15 +323,19 @@ func TestLoad(t *testing.T) {
 	}
 }
 
-func TestValidateStoreName(t *testing.T) {
-	for _, ok := range []string{"a", "my-capsule", "A_b.c"} {
-		if err := validateStoreName(ok); err != nil {
-			t.Errorf("validateStoreName(%q) = %v", ok, err)
-		}
+// TestStoreNamesRecorded: the parser leaves store names to state.ValidateStoreName, and records
+// each one with the key and line it stands on.
+func TestStoreNamesRecorded(t *testing.T) {
+	c := mustParse(t, "name: .cap\ncapabilities:\n  state: {}\nartifacts:\n  - name: a/b\n    capabilities: { state: { store: .cap } }\n")
+	want := []StoreName{
+		{Store: ".cap", Key: "name", Line: 1},
+		{Store: ".cap", Key: "artifacts[0].capabilities.state.store", Line: 6},
 	}
-	for _, bad := range []string{"", "a/b", `a\b`, ".a", "..", "/a", "C:x", "a\x00"} {
-		if err := validateStoreName(bad); err == nil {
-			t.Errorf("validateStoreName(%q) accepted it", bad)
-		}
+	if !reflect.DeepEqual(c.StoreNames, want) {
+		t.Fatalf("StoreNames = %+v, want %+v", c.StoreNames, want)
+	}
+	c = mustParse(t, "name: c\ncapabilities:\n  state: { store: a/b }\n")
+	if want := []StoreName{{Store: "a/b", Key: "capabilities.state.store", Line: 3}}; !reflect.DeepEqual(c.StoreNames, want) {
+		t.Fatalf("StoreNames = %+v, want %+v", c.StoreNames, want)
 	}
 }

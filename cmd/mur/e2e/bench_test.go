@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/murmur-nexus/mur/fetch/github/githubtest"
-	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/sandbox/guesttest"
 )
 

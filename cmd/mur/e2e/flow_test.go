@@ -12,8 +12,8 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/sandbox/guesttest"
 )
 

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/murmur-nexus/mur/cas"
-	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/sandbox/guesttest"
 )
 
