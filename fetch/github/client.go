@@ -14,16 +14,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/murmur-nexus/mur/fetch/internal/retry"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
@@ -125,6 +124,11 @@ func NewClient(opt ClientOptions) *Client {
 	if c.timeout <= 0 {
 		c.timeout = DefaultTimeout
 	}
+	inner := hc.Transport
+	if inner == nil {
+		inner = http.DefaultTransport
+	}
+	hc.Transport = retry.IdleTimeout(inner, c.timeout)
 	if u == nil {
 		c.base = &url.URL{Scheme: "invalid", Opaque: base}
 	}
@@ -213,8 +217,8 @@ func (c *Client) DownloadAsset(ctx context.Context, owner, repo string, assetID 
 	u := c.apiURL("repos", owner, repo, "releases", "assets", strconv.FormatInt(assetID, 10))
 	what := fmt.Sprintf("asset %d in %s/%s", assetID, owner, repo)
 	var written int64
-	err := c.retry(ctx, u, func(a *attempt) (bool, error) {
-		resp, err := c.get(a, u, acceptBytes, nil)
+	err := c.retry(ctx, u, func(ctx context.Context) (bool, error) {
+		resp, err := c.get(ctx, u, acceptBytes, nil)
 		if err != nil {
 			return true, err
 		}
@@ -222,7 +226,7 @@ func (c *Client) DownloadAsset(ctx context.Context, owner, repo string, assetID 
 		if retry, err := c.checkStatus(resp, what); err != nil {
 			return retry, err
 		}
-		var body io.Reader = &touchReader{r: resp.Body, a: a}
+		var body io.Reader = resp.Body
 		if limit > 0 {
 			body = io.LimitReader(body, limit+1)
 		}
@@ -232,9 +236,9 @@ func (c *Client) DownloadAsset(ctx context.Context, owner, repo string, assetID 
 		case writeErr != nil:
 			return false, errs.Wrap(writeErr, errs.IO, "writing %s: %v", what, writeErr)
 		case readErr != nil && written == 0:
-			return true, a.explain(readErr)
+			return true, readErr
 		case readErr != nil:
-			return false, errs.Wrap(readErr, errs.Network, "the download of %s from %s broke off after %d bytes: %v; retry the command", what, redact(resp.Request.URL.String()), written, a.explain(readErr))
+			return false, errs.Wrap(readErr, errs.Network, "the download of %s from %s broke off after %d bytes: %v; retry the command", what, redact(resp.Request.URL.String()), written, readErr)
 		}
 		return false, nil
 	})
@@ -311,7 +315,7 @@ func (c *Client) apiURL(segments ...string) string {
 // getJSON reads an API answer into v, revalidating a remembered answer with If-None-Match.
 func (c *Client) getJSON(ctx context.Context, u, what string, v any) error {
 	var body []byte
-	err := c.retry(ctx, u, func(a *attempt) (bool, error) {
+	err := c.retry(ctx, u, func(ctx context.Context) (bool, error) {
 		c.mu.Lock()
 		cached, hasCached := c.etags[u]
 		c.mu.Unlock()
@@ -319,7 +323,7 @@ func (c *Client) getJSON(ctx context.Context, u, what string, v any) error {
 		if hasCached {
 			hdr.Set("If-None-Match", cached.etag)
 		}
-		resp, err := c.get(a, u, acceptJSON, hdr)
+		resp, err := c.get(ctx, u, acceptJSON, hdr)
 		if err != nil {
 			return true, err
 		}
@@ -331,9 +335,9 @@ func (c *Client) getJSON(ctx context.Context, u, what string, v any) error {
 		if retry, err := c.checkStatus(resp, what); err != nil {
 			return retry, err
 		}
-		data, err := io.ReadAll(io.LimitReader(&touchReader{r: resp.Body, a: a}, maxJSON+1))
+		data, err := io.ReadAll(io.LimitReader(resp.Body, maxJSON+1))
 		if err != nil {
-			return true, a.explain(err)
+			return true, err
 		}
 		if len(data) > maxJSON {
 			return false, errs.New(errs.Network, "GitHub's answer for %s (%s) is over %d bytes; mur expected a small JSON document", what, u, maxJSON)
@@ -355,98 +359,44 @@ func (c *Client) getJSON(ctx context.Context, u, what string, v any) error {
 	return nil
 }
 
-// attempt is one try of a request, with its own watchdog: the attempt is cancelled when no
-// answer and no body bytes arrive for the Client's timeout.
-type attempt struct {
-	ctx     context.Context
-	cancel  context.CancelFunc
-	timer   *time.Timer
-	timeout time.Duration
-	stalled atomic.Bool
-}
-
-func (c *Client) startAttempt(parent context.Context) *attempt {
-	ctx, cancel := context.WithCancel(parent)
-	a := &attempt{ctx: ctx, cancel: cancel, timeout: c.timeout}
-	a.timer = time.AfterFunc(c.timeout, func() {
-		a.stalled.Store(true)
-		cancel()
+// retry runs op until it succeeds, fails for good, or has failed transiently retries+1 times.
+func (c *Client) retry(ctx context.Context, u string, op func(context.Context) (retry bool, err error)) error {
+	if c.base.Scheme == "invalid" {
+		return errs.New(errs.InvalidConfig, "the GitHub API base %q is not an absolute http or https URL; fix MUR_GITHUB_API_BASE", c.base.Opaque)
+	}
+	policy := retry.Policy{Retries: c.retries, Backoff: c.backoff}
+	err := policy.Do(ctx, func(int) error {
+		again, err := op(ctx)
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return retry.Permanent(errs.Wrap(ctx.Err(), errs.Network, "GET %s was abandoned: %v", redact(u), ctx.Err()))
+		case !again:
+			var tokErr *errs.Error
+			if errors.As(err, &tokErr) {
+				return retry.Permanent(err)
+			}
+			return retry.Permanent(errs.Wrap(err, errs.Network, "GET %s failed: %v", redact(u), err))
+		}
+		return err
 	})
-	return a
-}
-
-func (a *attempt) touch() { a.timer.Reset(a.timeout) }
-
-func (a *attempt) end() {
-	a.timer.Stop()
-	a.cancel()
-}
-
-// explain replaces the bare cancellation a watchdog causes with what happened.
-func (a *attempt) explain(err error) error {
-	if a.stalled.Load() {
-		return fmt.Errorf("no data for %s", a.timeout)
+	var ex *retry.Exhausted
+	var ab *retry.Abandoned
+	switch {
+	case errors.As(err, &ex):
+		return errs.Wrap(ex.Last, errs.Network, "GET %s failed %d times (last: %v); check the network, or githubstatus.com, and retry", redact(u), ex.Attempts, ex.Last)
+	case errors.As(err, &ab):
+		return errs.Wrap(ab.Cause, errs.Network, "GET %s was abandoned (%v) while retrying after: %v", redact(u), ab.Cause, ab.Last)
 	}
 	return err
 }
 
-type touchReader struct {
-	r io.Reader
-	a *attempt
-}
-
-func (t *touchReader) Read(p []byte) (int, error) {
-	n, err := t.r.Read(p)
-	if n > 0 {
-		t.a.touch()
-	}
-	return n, err
-}
-
-// retry runs op until it succeeds, fails for good, or has failed transiently retries+1 times.
-func (c *Client) retry(ctx context.Context, u string, op func(*attempt) (retry bool, err error)) error {
-	if c.base.Scheme == "invalid" {
-		return errs.New(errs.InvalidConfig, "the GitHub API base %q is not an absolute http or https URL; fix MUR_GITHUB_API_BASE", c.base.Opaque)
-	}
-	var last error
-	for i := 0; i <= c.retries; i++ {
-		if i > 0 {
-			delay := c.backoff << (i - 1)
-			delay += time.Duration(rand.Int64N(int64(delay)/4 + 1))
-			t := time.NewTimer(delay)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return errs.Wrap(ctx.Err(), errs.Network, "GET %s was abandoned (%v) while retrying after: %v", redact(u), ctx.Err(), last)
-			case <-t.C:
-			}
-		}
-		a := c.startAttempt(ctx)
-		retry, err := op(a)
-		a.end()
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return errs.Wrap(ctx.Err(), errs.Network, "GET %s was abandoned: %v", redact(u), ctx.Err())
-		}
-		var tokErr *errs.Error
-		if !retry {
-			if errors.As(err, &tokErr) {
-				return err
-			}
-			return errs.Wrap(err, errs.Network, "GET %s failed: %v", redact(u), err)
-		}
-		last = err
-	}
-	return errs.Wrap(last, errs.Network, "GET %s failed %d times (last: %v); check the network, or githubstatus.com, and retry", redact(u), c.retries+1, last)
-}
-
 // get sends a GET and follows redirects itself, keeping the Authorization header only while the
 // request stays on the API host.
-func (c *Client) get(a *attempt, u, accept string, extra http.Header) (*http.Response, error) {
+func (c *Client) get(ctx context.Context, u, accept string, extra http.Header) (*http.Response, error) {
 	for hops := 0; ; hops++ {
-		req, err := http.NewRequestWithContext(a.ctx, http.MethodGet, u, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 		if err != nil {
 			return nil, errs.Wrap(err, errs.InvalidConfig, "can't request %s: %v; check MUR_GITHUB_API_BASE", u, err)
 		}
@@ -465,7 +415,7 @@ func (c *Client) get(a *attempt, u, accept string, extra http.Header) (*http.Res
 		}
 		resp, err := c.hc.Do(req)
 		if err != nil {
-			return nil, a.explain(err)
+			return nil, err
 		}
 		switch resp.StatusCode {
 		case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:

@@ -399,12 +399,13 @@ func TestStallIsBoundedByTheTimeout(t *testing.T) {
 		}
 	})
 	t.Run("within the body", func(t *testing.T) {
-		fake, c0 := setup(t)
+		fake, _ := setup(t)
+		c0 := NewClient(ClientOptions{BaseURL: fake.APIURL(), Token: token, Retries: 2, Timeout: 200 * time.Millisecond})
+		c0.backoff = time.Millisecond
 		src := NewSource(c0, nil)
 		if _, err := src.Index(context.Background(), "acme"); err != nil {
 			t.Fatal(err)
 		}
-		c0.timeout = 200 * time.Millisecond
 		fake.StallStorageBody(time.Minute)
 		var scratch memScratch
 		_, err := src.Fetch(context.Background(), grep, "1.2.0", "any", nil, &scratch)

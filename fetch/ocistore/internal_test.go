@@ -3,23 +3,7 @@ package ocistore
 import (
 	"net/http"
 	"testing"
-	"time"
 )
-
-func TestRetryAfter(t *testing.T) {
-	if d, ok := retryAfter("3"); !ok || d != 3*time.Second {
-		t.Errorf("seconds: %v %v", d, ok)
-	}
-	at := time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)
-	if d, ok := retryAfter(at); !ok || d < 59*time.Minute || d > time.Hour {
-		t.Errorf("date: %v %v", d, ok)
-	}
-	for _, h := range []string{"", "-1", "soon"} {
-		if _, ok := retryAfter(h); ok {
-			t.Errorf("retryAfter(%q) parsed", h)
-		}
-	}
-}
 
 func TestHTTPSOnlyForOtherHosts(t *testing.T) {
 	var seen []string

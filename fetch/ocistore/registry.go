@@ -22,6 +22,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/internal/retry"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
@@ -71,8 +72,8 @@ func openRegistry(addr string, opt Options) (fetch.Store, error) {
 		base = newBaseTransport(timeout)
 	}
 	var rt http.RoundTripper = &httpsOnlyTransport{inner: base, host: host}
-	rt = &idleTimeoutTransport{inner: rt, timeout: timeout}
-	rt = &retryTransport{inner: rt, retries: retries, backoff: 250 * time.Millisecond, maxWait: 20 * time.Second}
+	rt = retry.IdleTimeout(rt, timeout)
+	rt = &retry.Transport{Inner: rt, Policy: retry.Policy{Retries: retries, Backoff: 250 * time.Millisecond, MaxWait: 20 * time.Second}}
 	if opt.UserAgent != "" {
 		rt = transport.NewUserAgent(rt, opt.UserAgent)
 	}
@@ -161,7 +162,7 @@ func (s *registryStore) classify(err error, what string) error {
 		}
 		return errs.Wrap(err, errs.Network, "%s: the registry at %s answered HTTP %d (%v)", what, s.host, te.StatusCode, te)
 	}
-	if errors.Is(err, errStalled) {
+	if errors.Is(err, retry.ErrStalled) {
 		return errs.Wrap(err, errs.Network, "%s: the registry at %s stalled: %v; check the network or raise the timeout", what, s.host, err)
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
