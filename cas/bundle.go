@@ -177,7 +177,7 @@ func importRecords(store *Store, r io.Reader, size int64, name string) (int, err
 				return n, errs.New(errs.InvalidBundle, "%s: a record names digest %q: %s", name, rec.Digest, errs.Message(err))
 			}
 		}
-		rec.Outcome = strings.TrimSpace(rec.Outcome)
+		rec.Outcome = Outcome(strings.TrimSpace(string(rec.Outcome)))
 		if rec.Source != "" && !strings.Contains(rec.Source, "(imported)") {
 			rec.Source = fmt.Sprintf("%s (imported)", rec.Source)
 		}

@@ -18,11 +18,14 @@ import (
 	"github.com/murmur-nexus/mur/internal/lockedfile"
 )
 
-// Outcomes of a pull, as recorded.
+// Outcome is how a pull ended, as recorded.
+type Outcome string
+
+// Outcomes of a pull.
 const (
-	OutcomePulled   = "pulled"
-	OutcomeCacheHit = "cache-hit"
-	OutcomeFailed   = "failed"
+	OutcomePulled   Outcome = "pulled"
+	OutcomeCacheHit Outcome = "cache-hit"
+	OutcomeFailed   Outcome = "failed"
 )
 
 // Record is one pull, as appended to records/records.jsonl.
@@ -40,7 +43,7 @@ type Record struct {
 	OwnerID     int64         `json:"owner_id,omitempty"`
 	Transferred int64         `json:"transferred"` // bytes over the network; 0 for a cache hit
 	DurationMS  int64         `json:"duration_ms"`
-	Outcome     string        `json:"outcome"` // OutcomePulled, OutcomeCacheHit or OutcomeFailed
+	Outcome     Outcome       `json:"outcome"` // OutcomePulled, OutcomeCacheHit or OutcomeFailed
 	Error       string        `json:"error,omitempty"`
 }
 

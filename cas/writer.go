@@ -243,12 +243,10 @@ func (w *Writer) readFrom(ctx context.Context, r io.Reader) (int64, error) {
 	}
 }
 
-// ReadAt reads back what was written so far, before Commit, so that a caller can look inside
-// (the pull checks the zip's manifest) without a second copy.
 // OpenRead opens what was written so far for reading on a handle of its own, which stays
 // valid after Commit renames the file into place, so that a caller can copy out of the blob
 // while Commit makes it durable.
-func (w *Writer) OpenRead() (*os.File, error) {
+func (w *Writer) OpenRead() (ReaderAt, error) {
 	if err := w.checkOpen(); err != nil {
 		return nil, err
 	}
@@ -259,9 +257,11 @@ func (w *Writer) OpenRead() (*os.File, error) {
 	if err != nil {
 		return nil, pathErr(err, "reopening", w.tmp)
 	}
-	return f, nil
+	return &fileBlob{f: f, size: w.size}, nil
 }
 
+// ReadAt reads back what was written so far, before Commit, so that a caller can look inside
+// (the pull checks the zip's manifest) without a second copy.
 func (w *Writer) ReadAt(p []byte, off int64) (int, error) {
 	if err := w.checkOpen(); err != nil {
 		return 0, err

@@ -2,7 +2,6 @@ package fetch
 
 import (
 	"context"
-	"crypto/sha256"
 	"io"
 	"os"
 
@@ -27,21 +26,15 @@ func OpenFile(path string) (*FileStore, error) {
 		return nil, err
 	}
 	c.Close()
-	f, err := os.Open(path)
+	d, n, err := artifact.HashFile(path)
 	if err != nil {
-		return nil, errs.Wrap(err, errs.NotFound, "can't read %s: %v", path, err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return nil, errs.Wrap(err, errs.IO, "can't read %s: %v", path, err)
+		return nil, err
 	}
 	return &FileStore{path: path, desc: Descriptor{
 		Name:     ref.Name{Scope: ref.ScopeLocal, Name: a.Manifest.Name},
 		Version:  a.Manifest.Version,
 		Platform: ref.PlatformAny,
-		Digest:   digest.NewDigestFromBytes(digest.SHA256, h.Sum(nil)),
+		Digest:   d,
 		Size:     n,
 		Origin:   "file:" + path,
 	}}, nil

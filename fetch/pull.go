@@ -49,27 +49,38 @@ type Request struct {
 
 // Result is what one pull did.
 type Result struct {
-	Name        string    `json:"name"`
-	Version     string    `json:"version"`
-	Platform    string    `json:"platform"`
-	Digest      string    `json:"digest"`
-	Size        int64     `json:"size"`
-	Origin      string    `json:"origin"`
-	Release     string    `json:"release,omitempty"`
-	Asset       string    `json:"asset,omitempty"`
-	CacheHit    bool      `json:"cache_hit"`
-	Transferred int64     `json:"transferred"`
-	DurationMS  int64     `json:"duration_ms"`
-	Tools       string    `json:"tools,omitempty"`
+	Name        string         `json:"name"`
+	Version     string         `json:"version"`
+	Platform    string         `json:"platform"`
+	Digest      string         `json:"digest"`
+	Size        int64          `json:"size"`
+	Origin      string         `json:"origin"`
+	Release     string         `json:"release,omitempty"`
+	Asset       string         `json:"asset,omitempty"`
+	CacheHit    bool           `json:"cache_hit"`
+	Transferred int64          `json:"transferred"`
+	DurationMS  int64          `json:"duration_ms"`
+	Tools       string         `json:"tools,omitempty"`
 	NewPin      *lock.ScopePin `json:"new_pin,omitempty"`
-	Warnings    []string  `json:"warnings,omitempty"`
-	Error       string    `json:"error,omitempty"`
+	Warnings    []string       `json:"warnings,omitempty"`
+	Error       string         `json:"error,omitempty"`
 }
+
+// Phase is where one artifact's pull stands.
+type Phase string
+
+// The phases a pull reports, in order; it ends in one of the last three.
+const (
+	PhaseFetch  Phase = "fetch"  // bytes are arriving
+	PhaseDone   Phase = "done"   // fetched, checked, committed, pinned and staged
+	PhaseCached Phase = "cached" // the CAS held it; nothing was fetched
+	PhaseFailed Phase = "failed" // it changed nothing
+)
 
 // Event reports progress. Bytes and Total count payload bytes; Total is -1 when unknown.
 type Event struct {
 	Name    string
-	Phase   string // "fetch", "done", "cached", "failed"
+	Phase   Phase
 	Bytes   int64
 	Total   int64
 	From    string
@@ -133,7 +144,7 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 			if err != nil {
 				res.Name = reqs[i].Name.String()
 				res.Error = err.Error()
-				p.emit(Event{Name: res.Name, Phase: "failed"})
+				p.emit(Event{Name: res.Name, Phase: PhaseFailed})
 			}
 			results[i], errList[i] = res, err
 		}(i)
@@ -218,7 +229,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request) (res Re
 		if err := p.finish(ctx, proj, req, &res, nil, start, false); err != nil {
 			return res, err
 		}
-		p.emit(Event{Name: res.Name, Phase: "cached", Bytes: st.Size, Total: st.Size, Elapsed: p.now().Sub(start)})
+		p.emit(Event{Name: res.Name, Phase: PhaseCached, Bytes: st.Size, Total: st.Size, Elapsed: p.now().Sub(start)})
 		return res, nil
 	}
 	if p.Offline {
@@ -237,7 +248,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request) (res Re
 	if err := p.finish(ctx, proj, req, &res, got, start, true); err != nil {
 		return res, err
 	}
-	p.emit(Event{Name: res.Name, Phase: "done", Bytes: res.Size, Total: res.Size, From: res.Origin, Elapsed: fetchTook})
+	p.emit(Event{Name: res.Name, Phase: PhaseDone, Bytes: res.Size, Total: res.Size, From: res.Origin, Elapsed: fetchTook})
 	return res, nil
 }
 
@@ -513,13 +524,8 @@ type stageOutcome struct {
 }
 
 func (p *Puller) precompile(ctx context.Context, d digest.Digest) error {
-	a, c, err := artifact.Open(p.CAS.Path(d))
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	wasm, err := a.ReadPayload()
-	if err != nil {
+	_, wasm, err := readBlob(ctx, p.CAS, d, true)
+	if err != nil || wasm == nil {
 		return err
 	}
 	return p.Precompile(ctx, wasm)
@@ -531,16 +537,16 @@ func (p *Puller) record(req Request, res *Result, start time.Time, err error) {
 	r := cas.Record{
 		Time: p.now().UTC(), Ref: req.Asked, Name: req.Name.String(), Version: res.Version, Platform: res.Platform,
 		Digest: digest.Digest(res.Digest), Size: res.Size, Source: res.Origin, Release: res.Release, Asset: res.Asset,
-		Transferred: res.Transferred, DurationMS: dur.Milliseconds(), Outcome: "pulled",
+		Transferred: res.Transferred, DurationMS: dur.Milliseconds(), Outcome: cas.OutcomePulled,
 	}
 	if res.NewPin != nil {
 		r.OwnerID = res.NewPin.OwnerID
 	}
 	if res.CacheHit {
-		r.Outcome = "cache-hit"
+		r.Outcome = cas.OutcomeCacheHit
 	}
 	if err != nil {
-		r.Outcome, r.Error = "failed", err.Error()
+		r.Outcome, r.Error = cas.OutcomeFailed, err.Error()
 	}
 	// A record that can't be written must not undo a pull that is complete.
 	_ = p.CAS.AppendRecord(r)
@@ -561,7 +567,7 @@ func (pw *progressWriter) Write(b []byte) (int, error) {
 	pw.n += int64(n)
 	if pw.n-pw.last >= 1<<20 {
 		pw.last = pw.n
-		pw.p.emit(Event{Name: pw.name, Phase: "fetch", Bytes: pw.n, Total: pw.total, From: pw.from})
+		pw.p.emit(Event{Name: pw.name, Phase: PhaseFetch, Bytes: pw.n, Total: pw.total, From: pw.from})
 	}
 	return n, err
 }

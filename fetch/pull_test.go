@@ -79,8 +79,8 @@ func TestPullStagesLocksAndRecords(t *testing.T) {
 			t.Errorf("%s is a link to the CAS blob", path)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, fetch.StagedMarker)); err != nil {
-		t.Fatalf("no %s: %v", fetch.StagedMarker, err)
+	if _, err := os.Stat(filepath.Join(dir, ".mur-staged.json")); err != nil {
+		t.Fatalf("no %s: %v", ".mur-staged.json", err)
 	}
 	if err := fetch.CheckStaged(w.proj, grep, d); err != nil {
 		t.Fatalf("CheckStaged after a pull: %v", err)
@@ -211,7 +211,7 @@ func TestPullBadManifests(t *testing.T) {
 	before := w.seeded(st)
 	p := pack(t, "grep", "1.0.0", 8)
 	d := push(t, st, grep, "1.0.0", "any", p)
-	layer := fmt.Sprintf(`{"mediaType":%q,"digest":%q,"size":%d}`, fetch.ArtifactLayerType, d.Digest, d.Size)
+	layer := fmt.Sprintf(`{"mediaType":%q,"digest":%q,"size":%d}`, "application/vnd.murmur.artifact.v1+zip", d.Digest, d.Size)
 	config := `{"mediaType":"application/vnd.oci.empty.v1+json","digest":"sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a","size":2}`
 	manifest := func(version, layers string) string {
 		return `{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","artifactType":"application/vnd.murmur.artifact.v1","config":` + config +
@@ -219,7 +219,7 @@ func TestPullBadManifests(t *testing.T) {
 	}
 	for _, c := range []struct{ version, raw, mentions string }{
 		{"2.0.0", manifest("2.0.0", layer+","+layer), "2 layers"},
-		{"3.0.0", manifest("3.0.0", strings.Replace(layer, fetch.ArtifactLayerType, "application/x-tar", 1)), "application/x-tar"},
+		{"3.0.0", manifest("3.0.0", strings.Replace(layer, "application/vnd.murmur.artifact.v1+zip", "application/x-tar", 1)), "application/x-tar"},
 	} {
 		f.PutManifest(t, "murmur/acme/grep", c.version, []byte(c.raw), string(types.OCIManifestSchema1))
 		_, err := w.pull(w.puller(st), req(grep, c.version))

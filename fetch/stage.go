@@ -22,12 +22,12 @@ import (
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
-// StagedMarker is the file in each tools/<scope>/<name>/ that says which blob it was staged
+// stagedMarkerFile is the file in each tools/<scope>/<name>/ that says which blob it was staged
 // from and the size and CRC-32 of each staged file, so that `mur verify` can check it without
 // the CAS. CRC-32 suffices here: the staged files are a view for people and are never run, the
 // checksums come from (or match) the zip whose SHA-256 the lock pins, and checking them costs
 // a fraction of a SHA-256 pass, so staging a large payload is a kernel copy and nothing more.
-const StagedMarker = ".mur-staged.json"
+const stagedMarkerFile = ".mur-staged.json"
 
 type stagedMarker struct {
 	Digest string            `json:"digest"`
@@ -61,9 +61,9 @@ func Stage(proj Project, store *cas.Store, name ref.Name, d digest.Digest) (stri
 	if isStaged(dir, d) {
 		return dir, nil
 	}
-	src, err := os.Open(store.Path(d))
+	src, err := store.ReaderAt(context.Background(), d)
 	if err != nil {
-		return "", errs.Wrap(err, errs.NotFound, "can't stage %s: blob %s: %v; run 'mur pull'", dir, d, err)
+		return "", errs.Wrap(err, errs.TokenOf(err), "can't stage %s: %s; run 'mur pull'", dir, errs.Message(err))
 	}
 	defer src.Close()
 	st, err := prepareStage(proj, name, d, src)
@@ -88,13 +88,9 @@ type preparedStage struct {
 // prepareStage writes the staged files of the packed file src (whose digest is d) into a new
 // temporary folder beside tools/<scope>/<name>/. It takes no lock and changes nothing anyone
 // reads, so a pull can run it while the blob it came from is still being made durable.
-func prepareStage(proj Project, name ref.Name, d digest.Digest, src *os.File) (*preparedStage, error) {
+func prepareStage(proj Project, name ref.Name, d digest.Digest, src cas.ReaderAt) (*preparedStage, error) {
 	dir := StagedDir(proj, name)
-	fi, err := src.Stat()
-	if err != nil {
-		return nil, errs.Wrap(err, errs.IO, "can't stage %s: %v", dir, err)
-	}
-	a, err := artifact.Read(src, fi.Size())
+	a, err := artifact.Read(src, src.Size())
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +128,7 @@ func prepareStage(proj Project, name ref.Name, d digest.Digest, src *os.File) (*
 		m.Stamps[f] = stamp(filepath.Join(tmp, f))
 	}
 	mb, _ := json.MarshalIndent(m, "", "  ")
-	if err := os.WriteFile(filepath.Join(tmp, StagedMarker), append(mb, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(tmp, stagedMarkerFile), append(mb, '\n'), 0o644); err != nil {
 		return fail(errs.Wrap(err, errs.IO, "%v", err))
 	}
 	return &preparedStage{dir: dir, tmp: tmp, name: name, d: d}, nil
@@ -198,12 +194,12 @@ func CheckStaged(proj Project, name ref.Name, want digest.Digest) error {
 
 func readMarker(dir string) (stagedMarker, error) {
 	var m stagedMarker
-	b, err := os.ReadFile(filepath.Join(dir, StagedMarker))
+	b, err := os.ReadFile(filepath.Join(dir, stagedMarkerFile))
 	if err != nil {
 		return m, err
 	}
 	if err := json.Unmarshal(b, &m); err != nil {
-		return m, fmt.Errorf("%s is not valid JSON: %v", StagedMarker, err)
+		return m, fmt.Errorf("%s is not valid JSON: %v", stagedMarkerFile, err)
 	}
 	return m, nil
 }
@@ -243,19 +239,17 @@ func crcString(c uint32) string { return fmt.Sprintf("crc32:%08x", c) }
 
 // copyStored copies an uncompressed payload out of the packed file in the kernel
 // (copy_file_range); its checksum is the one the verified zip records.
-func copyStored(dir, file string, src *os.File, off, n int64, crc uint32, m *stagedMarker) error {
-	// The zip reader only uses ReadAt, so moving src's offset disturbs no one; src may be a
-	// file that another goroutine is renaming, so it is not opened again by name.
-	f := src
-	if _, err := f.Seek(off, io.SeekStart); err != nil {
-		return err
-	}
+func copyStored(dir, file string, src cas.ReaderAt, off, n int64, crc uint32, m *stagedMarker) error {
 	dst, err := os.OpenFile(filepath.Join(dir, file), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}
-	// *os.File.ReadFrom of a LimitedReader over an *os.File is copy_file_range.
-	copied, err := dst.ReadFrom(io.LimitReader(f, n))
+	var copied int64
+	if rc, ok := src.(cas.RangeCopier); ok {
+		copied, err = rc.CopyRange(dst, off, n)
+	} else {
+		copied, err = io.Copy(dst, io.NewSectionReader(src, off, n))
+	}
 	if cerr := dst.Close(); err == nil {
 		err = cerr
 	}

@@ -38,14 +38,14 @@ func TestStageWritesPlainCopies(t *testing.T) {
 			t.Errorf("%s is %s, not a plain file", e.Name(), e.Type())
 		}
 	}
-	if strings.Join(names, ",") != fetch.StagedMarker+",capsule.wasm,murmur.yaml" {
+	if strings.Join(names, ",") != ".mur-staged.json"+",capsule.wasm,murmur.yaml" {
 		t.Fatalf("staged files %v", names)
 	}
 	var m struct {
 		Digest string
 		Files  map[string]string
 	}
-	b, _ := os.ReadFile(filepath.Join(dir, fetch.StagedMarker))
+	b, _ := os.ReadFile(filepath.Join(dir, ".mur-staged.json"))
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestStageReplacesStaleFolder(t *testing.T) {
 	for _, e := range ents {
 		names = append(names, e.Name())
 	}
-	if strings.Join(names, ",") != fetch.StagedMarker+",grep.wasm,murmur.yaml" {
+	if strings.Join(names, ",") != ".mur-staged.json"+",grep.wasm,murmur.yaml" {
 		t.Fatalf("after restaging, %s holds %v; the old set must be gone", dir, names)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "grep.wasm")); !bytes.Equal(b, v2.wasm) {
@@ -164,8 +164,8 @@ func TestStageReplacesStaleFolder(t *testing.T) {
 	}
 
 	// A marker that names another digest is stale too, whatever the files hold.
-	raw, _ := os.ReadFile(filepath.Join(dir, fetch.StagedMarker))
-	os.WriteFile(filepath.Join(dir, fetch.StagedMarker), bytes.Replace(raw, []byte(d2.Encoded()), []byte(d1.Encoded()), 1), 0o644)
+	raw, _ := os.ReadFile(filepath.Join(dir, ".mur-staged.json"))
+	os.WriteFile(filepath.Join(dir, ".mur-staged.json"), bytes.Replace(raw, []byte(d2.Encoded()), []byte(d1.Encoded()), 1), 0o644)
 	if _, err := fetch.Stage(w.proj, w.cas, grep, d2); err != nil {
 		t.Fatal(err)
 	}

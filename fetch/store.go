@@ -12,21 +12,6 @@ import (
 	"github.com/murmur-nexus/mur/lock"
 )
 
-// Media types of SPEC section 7.
-const (
-	ArtifactType      = "application/vnd.murmur.artifact.v1"
-	ArtifactLayerType = "application/vnd.murmur.artifact.v1+zip"
-	EmptyConfigType   = "application/vnd.oci.empty.v1+json"
-)
-
-// Manifest annotations that name what a store holds.
-const (
-	AnnotationName     = "dev.murmur.artifact.name"
-	AnnotationVersion  = "dev.murmur.artifact.version"
-	AnnotationPlatform = "dev.murmur.artifact.platform"
-	AnnotationTitle    = "org.opencontainers.image.title"
-)
-
 // Descriptor names one payload a store holds.
 type Descriptor struct {
 	Name     ref.Name

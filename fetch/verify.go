@@ -12,7 +12,6 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
-	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
@@ -163,15 +162,18 @@ func Verify(ctx context.Context, in VerifyInput) (*VerifyReport, error) {
 			}
 			rep.Problems = append(rep.Problems, p)
 		}
-		if in.Runner == nil || !isModule(in.CAS, b.digest) {
+		if in.Runner == nil {
+			continue
+		}
+		// Without --repair only the zip's directory is read: verify reads no payload.
+		a, wasm, err := readBlob(ctx, in.CAS, b.digest, in.Repair != nil)
+		if err != nil || a.Component {
 			continue
 		}
 		rep.Compiled++
-		if in.Repair != nil {
+		if wasm != nil {
 			// Compiling from a warm cache is a cheap load; from a cold one it restores the entry.
-			if wasm, err := payload(in.CAS, b.digest); err == nil {
-				in.Runner.Precompile(ctx, wasm)
-			}
+			in.Runner.Precompile(ctx, wasm)
 		}
 	}
 	// Owner pins that can be checked without the network: the pin must still name the source
@@ -241,26 +243,6 @@ func pinnedBlobs(l *lock.Lock, platform string) ([]pinnedBlob, error) {
 		}
 	}
 	return out, nil
-}
-
-// isModule reports whether the blob's payload is a core module, from its zip directory and
-// first bytes only.
-func isModule(store *cas.Store, d digest.Digest) bool {
-	a, c, err := artifact.Open(store.Path(d))
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return !a.Component
-}
-
-func payload(store *cas.Store, d digest.Digest) ([]byte, error) {
-	a, c, err := artifact.Open(store.Path(d))
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	return a.ReadPayload()
 }
 
 // parallel calls fn for 0..n-1, one goroutine per core.

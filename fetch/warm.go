@@ -2,7 +2,6 @@ package fetch
 
 import (
 	"context"
-	"os"
 	"sort"
 
 	"github.com/opencontainers/go-digest"
@@ -148,16 +147,8 @@ func warmPlatforms(l *lock.Lock, want, host string) []string {
 
 func warmPrecompile(ctx context.Context, store *cas.Store, r Result, compile func(context.Context, []byte) error) (bool, error) {
 	d, _ := ref.ParseDigest(r.Digest)
-	a, c, err := artifact.Open(store.Path(d))
-	if err != nil {
-		return false, err
-	}
-	defer c.Close()
-	if a.Component {
-		return false, nil
-	}
-	wasm, err := a.ReadPayload()
-	if err != nil {
+	_, wasm, err := readBlob(ctx, store, d, true)
+	if err != nil || wasm == nil {
 		return false, err
 	}
 	if err := compile(ctx, wasm); err != nil {
@@ -171,13 +162,8 @@ func mirror(ctx context.Context, store *cas.Store, dst Store, r Result, dg diges
 	if err != nil {
 		return err
 	}
-	f, err := os.Open(store.Path(dg))
-	if err != nil {
-		return errs.Wrap(err, errs.IO, "can't read %s: %v", store.Path(dg), err)
-	}
-	defer f.Close()
-	return dst.Push(ctx, Descriptor{
+	return Publish(ctx, dst, PublishItem{cas: store, Desc: Descriptor{
 		Name: n, Version: r.Version, Platform: r.Platform, Digest: dg, Size: r.Size,
-		Title: n.Name + "-" + r.Version + ".mur.zip",
-	}, f)
+		Title: artifact.FileName(n.Name, r.Version),
+	}})
 }

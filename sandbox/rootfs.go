@@ -16,15 +16,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// RootFS is a WASI file system confined to one host folder.
+// rootFS is a WASI file system confined to one host folder.
 //
 // wazero's own DirFS joins guest paths onto the host folder and lets the kernel follow symlinks,
-// so a symlink inside the folder leads anywhere (wazero issue 2321). RootFS goes through Go's
+// so a symlink inside the folder leads anywhere (wazero issue 2321). rootFS goes through Go's
 // os.Root instead, which resolves every path, symlinks included, without leaving the folder.
 // On top of that it refuses to create symlinks and hard links (a guest-made link is either an
 // escape or a way around a read-only subtree), and it refuses every write when read-only or
 // when the target lies in one of its read-only subtrees.
-type RootFS struct {
+type rootFS struct {
 	experimentalsys.UnimplementedFS
 	root     *os.Root
 	readOnly bool
@@ -33,11 +33,11 @@ type RootFS struct {
 	roSubtrees []string
 }
 
-// NewRootFS opens hostDir as a confined file system. readOnlySubtrees name folders inside hostDir
+// newRootFS opens hostDir as a confined file system. readOnlySubtrees name folders inside hostDir
 // (host paths, or paths relative to hostDir) that stay read-only even though the mount itself is
 // writable: mounting them again read-only at their own guest path is not enough, because a guest
 // can always reach them through the writable parent's descriptor.
-func NewRootFS(hostDir string, readOnly bool, readOnlySubtrees ...string) (*RootFS, error) {
+func newRootFS(hostDir string, readOnly bool, readOnlySubtrees ...string) (*rootFS, error) {
 	realDir, err := filepath.EvalSymlinks(hostDir)
 	if err != nil {
 		return nil, err
@@ -46,7 +46,7 @@ func NewRootFS(hostDir string, readOnly bool, readOnlySubtrees ...string) (*Root
 	if err != nil {
 		return nil, err
 	}
-	r := &RootFS{root: root, readOnly: readOnly}
+	r := &rootFS{root: root, readOnly: readOnly}
 	for _, sub := range readOnlySubtrees {
 		if !filepath.IsAbs(sub) {
 			sub = filepath.Join(realDir, sub)
@@ -66,10 +66,10 @@ func NewRootFS(hostDir string, readOnly bool, readOnlySubtrees ...string) (*Root
 }
 
 // Close releases the root folder's descriptor. Files already opened stay usable.
-func (r *RootFS) Close() error { return r.root.Close() }
+func (r *rootFS) Close() error { return r.root.Close() }
 
 // String names the host folder, for wazero's debug output.
-func (r *RootFS) String() string { return r.root.Name() }
+func (r *rootFS) String() string { return r.root.Name() }
 
 // rootName maps wazero's name for the mount's own folder to os.Root's. A trailing slash is kept:
 // os.Root honours it (it requires a folder), as POSIX does.
@@ -102,7 +102,7 @@ func errno(err error) experimentalsys.Errno {
 // resolve follows symlinks inside the root the way the kernel would, so that a path can be
 // compared with the read-only subtrees: an existing symlink must not be a way into one. The last
 // component is followed only when followLast is set (unlink and rename act on the link itself).
-func (r *RootFS) resolve(p string, followLast bool) (string, experimentalsys.Errno) {
+func (r *rootFS) resolve(p string, followLast bool) (string, experimentalsys.Errno) {
 	todo := strings.Split(rootName(p), "/")
 	var done []string
 	hops := 0
@@ -147,7 +147,7 @@ func (r *RootFS) resolve(p string, followLast bool) (string, experimentalsys.Err
 
 // protected reports whether changing p (or, for a folder being moved, anything below it) would
 // change a read-only subtree.
-func (r *RootFS) protected(p string, followLast bool) experimentalsys.Errno {
+func (r *rootFS) protected(p string, followLast bool) experimentalsys.Errno {
 	if r.readOnly {
 		return experimentalsys.EROFS
 	}
@@ -169,7 +169,7 @@ func (r *RootFS) protected(p string, followLast bool) experimentalsys.Errno {
 	return 0
 }
 
-func (r *RootFS) inReadOnly(resolved string) bool {
+func (r *rootFS) inReadOnly(resolved string) bool {
 	for _, ro := range r.roSubtrees {
 		if ro == "." || resolved == ro || strings.HasPrefix(resolved, ro+"/") {
 			return true
@@ -179,7 +179,7 @@ func (r *RootFS) inReadOnly(resolved string) bool {
 }
 
 // OpenFile implements experimentalsys.FS.
-func (r *RootFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode) (experimentalsys.File, experimentalsys.Errno) {
+func (r *rootFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode) (experimentalsys.File, experimentalsys.Errno) {
 	writes := flag&(experimentalsys.O_WRONLY|experimentalsys.O_RDWR) != 0 || flag&(experimentalsys.O_CREAT|experimentalsys.O_TRUNC) != 0
 	ro := r.readOnly
 	if !ro && len(r.roSubtrees) > 0 {
@@ -232,7 +232,7 @@ func (r *RootFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode
 }
 
 // Lstat implements experimentalsys.FS.
-func (r *RootFS) Lstat(p string) (sys.Stat_t, experimentalsys.Errno) {
+func (r *rootFS) Lstat(p string) (sys.Stat_t, experimentalsys.Errno) {
 	fi, err := r.root.Lstat(rootName(p))
 	if err != nil {
 		return sys.Stat_t{}, errno(err)
@@ -241,7 +241,7 @@ func (r *RootFS) Lstat(p string) (sys.Stat_t, experimentalsys.Errno) {
 }
 
 // Stat implements experimentalsys.FS.
-func (r *RootFS) Stat(p string) (sys.Stat_t, experimentalsys.Errno) {
+func (r *rootFS) Stat(p string) (sys.Stat_t, experimentalsys.Errno) {
 	fi, err := r.root.Stat(rootName(p))
 	if err != nil {
 		return sys.Stat_t{}, errno(err)
@@ -250,7 +250,7 @@ func (r *RootFS) Stat(p string) (sys.Stat_t, experimentalsys.Errno) {
 }
 
 // Mkdir implements experimentalsys.FS.
-func (r *RootFS) Mkdir(p string, perm fs.FileMode) experimentalsys.Errno {
+func (r *rootFS) Mkdir(p string, perm fs.FileMode) experimentalsys.Errno {
 	if e := r.protected(p, false); e != 0 {
 		return e
 	}
@@ -262,7 +262,7 @@ func (r *RootFS) Mkdir(p string, perm fs.FileMode) experimentalsys.Errno {
 }
 
 // Chmod implements experimentalsys.FS.
-func (r *RootFS) Chmod(p string, perm fs.FileMode) experimentalsys.Errno {
+func (r *rootFS) Chmod(p string, perm fs.FileMode) experimentalsys.Errno {
 	if e := r.protected(p, true); e != 0 {
 		return e
 	}
@@ -271,7 +271,7 @@ func (r *RootFS) Chmod(p string, perm fs.FileMode) experimentalsys.Errno {
 
 // Rename implements experimentalsys.FS. Both names are inside this root; wazero itself refuses
 // a rename between two mounts.
-func (r *RootFS) Rename(from, to string) experimentalsys.Errno {
+func (r *rootFS) Rename(from, to string) experimentalsys.Errno {
 	if e := r.protected(from, false); e != 0 {
 		return e
 	}
@@ -282,7 +282,7 @@ func (r *RootFS) Rename(from, to string) experimentalsys.Errno {
 }
 
 // Rmdir implements experimentalsys.FS.
-func (r *RootFS) Rmdir(p string) experimentalsys.Errno {
+func (r *rootFS) Rmdir(p string) experimentalsys.Errno {
 	if e := r.protected(p, false); e != 0 {
 		return e
 	}
@@ -297,7 +297,7 @@ func (r *RootFS) Rmdir(p string) experimentalsys.Errno {
 }
 
 // Unlink implements experimentalsys.FS.
-func (r *RootFS) Unlink(p string) experimentalsys.Errno {
+func (r *rootFS) Unlink(p string) experimentalsys.Errno {
 	if e := r.protected(p, false); e != 0 {
 		return e
 	}
@@ -313,15 +313,15 @@ func (r *RootFS) Unlink(p string) experimentalsys.Errno {
 
 // Link implements experimentalsys.FS and always refuses: a hard link to a file the guest can
 // read but not write would hand it a writable name for that file.
-func (r *RootFS) Link(string, string) experimentalsys.Errno { return experimentalsys.EPERM }
+func (r *rootFS) Link(string, string) experimentalsys.Errno { return experimentalsys.EPERM }
 
 // Symlink implements experimentalsys.FS and always refuses: a guest-made symlink is the classic
 // way out of a directory sandbox, and nothing a capsule needs depends on making one.
-func (r *RootFS) Symlink(string, string) experimentalsys.Errno { return experimentalsys.EPERM }
+func (r *rootFS) Symlink(string, string) experimentalsys.Errno { return experimentalsys.EPERM }
 
 // Readlink implements experimentalsys.FS. Reading a link's text is harmless: following it is
 // what os.Root confines.
-func (r *RootFS) Readlink(p string) (string, experimentalsys.Errno) {
+func (r *rootFS) Readlink(p string) (string, experimentalsys.Errno) {
 	s, err := r.root.Readlink(rootName(p))
 	if err != nil {
 		return "", errno(err)
@@ -330,7 +330,7 @@ func (r *RootFS) Readlink(p string) (string, experimentalsys.Errno) {
 }
 
 // Utimens implements experimentalsys.FS.
-func (r *RootFS) Utimens(p string, atim, mtim int64) experimentalsys.Errno {
+func (r *rootFS) Utimens(p string, atim, mtim int64) experimentalsys.Errno {
 	if e := r.protected(p, true); e != 0 {
 		return e
 	}
@@ -345,7 +345,7 @@ func wasiTime(ns int64) time.Time {
 	return time.Unix(0, ns)
 }
 
-// rootFile is an open file of a RootFS.
+// rootFile is an open file of a rootFS.
 type rootFile = osFile[int64]
 
 // osFile is generic only over its offset type: WASI's Seek returns an Errno where io.Seeker

@@ -10,12 +10,12 @@ import (
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
 )
 
-var _ experimentalsys.FS = (*RootFS)(nil)
+var _ experimentalsys.FS = (*rootFS)(nil)
 var _ experimentalsys.File = (*rootFile)(nil)
 
-func openFS(t *testing.T, dir string, readOnly bool, ro ...string) *RootFS {
+func openFS(t *testing.T, dir string, readOnly bool, ro ...string) *rootFS {
 	t.Helper()
-	fsys, err := NewRootFS(dir, readOnly, ro...)
+	fsys, err := newRootFS(dir, readOnly, ro...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,7 @@
 // Package sandbox runs WASI preview 1 modules under wazero with exactly the grants mur decides:
 // confined preopens, an explicit environment, a memory cap and a wall-clock limit.
 //
-// Every preopen goes through RootFS (Go's os.Root), never wazero's DirFS, whose mounts follow
+// Every preopen goes through rootFS (Go's os.Root), never wazero's DirFS, whose mounts follow
 // symlinks out of the folder. Only wasi_snapshot_preview1 is provided. Compiled code is cached in
 // wazero's file cache, which mur only trusts when the folder is private to the user and out of
 // the guest's reach, and which it repairs rather than letting a bad entry fail a run.
@@ -12,7 +12,7 @@
 //   - A timeout error carries the token "timeout" (errs has no closer one) and ErrTimeout.
 //   - Sleeping guests are woken at the deadline, but a guest blocked reading stdin is only
 //     stopped once the read returns: wazero can't interrupt a host read.
-//   - RootFS refuses to create links, but a hard link the operator already placed in the
+//   - rootFS refuses to create links, but a hard link the operator already placed in the
 //     workdir is, like any file there, the operator's grant.
 package sandbox
 
@@ -216,7 +216,7 @@ func (r *Runner) Run(ctx context.Context, wasm []byte, cfg Config) (int, error) 
 				roSubs = append(roSubs, o.HostPath)
 			}
 		}
-		rfs, err := NewRootFS(m.HostPath, m.ReadOnly, roSubs...)
+		rfs, err := newRootFS(m.HostPath, m.ReadOnly, roSubs...)
 		if err != nil {
 			return StatusRunnerFailed, errs.Wrap(err, errs.IO, "can't open %s to mount it at %s: %v", m.HostPath, m.GuestPath, err)
 		}

@@ -298,7 +298,7 @@ func cacheRecordsCmd() *command {
 				if d == "" {
 					d = "-"
 				}
-				outcome := r.Outcome
+				outcome := string(r.Outcome)
 				if r.Error != "" {
 					outcome += ": " + r.Error
 				}

@@ -55,7 +55,7 @@ OCI layout folder that other machines can use as the store oci-layout:DIR.`,
 				Project: p.Project, Lock: l, Platform: platform,
 				From: func(name string) ([]string, error) { return p.installFrom(name, nil) },
 				Puller: &fetch.Puller{CAS: store, Stores: sts, Source: p.source(), Offline: e.Offline(), Jobs: jobs, Events: func(ev fetch.Event) {
-					if ev.Phase != "cached" {
+					if ev.Phase != fetch.PhaseCached {
 						pr.event(ev)
 					}
 				}},

@@ -45,23 +45,23 @@ func (p *progress) event(ev fetch.Event) {
 		p.starts[ev.Name] = now
 	}
 	switch ev.Phase {
-	case "fetch":
+	case fetch.PhaseFetch:
 		if !p.tty || now.Sub(p.last) < 100*time.Millisecond {
 			return
 		}
 		p.last = now
 		fmt.Fprintf(p.w, "\r\033[K%s", bar(ev.Name, ev.Bytes, ev.Total, now.Sub(start)))
 		p.drawn = true
-	case "done", "cached", "failed":
+	case fetch.PhaseDone, fetch.PhaseCached, fetch.PhaseFailed:
 		if p.drawn {
 			fmt.Fprint(p.w, "\r\033[K")
 			p.drawn = false
 		}
 		switch ev.Phase {
-		case "done":
+		case fetch.PhaseDone:
 			fmt.Fprintf(p.w, "fetched %s: %s from %s in %s (%s/s)\n", ev.Name, humanBytes(ev.Bytes), ev.From,
 				ev.Elapsed.Round(time.Millisecond), humanBytes(rate(ev.Bytes, ev.Elapsed)))
-		case "cached":
+		case fetch.PhaseCached:
 			fmt.Fprintf(p.w, "cached  %s: %s\n", ev.Name, humanBytes(ev.Bytes))
 		}
 	}

@@ -182,7 +182,7 @@ func TestFaultBadManifests(t *testing.T) {
 	f := registrytest.StartFaulty(t)
 	s := faultyStore(t, f, ocistore.Options{})
 	d := push(t, s, grep, "1.0.0", "any", payload(100, 76))
-	layer := `{"mediaType":"` + fetch.ArtifactLayerType + `","digest":"` + d.Digest.String() + `","size":100}`
+	layer := `{"mediaType":"` + "application/vnd.murmur.artifact.v1+zip" + `","digest":"` + d.Digest.String() + `","size":100}`
 	config := `{"mediaType":"application/vnd.oci.empty.v1+json","digest":"sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a","size":2}`
 	annotations := `"annotations":{"dev.murmur.artifact.name":"acme/grep","dev.murmur.artifact.version":"%s","dev.murmur.artifact.platform":"any"}`
 	manifest := func(version, layers string) string {
@@ -195,7 +195,7 @@ func TestFaultBadManifests(t *testing.T) {
 		mentions     []string
 	}{
 		{"2.0.0", manifest("2.0.0", layer+","+layer), types.OCIManifestSchema1, []string{"2 layers, expected exactly 1"}},
-		{"3.0.0", manifest("3.0.0", strings.Replace(layer, fetch.ArtifactLayerType, "application/x-tar", 1)), types.OCIManifestSchema1, []string{"application/x-tar", fetch.ArtifactLayerType}},
+		{"3.0.0", manifest("3.0.0", strings.Replace(layer, "application/vnd.murmur.artifact.v1+zip", "application/x-tar", 1)), types.OCIManifestSchema1, []string{"application/x-tar", "application/vnd.murmur.artifact.v1+zip"}},
 		{"4.0.0", manifest("4.0.0", layer), types.DockerManifestSchema2, []string{string(types.DockerManifestSchema2)}},
 		{"5.0.0", strings.Replace(manifest("5.0.0", layer), `"artifactType":"application/vnd.murmur.artifact.v1",`, "", 1), types.OCIManifestSchema1, []string{"artifactType"}},
 		{"6.0.0", manifest("6.0.0", ""), types.OCIManifestSchema1, []string{"0 layers"}},

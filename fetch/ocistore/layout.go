@@ -376,7 +376,7 @@ func (s *layoutStore) Push(ctx context.Context, desc fetch.Descriptor, payload i
 		MediaType:    rootType,
 		Size:         int64(len(rootRaw)),
 		Digest:       sha256Hash(rootRaw),
-		ArtifactType: fetch.ArtifactType,
+		ArtifactType: artifactType,
 		Annotations:  map[string]string{AnnotationRefName: repo + ":" + tag},
 	})
 	if err != nil {

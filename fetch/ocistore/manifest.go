@@ -18,11 +18,26 @@ import (
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
+// Media types of SPEC section 7.
+const (
+	artifactType      = "application/vnd.murmur.artifact.v1"
+	artifactLayerType = "application/vnd.murmur.artifact.v1+zip"
+	emptyConfigType   = "application/vnd.oci.empty.v1+json"
+)
+
+// Manifest annotations that name what a store holds.
+const (
+	annotationName     = "dev.murmur.artifact.name"
+	annotationVersion  = "dev.murmur.artifact.version"
+	annotationPlatform = "dev.murmur.artifact.platform"
+	annotationTitle    = "org.opencontainers.image.title"
+)
+
 // emptyConfig is the OCI empty descriptor's content, `{}`.
 var emptyConfig = []byte("{}")
 
 var emptyConfigDesc = v1.Descriptor{
-	MediaType: types.MediaType(fetch.EmptyConfigType),
+	MediaType: types.MediaType(emptyConfigType),
 	Size:      int64(len(emptyConfig)),
 	Digest:    sha256Hash(emptyConfig),
 	Data:      emptyConfig,
@@ -60,21 +75,21 @@ func buildManifest(desc fetch.Descriptor) ([]byte, error) {
 	m := v1.Manifest{
 		SchemaVersion: 2,
 		MediaType:     types.OCIManifestSchema1,
-		ArtifactType:  fetch.ArtifactType,
+		ArtifactType:  artifactType,
 		Config:        emptyConfigDesc,
 		Layers: []v1.Descriptor{{
-			MediaType: types.MediaType(fetch.ArtifactLayerType),
+			MediaType: types.MediaType(artifactLayerType),
 			Size:      desc.Size,
 			Digest:    toHash(desc.Digest),
 		}},
 		Annotations: map[string]string{
-			fetch.AnnotationName:     desc.Name.String(),
-			fetch.AnnotationVersion:  desc.Version,
-			fetch.AnnotationPlatform: desc.Platform,
+			annotationName:     desc.Name.String(),
+			annotationVersion:  desc.Version,
+			annotationPlatform: desc.Platform,
 		},
 	}
 	if desc.Title != "" {
-		m.Layers[0].Annotations = map[string]string{fetch.AnnotationTitle: desc.Title}
+		m.Layers[0].Annotations = map[string]string{annotationTitle: desc.Title}
 	}
 	return json.Marshal(m)
 }
@@ -85,8 +100,8 @@ func childDescriptor(raw []byte, platform string) v1.Descriptor {
 		MediaType:    types.OCIManifestSchema1,
 		Size:         int64(len(raw)),
 		Digest:       sha256Hash(raw),
-		ArtifactType: fetch.ArtifactType,
-		Annotations:  map[string]string{fetch.AnnotationPlatform: platform},
+		ArtifactType: artifactType,
+		Annotations:  map[string]string{annotationPlatform: platform},
 		Platform:     platformField(platform),
 	}
 }
@@ -95,16 +110,16 @@ func childDescriptor(raw []byte, platform string) v1.Descriptor {
 // platform so that the same set of payloads always gives the same index.
 func buildIndex(name ref.Name, version string, children []v1.Descriptor) ([]byte, error) {
 	sort.SliceStable(children, func(i, j int) bool {
-		return children[i].Annotations[fetch.AnnotationPlatform] < children[j].Annotations[fetch.AnnotationPlatform]
+		return children[i].Annotations[annotationPlatform] < children[j].Annotations[annotationPlatform]
 	})
 	idx := v1.IndexManifest{
 		SchemaVersion: 2,
 		MediaType:     types.OCIImageIndex,
-		ArtifactType:  fetch.ArtifactType,
+		ArtifactType:  artifactType,
 		Manifests:     children,
 		Annotations: map[string]string{
-			fetch.AnnotationName:    name.String(),
-			fetch.AnnotationVersion: version,
+			annotationName:    name.String(),
+			annotationVersion: version,
 		},
 	}
 	return json.Marshal(idx)
@@ -142,7 +157,7 @@ func readTag(ctx context.Context, r manifestReader, repo, tag string) (tagConten
 		if err != nil {
 			return tagContent{}, err
 		}
-		d := childDescriptor(raw, m.Annotations[fetch.AnnotationPlatform])
+		d := childDescriptor(raw, m.Annotations[annotationPlatform])
 		return tagContent{children: []v1.Descriptor{d}, raws: map[v1.Hash][]byte{d.Digest: raw}}, nil
 	case types.OCIImageIndex:
 		var idx v1.IndexManifest
@@ -157,9 +172,9 @@ func readTag(ctx context.Context, r manifestReader, repo, tag string) (tagConten
 			if c.MediaType != types.OCIManifestSchema1 {
 				return tagContent{}, errs.New(errs.Integrity, "%s lists a manifest of media type %q; expected only %s manifests of murmur artifacts", where, c.MediaType, types.OCIManifestSchema1)
 			}
-			p := c.Annotations[fetch.AnnotationPlatform]
+			p := c.Annotations[annotationPlatform]
 			if ref.ValidatePlatform(p) != nil {
-				return tagContent{}, errs.New(errs.Integrity, "%s lists manifest %s with platform annotation %q; expected %s to be any or a known platform", where, c.Digest, p, fetch.AnnotationPlatform)
+				return tagContent{}, errs.New(errs.Integrity, "%s lists manifest %s with platform annotation %q; expected %s to be any or a known platform", where, c.Digest, p, annotationPlatform)
 			}
 			tc.children = append(tc.children, c)
 		}
@@ -172,7 +187,7 @@ func readTag(ctx context.Context, r manifestReader, repo, tag string) (tagConten
 func (tc tagContent) pick(platform string) (v1.Descriptor, bool) {
 	for _, want := range []string{platform, ref.PlatformAny} {
 		for _, c := range tc.children {
-			if c.Annotations[fetch.AnnotationPlatform] == want {
+			if c.Annotations[annotationPlatform] == want {
 				return c, true
 			}
 		}
@@ -183,7 +198,7 @@ func (tc tagContent) pick(platform string) (v1.Descriptor, bool) {
 func (tc tagContent) platforms() []string {
 	var ps []string
 	for _, c := range tc.children {
-		ps = append(ps, c.Annotations[fetch.AnnotationPlatform])
+		ps = append(ps, c.Annotations[annotationPlatform])
 	}
 	return ps
 }
@@ -206,7 +221,7 @@ func (tc tagContent) load(ctx context.Context, r manifestReader, repo, tag strin
 	if err != nil {
 		return fetch.Descriptor{}, err
 	}
-	return describe(m, where, name, c.Annotations[fetch.AnnotationPlatform])
+	return describe(m, where, name, c.Annotations[annotationPlatform])
 }
 
 // parseManifest checks the shape of a murmur artifact manifest strictly.
@@ -219,16 +234,16 @@ func parseManifest(raw []byte, where string) (*v1.Manifest, error) {
 	if m.MediaType != types.OCIManifestSchema1 {
 		problems = append(problems, fmt.Sprintf("media type %q, expected %s", m.MediaType, types.OCIManifestSchema1))
 	}
-	if m.ArtifactType != fetch.ArtifactType {
-		problems = append(problems, fmt.Sprintf("artifactType %q, expected %s", m.ArtifactType, fetch.ArtifactType))
+	if m.ArtifactType != artifactType {
+		problems = append(problems, fmt.Sprintf("artifactType %q, expected %s", m.ArtifactType, artifactType))
 	}
-	if string(m.Config.MediaType) != fetch.EmptyConfigType {
-		problems = append(problems, fmt.Sprintf("config media type %q, expected %s", m.Config.MediaType, fetch.EmptyConfigType))
+	if string(m.Config.MediaType) != emptyConfigType {
+		problems = append(problems, fmt.Sprintf("config media type %q, expected %s", m.Config.MediaType, emptyConfigType))
 	}
 	if len(m.Layers) != 1 {
 		problems = append(problems, fmt.Sprintf("%d layers, expected exactly 1", len(m.Layers)))
-	} else if string(m.Layers[0].MediaType) != fetch.ArtifactLayerType {
-		problems = append(problems, fmt.Sprintf("layer media type %q, expected %s", m.Layers[0].MediaType, fetch.ArtifactLayerType))
+	} else if string(m.Layers[0].MediaType) != artifactLayerType {
+		problems = append(problems, fmt.Sprintf("layer media type %q, expected %s", m.Layers[0].MediaType, artifactLayerType))
 	}
 	if len(problems) > 0 {
 		return nil, errs.New(errs.Integrity, "%s is not a murmur artifact manifest: it has %s; re-push the version with mur push or remove the tag", where, strings.Join(problems, "; "))
@@ -239,16 +254,16 @@ func parseManifest(raw []byte, where string) (*v1.Manifest, error) {
 // describe turns a checked manifest into the descriptor it names.
 func describe(m *v1.Manifest, where string, name ref.Name, indexPlatform string) (fetch.Descriptor, error) {
 	a := m.Annotations
-	if got := a[fetch.AnnotationName]; got != name.String() {
-		return fetch.Descriptor{}, errs.New(errs.Integrity, "%s: annotation %s is %q; expected %q", where, fetch.AnnotationName, got, name)
+	if got := a[annotationName]; got != name.String() {
+		return fetch.Descriptor{}, errs.New(errs.Integrity, "%s: annotation %s is %q; expected %q", where, annotationName, got, name)
 	}
-	version := a[fetch.AnnotationVersion]
+	version := a[annotationVersion]
 	if err := ref.ValidateVersion(version); err != nil {
-		return fetch.Descriptor{}, errs.New(errs.Integrity, "%s: annotation %s is %q, which is not a valid version", where, fetch.AnnotationVersion, version)
+		return fetch.Descriptor{}, errs.New(errs.Integrity, "%s: annotation %s is %q, which is not a valid version", where, annotationVersion, version)
 	}
-	platform := a[fetch.AnnotationPlatform]
+	platform := a[annotationPlatform]
 	if ref.ValidatePlatform(platform) != nil {
-		return fetch.Descriptor{}, errs.New(errs.Integrity, "%s: annotation %s is %q; expected any or a known platform", where, fetch.AnnotationPlatform, platform)
+		return fetch.Descriptor{}, errs.New(errs.Integrity, "%s: annotation %s is %q; expected any or a known platform", where, annotationPlatform, platform)
 	}
 	if indexPlatform != "" && indexPlatform != platform {
 		return fetch.Descriptor{}, errs.New(errs.Integrity, "%s: the index lists the manifest for platform %q but the manifest says %q", where, indexPlatform, platform)
@@ -267,7 +282,7 @@ func describe(m *v1.Manifest, where string, name ref.Name, indexPlatform string)
 		Platform: platform,
 		Digest:   d,
 		Size:     l.Size,
-		Title:    l.Annotations[fetch.AnnotationTitle],
+		Title:    l.Annotations[annotationTitle],
 	}, nil
 }
 

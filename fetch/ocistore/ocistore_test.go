@@ -163,15 +163,15 @@ func TestRegistryManifestShape(t *testing.T) {
 	if err := json.Unmarshal(got.Manifest, &m); err != nil {
 		t.Fatal(err)
 	}
-	if m.ArtifactType != fetch.ArtifactType || m.Config.MediaType != fetch.EmptyConfigType ||
+	if m.ArtifactType != "application/vnd.murmur.artifact.v1" || m.Config.MediaType != "application/vnd.oci.empty.v1+json" ||
 		m.Config.Digest != digest.FromString("{}").String() || m.Config.Size != 2 {
 		t.Errorf("manifest head %+v", m)
 	}
-	if len(m.Layers) != 1 || m.Layers[0].MediaType != fetch.ArtifactLayerType || m.Layers[0].Digest != d.Digest.String() ||
-		m.Layers[0].Size != d.Size || m.Layers[0].Annotations[fetch.AnnotationTitle] != d.Title {
+	if len(m.Layers) != 1 || m.Layers[0].MediaType != "application/vnd.murmur.artifact.v1+zip" || m.Layers[0].Digest != d.Digest.String() ||
+		m.Layers[0].Size != d.Size || m.Layers[0].Annotations["org.opencontainers.image.title"] != d.Title {
 		t.Errorf("layers %+v", m.Layers)
 	}
-	if m.Annotations[fetch.AnnotationName] != "acme/grep" || m.Annotations[fetch.AnnotationVersion] != "1.2.0+x" || m.Annotations[fetch.AnnotationPlatform] != "any" {
+	if m.Annotations["dev.murmur.artifact.name"] != "acme/grep" || m.Annotations["dev.murmur.artifact.version"] != "1.2.0+x" || m.Annotations["dev.murmur.artifact.platform"] != "any" {
 		t.Errorf("annotations %v", m.Annotations)
 	}
 	// The empty config blob must be in the registry, or strict clients fail to pull.

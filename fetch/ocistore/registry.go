@@ -402,7 +402,7 @@ func (s *registryStore) Push(ctx context.Context, desc fetch.Descriptor, payload
 		return err
 	}
 	opts := s.options(ctx)
-	if err := remote.WriteLayer(r, static.NewLayer(emptyConfig, types.MediaType(fetch.EmptyConfigType)), opts...); err != nil {
+	if err := remote.WriteLayer(r, static.NewLayer(emptyConfig, types.MediaType(emptyConfigType)), opts...); err != nil {
 		return s.classify(err, "uploading the empty config to "+where)
 	}
 	layer := &payloadLayer{desc: desc, r: payload}
@@ -451,7 +451,7 @@ func (l *payloadLayer) DiffID() (v1.Hash, error)             { return toHash(l.d
 func (l *payloadLayer) Size() (int64, error)                 { return l.desc.Size, nil }
 func (l *payloadLayer) Uncompressed() (io.ReadCloser, error) { return l.Compressed() }
 func (l *payloadLayer) MediaType() (types.MediaType, error) {
-	return types.MediaType(fetch.ArtifactLayerType), nil
+	return types.MediaType(artifactLayerType), nil
 }
 
 func (l *payloadLayer) Compressed() (io.ReadCloser, error) {

@@ -133,31 +133,6 @@ func (a semver) compare(b semver) int {
 	return 0
 }
 
-// IsSemver reports whether v is a semantic version (semver.org 2.0.0, with an optional leading
-// 'v').
-func IsSemver(v string) bool {
-	_, ok := parseSemver(v)
-	return ok
-}
-
-// CompareSemver compares two versions by semantic-version precedence and returns -1, 0 or +1.
-// A version that is not a semantic version ranks below every one that is, and such versions
-// compare equal to each other (as golang.org/x/mod/semver does). Build metadata is ignored, so
-// 1.0.0+a and 1.0.0+b compare equal.
-func CompareSemver(a, b string) int {
-	sa, oka := parseSemver(a)
-	sb, okb := parseSemver(b)
-	switch {
-	case !oka && !okb:
-		return 0
-	case !oka:
-		return -1
-	case !okb:
-		return 1
-	}
-	return sa.compare(sb)
-}
-
 // HighestSemver picks what "latest" means: the highest semantic version among versions. Versions
 // that are not semantic versions are ignored; when none is one, it returns false and the caller
 // asks for an explicit version. Among versions of equal precedence (1.0.0+a and 1.0.0+b, or

