@@ -2,8 +2,6 @@ package fetch_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"os"
 	"path/filepath"
 	"testing"
@@ -20,23 +18,13 @@ import (
 	"github.com/murmur-nexus/mur/lock"
 )
 
-func fileSum(t *testing.T, path string) (string, int64) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), int64(len(b))
-}
-
 func TestPublishFile(t *testing.T) {
 	file := artifacttest.File(t, t.TempDir(), "grep", "1.2.0", artifacttest.Tagged("x"))
 	it, err := fetch.PublishFile(file, "acme", "any")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, size := fileSum(t, file)
+	sum, size := artifacttest.FileSum(t, file)
 	if it.File != file || it.Desc.Name != (ref.Name{Scope: "acme", Name: "grep"}) || it.Desc.Version != "1.2.0" || it.Desc.Platform != "any" ||
 		it.Desc.Digest.Encoded() != sum || it.Desc.Size != size || it.Desc.Title != "grep-1.2.0.mur.zip" {
 		t.Fatalf("item %+v", it)
@@ -95,7 +83,7 @@ func TestPublishFromCAS(t *testing.T) {
 		if err != nil {
 			t.Fatalf("FromCAS %s: %v", version, err)
 		}
-		_, size := fileSum(t, file)
+		_, size := artifacttest.FileSum(t, file)
 		if it.File != "" || it.Desc.Name != grep || it.Desc.Version != "1.2.0" || it.Desc.Platform != "any" ||
 			it.Desc.Digest != d || it.Desc.Size != size || it.Desc.Title != "grep-1.2.0.mur.zip" {
 			t.Fatalf("item %+v", it)

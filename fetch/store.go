@@ -1,5 +1,12 @@
 // Package fetch pulls packed artifacts from stores (OCI registries and OCI image-layout folders)
-// and sources (the GitHub releases of a scope), and checks every byte on the way in.
+// and sources (the GitHub releases of a scope), and checks every byte on the way in. Its verbs
+// are files: pull.go (the one pipeline), stage.go, verify.go, warm.go, publish.go and config.go.
+//
+// # Notes
+//
+//   - Store and Source are implemented inside mur (fetch/ocistore, fetch/github, FileStore), and
+//     outside implementations are not intended: their signatures use mur's internal names
+//     (internal/ref.Name) and their errors carry internal/errs tokens.
 package fetch
 
 import (
@@ -23,7 +30,8 @@ type Descriptor struct {
 	Title    string // the file name, e.g. grep-1.2.0.mur.zip
 }
 
-// Store holds packed artifacts and answers by name, version and digest.
+// Store holds packed artifacts and answers by name, version and digest. It is not meant for
+// implementations outside mur (see the package notes).
 type Store interface {
 	// String is the store's address as configured (oci://… or oci-layout:…).
 	String() string
@@ -62,7 +70,8 @@ type Sourced struct {
 	NewPin *lock.ScopePin
 }
 
-// Source serves the artifacts of scopes from their publishers' releases.
+// Source serves the artifacts of scopes from their publishers' releases. It is not meant for
+// implementations outside mur (see the package notes).
 type Source interface {
 	// Label is github:owner/repo of the source serving scope, or false when none serves it.
 	Label(scope string) (string, bool)

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/murmur-nexus/mur/internal/atomicfile"
+	"github.com/murmur-nexus/mur/internal/errs"
 	"golang.org/x/sys/cpu"
 )
 
@@ -38,8 +39,8 @@ func checkCacheDir(dir string, guestWritable []string) string {
 	}
 	fi, err := os.Lstat(abs)
 	if errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(abs, 0o700); err != nil {
-			return fmt.Sprintf("can't create %s: %v", abs, err)
+		if err := atomicfile.MkdirPrivate(abs); err != nil {
+			return errs.Message(err)
 		}
 		fi, err = os.Lstat(abs)
 	}

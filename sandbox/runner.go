@@ -6,6 +6,15 @@
 // wazero's file cache, which mur only trusts when the folder is private to the user and out of
 // the guest's reach, and which it repairs rather than letting a bad entry fail a run.
 //
+// Its files: runner.go (compile and run), cache.go (the compiled cache), rootfs.go (the confining
+// file system), plan.go (a capsule's grants as mounts, from `mur run`) and payload.go (the payload
+// from the CAS, and kept payloads).
+//
+// # Notes
+//
+//   - BuildPlan and LoadPayload take and return mur's internal types (the capsule manifest, the
+//     packed archive); they serve cmd/mur and are not meant as an API for outside code.
+//
 // Decisions the SPEC leaves open, written down here:
 //   - A guest that traps (unreachable, out-of-bounds access) exits 134, the status of a process
 //     killed by SIGABRT (128+6); its error carries ErrTrap.

@@ -15,12 +15,12 @@
 package state
 
 import (
-	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/manifest"
 )
@@ -106,45 +106,28 @@ func Ensure(stateRoot, store string) (string, error) {
 	if err := ValidateStoreName(store); err != nil {
 		return "", err
 	}
-	if err := ensurePrivateRealDir(stateRoot, true); err != nil {
+	if err := ensurePrivateRealDir(stateRoot); err != nil {
 		return "", err
 	}
 	dir := filepath.Join(stateRoot, store)
-	if err := ensurePrivateRealDir(dir, false); err != nil {
+	if err := ensurePrivateRealDir(dir); err != nil {
 		return "", err
 	}
 	return dir, nil
 }
 
-func ensurePrivateRealDir(dir string, parents bool) error {
-	var err error
-	if parents {
-		err = os.MkdirAll(dir, 0o700)
-	} else {
-		err = os.Mkdir(dir, 0o700)
-		if errors.Is(err, fs.ErrExist) {
-			err = nil
+// ensurePrivateRealDir creates dir at 0700, or tightens it back to 0700, unless it is a symlink
+// or not a folder: following a symlink would mount (or chmod) whatever it points at.
+func ensurePrivateRealDir(dir string) error {
+	if fi, err := os.Lstat(dir); err == nil {
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return errs.New(errs.Denied, "the state folder %s is a symlink, and mur only mounts real folders as state; remove the symlink (its target is untouched) and run again", dir)
+		}
+		if !fi.IsDir() {
+			return errs.New(errs.Denied, "the state path %s is a %s, not a folder; move it away and run again", dir, kind(fi.Mode()))
 		}
 	}
-	if err != nil {
-		return errs.Wrap(err, errs.IO, "can't create the state folder %s: %v; check that its parent is writable and the disk is not full", dir, err)
-	}
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return errs.Wrap(err, errs.IO, "can't inspect the state folder %s: %v", dir, err)
-	}
-	if fi.Mode()&fs.ModeSymlink != 0 {
-		return errs.New(errs.Denied, "the state folder %s is a symlink, and mur only mounts real folders as state; remove the symlink (its target is untouched) and run again", dir)
-	}
-	if !fi.IsDir() {
-		return errs.New(errs.Denied, "the state path %s is a %s, not a folder; move it away and run again", dir, kind(fi.Mode()))
-	}
-	if fi.Mode().Perm() != 0o700 {
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return errs.Wrap(err, errs.IO, "can't set the state folder %s to mode 0700: %v", dir, err)
-		}
-	}
-	return nil
+	return atomicfile.MkdirPrivate(dir)
 }
 
 func kind(m fs.FileMode) string {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -14,14 +13,6 @@ import (
 
 	"github.com/murmur-nexus/mur/cas"
 )
-
-// cacheRun runs mur with args and returns its exit status, stdout and stderr.
-func cacheRun(t *testing.T, args ...string) (int, string, string) {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
-	return code, stdout.String(), stderr.String()
-}
 
 // cacheHome makes a home whose store holds two blobs, one of them recorded under two names.
 func cacheHome(t *testing.T) (string, *cas.Store, digest.Digest, digest.Digest) {
@@ -55,7 +46,7 @@ func cacheHome(t *testing.T) (string, *cas.Store, digest.Digest, digest.Digest) 
 
 func TestCacheLs(t *testing.T) {
 	h, _, a, b := cacheHome(t)
-	code, out, errOut := cacheRun(t, "--home", h, "cache", "ls", "--json")
+	code, out, errOut := runMur(t, "--home", h, "cache", "ls", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -77,24 +68,24 @@ func TestCacheLs(t *testing.T) {
 		t.Fatalf("a failed pull gave b the names %v", got[b].Names)
 	}
 
-	code, out, _ = cacheRun(t, "cache", "ls", "--home", h)
+	code, out, _ = runMur(t, "cache", "ls", "--home", h)
 	if code != 0 || !strings.Contains(out, string(a)) || !strings.Contains(out, "acme/grep@1.2.0, acme/mirror@1.2.0") {
 		t.Fatalf("exit %d, text ls:\n%s", code, out)
 	}
-	if code, _, errOut := cacheRun(t, "--home", h, "cache", "ls", "extra"); code != 2 || !strings.Contains(errOut, "mur: usage:") {
+	if code, _, errOut := runMur(t, "--home", h, "cache", "ls", "extra"); code != 2 || !strings.Contains(errOut, "mur: usage:") {
 		t.Fatalf("ls with an argument: exit %d, %s", code, errOut)
 	}
 }
 
 func TestCacheVerify(t *testing.T) {
 	h, s, a, b := cacheHome(t)
-	if code, out, errOut := cacheRun(t, "--home", h, "-q", "cache", "verify"); code != 0 || out != "" {
+	if code, out, errOut := runMur(t, "--home", h, "-q", "cache", "verify"); code != 0 || out != "" {
 		t.Fatalf("clean store: exit %d, %q, %s", code, out, errOut)
 	}
 	p := s.Path(b)
 	os.Chmod(p, 0o644)
 	os.WriteFile(p, []byte("artifact B"), 0o444)
-	code, out, errOut := cacheRun(t, "--home", h, "cache", "verify")
+	code, out, errOut := runMur(t, "--home", h, "cache", "verify")
 	if code != 1 || !strings.Contains(errOut, "mur: integrity:") {
 		t.Fatalf("damaged store: exit %d, stderr %s", code, errOut)
 	}
@@ -105,7 +96,7 @@ func TestCacheVerify(t *testing.T) {
 	if s.Has(b) || !s.Has(a) {
 		t.Fatal("the damaged blob was not quarantined, or the good one was")
 	}
-	code, out, _ = cacheRun(t, "--home", h, "--json", "cache", "verify")
+	code, out, _ = runMur(t, "--home", h, "--json", "cache", "verify")
 	var rep cas.VerifyReport
 	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep.Checked != 1 || len(rep.Damaged) != 0 {
 		t.Fatalf("after quarantine: exit %d, %s", code, out)
@@ -118,14 +109,14 @@ func TestCacheGC(t *testing.T) {
 	os.Chtimes(s.Path(a), old, old)
 	os.Chtimes(filepath.Join(s.Root(), "uses", a.Encoded()), old, old)
 
-	code, out, errOut := cacheRun(t, "--home", h, "cache", "gc", "--dry-run")
+	code, out, errOut := runMur(t, "--home", h, "cache", "gc", "--dry-run")
 	if code != 0 || !strings.Contains(out, "would remove "+string(a)) || strings.Contains(out, string(b)) {
 		t.Fatalf("dry run: exit %d, %s %s", code, out, errOut)
 	}
 	if !s.Has(a) {
 		t.Fatal("dry run removed a blob")
 	}
-	code, out, errOut = cacheRun(t, "--home", h, "--json", "cache", "gc")
+	code, out, errOut = runMur(t, "--home", h, "--json", "cache", "gc")
 	var rep cas.GCReport
 	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Blobs) != 1 || rep.Blobs[0].Digest != a {
 		t.Fatalf("gc: exit %d, %s %s", code, out, errOut)
@@ -133,40 +124,40 @@ func TestCacheGC(t *testing.T) {
 	if s.Has(a) || !s.Has(b) {
 		t.Fatal("gc removed the wrong blob")
 	}
-	if code, out, _ := cacheRun(t, "--home", h, "cache", "gc", "--older-than", "0s"); code != 0 || !strings.Contains(out, "removed "+string(b)) {
+	if code, out, _ := runMur(t, "--home", h, "cache", "gc", "--older-than", "0s"); code != 0 || !strings.Contains(out, "removed "+string(b)) {
 		t.Fatalf("gc --older-than 0s: exit %d, %s", code, out)
 	}
-	if code, _, errOut := cacheRun(t, "--home", h, "cache", "gc", "--older-than", "-1h"); code != 2 || !strings.Contains(errOut, "--older-than") {
+	if code, _, errOut := runMur(t, "--home", h, "cache", "gc", "--older-than", "-1h"); code != 2 || !strings.Contains(errOut, "--older-than") {
 		t.Fatalf("negative --older-than: exit %d, %s", code, errOut)
 	}
 }
 
 func TestCacheRecordsAndPath(t *testing.T) {
 	h, _, a, _ := cacheHome(t)
-	code, out, _ := cacheRun(t, "--home", h, "--json", "cache", "records", "--digest", string(a))
+	code, out, _ := runMur(t, "--home", h, "--json", "cache", "records", "--digest", string(a))
 	var recs []cas.Record
 	if code != 0 || json.Unmarshal([]byte(out), &recs) != nil || len(recs) != 3 {
 		t.Fatalf("records --digest: exit %d, %s", code, out)
 	}
 	// The bare hex of murmur.lock works too.
-	code, out, _ = cacheRun(t, "--home", h, "cache", "records", "--digest", a.Encoded())
+	code, out, _ = runMur(t, "--home", h, "cache", "records", "--digest", a.Encoded())
 	if code != 0 || strings.Count(out, string(a)) != 3 || !strings.Contains(out, "github:acme/murmur-artifacts v1.2.0/grep.mur.zip") {
 		t.Fatalf("text records: exit %d\n%s", code, out)
 	}
-	code, out, _ = cacheRun(t, "--home", h, "cache", "records")
+	code, out, _ = runMur(t, "--home", h, "cache", "records")
 	if code != 0 || !strings.Contains(out, "failed: boom") {
 		t.Fatalf("records: exit %d\n%s", code, out)
 	}
 	for _, bad := range []string{"sha512:" + strings.Repeat("ab", 64), "sha256:xyz", "zz"} {
-		if code, _, errOut := cacheRun(t, "--home", h, "cache", "records", "--digest", bad); code != 2 || !strings.Contains(errOut, "mur: usage:") {
+		if code, _, errOut := runMur(t, "--home", h, "cache", "records", "--digest", bad); code != 2 || !strings.Contains(errOut, "mur: usage:") {
 			t.Fatalf("--digest %s: exit %d, %s", bad, code, errOut)
 		}
 	}
-	code, out, _ = cacheRun(t, "--home", h, "cache", "path")
+	code, out, _ = runMur(t, "--home", h, "cache", "path")
 	if code != 0 || strings.TrimSpace(out) != filepath.Join(h, "cas") {
 		t.Fatalf("path: exit %d, %q", code, out)
 	}
-	code, out, _ = cacheRun(t, "--home", h, "--json", "cache", "path")
+	code, out, _ = runMur(t, "--home", h, "--json", "cache", "path")
 	var p map[string]string
 	if code != 0 || json.Unmarshal([]byte(out), &p) != nil || p["path"] != filepath.Join(h, "cas") {
 		t.Fatalf("path --json: exit %d, %q", code, out)
@@ -181,7 +172,7 @@ func TestCacheGCKeepsWhatALockPins(t *testing.T) {
 	if err := os.WriteFile(lockPath, []byte(lockText), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut := cacheRun(t, "--home", h, "cache", "gc", "--older-than", "0s", "--keep", lockPath)
+	code, out, errOut := runMur(t, "--home", h, "cache", "gc", "--older-than", "0s", "--keep", lockPath)
 	if code != 0 {
 		t.Fatalf("gc --keep: exit %d, %s", code, errOut)
 	}
@@ -190,13 +181,13 @@ func TestCacheGCKeepsWhatALockPins(t *testing.T) {
 	}
 	// A lock that isn't there is refused rather than read as keeping nothing.
 	missing := filepath.Join(dir, "nope.lock")
-	code, _, errOut = cacheRun(t, "--home", h, "cache", "gc", "--older-than", "0s", "--keep", missing)
+	code, _, errOut = runMur(t, "--home", h, "cache", "gc", "--older-than", "0s", "--keep", missing)
 	if code != 2 || !strings.Contains(errOut, missing) || !s.Has(a) {
 		t.Fatalf("gc --keep of a missing lock: exit %d, %s", code, errOut)
 	}
 	// A damaged lock stops gc before it removes anything.
 	os.WriteFile(lockPath, []byte("lock_version: 9\n"), 0o644)
-	code, _, errOut = cacheRun(t, "--home", h, "cache", "gc", "--older-than", "0s", "--keep", lockPath)
+	code, _, errOut = runMur(t, "--home", h, "cache", "gc", "--older-than", "0s", "--keep", lockPath)
 	if code == 0 || !s.Has(a) {
 		t.Fatalf("gc --keep of a bad lock: exit %d, %s", code, errOut)
 	}

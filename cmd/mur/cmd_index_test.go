@@ -3,7 +3,6 @@ package main
 import (
 	"archive/zip"
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -17,13 +16,6 @@ import (
 	"github.com/murmur-nexus/mur/fetch/github"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 )
-
-func indexRun(t *testing.T, args ...string) (int, string, string) {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), append([]string{"index"}, args...), strings.NewReader(""), &stdout, &stderr)
-	return code, stdout.String(), stderr.String()
-}
 
 func readIndex(t *testing.T, path string) *github.Index {
 	t.Helper()
@@ -43,7 +35,7 @@ func TestIndexWritesIndex(t *testing.T) {
 	grepFile := artifacttest.File(t, dir, "grep", "1.2.0", artifacttest.Tagged("g"))
 	findFile := artifacttest.File(t, dir, "find", "0.3.0", artifacttest.Tagged("f"))
 	out := filepath.Join(dir, "murmur-index.json")
-	code, stdout, stderr := indexRun(t, grepFile, findFile, "--scope", "acme", "--release", "v1.2.0", "-o", out)
+	code, stdout, stderr := runMur(t, "index", grepFile, findFile, "--scope", "acme", "--release", "v1.2.0", "-o", out)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -71,7 +63,7 @@ func TestIndexWritesIndex(t *testing.T) {
 
 	// Deterministic: the other order of files writes the same bytes.
 	out2 := filepath.Join(dir, "again.json")
-	if code, _, stderr := indexRun(t, findFile, grepFile, "--scope", "acme", "--release", "v1.2.0", "-o", out2); code != 0 {
+	if code, _, stderr := runMur(t, "index", findFile, grepFile, "--scope", "acme", "--release", "v1.2.0", "-o", out2); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	a, _ := os.ReadFile(out)
@@ -82,7 +74,7 @@ func TestIndexWritesIndex(t *testing.T) {
 
 	// --platform and --json.
 	out3 := filepath.Join(dir, "linux.json")
-	code, stdout, stderr = indexRun(t, grepFile, "--scope", "acme", "--release", "v1.2.0", "--platform", "linux-x86_64", "-o", out3, "--json")
+	code, stdout, stderr = runMur(t, "index", grepFile, "--scope", "acme", "--release", "v1.2.0", "--platform", "linux-x86_64", "-o", out3, "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -103,7 +95,7 @@ func TestIndexDefaultOutput(t *testing.T) {
 	f := artifacttest.File(t, dir, "grep", "1.2.0", artifacttest.Tagged("g"))
 	cwd := t.TempDir()
 	t.Chdir(cwd)
-	if code, _, stderr := indexRun(t, f, "--scope", "acme", "--release", "v1.2.0"); code != 0 {
+	if code, _, stderr := runMur(t, "index", f, "--scope", "acme", "--release", "v1.2.0"); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	readIndex(t, filepath.Join(cwd, "murmur-index.json"))
@@ -131,7 +123,7 @@ func TestIndexRefusals(t *testing.T) {
 	} {
 		t.Run(c.what, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "index.json")
-			code, _, stderr := indexRun(t, append(c.args, "-o", out)...)
+			code, _, stderr := runMur(t, append(append([]string{"index"}, c.args...), "-o", out)...)
 			if code != c.code || !strings.HasPrefix(stderr, "mur: "+c.token+": ") || !strings.Contains(stderr, c.mentions) {
 				t.Fatalf("exit %d, stderr %q; want exit %d, token %s, mention of %q", code, stderr, c.code, c.token, c.mentions)
 			}
@@ -146,12 +138,12 @@ func TestIndexMerge(t *testing.T) {
 	dir := t.TempDir()
 	old := artifacttest.File(t, dir, "grep", "1.2.0", artifacttest.Tagged("old"))
 	index := filepath.Join(dir, "murmur-index.json")
-	if code, _, stderr := indexRun(t, old, "--scope", "acme", "--release", "v1.2.0", "-o", index); code != 0 {
+	if code, _, stderr := runMur(t, "index", old, "--scope", "acme", "--release", "v1.2.0", "-o", index); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	next := artifacttest.File(t, dir, "grep", "1.3.0", artifacttest.Tagged("new"))
 	// Merging into the same file it writes, as a publisher would.
-	code, stdout, stderr := indexRun(t, next, "--scope", "acme", "--release", "v1.3.0", "--merge", index, "-o", index)
+	code, stdout, stderr := runMur(t, "index", next, "--scope", "acme", "--release", "v1.3.0", "--merge", index, "-o", index)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -165,7 +157,7 @@ func TestIndexMerge(t *testing.T) {
 	merged, _ := os.ReadFile(index)
 
 	// The same file again changes nothing.
-	if code, _, stderr := indexRun(t, next, "--scope", "acme", "--release", "v1.3.0", "--merge", index, "-o", index); code != 0 {
+	if code, _, stderr := runMur(t, "index", next, "--scope", "acme", "--release", "v1.3.0", "--merge", index, "-o", index); code != 0 {
 		t.Fatalf("re-merging the same file: exit %d: %s", code, stderr)
 	}
 	if b, _ := os.ReadFile(index); !bytes.Equal(b, merged) {
@@ -174,7 +166,7 @@ func TestIndexMerge(t *testing.T) {
 
 	// Another hash for a listed name, version and platform is refused, and the index is kept.
 	other := artifacttest.File(t, t.TempDir(), "grep", "1.3.0", artifacttest.Tagged("changed"))
-	code, _, stderr = indexRun(t, other, "--scope", "acme", "--release", "v1.3.0", "--merge", index, "-o", index)
+	code, _, stderr = runMur(t, "index", other, "--scope", "acme", "--release", "v1.3.0", "--merge", index, "-o", index)
 	if code != 1 || !strings.HasPrefix(stderr, "mur: lock-conflict: ") || !strings.Contains(stderr, "acme/grep@1.3.0") {
 		t.Fatalf("exit %d, stderr %q; want a lock-conflict naming acme/grep@1.3.0", code, stderr)
 	}
@@ -182,7 +174,7 @@ func TestIndexMerge(t *testing.T) {
 		t.Fatal("a refused merge changed the index")
 	}
 	// The same payload for another platform is a new entry, not a conflict.
-	if code, _, stderr := indexRun(t, other, "--scope", "acme", "--release", "v1.3.0", "--platform", "linux-x86_64", "--merge", index, "-o", index); code != 0 {
+	if code, _, stderr := runMur(t, "index", other, "--scope", "acme", "--release", "v1.3.0", "--platform", "linux-x86_64", "--merge", index, "-o", index); code != 0 {
 		t.Fatalf("another platform: exit %d: %s", code, stderr)
 	}
 	if ix := readIndex(t, index); len(ix.Artifacts) != 3 {
@@ -198,7 +190,7 @@ func TestIndexMerge(t *testing.T) {
 	} {
 		t.Run(c.what, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out.json")
-			code, _, stderr := indexRun(t, next, "--scope", "acme", "--release", "v1", "--merge", c.merge, "-o", out)
+			code, _, stderr := runMur(t, "index", next, "--scope", "acme", "--release", "v1", "--merge", c.merge, "-o", out)
 			if code != 1 || !strings.HasPrefix(stderr, "mur: "+c.token+": ") {
 				t.Fatalf("exit %d, stderr %q; want %s", code, stderr, c.token)
 			}

@@ -66,13 +66,6 @@ func TestFindProject(t *testing.T) {
 	}
 }
 
-func runLockCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	code = run(context.Background(), args, strings.NewReader(""), &out, &errb)
-	return code, out.String(), errb.String()
-}
-
 func TestLockForgetScope(t *testing.T) {
 	proj := t.TempDir()
 	if err := os.WriteFile(filepath.Join(proj, "murmur.yaml"), []byte("name: demo\nversion: \"1\"\n"), 0o644); err != nil {
@@ -97,7 +90,7 @@ func TestLockForgetScope(t *testing.T) {
 	}
 	t.Chdir(sub)
 
-	code, out, errOut := runLockCmd(t, "lock", "forget-scope", "acme")
+	code, out, errOut := runMur(t, "lock", "forget-scope", "acme")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -117,7 +110,7 @@ func TestLockForgetScope(t *testing.T) {
 
 	// Again: nothing to remove, and the file is left alone.
 	before, _ := os.Stat(lockPath)
-	code, out, _ = runLockCmd(t, "--json", "lock", "forget-scope", "acme")
+	code, out, _ = runMur(t, "--json", "lock", "forget-scope", "acme")
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
@@ -134,7 +127,7 @@ func TestLockForgetScope(t *testing.T) {
 	}
 
 	// --json after the subcommand, with a pin to remove.
-	code, out, _ = runLockCmd(t, "lock", "forget-scope", "beta", "--json")
+	code, out, _ = runMur(t, "lock", "forget-scope", "beta", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
@@ -150,7 +143,7 @@ func TestLockForgetScope(t *testing.T) {
 func TestLockForgetScopeNoProject(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
-	code, out, errOut := runLockCmd(t, "lock", "forget-scope", "acme")
+	code, out, errOut := runMur(t, "lock", "forget-scope", "acme")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -170,7 +163,7 @@ func TestLockForgetScopeRefusals(t *testing.T) {
 		{"lock", "forget-scope", "a", "b"},
 		{"lock", "forget-scope", "Acme"},
 	} {
-		code, _, errOut := runLockCmd(t, args...)
+		code, _, errOut := runMur(t, args...)
 		if code != 2 || !strings.HasPrefix(errOut, "mur: usage: ") {
 			t.Errorf("%q: exit %d, stderr %q", args, code, errOut)
 		}
@@ -180,7 +173,7 @@ func TestLockForgetScopeRefusals(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, lock.FileName), bad, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, _, errOut := runLockCmd(t, "lock", "forget-scope", "acme")
+	code, _, errOut := runMur(t, "lock", "forget-scope", "acme")
 	if code != 1 || !strings.HasPrefix(errOut, "mur: invalid-lock: ") || !strings.Contains(errOut, "lock_version is 2") {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}

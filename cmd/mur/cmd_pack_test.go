@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -13,13 +12,6 @@ import (
 )
 
 var packWasm = append([]byte("\x00asm\x01\x00\x00\x00"), bytes.Repeat([]byte("payload "), 1000)...)
-
-func packRun(t *testing.T, args ...string) (int, string, string) {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
-	return code, stdout.String(), stderr.String()
-}
 
 func packDir(t *testing.T, files map[string]string) string {
 	t.Helper()
@@ -38,7 +30,7 @@ func TestPackReproducibleDigest(t *testing.T) {
 	var results []packResult
 	for _, name := range []string{"one.mur.zip", "two.mur.zip"} {
 		file := filepath.Join(out, name)
-		code, stdout, stderr := packRun(t, "pack", src, "-o", file, "--json")
+		code, stdout, stderr := runMur(t, "pack", src, "-o", file, "--json")
 		if code != 0 {
 			t.Fatalf("mur pack exited %d: %s", code, stderr)
 		}
@@ -65,7 +57,7 @@ func TestPackDefaultOutput(t *testing.T) {
 	src := packDir(t, map[string]string{"murmur.yaml": "name: grep\nversion: 1.2.0\n", "grep.wasm": string(packWasm)})
 	cwd := t.TempDir()
 	t.Chdir(cwd)
-	code, stdout, stderr := packRun(t, "pack", src)
+	code, stdout, stderr := runMur(t, "pack", src)
 	if code != 0 {
 		t.Fatalf("mur pack exited %d: %s", code, stderr)
 	}
@@ -81,7 +73,7 @@ func TestPackBadFolderLeavesNothing(t *testing.T) {
 	src := packDir(t, map[string]string{"murmur.yaml": "name: grep\nversion: 1.2.0\n", "a.wasm": string(packWasm), "b.wasm": string(packWasm)})
 	out := t.TempDir()
 	file := filepath.Join(out, "grep.mur.zip")
-	code, _, stderr := packRun(t, "pack", src, "-o", file)
+	code, _, stderr := runMur(t, "pack", src, "-o", file)
 	if code != 1 || !strings.Contains(stderr, "mur: invalid-artifact: ") || !strings.Contains(stderr, `"a.wasm", "b.wasm"`) {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
@@ -91,7 +83,7 @@ func TestPackBadFolderLeavesNothing(t *testing.T) {
 	}
 	// The same with the default output name, in the current folder.
 	t.Chdir(out)
-	if code, _, _ := packRun(t, "pack", src); code != 1 {
+	if code, _, _ := runMur(t, "pack", src); code != 1 {
 		t.Fatalf("exit %d", code)
 	}
 	if entries, _ := os.ReadDir(out); len(entries) != 0 {
@@ -100,21 +92,21 @@ func TestPackBadFolderLeavesNothing(t *testing.T) {
 }
 
 func TestPackUsage(t *testing.T) {
-	if code, _, stderr := packRun(t, "pack"); code != 2 || !strings.Contains(stderr, "mur: usage:") {
+	if code, _, stderr := runMur(t, "pack"); code != 2 || !strings.Contains(stderr, "mur: usage:") {
 		t.Errorf("no folder: exit %d, %q", code, stderr)
 	}
-	if code, _, stderr := packRun(t, "pack", filepath.Join(t.TempDir(), "missing")); code != 1 || !strings.Contains(stderr, "not-found") {
+	if code, _, stderr := runMur(t, "pack", filepath.Join(t.TempDir(), "missing")); code != 1 || !strings.Contains(stderr, "not-found") {
 		t.Errorf("missing folder: exit %d, %q", code, stderr)
 	}
 	src := packDir(t, map[string]string{"murmur.yaml": "name: grep\nversion: 1.2.0\n", "capsule.wasm": string(packWasm)})
-	if code, _, stderr := packRun(t, "pack", src, "-o", t.TempDir()); code != 2 || !strings.Contains(stderr, "is a folder") {
+	if code, _, stderr := runMur(t, "pack", src, "-o", t.TempDir()); code != 2 || !strings.Contains(stderr, "is a folder") {
 		t.Errorf("output is a folder: exit %d, %q", code, stderr)
 	}
-	if code, _, stderr := packRun(t, "pack", src, "-o", filepath.Join(t.TempDir(), "no", "such", "x.mur.zip")); code != 1 || !strings.Contains(stderr, "mur: io:") {
+	if code, _, stderr := runMur(t, "pack", src, "-o", filepath.Join(t.TempDir(), "no", "such", "x.mur.zip")); code != 1 || !strings.Contains(stderr, "mur: io:") {
 		t.Errorf("output folder missing: exit %d, %q", code, stderr)
 	}
 	noManifest := packDir(t, map[string]string{"capsule.wasm": string(packWasm)})
-	if code, _, stderr := packRun(t, "pack", noManifest); code != 1 || !strings.Contains(stderr, "murmur.yaml does not exist") {
+	if code, _, stderr := runMur(t, "pack", noManifest); code != 1 || !strings.Contains(stderr, "murmur.yaml does not exist") {
 		t.Errorf("no manifest: exit %d, %q", code, stderr)
 	}
 }

@@ -3,8 +3,6 @@ package github
 import (
 	"archive/zip"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"os"
 	"path/filepath"
 	"testing"
@@ -33,7 +31,7 @@ func TestIndexFiles(t *testing.T) {
 		grepFile: {Name: "acme/grep", Version: "1.2.0", Asset: "grep-1.2.0.mur.zip"},
 		findFile: {Name: "acme/find", Version: "0.3.0+b1", Asset: "find-0.3.0+b1.mur.zip"},
 	} {
-		sum, size := fileSum(t, file)
+		sum, size := artifacttest.FileSum(t, file)
 		want.Platform, want.Release, want.Size, want.SHA256 = "linux-x86_64", "v1.2.0", size, sum
 		if got := byName[want.Name]; got != want {
 			t.Errorf("entry %+v, want %+v", got, want)
@@ -109,14 +107,4 @@ func TestIndexFilesRefusals(t *testing.T) {
 			errtest.WantToken(t, err, c.tok, c.mentions...)
 		})
 	}
-}
-
-func fileSum(t *testing.T, path string) (string, int64) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), int64(len(b))
 }

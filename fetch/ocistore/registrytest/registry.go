@@ -55,12 +55,25 @@ func Start(t testing.TB) *Registry {
 
 func start(t testing.TB, bin string) *Registry {
 	t.Helper()
+	r, err := launch(bin, t.TempDir())
+	if err != nil {
+		unavailable(t, err.Error())
+		return nil
+	}
+	t.Cleanup(r.Stop)
+	return r
+}
+
+// Launch runs the real docker-registry with its storage in dir, for callers that are not a
+// test's own goroutine (a script's command, say). The caller stops it.
+func Launch(dir string) (*Registry, error) { return launch(Binary, dir) }
+
+func launch(bin, dir string) (*Registry, error) {
 	if _, err := os.Stat(bin); err != nil {
 		// Elsewhere than Debian the binary may sit on PATH instead.
 		p, lerr := exec.LookPath("docker-registry")
 		if bin != Binary || lerr != nil {
-			unavailable(t, fmt.Sprintf("%s not found (%v)", bin, err))
-			return nil
+			return nil, fmt.Errorf("%s not found (%v)", bin, err)
 		}
 		bin = p
 	}
@@ -68,14 +81,13 @@ func start(t testing.TB, bin string) *Registry {
 	// Picking a free port and handing it to another process races with everything else on the
 	// machine, so a lost race is retried with a new port.
 	for attempt := 0; attempt < 3; attempt++ {
-		r, err := startOnce(t, bin)
+		r, err := startOnce(bin, filepath.Join(dir, fmt.Sprintf("registry-%d", attempt)))
 		if err == nil {
-			return r
+			return r, nil
 		}
 		lastErr = err
 	}
-	unavailable(t, lastErr.Error())
-	return nil
+	return nil, lastErr
 }
 
 func unavailable(t testing.TB, why string) {
@@ -88,12 +100,14 @@ func unavailable(t testing.TB, why string) {
 	t.Skip(msg)
 }
 
-func startOnce(t testing.TB, bin string) (*Registry, error) {
+func startOnce(bin, dir string) (*Registry, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	dir := t.TempDir()
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	config := fmt.Sprintf(`version: 0.1
 log:
@@ -150,9 +164,7 @@ http:
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	r := &Registry{addr: addr, stop: kill}
-	t.Cleanup(r.Stop)
-	return r, nil
+	return &Registry{addr: addr, stop: kill}, nil
 }
 
 func freePort() (int, error) {

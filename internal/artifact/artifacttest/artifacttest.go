@@ -4,7 +4,9 @@ package artifacttest
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -99,9 +101,21 @@ func Zip(name, version string, wasm []byte) []byte {
 // publisher gives it, and returns that path.
 func File(t testing.TB, dir, name, version string, wasm []byte) string {
 	t.Helper()
-	out := filepath.Join(dir, name+"-"+version+".mur.zip")
+	out := filepath.Join(dir, artifact.FileName(name, version))
 	if err := os.WriteFile(out, Zip(name, version, wasm), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// FileSum is the SHA-256 (lowercase hex) and size of the file at path, computed here rather than
+// by the code under test, so that tests check mur's digests against an independent one.
+func FileSum(t testing.TB, path string) (string, int64) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), int64(len(b))
 }
