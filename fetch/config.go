@@ -211,8 +211,8 @@ func validateOCI(rest string) error {
 type configFile struct {
 	stores    []string
 	plainHTTP map[string]bool
-	sources  map[string]string
-	warnings []string
+	sources   map[string]string
+	warnings  []string
 }
 
 func readConfigFile(path, baseDir string) (*configFile, error) {
