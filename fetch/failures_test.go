@@ -15,7 +15,9 @@ import (
 // downSource is a source whose host can't be reached, as GitHub is for a machine without DNS.
 type downSource struct{}
 
-func (downSource) Label(scope string) (string, bool) { return "github:" + scope + "/murmur-artifacts", true }
+func (downSource) Label(scope string) (string, bool) {
+	return "github:" + scope + "/murmur-artifacts", true
+}
 func (downSource) Fetch(context.Context, ref.Name, string, string, *lock.ScopePin, fetch.Scratch) (fetch.Sourced, error) {
 	return fetch.Sourced{}, errs.New(errs.Network, "can't reach api.github.com: dial tcp: lookup api.github.com: no such host")
 }

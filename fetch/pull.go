@@ -76,9 +76,9 @@ const (
 	PhaseFetch   Phase = "fetch"     // bytes are arriving
 	PhaseVerify  Phase = "verifying" // checking the payload, committing it, pinning and staging
 	PhaseCompile Phase = "compiling" // precompiling the wasm payload
-	PhaseDone   Phase = "done"   // fetched, checked, committed, pinned and staged
-	PhaseCached Phase = "cached" // the CAS held it; nothing was fetched
-	PhaseFailed Phase = "failed" // it changed nothing
+	PhaseDone    Phase = "done"      // fetched, checked, committed, pinned and staged
+	PhaseCached  Phase = "cached"    // the CAS held it; nothing was fetched
+	PhaseFailed  Phase = "failed"    // it changed nothing
 )
 
 // Event reports progress. Bytes and Total count payload bytes; Total is -1 when unknown.
