@@ -73,9 +73,9 @@ mur cache export --lock a/murmur.lock --lock b/murmur.lock -o ci.tar.zst`,
 
 func cacheImportCmd() *command {
 	return &command{
-		name:  "import",
-		args:  "bundle.tar.zst",
-		short: "verify and admit the blobs of a bundle",
+		name:     "import",
+		args:     "bundle.tar.zst",
+		short:    "verify and admit the blobs of a bundle",
 		examples: `mur cache import bundle.tar.zst`,
 		run: func(e *env, args []string) error {
 			if len(args) != 1 {

@@ -133,7 +133,7 @@ func TestEmptyLists(t *testing.T) {
 
 func TestVersionFromBuildInfo(t *testing.T) {
 	bi := &debug.BuildInfo{Main: debug.Module{Path: "github.com/murmur-nexus/mur", Version: "v1.4.0"},
-		Deps: []*debug.Module{{Path: "github.com/tetratelabs/wazero", Version: "v1.12.0"}},
+		Deps:     []*debug.Module{{Path: "github.com/tetratelabs/wazero", Version: "v1.12.0"}},
 		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.modified", Value: "true"}, {Key: "vcs.time", Value: "2026-01-02T03:04:05Z"}}}
 	v := readBuildVersion(bi, true)
 	if got := v.String(); !strings.HasPrefix(got, "mur v1.4.0 (0123456789ab, modified, 2026-01-02T03:04:05Z), go") || !strings.Contains(got, "wazero v1.12.0") {

@@ -109,9 +109,9 @@ type command struct {
 	short    string // one line for `mur help`
 	long     string // extra paragraphs for `mur COMMAND --help`
 	examples string // the Examples section of `mur COMMAND --help`, one command a line
-	flags func(fs *pflag.FlagSet)
-	run   func(e *env, args []string) error
-	subs  []*command
+	flags    func(fs *pflag.FlagSet)
+	run      func(e *env, args []string) error
+	subs     []*command
 	// passThrough stops flag parsing at the first positional argument, so that flags after it
 	// belong to someone else (the guest, for `mur run`).
 	passThrough bool
