@@ -157,7 +157,9 @@ func (p *progress) text(l *artifactLine, now time.Time, width int) string {
 	}
 	nw := p.nameWidth(width)
 	if len(name) > nw {
-		name = name[:max(nw-1, 1)] + "…"
+		// The name's end tells tools of one scope apart; its start says the scope.
+		head := (nw - 1) / 3
+		name = name[:head] + "…" + name[len(name)-(nw-1-head):]
 	}
 	line := fmt.Sprintf("%-*s  %s", nw, name, status)
 	return p.paint(l.phase, cut(line, width))
@@ -275,20 +277,19 @@ func (p *progress) finish(err error) {
 		return
 	}
 	verb := map[string]string{"pull": "fetched", "warm": "fetched", "push": "pushed"}[p.verb]
-	parts := []string{fmt.Sprintf("%s %s", verb, plural(fetched, "artifact"))}
+	var parts []string
 	if fetched > 0 {
-		parts[0] += fmt.Sprintf(" (%s)", humanBytes(bytes))
+		parts = append(parts, fmt.Sprintf("%d %s (%s)", fetched, verb, humanBytes(bytes)))
 	}
-	if cached > 0 {
-		parts = append(parts, fmt.Sprintf("%d cached", cached))
+	for _, c := range []struct {
+		n    int
+		what string
+	}{{cached, "cached"}, {failed, "failed"}, {other, "stopped"}} {
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.what))
+		}
 	}
-	if failed > 0 {
-		parts = append(parts, fmt.Sprintf("%d failed", failed))
-	}
-	if other > 0 {
-		parts = append(parts, fmt.Sprintf("%d stopped", other))
-	}
-	fmt.Fprintf(p.w, "%s: %s in %s\n", p.verb, strings.Join(parts, ", "), now.Sub(p.started).Round(time.Millisecond))
+	fmt.Fprintf(p.w, "%s: %s: %s in %s\n", p.verb, plural(len(p.lines), "artifact"), strings.Join(parts, ", "), now.Sub(p.started).Round(time.Millisecond))
 }
 
 // interrupted says, for the interrupted: message, which artifacts had finished (and so stay

@@ -25,6 +25,7 @@ func TestScripts(t *testing.T) {
 		Dir:                 filepath.Join("..", "testdata", "script"),
 		RequireExplicitExec: true,
 		Cmds:                scriptCmds,
+		Condition:           scriptCondition,
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("PATH", bin+string(os.PathListSeparator)+env.Getenv("PATH"))
 			env.Setenv("MURMUR_HOME", filepath.Join(env.WorkDir, "home"))
