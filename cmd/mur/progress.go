@@ -313,7 +313,11 @@ func (p *progress) interrupted() string {
 	sort.Strings(inflight)
 	var parts []string
 	if len(inflight) > 0 {
-		parts = append(parts, strings.Join(inflight, ", ")+" was stopped and changed nothing")
+		verb := " was"
+		if len(inflight) > 1 {
+			verb = " were"
+		}
+		parts = append(parts, strings.Join(inflight, ", ")+verb+" stopped and changed nothing")
 	} else {
 		parts = append(parts, "nothing was in flight")
 	}

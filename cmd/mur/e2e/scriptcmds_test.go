@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -134,8 +135,9 @@ func cmdHostProxy(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Setenv("no_proxy", "")
 }
 
-// throttle VAR ADDR BYTES_PER_SEC: a registry proxy in front of ADDR whose blob bodies trickle,
-// so that a script can interrupt a pull in the middle; $VAR is its host:port.
+// throttle VAR ADDR BYTES_PER_SEC: a registry proxy in front of ADDR whose blob bodies over 2 MiB
+// trickle, so that a script can interrupt a pull in the middle of a large blob while small ones
+// finish; $VAR is its host:port.
 func cmdThrottle(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 3 {
 		ts.Fatalf("usage: throttle VAR ADDR BYTES_PER_SEC")
@@ -148,7 +150,7 @@ func cmdThrottle(ts *testscript.TestScript, neg bool, args []string) {
 	rp.FlushInterval = -1
 	rp.ErrorLog = log.New(io.Discard, "", 0)
 	rp.ModifyResponse = func(r *http.Response) error {
-		if strings.Contains(r.Request.URL.Path, "/blobs/") && r.Request.Method == http.MethodGet {
+		if strings.Contains(r.Request.URL.Path, "/blobs/") && r.Request.Method == http.MethodGet && r.ContentLength > 2<<20 {
 			r.Body = &slowBody{r: r.Body, rate: rate}
 		}
 		return nil
@@ -182,8 +184,9 @@ func cmdBigGuest(ts *testscript.TestScript, neg bool, args []string) {
 	mib, err := strconv.Atoi(args[1])
 	ts.Check(err)
 	data := make([]byte, mib<<20)
+	r := rand.New(rand.NewPCG(uint64(mib), 7))
 	for i := range data {
-		data[i] = byte(i*7 + i>>11) // incompressible enough that the zip stays large
+		data[i] = byte(r.Uint32()) // incompressible, so the zip stays large
 	}
 	leb := func(n int) []byte {
 		var out []byte
