@@ -80,8 +80,7 @@ func runPull(e *env, f *pullFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	pr := newProgress(e.stderr, e.g.quiet || e.g.json, "pull")
-	e.interrupted = pr.interrupted
+	pr := newProgress(e.stderr, e.g.quiet || e.g.json, "pull").watch(e)
 	puller := &fetch.Puller{
 		CAS: store, Stores: append(files, stores...), Source: p.source(), Offline: e.Offline(),
 		Platform: f.platform, Jobs: f.jobs, Events: pr.event,

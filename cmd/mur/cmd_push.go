@@ -94,8 +94,7 @@ mur push grep-1.2.0.mur.zip --scope acme --plain-http --store oci://registry:500
 			if err != nil {
 				return err
 			}
-			pr := newProgress(e.stderr, e.g.quiet || e.g.json, "push")
-			e.interrupted = pr.interrupted
+			pr := newProgress(e.stderr, e.g.quiet || e.g.json, "push").watch(e)
 			err = fetch.Publish(e.ctx, countingStore{Store: dst, name: item.Desc.Name.String(), p: pr}, item)
 			pr.finish(err)
 			if err != nil {

@@ -58,9 +58,8 @@ mur warm --store oci://registry.internal:5000/murmur`,
 			}
 			// Warm is quiet when everything is warm: an artifact gets a line only once it is
 			// being fetched.
-			pr := newProgress(e.stderr, e.g.quiet || e.g.json, "warm")
+			pr := newProgress(e.stderr, e.g.quiet || e.g.json, "warm").watch(e)
 			pr.hide[fetch.PhaseResolve], pr.hide[fetch.PhaseCached] = true, true
-			e.interrupted = pr.interrupted
 			in := fetch.WarmInput{
 				Project: p.Project, Lock: l, Platform: platform,
 				From:   func(name string) ([]string, error) { return p.installFrom(name, nil) },

@@ -33,6 +33,8 @@ type progress struct {
 	last    time.Time
 	started time.Time
 	now     func() time.Time
+	// stopped reports whether Ctrl-C came, so that what fails after it reads "stopped".
+	stopped func() bool
 }
 
 // artifactLine is the state of one artifact's line.
@@ -56,6 +58,14 @@ func newProgress(w io.Writer, quiet bool, verb string) *progress {
 		p.color = os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
 	}
 	p.started = p.now()
+	return p
+}
+
+// watch makes failures after ctx ends read "stopped": they are the interrupt's, not the
+// artifact's.
+func (p *progress) watch(e *env) *progress {
+	p.stopped = func() bool { return e.ctx.Err() != nil }
+	e.interrupted = p.interrupted
 	return p
 }
 
@@ -202,6 +212,9 @@ func (p *progress) status(l *artifactLine, now time.Time, width int) string {
 	case fetch.PhaseCached:
 		return "cached " + humanBytes(l.bytes)
 	case fetch.PhaseFailed:
+		if p.stopped != nil && p.stopped() {
+			return "stopped"
+		}
 		return "failed"
 	}
 	return string(l.phase)
@@ -268,6 +281,10 @@ func (p *progress) finish(err error) {
 		case fetch.PhaseCached:
 			cached++
 		case fetch.PhaseFailed:
+			if p.stopped != nil && p.stopped() {
+				other++
+				continue
+			}
 			failed++
 		default:
 			other++

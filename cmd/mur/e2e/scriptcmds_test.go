@@ -237,7 +237,9 @@ func cmdInterrupt(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(cmd.Start())
 	var stderr bytes.Buffer
 	matched := make(chan struct{})
+	scanned := make(chan struct{}) // stderr is at EOF: the process closed it
 	go func() {
+		defer close(scanned)
 		sc := bufio.NewScanner(pipe)
 		once := false
 		for sc.Scan() {
@@ -260,15 +262,13 @@ func cmdInterrupt(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("%s never printed a line matching %q", args[1], args[0])
 	}
 	ts.Check(cmd.Process.Signal(syscall.SIGINT))
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var werr error
 	select {
-	case werr = <-done:
+	case <-scanned:
 	case <-time.After(30 * time.Second):
 		cmd.Process.Kill()
 		ts.Fatalf("%s did not stop after SIGINT", args[1])
 	}
+	werr := cmd.Wait()
 	fmt.Fprint(ts.Stdout(), stdout.String())
 	fmt.Fprint(ts.Stderr(), stderr.String())
 	var ee *exec.ExitError
