@@ -63,15 +63,18 @@ func scriptCondition(cond string) (bool, error) {
 	return true, nil
 }
 
-// hostproxy HOST: routes the script's HTTP(S) through a proxy that sends HOST:PORT to
+// hostproxy VAR HOST ADDR: routes the script's HTTP(S) through a proxy that sends HOST:PORT to
 // 127.0.0.1:PORT, the way an /etc/hosts entry or docker compose's DNS would, on any machine and
-// without root. Each request it forwards is logged to $WORK/proxy.log, as "GET http://…" for
-// plain HTTP and "CONNECT host:port" for HTTPS.
+// without root; $VAR is HOST with ADDR's port. Each request it forwards is logged to
+// $WORK/proxy.log, as "GET http://…" for plain HTTP and "CONNECT host:port" for HTTPS.
 func cmdHostProxy(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 1 {
-		ts.Fatalf("usage: hostproxy HOST")
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: hostproxy VAR HOST ADDR")
 	}
-	alias := args[0]
+	alias := args[1]
+	_, port, err := net.SplitHostPort(args[2])
+	ts.Check(err)
+	ts.Setenv(args[0], net.JoinHostPort(alias, port))
 	logPath := ts.MkAbs("proxy.log")
 	var mu sync.Mutex
 	logLine := func(s string) {
