@@ -28,7 +28,9 @@ func (s *registryStore) diagnose(err error, what string) error {
 	}
 	msg := err.Error()
 	switch {
-	case strings.Contains(msg, "server gave HTTP response to HTTPS client"):
+	case strings.Contains(msg, "server gave HTTP response to HTTPS client") && !isLoopback(hostOnly(s.host)):
+		// (On loopback go-containerregistry falls back to plain HTTP, so the HTTPS attempt's
+		// failure is expected there and the other attempt's answer is the one that counts.)
 		return errs.Wrap(err, errs.Network, "%s: the registry at %s speaks plain HTTP, and mur speaks HTTPS to every host but loopback unless told otherwise; if plain HTTP is intended (a registry on a private network), give --plain-http or write the store as {url: %s, plain_http: true} in config.yaml", what, s.host, s.addr)
 	case strings.Contains(msg, "HTTP request to an HTTPS server"):
 		return errs.Wrap(err, errs.Network, "%s: the registry at %s speaks HTTPS, and this store is set to plain HTTP; drop --plain-http or plain_http: true for it", what, s.host)

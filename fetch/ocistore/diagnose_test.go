@@ -94,6 +94,21 @@ func TestPlainHTTPAgainstHTTPS(t *testing.T) {
 	errtest.WantToken(t, err, errs.Network, "speaks HTTPS", "drop --plain-http")
 }
 
+func TestServerMessagesOnOneLine(t *testing.T) {
+	r := registrytest.StartInProcess(t, func(http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusTeapot)
+			io.WriteString(w, "I am a teapot\n  and this is\n")
+		})
+	})
+	s := open(t, "oci://"+r.Addr()+"/murmur", ocistore.Options{Retries: -1})
+	_, err := s.Resolve(context.Background(), grep, "1.2.0", "any")
+	errtest.WantToken(t, err, errs.Network, "HTTP 418", "I am a teapot and this is")
+	if strings.Contains(errs.Message(err), "\n") {
+		t.Fatalf("a server's message spreads over lines: %q", errs.Message(err))
+	}
+}
+
 func TestCredentialFailuresNameTheirFile(t *testing.T) {
 	r := registrytest.StartInProcess(t, nil)
 	home := t.TempDir()

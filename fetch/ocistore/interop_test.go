@@ -106,6 +106,14 @@ func TestForeignIndexPlatformField(t *testing.T) {
 	if err != nil || got.Platform != "linux-aarch64" || got.Digest != digest.FromBytes(arm) {
 		t.Fatalf("linux-aarch64 = %+v, %v", got, err)
 	}
+	// An OCI platform mur has no tag for is refused, naming it.
+	winRaw := orasManifest(amd, nil)
+	win, _ := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": []any{map[string]any{
+		"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": digest.FromBytes(winRaw).String(), "size": len(winRaw),
+		"platform": map[string]string{"os": "windows", "architecture": "amd64"}}}})
+	r.PutManifest(t, "murmur/acme/grep", "9.0.0", win, "application/vnd.oci.image.index.v1+json")
+	_, err = s.Resolve(context.Background(), grep, "9.0.0", "any")
+	errtest.WantToken(t, err, errs.Integrity, "OCI platform windows/amd64, which mur has no platform tag for")
 	// Neither child is for darwin, and none is "any": the message names what is there.
 	_, err = s.Resolve(context.Background(), grep, "1.2.0", "darwin-aarch64")
 	errtest.WantToken(t, err, errs.NotFound, "platforms linux-x86_64, linux-aarch64 but not for darwin-aarch64")
@@ -157,25 +165,27 @@ func TestLayoutRefConventions(t *testing.T) {
 	s := open(t, "oci-layout:"+dir, ocistore.Options{})
 	named, anonymous, scoped := payload(200, 80), payload(200, 81), payload(200, 82)
 	// A bare tag whose manifest names the artifact, as oras push --oci-layout DIR:1.2.0 -a ... writes it.
-	orasLayout(t, dir, "1.2.0", named, map[string]string{"dev.murmur.artifact.name": "acme/grep"})
+	orasLayout(t, dir, "2.0.0", named, map[string]string{"dev.murmur.artifact.name": "acme/grep"})
 	// A bare tag whose manifest says nothing: it could be anything, so it answers for nothing.
 	orasLayout(t, dir, "1.3.0", anonymous, nil)
 	// mur's own convention, as oras --oci-layout-path DIR acme/grep:1.4.0 writes it.
 	orasLayout(t, dir, "acme/grep:1.4.0", scoped, nil)
 
-	if got, err := s.Resolve(context.Background(), grep, "1.2.0", "any"); err != nil || got.Digest != digest.FromBytes(named) {
+	if got, err := s.Resolve(context.Background(), grep, "2.0.0", "any"); err != nil || got.Digest != digest.FromBytes(named) {
 		t.Fatalf("bare tag named by its manifest: %+v, %v", got, err)
 	}
 	if got, err := s.Resolve(context.Background(), grep, "1.4.0", "any"); err != nil || got.Digest != digest.FromBytes(scoped) || got.Version != "1.4.0" {
 		t.Fatalf("scope/name:version: %+v, %v", got, err)
 	}
-	if got, err := s.Resolve(context.Background(), grep, "latest", "any"); err != nil || got.Version != "1.4.0" {
+	// The bare tag counts among the versions latest picks from.
+	if got, err := s.Resolve(context.Background(), grep, "latest", "any"); err != nil || got.Version != "2.0.0" {
 		t.Fatalf("latest: %+v, %v", got, err)
 	}
+	orasLayout(t, dir, "", payload(200, 83), nil) // what crane pull --format oci writes: no ref name
 	_, err := s.Resolve(context.Background(), grep, "1.3.0", "any")
-	errtest.WantToken(t, err, errs.NotFound, "the refs 1.2.0, 1.3.0, acme/grep:1.4.0")
+	errtest.WantToken(t, err, errs.NotFound, "the refs 1.3.0, 2.0.0, acme/grep:1.4.0 (and 1 entry without org.opencontainers.image.ref.name")
 	// Another artifact's bare tag is not this one's.
-	_, err = s.Resolve(context.Background(), sed, "1.2.0", "any")
+	_, err = s.Resolve(context.Background(), sed, "2.0.0", "any")
 	errtest.WantToken(t, err, errs.NotFound, "the refs")
 }
 

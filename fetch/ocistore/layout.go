@@ -180,7 +180,11 @@ func (idx layoutIndex) refsHeld() string {
 		out = "the refs " + strings.Join(refs, ", ")
 	}
 	if unnamed > 0 {
-		out += fmt.Sprintf(" (and %d entries without %s, which only a digest can address)", unnamed, AnnotationRefName)
+		what := "entries"
+		if unnamed == 1 {
+			what = "entry"
+		}
+		out += fmt.Sprintf(" (and %d %s without %s, which only a digest can address)", unnamed, what, AnnotationRefName)
 	}
 	return out
 }

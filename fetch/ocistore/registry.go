@@ -49,7 +49,7 @@ func openRegistry(addr string, opt Options) (fetch.Store, error) {
 		return nil, bad("the registry host is missing")
 	}
 	var nameOpts []name.Option
-	if isLoopback(hostOnly(host)) || opt.PlainHTTP {
+	if isLoopback(hostOnly(host)) {
 		nameOpts = append(nameOpts, name.Insecure)
 	}
 	sample := host + "/" + strings.TrimPrefix(prefix+"/scope/name", "/")
