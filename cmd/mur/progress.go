@@ -319,9 +319,6 @@ func (p *progress) interrupted() string {
 		switch l.phase {
 		case fetch.PhaseDone, fetch.PhaseCached:
 			done = append(done, l.name)
-		case fetch.PhaseCompile:
-			// Pinned and staged before compiling; mur run compiles what was not.
-			done = append(done, l.name+" (not compiled)")
 		default:
 			inflight = append(inflight, l.name)
 		}

@@ -178,14 +178,20 @@ func cmdTLSRegistry(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Setenv(args[0], strings.TrimPrefix(srv.URL, "https://"))
 }
 
-// bigguest DIR MIB: writes DIR/capsule.wasm, a valid module carrying MIB MiB in a custom
-// section, and DIR/murmur.yaml naming it big 1.0.0: a payload large enough to interrupt.
+// bigguest DIR MIB [FUNCS]: writes DIR/capsule.wasm, a valid module carrying MIB MiB in a
+// custom section (a payload large enough to interrupt its download) and FUNCS functions (enough
+// code to keep a compile busy), and DIR/murmur.yaml naming it big 1.0.0.
 func cmdBigGuest(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 2 {
-		ts.Fatalf("usage: bigguest DIR MIB")
+	if neg || len(args) < 2 || len(args) > 3 {
+		ts.Fatalf("usage: bigguest DIR MIB [FUNCS]")
 	}
 	mib, err := strconv.Atoi(args[1])
 	ts.Check(err)
+	funcs := 0
+	if len(args) == 3 {
+		funcs, err = strconv.Atoi(args[2])
+		ts.Check(err)
+	}
 	data := make([]byte, mib<<20)
 	r := rand.New(rand.NewPCG(uint64(mib), 7))
 	for i := range data {
@@ -203,9 +209,32 @@ func cmdBigGuest(ts *testscript.TestScript, neg bool, args []string) {
 			return append(out, b)
 		}
 	}
-	section := append(append(leb(1), 'x'), data...)
-	mod := append([]byte("\x00asm\x01\x00\x00\x00\x00"), leb(len(section))...)
-	mod = append(mod, section...)
+	sectionOf := func(id byte, body []byte) []byte {
+		return append(append([]byte{id}, leb(len(body))...), body...)
+	}
+	mod := []byte("\x00asm\x01\x00\x00\x00")
+	if funcs > 0 {
+		mod = append(mod, sectionOf(1, []byte{1, 0x60, 0, 0})...) // one type: () -> ()
+		fn := leb(funcs)
+		for i := 0; i < funcs; i++ {
+			fn = append(fn, 0)
+		}
+		mod = append(mod, sectionOf(3, fn)...)
+		var body []byte
+		body = append(body, 0) // no locals
+		for i := 0; i < 40; i++ {
+			body = append(body, 0x41, byte(i&0x3f), 0x41, 1, 0x6a, 0x1a) // i32.const, i32.const, i32.add, drop
+		}
+		body = append(body, 0x0b)
+		code := leb(funcs)
+		for i := 0; i < funcs; i++ {
+			code = append(append(code, leb(len(body))...), body...)
+		}
+		mod = append(mod, sectionOf(10, code)...)
+	}
+	if mib > 0 {
+		mod = append(mod, sectionOf(0, append(append(leb(1), 'x'), data...))...)
+	}
 	dir := ts.MkAbs(args[0])
 	ts.Check(os.MkdirAll(dir, 0o755))
 	ts.Check(os.WriteFile(filepath.Join(dir, "capsule.wasm"), mod, 0o644))
