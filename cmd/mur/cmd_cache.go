@@ -21,7 +21,10 @@ import (
 )
 
 func cacheCmd() *command {
-	return &command{name: "cache", short: "inspect and keep the content-addressed store", subs: []*command{
+	return &command{name: "cache", short: "inspect and keep the content-addressed store", examples: `mur cache ls
+mur cache records --digest sha256:3f…
+mur cache gc --keep murmur.lock --older-than 720h --dry-run
+mur cache export --lock murmur.lock -o bundle.tar.zst`, subs: []*command{
 		cacheLsCmd(),
 		cacheVerifyCmd(),
 		cacheGCCmd(),
@@ -55,6 +58,8 @@ type cacheEntry struct {
 
 func cacheLsCmd() *command {
 	return &command{name: "ls", short: "list blobs with their size, last use and the names they were pulled as",
+		examples: `mur cache ls
+mur cache ls --json`,
 		run: func(e *env, args []string) error {
 			if err := noArgs("ls", args); err != nil {
 				return err
@@ -77,7 +82,9 @@ func cacheLsCmd() *command {
 				out = append(out, cacheEntry{BlobInfo: b, Names: names[b.Digest]})
 			}
 			if e.g.json {
-				return e.JSON(out)
+				return e.JSON(struct {
+					Blobs []cacheEntry `json:"blobs"`
+				}{out})
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "DIGEST\tSIZE\tLAST USE\tNAMES")
@@ -124,6 +131,8 @@ func namesByDigest(recs []cas.Record) map[digest.Digest][]string {
 
 func cacheVerifyCmd() *command {
 	return &command{name: "verify", short: "re-hash every blob on every core; damaged ones go to quarantine",
+		examples: `mur cache verify
+mur cache verify --json`,
 		run: func(e *env, args []string) error {
 			if err := noArgs("verify", args); err != nil {
 				return err
@@ -137,10 +146,12 @@ func cacheVerifyCmd() *command {
 			if err != nil {
 				return err
 			}
+			var failure error
+			if n := len(rep.Damaged); n > 0 {
+				failure = errs.New(errs.Integrity, "%s in %s were damaged and moved to quarantine; run 'mur pull' or 'mur warm' in your projects to fetch them again", plural(n, "file"), s.Root())
+			}
 			if e.g.json {
-				if err := e.JSON(rep); err != nil {
-					return err
-				}
+				return jsonThen(e, rep, failure)
 			} else {
 				for _, d := range rep.Damaged {
 					what := string(d.Digest)
@@ -154,11 +165,8 @@ func cacheVerifyCmd() *command {
 					fmt.Fprintln(e.stdout, line)
 				}
 			}
-			e.Progress("checked %d blobs, %s in %s", rep.Checked, humanBytes(rep.Bytes), time.Since(start).Round(time.Millisecond))
-			if n := len(rep.Damaged); n > 0 {
-				return errs.New(errs.Integrity, "%d of the files in %s were damaged and moved to quarantine; run 'mur pull' or 'mur warm' in your projects to fetch them again", n, s.Root())
-			}
-			return nil
+			e.Progress("checked %s, %s in %s", plural(rep.Checked, "blob"), humanBytes(rep.Bytes), time.Since(start).Round(time.Millisecond))
+			return failure
 		}}
 }
 
@@ -171,6 +179,9 @@ func cacheGCCmd() *command {
 	return &command{name: "gc", short: "remove leftovers of killed ingests and blobs no lock keeps that were not used lately",
 		long: `A blob is removed when no lock given with --keep pins it and it was not used for --older-than.
 Temporary files that ingests killed mid-way left in ingest/ are removed once no process holds them.`,
+		examples: `mur cache gc --keep murmur.lock
+mur cache gc --keep a/murmur.lock --keep b/murmur.lock --older-than 168h
+mur cache gc --older-than 0s --dry-run`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringArrayVar(&keep, "keep", nil, "keep every blob this murmur.lock pins (repeatable)")
 			fs.DurationVar(&olderThan, "older-than", 720*time.Hour, "remove blobs unused for at least this long")
@@ -225,7 +236,7 @@ Temporary files that ingests killed mid-way left in ingest/ are removed once no 
 			for _, p := range payloads {
 				fmt.Fprintf(e.stdout, "%s kept payload %s\n", verb, p)
 			}
-			e.Progress("%s %d blobs and %d leftovers, %s; %d blobs kept", verb, len(rep.Blobs), len(rep.Ingest)+len(rep.Quarantine), humanBytes(rep.Freed), rep.Kept)
+			e.Progress("%s %s and %s, %s; %s kept", verb, plural(len(rep.Blobs), "blob"), plural(len(rep.Ingest)+len(rep.Quarantine), "leftover"), humanBytes(rep.Freed), plural(rep.Kept, "blob"))
 			return nil
 		}}
 }
@@ -261,6 +272,11 @@ func unwrapPath(err error) error {
 func cacheRecordsCmd() *command {
 	var only string
 	return &command{name: "records", short: "show the pull records: what came from where, when",
+		long: `The table shows each pull's outcome: pulled, cache-hit, or failed with the error's token
+(failed: not-found). --json has the whole error, as {"token", "message"}.`,
+		examples: `mur cache records
+mur cache records --digest sha256:3f…
+mur cache records --json`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&only, "digest", "", "show only the records of this digest (sha256:<hex>)")
 		},
@@ -285,7 +301,13 @@ func cacheRecordsCmd() *command {
 				return err
 			}
 			if e.g.json {
-				return e.JSON(recs)
+				out := make([]recordJSON, len(recs))
+				for i, r := range recs {
+					out[i] = recordJSON{Record: r, Error: recordError(r.Error)}
+				}
+				return e.JSON(struct {
+					Records []recordJSON `json:"records"`
+				}{out})
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "TIME\tOUTCOME\tREF\tDIGEST\tSIZE\tSOURCE")
@@ -299,13 +321,31 @@ func cacheRecordsCmd() *command {
 					d = "-"
 				}
 				outcome := string(r.Outcome)
-				if r.Error != "" {
-					outcome += ": " + r.Error
+				if je := recordError(r.Error); je != nil {
+					outcome += ": " + string(je.Token)
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Time.Local().Format(time.RFC3339), outcome, r.Ref, d, humanBytes(r.Size), strings.TrimSpace(src))
 			}
 			return tw.Flush()
 		}}
+}
+
+// recordJSON is a pull record in --json, its error as {"token", "message"}.
+type recordJSON struct {
+	cas.Record
+	Error *jsonError `json:"error"`
+}
+
+// recordError splits a record's error, written as "token: sentence", back into its parts.
+func recordError(s string) *jsonError {
+	if s == "" {
+		return nil
+	}
+	tok, msg, ok := strings.Cut(s, ": ")
+	if !ok || tok == "" || strings.Trim(tok, "abcdefghijklmnopqrstuvwxyz-") != "" {
+		return &jsonError{Token: errs.Internal, Message: s}
+	}
+	return &jsonError{Token: errs.Token(tok), Message: msg}
 }
 
 // parseDigestArg accepts sha256:<hex>, or the bare hex that murmur.lock shows.
@@ -318,6 +358,8 @@ func parseDigestArg(s string) (digest.Digest, error) {
 
 func cachePathCmd() *command {
 	return &command{name: "path", short: "print the folder of the content-addressed store",
+		examples: `mur cache path
+du -sh "$(mur cache path)"`,
 		run: func(e *env, args []string) error {
 			if err := noArgs("path", args); err != nil {
 				return err

@@ -27,7 +27,12 @@ func runCmd() *command {
 		long: `Runs the payload pinned in murmur.lock, loaded from the CAS and verified, with exactly the
 preopens the capsule grants. Flags after ARTIFACT belong to the guest. Exit status: the guest's
 own, 124 on timeout, 125 when mur fails, 126 when the payload can't be executed, 127 when the
-artifact is not pulled. --explain-scope prints the grants and changes nothing.`,
+artifact is not pulled, 2 for a usage error. --explain-scope prints the grants and changes nothing.`,
+		examples: `mur run grep -- --help
+mur run acme/grep -- -n TODO src/
+mur run --timeout 30s --workdir ./data acme/grep -- pattern
+mur run --explain-scope acme/grep
+mur run --explain-scope --json grep`,
 		passThrough: true,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&workdir, "workdir", "", "the guest's workdir (default workdir/ beside murmur.yaml)")
@@ -38,6 +43,9 @@ artifact is not pulled. --explain-scope prints the grants and changes nothing.`,
 			if len(args) == 0 {
 				return usagef("mur run needs an ARTIFACT, e.g. 'mur run acme/grep -- --help'")
 			}
+			if err := checkArtifactArg(args[0]); err != nil {
+				return err
+			}
 			if len(args) > 1 && args[1] == "--" {
 				args = append(args[:1], args[2:]...)
 			}
@@ -47,7 +55,12 @@ artifact is not pulled. --explain-scope prints the grants and changes nothing.`,
 }
 
 func runArtifact(e *env, artifact string, guestArgs []string, workdir string, timeout time.Duration, explain bool) error {
-	fail := func(code int, err error) error { return &exitCode{code: code, err: err} }
+	fail := func(code int, err error) error {
+		if errs.TokenOf(err) == errs.Usage {
+			code = 2 // usage errors exit 2 under every command
+		}
+		return &exitCode{code: code, err: err}
+	}
 	p, l, err := e.openLocked()
 	if err != nil {
 		return fail(sandbox.StatusRunnerFailed, err)
