@@ -59,9 +59,6 @@ func StagedDir(proj Project, name ref.Name) string {
 // They are copies, never links to the CAS, so that editing them can't damage a blob. The folder
 // is replaced whole: a reader sees the old set of files or the new one.
 func Stage(proj Project, store *cas.Store, name ref.Name, d digest.Digest) (string, error) {
-	if err := checkStageDirs(proj, name); err != nil {
-		return "", err
-	}
 	dir := StagedDir(proj, name)
 	if isStaged(dir, d) {
 		return dir, nil
@@ -294,11 +291,12 @@ func checksumFile(path string) (string, error) {
 // would be renaming and removing outside the project.
 func checkStageDirs(proj Project, name ref.Name) error {
 	scopeDir := filepath.Join(proj.ToolsDir(), name.Scope)
-	for _, p := range []string{proj.ToolsDir(), scopeDir, filepath.Join(scopeDir, "."+name.Name+".lock"), filepath.Join(scopeDir, name.Name)} {
+	for i, p := range []string{proj.ToolsDir(), scopeDir, filepath.Join(scopeDir, "."+name.Name+".lock"), filepath.Join(scopeDir, name.Name)} {
+		folder := i < 2 // staging makes these, and only moves the others aside
 		fi, err := os.Lstat(p)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			if p == proj.ToolsDir() || p == scopeDir {
+			if folder {
 				return nil // nothing below a missing folder exists either
 			}
 		case err != nil:
@@ -306,16 +304,9 @@ func checkStageDirs(proj Project, name ref.Name) error {
 		case fi.Mode()&fs.ModeSymlink != 0:
 			target, _ := os.Readlink(p)
 			return errs.New(errs.Denied, "%s is a symlink to %s, and mur stages tools only into real folders inside the project, so it changed nothing there; remove the symlink (its target is untouched) and run again", p, target)
-		case !fi.IsDir() && filepath.Ext(p) != ".lock":
-			return errs.New(errs.Denied, "%s is a %s, not a folder; move it away and run again", p, fileKind(fi.Mode()))
+		case folder && !fi.IsDir():
+			return errs.New(errs.Denied, "%s is not a folder; move it away and run again", p)
 		}
 	}
 	return nil
-}
-
-func fileKind(m fs.FileMode) string {
-	if m.IsRegular() {
-		return "file"
-	}
-	return m.Type().String()
 }

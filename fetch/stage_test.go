@@ -264,3 +264,19 @@ func TestStageNeverThroughASymlink(t *testing.T) {
 		})
 	}
 }
+
+// TestStageRefusesAFileForAFolder: tools/<scope> that is a file is named as such, not reported
+// as a failure to create folders.
+func TestStageRefusesAFileForAFolder(t *testing.T) {
+	w := newWorld(t)
+	d := w.ingest(pack(t, "grep", "1.0.0", 39))
+	scopeDir := filepath.Join(w.proj.ToolsDir(), "acme")
+	if err := os.MkdirAll(w.proj.ToolsDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(scopeDir, []byte("not a folder"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := fetch.Stage(w.proj, w.cas, grep, d)
+	errtest.WantToken(t, err, errs.Denied, scopeDir+" is not a folder")
+}

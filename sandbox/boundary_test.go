@@ -13,6 +13,7 @@ import (
 
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
+	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/sandbox/guesttest"
 )
 
@@ -301,78 +302,145 @@ func TestRaceReadOnlyThroughSwappedName(t *testing.T) {
 	}
 }
 
-// TestRaceScopeSwappedForALink: one guest (scope ".") turns sub into a symlink to the project and
-// back into a folder, in a loop, while guests of the same capsule narrowed to scope sub are
-// launched again and again.
-// Each launch mounts the folder it checked, or is refused: none ever sees or writes beside
-// murmur.lock.
-func TestRaceScopeSwappedForALink(t *testing.T) {
-	r := sharedRunner(t)
-	wasm := guesttest.Build(t, "fsops")
-	w := newWorld(t)
+// TestRaceRootSwappedForALink: one guest (scope ".") turns a folder of its workdir into a
+// symlink to the project and back, in a loop, while guests of the same capsule whose root is
+// that folder are launched again and again: one narrowed to it by filesystem.scope, and one
+// given it as --workdir. Each launch mounts the folder it checked, or is refused: none ever sees
+// or writes beside murmur.lock.
+func TestRaceRootSwappedForALink(t *testing.T) {
 	narrowed := "  - name: acme/cat\n    version: \"1.0.0\"\n    capabilities:\n      filesystem: { scope: sub }\n"
-	c := w.capsule(t, capsuleYAML("  filesystem: { scope: \".\" }\n", "  - name: acme/grep\n    version: \"1.0.0\"\n", narrowed))
-	if err := os.WriteFile(filepath.Join(w.project, "murmur.lock"), []byte("lock_version: 3\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	wd := filepath.Join(w.project, "workdir")
-	if err := os.MkdirAll(filepath.Join(wd, "sub"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("..", filepath.Join(wd, "uplink")); err != nil {
-		t.Fatal(err)
-	}
-	projectBefore := snapshot(t, w.project)
-
-	done := make(chan result, 1)
-	go func() {
-		res, _ := runPlan(t, r, w.input(c, "grep"), wasm, "flip", raceSeconds, "sub", "uplink")
-		done <- res
-	}()
-	launched, ran, refused, escaped := 0, 0, 0, 0
-	var failed []error
-	var swapper result
-loop:
-	for {
-		select {
-		case swapper = <-done:
-			break loop
-		default:
-		}
-		launched++
-		res, err := runPlan(t, r, w.input(c, "cat"), wasm, "probe", "murmur.lock")
-		switch {
-		case err == nil && res.code == 0:
-			ran++
-			if res.stdout != "murmur.lock absent\n" {
-				escaped++
+	for _, tc := range []struct {
+		name   string
+		caps   []string
+		folder string // the name the first guest flips, in its workdir
+		input  func(w *world, c *manifest.Capsule) PlanInput
+	}{
+		{"narrowed scope", []string{"  - name: acme/grep\n    version: \"1.0.0\"\n", narrowed}, "sub",
+			func(w *world, c *manifest.Capsule) PlanInput { return w.input(c, "cat") }},
+		{"--workdir in another guest's workdir", nil, "wd",
+			func(w *world, c *manifest.Capsule) PlanInput {
+				in := w.input(c, "cat")
+				in.Workdir = filepath.Join(w.project, "workdir", "wd")
+				return in
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := sharedRunner(t)
+			wasm := guesttest.Build(t, "fsops")
+			w := newWorld(t)
+			c := w.capsule(t, capsuleYAML("  filesystem: { scope: \".\" }\n", tc.caps...))
+			if err := os.WriteFile(filepath.Join(w.project, "murmur.lock"), []byte("lock_version: 3\n"), 0o644); err != nil {
+				t.Fatal(err)
 			}
-		case errs.TokenOf(err) == errs.Denied:
-			refused++
-		default:
-			failed = append(failed, err)
-		}
+			wd := filepath.Join(w.project, "workdir")
+			if err := os.MkdirAll(filepath.Join(wd, tc.folder), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("..", filepath.Join(wd, "uplink")); err != nil {
+				t.Fatal(err)
+			}
+			projectBefore := snapshot(t, w.project)
+
+			done := make(chan result, 1)
+			go func() {
+				res, _ := runPlan(t, r, w.input(c, "grep"), wasm, "flip", raceSeconds, tc.folder, "uplink")
+				done <- res
+			}()
+			launched, ran, refused, escaped := 0, 0, 0, 0
+			var failed []error
+			var swapper result
+		loop:
+			for {
+				select {
+				case swapper = <-done:
+					break loop
+				default:
+				}
+				launched++
+				var err error
+				if launched%16 == 0 {
+					// Now and then the whole launch, the guest probing its root.
+					var res result
+					if res, err = runPlan(t, r, tc.input(w, c), wasm, "probe", "murmur.lock"); err == nil && res.code == 0 {
+						ran++
+						if res.stdout != "murmur.lock absent\n" {
+							escaped++
+						}
+					}
+				} else {
+					// In between, what a launch opens, many times faster, so that the race is
+					// hit often: the folder it would mount must never be the project's.
+					var p *Plan
+					if p, err = BuildPlan(tc.input(w, c)); err == nil {
+						var fsys *rootFS
+						if fsys, err = p.open(); err == nil {
+							ran++
+							if heldPath(fsys.work.dir) == w.project {
+								escaped++
+							}
+							fsys.Close()
+						}
+					}
+				}
+				switch {
+				case err == nil:
+				case errs.TokenOf(err) == errs.Denied:
+					refused++
+				default:
+					failed = append(failed, err)
+				}
+			}
+			t.Logf("%d launches: %d ran, %d refused; swapper: %s", launched, ran, refused, strings.TrimSpace(swapper.stdout))
+			if escaped > 0 {
+				t.Errorf("%d of %d launches rooted at %s opened the project instead", escaped, ran, tc.folder)
+			}
+			if len(failed) > 0 {
+				t.Errorf("%d launches failed other than by refusal, the first with: %v", len(failed), failed[0])
+			}
+			if swapper.err != nil || !strings.HasPrefix(swapper.stdout, "flipped ") || strings.HasPrefix(swapper.stdout, "flipped 0 ") || launched == 0 {
+				t.Fatalf("the race was not run: swapper %v %q, %d launches", swapper.err, swapper.stdout, launched)
+			}
+			after := snapshot(t, w.project)
+			for _, snap := range []map[string]string{after, projectBefore} {
+				for k := range snap {
+					if strings.HasPrefix(k, "workdir"+string(filepath.Separator)) {
+						delete(snap, k)
+					}
+				}
+			}
+			sameSnapshot(t, "the project", projectBefore, after)
+		})
 	}
-	t.Logf("%d launches: %d ran, %d refused; swapper: %s", launched, ran, refused, strings.TrimSpace(swapper.stdout))
-	if escaped > 0 {
-		t.Errorf("%d of %d guests narrowed to sub/ saw murmur.lock in their root", escaped, ran)
+}
+
+// TestRunPlanJudgesByNameBeforeCreating: a --workdir that is fine when the plan is built but,
+// by the time it runs, names a folder inside tools/ (here through a symlink the user's path
+// goes through) is refused before anything is created there.
+func TestRunPlanJudgesByNameBeforeCreating(t *testing.T) {
+	w := newWorld(t)
+	c := w.capsule(t, capsuleYAML(""))
+	via := filepath.Join(t.TempDir(), "via")
+	if err := os.Symlink(t.TempDir(), via); err != nil {
+		t.Fatal(err)
 	}
-	if len(failed) > 0 {
-		t.Errorf("%d launches failed other than by refusal, the first with: %v", len(failed), failed[0])
+	in := w.input(c, "grep")
+	in.Workdir = filepath.Join(via, "wd")
+	p, err := BuildPlan(in)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if swapper.err != nil || !strings.HasPrefix(swapper.stdout, "flipped ") || strings.HasPrefix(swapper.stdout, "flipped 0 ") || launched == 0 {
-		t.Fatalf("the race was not run: swapper %v %q, %d launches", swapper.err, swapper.stdout, launched)
+	tools := filepath.Join(w.project, "tools")
+	if err := os.Mkdir(tools, 0o755); err != nil {
+		t.Fatal(err)
 	}
-	after := snapshot(t, w.project)
-	for k := range after {
-		if strings.HasPrefix(k, "workdir"+string(filepath.Separator)) {
-			delete(after, k)
-		}
+	if err := os.Remove(via); err != nil {
+		t.Fatal(err)
 	}
-	for k := range projectBefore {
-		if strings.HasPrefix(k, "workdir"+string(filepath.Separator)) {
-			delete(projectBefore, k)
-		}
+	if err := os.Symlink(tools, via); err != nil {
+		t.Fatal(err)
 	}
-	sameSnapshot(t, "the project", projectBefore, after)
+	before := snapshot(t, w.root)
+	_, err = sharedRunner(t).RunPlan(context.Background(), p, guesttest.Build(t, "fsops"), []string{"paths", "x"}, Stdio{})
+	errtest.WantToken(t, err, errs.Denied, "tools")
+	sameSnapshot(t, "a refused RunPlan", before, snapshot(t, w.root))
 }

@@ -328,21 +328,7 @@ func (l layout) resolve(create bool) (_ *opened, err error) {
 // the workdir does not exist and create is off.
 func (l layout) openWorkdir(project string, create bool) (*os.File, error) {
 	if !l.defaultWorkdir {
-		if create {
-			if err := os.MkdirAll(l.workdir, 0o755); err != nil {
-				return nil, errs.Wrap(err, errs.IO, "can't create the workdir %s: %v", l.workdir, err)
-			}
-		}
-		f, err := os.OpenFile(l.workdir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
-		switch {
-		case err == nil:
-			return f, nil
-		case errors.Is(err, fs.ErrNotExist) && !create:
-			return nil, nil
-		case errors.Is(err, syscall.ENOTDIR):
-			return nil, errs.New(errs.Denied, "the workdir %s is not a folder; pass --workdir with a folder", l.workdir)
-		}
-		return nil, errs.Wrap(err, errs.IO, "can't open the workdir %s: %v", l.workdir, err)
+		return l.openNamedWorkdir(create)
 	}
 	pd, err := os.OpenFile(project, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	if err != nil {
@@ -370,6 +356,61 @@ func (l layout) openWorkdir(project string, create bool) (*os.File, error) {
 		return nil, errs.New(errs.Denied, "%s is not a folder; move it away, or pass --workdir", wd)
 	}
 	return nil, errs.Wrap(err, errs.IO, "can't open the workdir %s: %v", wd, err)
+}
+
+// openNamedWorkdir opens a --workdir, following its path as the user typed it. With create, the
+// missing part is made below the deepest folder that exists, one component at a time and never
+// through a symlink that appears there meanwhile; what is opened is judged afterwards anyway.
+func (l layout) openNamedWorkdir(create bool) (*os.File, error) {
+	for tries := 0; ; tries++ {
+		base, rest := l.workdir, []string(nil)
+		for {
+			if _, err := os.Stat(base); err == nil {
+				break
+			}
+			parent := filepath.Dir(base)
+			if parent == base {
+				break
+			}
+			rest = append([]string{filepath.Base(base)}, rest...)
+			base = parent
+		}
+		if rest == nil {
+			f, err := os.OpenFile(l.workdir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+			switch {
+			case err == nil:
+				return f, nil
+			case errors.Is(err, syscall.ENOTDIR):
+				return nil, errs.New(errs.Denied, "the workdir %s is not a folder; pass --workdir with a folder", l.workdir)
+			case errors.Is(err, fs.ErrNotExist) && tries < maxHops:
+				continue // removed since it was found
+			}
+			return nil, errs.Wrap(err, errs.IO, "can't open the workdir %s: %v", l.workdir, err)
+		}
+		if !create {
+			return nil, nil
+		}
+		bd, err := os.OpenFile(base, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && tries < maxHops {
+				continue
+			}
+			return nil, errs.Wrap(err, errs.IO, "can't create the workdir %s: %v", l.workdir, err)
+		}
+		bt, err := newTree(bd, false, nil)
+		if err != nil {
+			return nil, errs.Wrap(err, errs.IO, "can't create the workdir %s: %v", l.workdir, err)
+		}
+		d, _, escape, err := bt.openDir(strings.Join(rest, "/"), true)
+		bt.close()
+		switch {
+		case err == nil:
+			return d, nil
+		case escape == nil && errors.Is(err, syscall.ENOENT) && tries < maxHops:
+			continue
+		}
+		return nil, walkError(base, strings.Join(rest, "/"), escape, err)
+	}
 }
 
 // refuseSymlink refuses project/name when it is a symlink, naming its target.

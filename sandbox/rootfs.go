@@ -114,10 +114,7 @@ func (r *rootFS) Stat(p string) (sys.Stat_t, experimentalsys.Errno) {
 
 // Mkdir implements experimentalsys.FS.
 func (r *rootFS) Mkdir(p string, perm fs.FileMode) experimentalsys.Errno {
-	t, rel, _, storeRoot := r.route(p)
-	if storeRoot {
-		return experimentalsys.EEXIST
-	}
+	t, rel, _, _ := r.route(p)
 	return t.mkdir(rel, perm)
 }
 
@@ -155,10 +152,7 @@ func (r *rootFS) Rmdir(p string) experimentalsys.Errno {
 
 // Unlink implements experimentalsys.FS.
 func (r *rootFS) Unlink(p string) experimentalsys.Errno {
-	t, rel, _, storeRoot := r.route(p)
-	if storeRoot {
-		return experimentalsys.EISDIR
-	}
+	t, rel, _, _ := r.route(p)
 	return t.unlink(rel)
 }
 
@@ -173,10 +167,7 @@ func (r *rootFS) Symlink(string, string) experimentalsys.Errno { return experime
 // Readlink implements experimentalsys.FS. Reading a link's text is harmless: following it is
 // what rootFS confines.
 func (r *rootFS) Readlink(p string) (string, experimentalsys.Errno) {
-	t, rel, _, storeRoot := r.route(p)
-	if storeRoot {
-		return "", experimentalsys.EINVAL
-	}
+	t, rel, _, _ := r.route(p)
 	return t.readlink(rel)
 }
 

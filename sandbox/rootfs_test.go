@@ -281,6 +281,19 @@ func TestRootFSFileOperations(t *testing.T) {
 	}
 	d.Close()
 
+	if _, e := fsys.Readlink("d/a"); e != experimentalsys.EINVAL {
+		t.Errorf("readlink of a file = %v, want EINVAL", e)
+	}
+	if _, e := fsys.Readlink("d/none"); e != experimentalsys.ENOENT {
+		t.Errorf("readlink of nothing = %v, want ENOENT", e)
+	}
+	if err := os.Symlink("a", filepath.Join(dir, "d", "l")); err != nil {
+		t.Fatal(err)
+	}
+	if target, e := fsys.Readlink("d/l"); e != 0 || target != "a" {
+		t.Errorf("readlink = %q, %v", target, e)
+	}
+	wantErrno(t, "unlink the link", fsys.Unlink("d/l"), 0)
 	wantErrno(t, "rename", fsys.Rename("d/a", "d/z"), 0)
 	wantErrno(t, "unlink dir", fsys.Unlink("d"), experimentalsys.EISDIR)
 	wantErrno(t, "rmdir file", fsys.Rmdir("d/z"), experimentalsys.ENOTDIR)

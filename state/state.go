@@ -120,8 +120,8 @@ func Ensure(stateRoot, store string) (string, error) {
 	return dir, nil
 }
 
-// Open is Ensure, then the store opened and held: the folder Open returns is the one it checked,
-// a real folder at 0700, whatever later happens to its path. The caller closes it.
+// Open is Ensure, then the store opened without following a symlink and held: the folder Open
+// returns is the one Ensure checked, whatever later happens to its path. The caller closes it.
 func Open(stateRoot, store string) (*os.File, error) {
 	dir, err := Ensure(stateRoot, store)
 	if err != nil {
@@ -133,10 +133,6 @@ func Open(stateRoot, store string) (*os.File, error) {
 			return nil, errs.Wrap(err, errs.Denied, "the state folder %s was replaced by a symlink or a file while mur opened it; remove it and run again", dir)
 		}
 		return nil, errs.Wrap(err, errs.IO, "can't open the state folder %s: %v", dir, err)
-	}
-	if err := f.Chmod(0o700); err != nil {
-		f.Close()
-		return nil, errs.Wrap(err, errs.IO, "can't make the state folder %s private: %v", dir, err)
 	}
 	return f, nil
 }
