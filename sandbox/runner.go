@@ -27,6 +27,15 @@
 //     stopped once the read returns: wazero can't interrupt a host read.
 //   - rootFS refuses to create links, but a hard link the operator already placed in the
 //     workdir is, like any file there, the operator's grant.
+//   - Only the path component state at the root leads into the store. A symlink in the workdir
+//     whose text is "state" leads to the workdir's own state/ folder, never to the store, and a
+//     listing of "/" shows the workdir's entries only: the store is routed, not listed.
+//   - Symlinks are followed only while they stay inside their tree (the root, or the store); an
+//     absolute target is refused (EPERM) even when it names a folder inside.
+//   - A rename between the workdir and the store is refused with ENOSYS, as wazero refused one
+//     between two preopens; the store's own folder can't be moved, removed or chmod-ed (EPERM).
+//   - A read-only subtree and every folder between it and the root can't be moved, removed,
+//     replaced, chmod-ed or have their times set: moving one would move the subtree.
 package sandbox
 
 import (
