@@ -11,8 +11,9 @@
 // fail a run.
 //
 // Its files: runner.go (compile and run), cache.go (the compiled cache), rootfs.go (the confining
-// file system), memory.go (guest memory), plan.go (a capsule's grants as one root, from
-// `mur run`) and payload.go (the payload from the CAS, and kept payloads).
+// file system), walk.go (its walk from held folders), rootfile.go (its open files), memory.go
+// (guest memory), plan.go (a capsule's grants as one root, from `mur run`) and payload.go (the
+// payload from the CAS, and kept payloads).
 //
 // # Notes
 //
