@@ -219,6 +219,12 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request) (res Re
 	if err != nil {
 		return res, err
 	}
+	// Refused before anything is fetched or pinned: staging must not go through a symlink.
+	if p.platform() == ref.HostPlatform() {
+		if err := checkStageDirs(proj, req.Name); err != nil {
+			return res, err
+		}
+	}
 	version := req.Version
 	if pin.version != "" {
 		version = pin.version

@@ -154,7 +154,8 @@ func Verify(ctx context.Context, in VerifyInput) (*VerifyReport, error) {
 		rep.Tools++
 		if err := staged[i]; err != nil {
 			p := Problem{Kind: "tools", Subject: StagedDir(in.Project, b.name), Problem: errs.Message(err)}
-			if in.Repair != nil {
+			// Never through a symlink: removing it would remove whatever it points at.
+			if in.Repair != nil && checkStageDirs(in.Project, b.name) == nil {
 				os.RemoveAll(StagedDir(in.Project, b.name))
 				if _, err := Stage(in.Project, in.CAS, b.name, b.digest); err == nil {
 					p.Repaired = CheckStaged(in.Project, b.name, b.digest) == nil

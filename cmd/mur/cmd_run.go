@@ -14,6 +14,10 @@ import (
 	"github.com/murmur-nexus/mur/sandbox"
 )
 
+// hostHeapLimit bounds mur's own heap during a run, so that peak RSS stays within the guest's
+// memory plus 128 MiB (BENCHMARKS.md) even when a long run makes garbage with the collector off.
+const hostHeapLimit = 64 << 20
+
 func runCmd() *command {
 	var (
 		workdir string
@@ -84,10 +88,11 @@ func runArtifact(e *env, artifact string, guestArgs []string, workdir string, ti
 	}
 	// A warm start is mostly loading a compiled module: megabytes of short-lived allocations
 	// that the collector would otherwise chase several times. mur leaves the collector off and
-	// lets a memory limit (the guest's cap plus room for the host) turn it back on if a long
-	// run ever needs it; that is about a quarter of a warm start.
+	// lets a memory limit turn it back on if a long run ever needs it; that is about a quarter
+	// of a warm start. Guest memory is not on the Go heap (the sandbox maps it itself), so the
+	// limit is the host's own budget, whatever the guest's cap.
 	debug.SetGCPercent(-1)
-	debug.SetMemoryLimit(int64(plan.MemoryMiB+256) << 20)
+	debug.SetMemoryLimit(hostHeapLimit)
 	store, err := openCAS(p.home)
 	if err != nil {
 		return fail(sandbox.StatusRunnerFailed, err)
