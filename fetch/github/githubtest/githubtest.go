@@ -578,10 +578,13 @@ func (s *Server) begin(server string, w *statusWriter, r *http.Request) (done fu
 	}
 	if limit != 0 {
 		if limit == http.StatusForbidden {
-			used := max(apiLimit, 60)
-			w.Header().Set("X-RateLimit-Limit", strconv.Itoa(used))
+			allowed := 60
+			if apiLimit > 0 {
+				allowed = apiLimit
+			}
+			w.Header().Set("X-RateLimit-Limit", strconv.Itoa(allowed))
 			w.Header().Set("X-RateLimit-Remaining", "0")
-			w.Header().Set("X-RateLimit-Used", strconv.Itoa(used))
+			w.Header().Set("X-RateLimit-Used", strconv.Itoa(allowed))
 			w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(reset.Unix(), 10))
 			w.Header().Set("X-RateLimit-Resource", "core")
 			writeError(w, limit, "API rate limit exceeded for 127.0.0.1. (But here's the good news: Authenticated requests get a higher rate limit. Check out the documentation for more details.)")
