@@ -383,8 +383,13 @@ func (p *Proxy) copyBody(ctx context.Context, w http.ResponseWriter, body io.Rea
 					}
 				}
 			}
+			// Counted before the write, so that a client that has read a body to its end
+			// finds every byte of it counted.
+			p.count(path, n)
 			m, werr := w.Write(buf[:n])
-			p.count(path, m)
+			if m < n {
+				p.count(path, m-n)
+			}
 			sent += int64(m)
 			if werr != nil || rc.Flush() != nil {
 				abort()
