@@ -2,9 +2,11 @@
 // client, the murmur-index.json format, and a fetch.Source that checks every payload against the
 // index, GitHub's own asset digest, the packed manifest and the scope's owner pin.
 //
-// The client sends the token only to the API host. Asset downloads answer with a redirect to a
-// storage host that carries its own signature, so mur follows redirects itself and drops the
-// Authorization header whenever the host changes.
+// The client sends the token only to URLs under the API base. A public repository's assets come
+// through their browser_download_url on GitHub's web host, which spends no API quota; a private
+// repository's through the API's asset endpoint. Both answer with a redirect to a storage host
+// whose URL carries its own signature, so mur follows redirects itself and sends the token on no
+// hop that leaves the API base.
 package github
 
 import (
@@ -17,6 +19,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,7 +51,7 @@ const (
 type ClientOptions struct {
 	// BaseURL is the REST API's root (MUR_GITHUB_API_BASE); empty means DefaultBaseURL.
 	BaseURL string
-	// Token is sent as a bearer token to the API host only (GITHUB_TOKEN); empty sends none.
+	// Token is sent as a bearer token to URLs under BaseURL only (GITHUB_TOKEN); empty sends none.
 	Token string
 	// HTTPClient carries the requests; nil means a fresh client. Its redirect policy is
 	// replaced: the Client follows redirects itself.
@@ -144,6 +147,14 @@ type Repository struct {
 		ID    int64  `json:"id"`
 		Type  string `json:"type"`
 	} `json:"owner"`
+	Private    bool   `json:"private"`
+	Visibility string `json:"visibility"` // "public", "private", or "internal" (an enterprise's own)
+}
+
+// NeedsToken reports whether the repository's assets are out of reach of an anonymous
+// download link: a private or internal repository's are served through the API only.
+func (r *Repository) NeedsToken() bool {
+	return r.Private || (r.Visibility != "" && r.Visibility != "public")
 }
 
 // Release is the part of a release that mur reads.
@@ -207,15 +218,80 @@ func (c *Client) ReleaseByTag(ctx context.Context, owner, repo, tag string) (*Re
 	return &r, nil
 }
 
-// DownloadAsset copies the bytes of asset assetID to w and returns how many it copied. It asks the
-// API with Accept: application/octet-stream and takes either the bytes or a redirect to storage,
-// which it follows without any credential. When limit is positive at most limit+1 bytes are
-// copied, so the caller notices an overlong body without reading all of it. Failures before the
-// first byte reaches w are retried; a body that breaks off later is an errs.Network error, since w
-// can't be rewound.
-func (c *Client) DownloadAsset(ctx context.Context, owner, repo string, assetID int64, limit int64, w io.Writer) (int64, error) {
+// DownloadAsset copies the bytes of release asset a of owner/repo to w and returns how many it
+// copied. Unless needsToken, it first opens the asset's browser_download_url: a link on GitHub's
+// web host, not the API, so it spends no API quota. It falls back to the API's asset endpoint
+// (Accept: application/octet-stream, with the token) for a private repository, an asset without a
+// usable link, and a link that fails before its first byte reached w. Either way the redirect to
+// storage is followed without any credential. When limit is positive at most limit+1 bytes are
+// copied, so the caller notices an overlong body without reading all of it. A body that breaks
+// off after its first byte reached w is an errs.Network error, since w can't be rewound.
+func (c *Client) DownloadAsset(ctx context.Context, owner, repo string, a Asset, needsToken bool, limit int64, w io.Writer) (int64, error) {
+	what := fmt.Sprintf("asset %s in %s/%s", a.Name, owner, repo)
+	if a.Name == "" {
+		what = fmt.Sprintf("asset %d in %s/%s", a.ID, owner, repo)
+	}
+	if link, ok := c.downloadLink(a); ok && !needsToken {
+		// When the link fails before its first byte, why no longer matters: the API answers
+		// instead, and if it fails too, its error is the one that says what to do.
+		if n, err := c.downloadFromWeb(ctx, link, what, a.Size, limit, w); !errors.Is(err, errTryTheAPI) {
+			return n, err
+		}
+	}
+	return c.downloadFromAPI(ctx, owner, repo, a.ID, what, limit, w)
+}
+
+// downloadLink is a's browser_download_url when mur may use it: an absolute http(s) URL, and
+// https unless the API base itself is plain http, so a link never downgrades the transport that
+// an index without GitHub's digest relies on.
+func (c *Client) downloadLink(a Asset) (string, bool) {
+	u, err := url.Parse(a.BrowserDownloadURL)
+	if err != nil {
+		return "", false
+	}
+	if u.Scheme != "https" && (u.Scheme != "http" || c.base.Scheme != "http") {
+		return "", false
+	}
+	return u.String(), true
+}
+
+// errTryTheAPI marks a download link that failed before its first byte reached w.
+var errTryTheAPI = errors.New("the download link failed; try the API")
+
+// downloadFromWeb tries a download link once: retries would only delay the fallback to the API,
+// which has retries of its own.
+func (c *Client) downloadFromWeb(ctx context.Context, link, what string, size, limit int64, w io.Writer) (int64, error) {
+	resp, err := c.get(ctx, link, acceptBytes, nil)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", errTryTheAPI, err)
+	}
+	defer resp.Body.Close()
+	// A login page (an enterprise in private mode) or an answer of the wrong length is not the
+	// asset; the API may know better, and nothing has reached w yet.
+	mediaType := strings.ToLower(strings.TrimSpace(strings.Split(resp.Header.Get("Content-Type"), ";")[0]))
+	if resp.StatusCode != http.StatusOK || mediaType == "text/html" || (size > 0 && resp.ContentLength >= 0 && resp.ContentLength != size) {
+		return 0, fmt.Errorf("%w: %s answered %d %s (%s, %d bytes)", errTryTheAPI, redact(link), resp.StatusCode, http.StatusText(resp.StatusCode), mediaType, resp.ContentLength)
+	}
+	var body io.Reader = resp.Body
+	if limit > 0 {
+		body = io.LimitReader(body, limit+1)
+	}
+	n, readErr, writeErr := copyCounting(w, body)
+	switch {
+	case writeErr != nil:
+		return n, errs.Wrap(writeErr, errs.IO, "writing %s: %v", what, writeErr)
+	case readErr != nil && n == 0:
+		return 0, fmt.Errorf("%w: %v", errTryTheAPI, readErr)
+	case readErr != nil:
+		return n, errs.Wrap(readErr, errs.Network, "the download of %s from %s broke off after %d bytes: %v; retry the command", what, redact(resp.Request.URL.String()), n, readErr)
+	}
+	return n, nil
+}
+
+// downloadFromAPI asks the API's asset endpoint, which answers with the bytes or a redirect to
+// storage. Failures before the first byte reaches w are retried.
+func (c *Client) downloadFromAPI(ctx context.Context, owner, repo string, assetID int64, what string, limit int64, w io.Writer) (int64, error) {
 	u := c.apiURL("repos", owner, repo, "releases", "assets", strconv.FormatInt(assetID, 10))
-	what := fmt.Sprintf("asset %d in %s/%s", assetID, owner, repo)
 	var written int64
 	err := c.retry(ctx, u, func(ctx context.Context) (bool, error) {
 		resp, err := c.get(ctx, u, acceptBytes, nil)
@@ -271,7 +347,7 @@ func copyCounting(w io.Writer, r io.Reader) (n int64, readErr, writeErr error) {
 
 // smallAsset downloads an asset of at most limit bytes into memory, checks it against GitHub's
 // digest where there is one, and remembers it by that digest for the Client's life.
-func (c *Client) smallAsset(ctx context.Context, owner, repo string, a Asset, limit int64) ([]byte, error) {
+func (c *Client) smallAsset(ctx context.Context, owner, repo string, a Asset, needsToken bool, limit int64) ([]byte, error) {
 	key := fmt.Sprintf("%s/%s/%d/%d/%s", owner, repo, a.ID, a.Size, a.Digest)
 	if a.Digest != "" {
 		c.mu.Lock()
@@ -285,7 +361,7 @@ func (c *Client) smallAsset(ctx context.Context, owner, repo string, a Asset, li
 		return nil, errs.New(errs.IndexMismatch, "asset %s in %s/%s is %d bytes, more than the %d mur reads; the publisher must fix it", a.Name, owner, repo, a.Size, limit)
 	}
 	var buf bytes.Buffer
-	if _, err := c.DownloadAsset(ctx, owner, repo, a.ID, limit, &buf); err != nil {
+	if _, err := c.DownloadAsset(ctx, owner, repo, a, needsToken, limit, &buf); err != nil {
 		return nil, err
 	}
 	if int64(buf.Len()) > limit {
@@ -392,8 +468,8 @@ func (c *Client) retry(ctx context.Context, u string, op func(context.Context) (
 	return err
 }
 
-// get sends a GET and follows redirects itself, keeping the Authorization header only while the
-// request stays on the API host.
+// get sends a GET and follows redirects itself, sending the Authorization header only while the
+// request stays under the API base, and never from https down to plain http.
 func (c *Client) get(ctx context.Context, u, accept string, extra http.Header) (*http.Response, error) {
 	for hops := 0; ; hops++ {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -401,7 +477,7 @@ func (c *Client) get(ctx context.Context, u, accept string, extra http.Header) (
 			return nil, errs.Wrap(err, errs.InvalidConfig, "can't request %s: %v; check MUR_GITHUB_API_BASE", u, err)
 		}
 		req.Header.Set("User-Agent", userAgent)
-		if c.onAPIHost(req.URL) {
+		if c.onAPIBase(req.URL) {
 			req.Header.Set("Accept", accept)
 			req.Header.Set("X-GitHub-Api-Version", apiVersion)
 			if c.token != "" {
@@ -435,6 +511,9 @@ func (c *Client) get(ctx context.Context, u, accept string, extra http.Header) (
 		if next.Scheme != "https" && next.Scheme != "http" {
 			return nil, fmt.Errorf("%s redirected to a %s URL", redact(u), next.Scheme)
 		}
+		if req.URL.Scheme == "https" && next.Scheme == "http" {
+			return nil, fmt.Errorf("%s redirected from https to plain http (%s)", redact(u), redact(next.String()))
+		}
 		if hops >= maxRedirect {
 			return nil, fmt.Errorf("%s redirected more than %d times", redact(u), maxRedirect)
 		}
@@ -442,9 +521,16 @@ func (c *Client) get(ctx context.Context, u, accept string, extra http.Header) (
 	}
 }
 
-// onAPIHost reports whether the token may travel to u: same scheme and host as the API base.
-func (c *Client) onAPIHost(u *url.URL) bool {
-	return strings.EqualFold(u.Scheme, c.base.Scheme) && strings.EqualFold(u.Host, c.base.Host)
+// onAPIBase reports whether the token may travel to u: the API base's scheme and host, and a
+// path under the base's. An enterprise server's web pages share the API's host, under another
+// path (/api/v3 is the API), and a download link there must not carry the token.
+func (c *Client) onAPIBase(u *url.URL) bool {
+	if !strings.EqualFold(u.Scheme, c.base.Scheme) || !strings.EqualFold(u.Host, c.base.Host) {
+		return false
+	}
+	base := strings.TrimRight(c.base.Path, "/")
+	p := path.Clean("/" + u.Path)
+	return base == "" || p == base || strings.HasPrefix(p, base+"/")
 }
 
 // checkStatus turns an unsuccessful answer into an error and says whether to retry it.

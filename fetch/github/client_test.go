@@ -36,7 +36,7 @@ func TestDirectDownloadsAndRedirectsOnTheAPIHost(t *testing.T) {
 		t.Fatalf("renamed repository: %+v, %v", r, err)
 	}
 	var buf bytes.Buffer
-	if n, err := c.DownloadAsset(context.Background(), "new", "x", 9, 100, &buf); err != nil || n != 7 || buf.String() != "payload" {
+	if n, err := c.DownloadAsset(context.Background(), "new", "x", Asset{ID: 9}, false, 100, &buf); err != nil || n != 7 || buf.String() != "payload" {
 		t.Fatalf("direct download: %d %q %v", n, buf.String(), err)
 	}
 	want := []string{"/repos/old/x Bearer tok", "/repositories/5 Bearer tok", "/repos/new/x/releases/assets/9 Bearer tok"}

@@ -142,7 +142,12 @@ func (s *Source) index(ctx context.Context, scope string) (*scopeIndex, string, 
 		if !ok {
 			return nil, errs.New(errs.NotFound, "the latest release %s of %s (the source of scope %s) has no %s asset; its publisher must write one with mur index and attach it to the latest release", rel.TagName, label, scope, IndexAssetName)
 		}
-		data, err := s.c.smallAsset(ctx, owner, repo, a, maxIndexBytes)
+		// The repository says whether its assets need the token; Fetch needs it next anyway.
+		r, err := s.repo(ctx, owner, repo)
+		if err != nil {
+			return nil, err
+		}
+		data, err := s.c.smallAsset(ctx, owner, repo, a, r.NeedsToken(), maxIndexBytes)
 		if err != nil {
 			return nil, err
 		}
@@ -226,7 +231,7 @@ func (s *Source) Fetch(ctx context.Context, name ref.Name, version, platform str
 		return fetch.Sourced{}, errs.New(errs.Integrity, "%s from %s: GitHub says the asset is %d bytes, but the index says %d; the asset changed after the index was written, so nothing was installed; tell its publisher", what, from, asset.Size, entry.Size)
 	}
 
-	if _, err := s.c.DownloadAsset(ctx, owner, repo, asset.ID, entry.Size, scratch); err != nil {
+	if _, err := s.c.DownloadAsset(ctx, owner, repo, asset, r.NeedsToken(), entry.Size, scratch); err != nil {
 		return fetch.Sourced{}, err
 	}
 	if got := scratch.Size(); got != entry.Size {

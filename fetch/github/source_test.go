@@ -134,6 +134,8 @@ func TestTokenGoesToTheAPIButNeverToStorage(t *testing.T) {
 			} else if accept != "application/vnd.github+json" {
 				t.Errorf("API request %s Accept %q", r.Path, accept)
 			}
+		case githubtest.Web:
+			t.Errorf("a private repository's asset was asked of the web host: %s", r.Path)
 		case githubtest.Storage:
 			storage++
 			for k, v := range r.Header {
@@ -458,8 +460,9 @@ func TestIndexLookupsAreCached(t *testing.T) {
 		t.Fatal(err)
 	}
 	full := fake.Count("", "")
-	if full != 3 { // latest release, the asset's redirect, storage
-		t.Fatalf("first look-up made %d requests", full)
+	// The latest release and the repository from the API; the index from its download link.
+	if got := fake.Counts(); got != (githubtest.Counts{API: 2, Web: 1, Storage: 1}) {
+		t.Fatalf("first look-up made %+v", got)
 	}
 	if _, err := first.Index(ctx, "acme"); err != nil {
 		t.Fatal(err)
@@ -473,8 +476,13 @@ func TestIndexLookupsAreCached(t *testing.T) {
 		t.Fatal(err)
 	}
 	reqs := fake.Requests()
-	if len(reqs) != 1 || reqs[0].Status != http.StatusNotModified || reqs[0].Header.Get("If-None-Match") == "" {
+	if len(reqs) != 2 {
 		t.Fatalf("a repeat through the same Client: %+v", reqs)
+	}
+	for _, r := range reqs {
+		if r.Server != githubtest.API || r.Status != http.StatusNotModified || r.Header.Get("If-None-Match") == "" {
+			t.Fatalf("a repeat through the same Client: %+v", reqs)
+		}
 	}
 
 	// A new index is noticed: the release's ETag changes.
@@ -558,18 +566,27 @@ func TestMurmurScopeServedByDefaultArtifacts(t *testing.T) {
 func TestDownloadAssetNoticesOverlongBodies(t *testing.T) {
 	fake, c := setup(t)
 	a := art("1.2.0")
-	id := fake.AssetID(owner, repo, "v1.2.0", a.Asset)
-	var buf bytes.Buffer
-	n, err := c.DownloadAsset(context.Background(), owner, repo, id, 10, &buf)
-	if err != nil || n != 11 || buf.Len() != 11 {
-		t.Fatalf("limited download: %d bytes, %v", n, err)
+	rel, err := c.ReleaseByTag(context.Background(), owner, repo, "v1.2.0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	buf.Reset()
-	n, err = c.DownloadAsset(context.Background(), owner, repo, id, 0, &buf)
-	if err != nil || !bytes.Equal(buf.Bytes(), a.Data) || n != int64(len(a.Data)) {
-		t.Fatalf("full download: %d bytes, %v", n, err)
+	asset, _ := rel.Asset(a.Asset)
+	for _, needsToken := range []bool{false, true} {
+		var buf bytes.Buffer
+		n, err := c.DownloadAsset(context.Background(), owner, repo, asset, needsToken, 10, &buf)
+		if err != nil || n != 11 || buf.Len() != 11 {
+			t.Fatalf("limited download (needsToken %v): %d bytes, %v", needsToken, n, err)
+		}
+		buf.Reset()
+		n, err = c.DownloadAsset(context.Background(), owner, repo, asset, needsToken, 0, &buf)
+		if err != nil || !bytes.Equal(buf.Bytes(), a.Data) || n != int64(len(a.Data)) {
+			t.Fatalf("full download (needsToken %v): %d bytes, %v", needsToken, n, err)
+		}
 	}
-	_, err = c.DownloadAsset(context.Background(), owner, repo, 1, 0, &buf)
+	if got := fake.Counts(); got.Web != 2 || got.APIDownloads != 2 {
+		t.Fatalf("counts %+v: want two downloads through each path", got)
+	}
+	_, err = c.DownloadAsset(context.Background(), owner, repo, Asset{ID: 1}, false, 0, &bytes.Buffer{})
 	errtest.WantToken(t, err, errs.NotFound, "asset 1 in acme/murmur-artifacts")
 }
 

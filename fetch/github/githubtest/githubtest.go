@@ -1,13 +1,20 @@
-// Package githubtest is a local stand-in for GitHub's REST API and its release-asset storage, for
-// tests of mur's GitHub source (SPEC sections 8 and 15).
+// Package githubtest is a local stand-in for GitHub's REST API, its web host's release downloads
+// and its release-asset storage, for tests of mur's GitHub source (SPEC sections 8 and 15).
 //
-// It serves, as GitHub documents them, GET /repos/{o}/{r}, /releases/latest, /releases/tags/{tag}
-// and /releases/assets/{id}. An asset asked for with `Accept: application/octet-stream` answers 302
-// to a second server, the storage host, with a signed-looking query; like GitHub's real storage it
-// refuses any request that carries an Authorization header. JSON answers carry ETags and honour
-// If-None-Match. Switches make it misbehave: a changed owner id, replaced asset bytes, wrong
-// advertised sizes and digests, 5xx answers, stalls and both kinds of rate limit. Every request is
-// recorded, with its headers, for assertions.
+// Three servers on 127.0.0.1 play GitHub's three hosts:
+//   - API (api.github.com) serves, as GitHub documents them, GET /repos/{o}/{r}, /releases/latest,
+//     /releases/tags/{tag} and /releases/assets/{id}. An asset asked for with
+//     `Accept: application/octet-stream` answers 302 to storage. JSON answers carry ETags and
+//     honour If-None-Match. Every API request counts against an optional hourly rate limit.
+//   - Web (github.com) serves /{o}/{r}/releases/download/{tag}/{name}, each asset's
+//     browser_download_url, with a 302 to storage; it spends no API quota. A private repository's
+//     downloads are 404 there, as they are on github.com to a client without a browser session.
+//   - Storage serves the signed URLs both redirect to.
+//
+// Web and storage refuse any request that carries an Authorization header, so a credential that
+// leaks past the API fails the test that leaked it. Switches make the fake misbehave: a changed
+// owner id, replaced asset bytes, wrong advertised sizes and digests, 5xx answers, stalls and both
+// kinds of rate limit. Every request is recorded, with its headers, for assertions.
 package githubtest
 
 import (
@@ -19,6 +26,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,12 +38,13 @@ import (
 // Which server a request reached.
 const (
 	API     = "api"
+	Web     = "web"
 	Storage = "storage"
 )
 
 // Request is one request the fake saw.
 type Request struct {
-	Server string // API or Storage
+	Server string // API, Web or Storage
 	Method string
 	Path   string
 	Query  string
@@ -60,6 +69,7 @@ type release struct {
 
 type asset struct {
 	id          int64
+	tag         string // of its release, for its browser_download_url
 	name        string
 	data        []byte
 	size        int64  // advertised
@@ -68,10 +78,11 @@ type asset struct {
 	owner, repo string
 }
 
-// Server is a fake GitHub API plus its storage host, both on 127.0.0.1.
+// Server is a fake GitHub: its API, web and storage hosts, each on 127.0.0.1.
 type Server struct {
 	t       testing.TB
 	api     *httptest.Server
+	web     *httptest.Server
 	storage *httptest.Server
 	secret  []byte
 
@@ -89,6 +100,11 @@ type Server struct {
 	limitReset  time.Time
 	retryAfter  int
 	token       string
+	failOn      map[string]int    // server -> status every request to it gets
+	via         map[string]string // server -> the base URL links to it advertise
+	apiLimit    int               // API calls allowed per hour; 0 means no limit
+	apiUsed     int
+	apiReset    time.Time // end of the current rate-limit window
 }
 
 // New starts the fake and closes it when the test ends.
@@ -100,29 +116,61 @@ func New(t testing.TB) *Server {
 		repos:  map[string]*repo{},
 		assets: map[int64]*asset{},
 		nextID: 1000,
+		failOn: map[string]int{},
+		via:    map[string]string{},
 	}
 	s.api = httptest.NewServer(http.HandlerFunc(s.serveAPI))
+	s.web = httptest.NewServer(http.HandlerFunc(s.serveWeb))
 	s.storage = httptest.NewServer(http.HandlerFunc(s.serveStorage))
 	t.Cleanup(s.Close)
 	return s
 }
 
-// Close stops both servers. Stalled handlers give up as their connections close.
+// Close stops the servers. Stalled handlers give up as their connections close.
 func (s *Server) Close() {
-	s.api.CloseClientConnections()
-	s.storage.CloseClientConnections()
-	s.api.Close()
-	s.storage.Close()
+	for _, srv := range []*httptest.Server{s.api, s.web, s.storage} {
+		srv.CloseClientConnections()
+		srv.Close()
+	}
 }
 
 // APIURL is the base URL to use as MUR_GITHUB_API_BASE.
 func (s *Server) APIURL() string { return s.api.URL }
 
+// WebURL is the base URL of the web host, which every asset's browser_download_url points at.
+// mur needs no setting for it: the API's answers carry those absolute URLs.
+func (s *Server) WebURL() string { return s.web.URL }
+
 // StorageURL is the base URL of the storage host that asset downloads redirect to.
 func (s *Server) StorageURL() string { return s.storage.URL }
 
-// RequireToken makes the API answer 404, as GitHub does for a private repository, to any request
-// without `Authorization: Bearer <token>`. An empty token turns this off.
+// AdvertiseVia makes the links the fake hands out to server (Web or Storage) point at base
+// instead: browser_download_url for Web, the redirects' Location for Storage. base is typically a
+// proxytest.Proxy in front of WebURL() or StorageURL(); "" restores the server's own URL.
+func (s *Server) AdvertiseVia(server, base string) {
+	s.t.Helper()
+	if server != Web && server != Storage {
+		s.t.Fatalf("githubtest: AdvertiseVia(%q): only Web and Storage links can be redirected", server)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.via[server] = strings.TrimRight(base, "/")
+}
+
+func (s *Server) baseLocked(server string) string {
+	if b := s.via[server]; b != "" {
+		return b
+	}
+	if server == Web {
+		return s.web.URL
+	}
+	return s.storage.URL
+}
+
+// RequireToken makes every repository private: the API answers 404, as GitHub does for a private
+// repository, to any request without `Authorization: Bearer <token>`, its JSON says
+// "private": true, and the web host answers 404 to its download links, which only a browser
+// session could open. An empty token turns this off.
 func (s *Server) RequireToken(token string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -205,6 +253,7 @@ func (s *Server) addAssetLocked(r *repo, rel *release, name string, data []byte)
 	sum := sha256.Sum256(data)
 	a := &asset{
 		id:          s.id(),
+		tag:         rel.tag,
 		name:        name,
 		data:        bytes.Clone(data),
 		size:        int64(len(data)),
@@ -270,7 +319,7 @@ func (s *Server) AssetID(owner, name, tag, assetName string) int64 {
 	return s.assetLocked(owner, name, tag, assetName).id
 }
 
-// FailNext makes the next n requests (API or storage) answer with status, a 5xx.
+// FailNext makes the next n requests (to any server) answer with status, a 5xx.
 func (s *Server) FailNext(n, status int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -282,6 +331,24 @@ func (s *Server) AlwaysFail(status int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.alwaysFail = status
+}
+
+// FailServer makes every request to server (API, Web or Storage) answer with status; 0 turns it
+// off.
+func (s *Server) FailServer(server string, status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failOn[server] = status
+}
+
+// LimitAPI allows n API calls an hour, as GitHub's primary rate limit does (60 for a client
+// without a token). The window starts with the first call after LimitAPI; the call after the
+// n-th answers 403 with x-ratelimit-remaining: 0 and x-ratelimit-reset. A 304 to a request with
+// a token costs nothing, as on GitHub. Web and storage requests never count. 0 removes the limit.
+func (s *Server) LimitAPI(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.apiLimit, s.apiUsed, s.apiReset = n, 0, time.Time{}
 }
 
 // Stall holds every answer, before its headers, for d or until the client gives up.
@@ -320,6 +387,7 @@ func (s *Server) Behave() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failNext, s.alwaysFail, s.stall, s.stallBody, s.limitStatus = 0, 0, 0, 0, 0
+	s.failOn = map[string]int{}
 }
 
 // Requests is a copy of every request seen so far, in arrival order.
@@ -341,8 +409,8 @@ func (s *Server) ResetRequests() {
 	s.requests = nil
 }
 
-// Count is the number of requests seen by server (API, Storage, or "" for both) whose path starts
-// with pathPrefix ("" for all).
+// Count is the number of requests seen by server (API, Web, Storage, or "" for all) whose path
+// starts with pathPrefix ("" for all).
 func (s *Server) Count(server, pathPrefix string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -353,6 +421,35 @@ func (s *Server) Count(server, pathPrefix string) int {
 		}
 	}
 	return n
+}
+
+// Counts are the requests seen so far, by what they cost.
+type Counts struct {
+	API          int // every API call: what GitHub's rate limit counts
+	APIDownloads int // of those, asset downloads through /releases/assets/{id}
+	Web          int // download links opened on the web host (no API quota)
+	Storage      int // requests to the storage host
+}
+
+// Counts sorts the requests seen so far by what they cost.
+func (s *Server) Counts() Counts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var c Counts
+	for _, r := range s.requests {
+		switch r.Server {
+		case API:
+			c.API++
+			if strings.Contains(r.Path, "/releases/assets/") && acceptsOctetStream(r.Header.Get("Accept")) {
+				c.APIDownloads++
+			}
+		case Web:
+			c.Web++
+		case Storage:
+			c.Storage++
+		}
+	}
+	return c
 }
 
 func (s *Server) repoLocked(owner, name string) *repo {
@@ -433,18 +530,43 @@ func (s *Server) begin(server string, w *statusWriter, r *http.Request) (done fu
 	})
 	stall := s.stall
 	fail := s.alwaysFail
+	if fail == 0 {
+		fail = s.failOn[server]
+	}
 	if fail == 0 && s.failNext > 0 {
 		s.failNext--
 		fail = s.failStatus
 	}
 	limit, reset, retryAfter := 0, s.limitReset, s.retryAfter
+	charged := false
 	if server == API {
 		limit = s.limitStatus
+		if limit == 0 && s.apiLimit > 0 {
+			now := time.Now()
+			if s.apiReset.IsZero() || now.After(s.apiReset) {
+				s.apiUsed, s.apiReset = 0, now.Add(time.Hour)
+			}
+			if s.apiUsed >= s.apiLimit {
+				limit, reset = http.StatusForbidden, s.apiReset
+			} else {
+				s.apiUsed++
+				charged = true
+			}
+			w.Header().Set("X-RateLimit-Limit", strconv.Itoa(s.apiLimit))
+			w.Header().Set("X-RateLimit-Remaining", strconv.Itoa(s.apiLimit-s.apiUsed))
+			w.Header().Set("X-RateLimit-Used", strconv.Itoa(s.apiUsed))
+			w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(s.apiReset.Unix(), 10))
+			w.Header().Set("X-RateLimit-Resource", "core")
+		}
 	}
+	apiLimit := s.apiLimit
 	s.mu.Unlock()
 	done = func() {
 		s.mu.Lock()
 		s.requests[idx].Status = w.status
+		if charged && w.status == http.StatusNotModified && r.Header.Get("Authorization") != "" && s.apiUsed > 0 {
+			s.apiUsed-- // GitHub: a conditional request answered 304 is free when authorized
+		}
 		s.mu.Unlock()
 	}
 	if stall > 0 {
@@ -456,10 +578,15 @@ func (s *Server) begin(server string, w *statusWriter, r *http.Request) (done fu
 	}
 	if limit != 0 {
 		if limit == http.StatusForbidden {
-			w.Header().Set("X-RateLimit-Limit", "60")
+			allowed := 60
+			if apiLimit > 0 {
+				allowed = apiLimit
+			}
+			w.Header().Set("X-RateLimit-Limit", strconv.Itoa(allowed))
 			w.Header().Set("X-RateLimit-Remaining", "0")
-			w.Header().Set("X-RateLimit-Used", "60")
+			w.Header().Set("X-RateLimit-Used", strconv.Itoa(allowed))
 			w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(reset.Unix(), 10))
+			w.Header().Set("X-RateLimit-Resource", "core")
 			writeError(w, limit, "API rate limit exceeded for 127.0.0.1. (But here's the good news: Authenticated requests get a higher rate limit. Check out the documentation for more details.)")
 		} else {
 			w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
@@ -495,8 +622,10 @@ func (s *Server) serveAPI(rw http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "Method Not Allowed")
 		return
 	}
-	w.Header().Set("X-RateLimit-Limit", "60")
-	w.Header().Set("X-RateLimit-Remaining", "59")
+	if w.Header().Get("X-RateLimit-Limit") == "" {
+		w.Header().Set("X-RateLimit-Limit", "60")
+		w.Header().Set("X-RateLimit-Remaining", "59")
+	}
 
 	s.mu.Lock()
 	token := s.token
@@ -569,10 +698,7 @@ func (s *Server) serveAPI(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if acceptsOctetStream(r.Header.Get("Accept")) {
-			q := "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=fake&X-Amz-Expires=300&X-Amz-Signature=" +
-				s.sign(id) + "&response-content-disposition=attachment%3B%20filename%3D" + a.name
-			w.Header().Set("Location", s.storage.URL+"/objects/"+strconv.FormatInt(id, 10)+"?"+q)
-			w.WriteHeader(http.StatusFound)
+			s.redirectToStorage(w, a)
 			return
 		}
 		s.writeJSON(w, r, body)
@@ -589,6 +715,17 @@ func acceptsOctetStream(accept string) bool {
 		}
 	}
 	return false
+}
+
+// redirectToStorage answers with a signed storage link for a, as both the API and the web host do.
+func (s *Server) redirectToStorage(w http.ResponseWriter, a *asset) {
+	s.mu.Lock()
+	base := s.baseLocked(Storage)
+	s.mu.Unlock()
+	q := "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=fake&X-Amz-Expires=300&X-Amz-Signature=" +
+		s.sign(a.id) + "&response-content-disposition=attachment%3B%20filename%3D" + url.QueryEscape(a.name)
+	w.Header().Set("Location", base+"/objects/"+strconv.FormatInt(a.id, 10)+"?"+q)
+	w.WriteHeader(http.StatusFound)
 }
 
 func (s *Server) sign(id int64) string {
@@ -630,12 +767,13 @@ type ownerJSON struct {
 }
 
 type repoJSON struct {
-	ID       int64     `json:"id"`
-	Name     string    `json:"name"`
-	FullName string    `json:"full_name"`
-	Owner    ownerJSON `json:"owner"`
-	Private  bool      `json:"private"`
-	URL      string    `json:"url"`
+	ID         int64     `json:"id"`
+	Name       string    `json:"name"`
+	FullName   string    `json:"full_name"`
+	Owner      ownerJSON `json:"owner"`
+	Private    bool      `json:"private"`
+	Visibility string    `json:"visibility"`
+	URL        string    `json:"url"`
 }
 
 type assetJSON struct {
@@ -661,13 +799,18 @@ type releaseJSON struct {
 }
 
 func (s *Server) repoJSON(r *repo) repoJSON {
-	return repoJSON{
-		ID:       r.repoID,
-		Name:     r.name,
-		FullName: r.owner + "/" + r.name,
-		Owner:    ownerJSON{Login: r.owner, ID: r.ownerID, Type: "Organization"},
-		URL:      s.api.URL + "/repos/" + r.owner + "/" + r.name,
+	j := repoJSON{
+		ID:         r.repoID,
+		Name:       r.name,
+		FullName:   r.owner + "/" + r.name,
+		Owner:      ownerJSON{Login: r.owner, ID: r.ownerID, Type: "Organization"},
+		Visibility: "public",
+		URL:        s.api.URL + "/repos/" + r.owner + "/" + r.name,
 	}
+	if s.token != "" {
+		j.Private, j.Visibility = true, "private"
+	}
+	return j
 }
 
 func (s *Server) assetJSON(a *asset) assetJSON {
@@ -678,7 +821,7 @@ func (s *Server) assetJSON(a *asset) assetJSON {
 		ContentType:        a.contentType,
 		Size:               a.size,
 		URL:                fmt.Sprintf("%s/repos/%s/%s/releases/assets/%d", s.api.URL, a.owner, a.repo, a.id),
-		BrowserDownloadURL: fmt.Sprintf("%s/%s/%s/releases/download/%d/%s", s.api.URL, a.owner, a.repo, a.id, a.name),
+		BrowserDownloadURL: s.baseLocked(Web) + downloadPath(a),
 	}
 	if a.digest != "" {
 		d := a.digest
@@ -701,6 +844,61 @@ func (s *Server) releaseJSON(r *repo, rel *release) releaseJSON {
 		j.Assets = append(j.Assets, s.assetJSON(a))
 	}
 	return j
+}
+
+// downloadPath is where the web host serves a: /{owner}/{repo}/releases/download/{tag}/{name}.
+func downloadPath(a *asset) string {
+	var b strings.Builder
+	b.WriteString("/" + url.PathEscape(a.owner) + "/" + url.PathEscape(a.repo) + "/releases/download")
+	for _, seg := range strings.Split(a.tag, "/") {
+		b.WriteString("/" + url.PathEscape(seg))
+	}
+	b.WriteString("/" + url.PathEscape(a.name))
+	return b.String()
+}
+
+func (s *Server) serveWeb(rw http.ResponseWriter, r *http.Request) {
+	w := &statusWriter{ResponseWriter: rw}
+	done, ok := s.begin(Web, w, r)
+	defer done()
+	if !ok {
+		return
+	}
+	// Only the API may ever see GITHUB_TOKEN; github.com's download links need none.
+	if r.Header.Get("Authorization") != "" {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte("githubtest: a credential reached the web host; only the API may see GITHUB_TOKEN\n"))
+		return
+	}
+	notFound := func() {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte("<!DOCTYPE html><html><title>Page not found · GitHub</title></html>"))
+	}
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	if (r.Method != http.MethodGet && r.Method != http.MethodHead) || len(parts) < 6 || parts[2] != "releases" || parts[3] != "download" {
+		notFound()
+		return
+	}
+	tag, name := strings.Join(parts[4:len(parts)-1], "/"), parts[len(parts)-1]
+	s.mu.Lock()
+	var found *asset
+	if rp := s.repos[strings.ToLower(parts[0]+"/"+parts[1])]; rp != nil && s.token == "" {
+		if rel := rp.release(tag); rel != nil && !rel.draft {
+			for _, a := range rel.assets {
+				if a.name == name {
+					found = a
+				}
+			}
+		}
+	}
+	s.mu.Unlock()
+	if found == nil {
+		notFound()
+		return
+	}
+	s.redirectToStorage(w, found)
 }
 
 func (s *Server) serveStorage(rw http.ResponseWriter, r *http.Request) {

@@ -153,3 +153,132 @@ func TestFakeMisbehaves(t *testing.T) {
 		t.Fatalf("stall: %d after %s", resp.StatusCode, time.Since(start))
 	}
 }
+
+func TestFakeWebHostServesDownloadLinks(t *testing.T) {
+	s := New(t)
+	s.AddRepo("acme", "tools", 11, 22)
+	s.AddRelease("acme", "tools", "v1", map[string][]byte{"a.txt": []byte("one")})
+	s.AddDraftRelease("acme", "tools", "v2-draft", map[string][]byte{"b.txt": []byte("two")})
+
+	_, body := get(t, s.APIURL()+"/repos/acme/tools/releases/latest", nil)
+	var rel struct {
+		Assets []struct {
+			BrowserDownloadURL string `json:"browser_download_url"`
+		} `json:"assets"`
+	}
+	if json.Unmarshal(body, &rel) != nil || len(rel.Assets) != 1 {
+		t.Fatalf("latest: %s", body)
+	}
+	link := rel.Assets[0].BrowserDownloadURL
+	if link != s.WebURL()+"/acme/tools/releases/download/v1/a.txt" {
+		t.Fatalf("browser_download_url = %s", link)
+	}
+	resp, _ := get(t, link, nil)
+	loc := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusFound || !strings.HasPrefix(loc, s.StorageURL()+"/objects/") || !strings.Contains(loc, "X-Amz-Signature=") {
+		t.Fatalf("web download: %d %q", resp.StatusCode, loc)
+	}
+	if resp, body := get(t, loc, nil); resp.StatusCode != 200 || string(body) != "one" {
+		t.Fatalf("storage: %d %q", resp.StatusCode, body)
+	}
+	if resp, _ := get(t, link, map[string]string{"Authorization": "Bearer x"}); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("web host with a credential: %d", resp.StatusCode)
+	}
+	for _, p := range []string{"/acme/tools/releases/download/v2-draft/b.txt", "/acme/tools/releases/download/v1/nope", "/acme/tools/releases/v1/a.txt", "/acme/other/releases/download/v1/a.txt"} {
+		if resp, _ := get(t, s.WebURL()+p, nil); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("%s: %d, want 404", p, resp.StatusCode)
+		}
+	}
+	c := s.Counts()
+	if c.API != 1 || c.APIDownloads != 0 || c.Web != 6 || c.Storage != 1 {
+		t.Fatalf("counts %+v", c)
+	}
+
+	// The API download is an API call, and a download.
+	id := s.AssetID("acme", "tools", "v1", "a.txt")
+	get(t, s.APIURL()+"/repos/acme/tools/releases/assets/"+strconv.FormatInt(id, 10), map[string]string{"Accept": "application/octet-stream"})
+	get(t, s.APIURL()+"/repos/acme/tools/releases/assets/"+strconv.FormatInt(id, 10), nil)
+	if c := s.Counts(); c.API != 3 || c.APIDownloads != 1 {
+		t.Fatalf("counts after API asset requests %+v", c)
+	}
+
+	// Links can be sent through proxies.
+	s.AdvertiseVia(Web, "http://127.0.0.1:1/")
+	s.AdvertiseVia(Storage, "http://127.0.0.1:2")
+	_, body = get(t, s.APIURL()+"/repos/acme/tools/releases/latest", nil)
+	if json.Unmarshal(body, &rel) != nil || rel.Assets[0].BrowserDownloadURL != "http://127.0.0.1:1/acme/tools/releases/download/v1/a.txt" {
+		t.Fatalf("advertised via a proxy: %s", body)
+	}
+	if resp, _ := get(t, link, nil); !strings.HasPrefix(resp.Header.Get("Location"), "http://127.0.0.1:2/objects/") {
+		t.Fatalf("storage via a proxy: %q", resp.Header.Get("Location"))
+	}
+	s.AdvertiseVia(Storage, "")
+
+	// One server fails while the others work.
+	s.FailServer(Web, 503)
+	if resp, _ := get(t, link, nil); resp.StatusCode != 503 {
+		t.Fatalf("failed web host: %d", resp.StatusCode)
+	}
+	if resp, _ := get(t, s.APIURL()+"/repos/acme/tools", nil); resp.StatusCode != 200 {
+		t.Fatalf("API while the web host fails: %d", resp.StatusCode)
+	}
+	s.Behave()
+
+	// A private repository: the API says so, and its links are 404 to anyone.
+	s.RequireToken("t0k")
+	if resp, _ := get(t, link, nil); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("private repository's link: %d", resp.StatusCode)
+	}
+	_, body = get(t, s.APIURL()+"/repos/acme/tools", map[string]string{"Authorization": "Bearer t0k"})
+	var repo struct {
+		Private    bool   `json:"private"`
+		Visibility string `json:"visibility"`
+	}
+	if json.Unmarshal(body, &repo) != nil || !repo.Private || repo.Visibility != "private" {
+		t.Fatalf("private repository: %s", body)
+	}
+}
+
+func TestFakeAPIRateLimit(t *testing.T) {
+	s := New(t)
+	s.AddRepo("acme", "tools", 11, 22)
+	s.AddRelease("acme", "tools", "v1", map[string][]byte{"a.txt": []byte("one")})
+	s.LimitAPI(3)
+	url := s.APIURL() + "/repos/acme/tools"
+	start := time.Now()
+	for i, remaining := range []string{"2", "1", "0"} {
+		resp, _ := get(t, url, nil)
+		if resp.StatusCode != 200 || resp.Header.Get("X-RateLimit-Limit") != "3" || resp.Header.Get("X-RateLimit-Remaining") != remaining {
+			t.Fatalf("call %d: %d %v", i+1, resp.StatusCode, resp.Header)
+		}
+	}
+	resp, body := get(t, url, nil)
+	reset, _ := strconv.ParseInt(resp.Header.Get("X-RateLimit-Reset"), 10, 64)
+	if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-RateLimit-Remaining") != "0" || !strings.Contains(string(body), "API rate limit exceeded") ||
+		reset < start.Add(time.Hour).Unix()-1 || reset > time.Now().Add(time.Hour).Unix()+1 {
+		t.Fatalf("call 4: %d %v %s", resp.StatusCode, resp.Header, body)
+	}
+	// Download links and storage spend no API quota.
+	if resp, _ := get(t, s.WebURL()+"/acme/tools/releases/download/v1/a.txt", nil); resp.StatusCode != http.StatusFound {
+		t.Fatalf("web host while the API is exhausted: %d", resp.StatusCode)
+	}
+
+	// A 304 is free with a token, as GitHub documents, and costs a call without.
+	s.LimitAPI(2)
+	resp, _ = get(t, url, nil)
+	etag := resp.Header.Get("ETag")
+	resp, _ = get(t, url, map[string]string{"If-None-Match": etag, "Authorization": "Bearer x"})
+	if resp.StatusCode != http.StatusNotModified {
+		t.Fatalf("revalidation: %d", resp.StatusCode)
+	}
+	if resp, _ := get(t, url, map[string]string{"If-None-Match": etag}); resp.StatusCode != http.StatusNotModified || resp.Header.Get("X-RateLimit-Remaining") != "0" {
+		t.Fatalf("the authorized 304 was charged: %d %v", resp.StatusCode, resp.Header)
+	}
+	if resp, _ := get(t, url, nil); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("the anonymous 304 was free: %d", resp.StatusCode)
+	}
+	s.LimitAPI(0)
+	if resp, _ := get(t, url, nil); resp.StatusCode != 200 {
+		t.Fatalf("without a limit: %d", resp.StatusCode)
+	}
+}
