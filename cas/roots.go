@@ -1,0 +1,118 @@
+package cas
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/murmur-nexus/mur/internal/atomicfile"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/lockedfile"
+)
+
+// GC roots, the way Nix keeps gcroots: every file that pins blobs (a project's murmur.lock) is
+// registered by the commands that write or use it, so that GC run anywhere keeps what any project
+// on the machine pins, not only the locks named on its command line. A root is a file in roots/
+// named by the hash of the path it names, holding that path. A root whose file is gone (the
+// project was deleted or moved) is removed by GC.
+//
+// Registering after each write of the file, and pruning under a lock that registering shares,
+// closes the race between "GC sees the file missing" and "a first pull writes it": either the
+// registration comes after the pruning and writes the root again, or the pruning sees the file.
+
+func (s *Store) rootsLock() string { return filepath.Join(s.root, "roots.lock") }
+
+func rootName(path string) string {
+	sum := sha256.Sum256([]byte(path))
+	return hex.EncodeToString(sum[:])
+}
+
+// RegisterRoot records that the file at path (absolute) pins blobs that GC must keep. Call it
+// after each write of the file: it is cheap when the root is already there.
+func (s *Store) RegisterRoot(ctx context.Context, path string) error {
+	if !filepath.IsAbs(path) || strings.ContainsAny(path, "\n\x00") {
+		return errs.New(errs.Internal, "a GC root must be an absolute path on one line, found %q", path)
+	}
+	path = filepath.Clean(path)
+	p := filepath.Join(s.roots, rootName(path))
+	unlock, err := lockedfile.RLock(ctx, s.rootsLock())
+	if err != nil {
+		return pathErr(err, "locking", s.rootsLock())
+	}
+	defer unlock()
+	if b, err := os.ReadFile(p); err == nil && string(b) == path+"\n" {
+		return nil
+	}
+	if err := atomicfile.WriteFile(p, []byte(path+"\n"), 0o600); err != nil {
+		return pathErr(err, "registering the GC root", p)
+	}
+	return nil
+}
+
+// RootsReport is what Roots found.
+type RootsReport struct {
+	Live   []string // paths of registered files that exist, sorted
+	Pruned []string // paths whose file is gone; their roots were removed (or would be, on a dry run)
+}
+
+// Roots lists the registered roots, removing those whose file no longer exists (with dryRun,
+// listing them only). A root whose file can't be checked (a folder it may not search) is kept.
+func (s *Store) Roots(ctx context.Context, dryRun bool) (RootsReport, error) {
+	unlock, err := lockedfile.Lock(ctx, s.rootsLock())
+	if err != nil {
+		return RootsReport{}, pathErr(err, "locking", s.rootsLock())
+	}
+	defer unlock()
+	entries, err := os.ReadDir(s.roots)
+	if err != nil {
+		return RootsReport{}, pathErr(err, "listing", s.roots)
+	}
+	rep := RootsReport{Live: []string{}, Pruned: []string{}}
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		p := filepath.Join(s.roots, e.Name())
+		if strings.HasPrefix(e.Name(), atomicfile.TempPrefix) {
+			// A registration killed mid-write; registering happens under the shared lock, and
+			// this runs under the exclusive one, so none is in flight.
+			if !dryRun {
+				os.Remove(p)
+			}
+			continue
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		path := string(bytes.TrimSuffix(b, []byte("\n")))
+		if !filepath.IsAbs(path) || rootName(path) != e.Name() {
+			// Not a root mur wrote; it pins nothing.
+			if !dryRun {
+				os.Remove(p)
+			}
+			continue
+		}
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			if !dryRun {
+				if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return rep, pathErr(err, "removing the GC root", p)
+				}
+			}
+			rep.Pruned = append(rep.Pruned, path)
+			continue
+		}
+		rep.Live = append(rep.Live, path)
+	}
+	sort.Strings(rep.Live)
+	sort.Strings(rep.Pruned)
+	return rep, nil
+}
