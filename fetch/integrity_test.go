@@ -462,3 +462,25 @@ func TestStagingLeftoversAreRemoved(t *testing.T) {
 		t.Fatalf("tools/acme holds %d entries after gc", len(ents))
 	}
 }
+
+// A manifest whose name annotation names another artifact is refused before its payload is read:
+// a store must not serve one tool's manifest as another's.
+func TestPullManifestNamingAnotherArtifact(t *testing.T) {
+	w := newWorld(t)
+	dir := filepath.Join(t.TempDir(), "store")
+	st := openStore(t, "oci-layout:"+dir, ocistore.Options{})
+	before := w.seeded(st)
+	other := ref.Name{Scope: "acme", Name: "other"}
+	// The payload packs grep's own manifest, so only the annotation tells.
+	push(t, st, other, "1.0.0", "any", pack(t, "grep", "1.0.0", 111))
+	index := filepath.Join(dir, "index.json")
+	b, err := os.ReadFile(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(index, bytes.Replace(b, []byte(`"acme/other:1.0.0"`), []byte(`"acme/grep:1.0.0"`), 1), 0o644)
+	_, err = w.pull(w.puller(st), req(grep, "1.0.0"))
+	errtest.WantToken(t, err, errs.Integrity, "dev.murmur.artifact.name", `"acme/other"`, `"acme/grep"`)
+	w.assertUnchanged(before)
+	w.assertFailedRecord(grep, errs.Integrity)
+}
