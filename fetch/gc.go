@@ -77,6 +77,9 @@ func GC(ctx context.Context, in GCInput) (GCReport, error) {
 		rep.Roots, rep.PrunedRoots = roots.Live, roots.Pruned
 		keep := map[digest.Digest]bool{}
 		add := func(path, why string) error {
+			if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+				return nil // a project that pinned nothing yet
+			}
 			l, err := lock.Read(path)
 			if err != nil {
 				return errs.Wrap(err, errs.TokenOf(err), "%s; gc keeps what %s pins and can't read it, so it removed nothing: fix it, or delete it if the project is gone, then run gc again", errs.Message(err), why)

@@ -6,7 +6,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/fetch"
-	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/sandbox"
 )
 
@@ -53,7 +52,7 @@ problem; exit 1 if there is any. --repair fetches and restores what it can.`,
 				if err != nil {
 					return err
 				}
-				in.Repair = &fetch.Puller{CAS: store, Stores: st, Source: p.source(), Offline: e.Offline(), Platform: platform}
+				in.Repair = p.cacheCap(e, &fetch.Puller{CAS: store, Stores: st, Source: p.source(), Offline: e.Offline(), Platform: platform})
 			}
 			rep, err := fetch.Verify(e.ctx, in)
 			if err != nil {
@@ -74,10 +73,7 @@ problem; exit 1 if there is any. --repair fetches and restores what it can.`,
 				e.Progress("verify: %d blobs, %d staged tools, %d compiled modules checked; %d problems, %d repaired",
 					rep.Blobs, rep.Tools, rep.Compiled, len(rep.Problems), rep.RepairedCount())
 			}
-			if n := rep.Unrepaired(); n > 0 {
-				return errs.New(errs.Integrity, "%d problems found; run 'mur verify --repair' to fetch and restore what can be restored", n)
-			}
-			return nil
+			return rep.Err(repair)
 		},
 	}
 }

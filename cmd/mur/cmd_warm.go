@@ -54,11 +54,11 @@ OCI layout folder that other machines can use as the store oci-layout:DIR.`,
 			in := fetch.WarmInput{
 				Project: p.Project, Lock: l, Platform: platform,
 				From: func(name string) ([]string, error) { return p.installFrom(name, nil) },
-				Puller: &fetch.Puller{CAS: store, Stores: sts, Source: p.source(), Offline: e.Offline(), Jobs: jobs, Events: func(ev fetch.Event) {
+				Puller: p.cacheCap(e, &fetch.Puller{CAS: store, Stores: sts, Source: p.source(), Offline: e.Offline(), Jobs: jobs, Events: func(ev fetch.Event) {
 					if ev.Phase != fetch.PhaseCached {
 						pr.event(ev)
 					}
-				}},
+				}}),
 			}
 			runner, err := sandbox.New(e.ctx, sandbox.Options{CacheDir: p.home.Compiled(), Warn: func(s string) { e.Progress("mur: warning: %s", s) }})
 			if err != nil {
