@@ -283,19 +283,24 @@ func TestRoots(t *testing.T) {
 	if err := s.RegisterRoot(ctx, "relative/murmur.lock"); err == nil {
 		t.Fatal("a relative root was registered")
 	}
-	rep, err := s.Roots(ctx, false)
+	later := time.Now().Add(RootGrace + time.Minute)
+	rep, err := s.Roots(ctx, later, false)
 	if err != nil || !reflect.DeepEqual(rep.Live, []string{lockA, lockB}) || len(rep.Pruned) != 0 {
 		t.Fatalf("Roots = %+v, %v", rep, err)
 	}
 	os.RemoveAll(filepath.Dir(lockB))
-	rep, err = s.Roots(ctx, true)
+	// Within the grace the root stays: it may be registered for a lock about to be written.
+	if rep, err := s.Roots(ctx, time.Now(), false); err != nil || len(rep.Live) != 2 || len(rep.Pruned) != 0 {
+		t.Fatalf("Roots within the grace = %+v, %v", rep, err)
+	}
+	rep, err = s.Roots(ctx, later, true)
 	if err != nil || !reflect.DeepEqual(rep.Live, []string{lockA}) || !reflect.DeepEqual(rep.Pruned, []string{lockB}) {
 		t.Fatalf("Roots (dry run) after the project went = %+v, %v", rep, err)
 	}
 	if n := len(dirNames(t, filepath.Join(s.Root(), "roots"))); n != 2 {
 		t.Fatalf("a dry run removed a root: %d left", n)
 	}
-	rep, err = s.Roots(ctx, false)
+	rep, err = s.Roots(ctx, later, false)
 	if err != nil || !reflect.DeepEqual(rep.Pruned, []string{lockB}) {
 		t.Fatalf("Roots = %+v, %v", rep, err)
 	}
@@ -304,14 +309,14 @@ func TestRoots(t *testing.T) {
 	}
 	// A root written by hand under another name pins nothing and goes.
 	os.WriteFile(filepath.Join(s.Root(), "roots", "bogus"), []byte(lockA+"\n"), 0o600)
-	if rep, err := s.Roots(ctx, false); err != nil || !reflect.DeepEqual(rep.Live, []string{lockA}) {
+	if rep, err := s.Roots(ctx, later, false); err != nil || !reflect.DeepEqual(rep.Live, []string{lockA}) {
 		t.Fatalf("Roots with a forged entry = %+v, %v", rep, err)
 	}
 	// The project comes back: registering again restores its root.
 	os.MkdirAll(filepath.Dir(lockB), 0o755)
 	os.WriteFile(lockB, []byte("lock_version: 3\n"), 0o644)
 	s.RegisterRoot(ctx, lockB)
-	if rep, err := s.Roots(ctx, false); err != nil || len(rep.Live) != 2 {
+	if rep, err := s.Roots(ctx, later, false); err != nil || len(rep.Live) != 2 {
 		t.Fatalf("Roots after re-registering = %+v, %v", rep, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -24,9 +25,15 @@ import (
 // named by the hash of the path it names, holding that path. A root whose file is gone (the
 // project was deleted or moved) is removed by GC.
 //
-// Registering after each write of the file, and pruning under a lock that registering shares,
-// closes the race between "GC sees the file missing" and "a first pull writes it": either the
-// registration comes after the pruning and writes the root again, or the pruning sees the file.
+// A pull registers its lock just before it writes it and again after: a process killed between
+// the write and the second registration must not leave a lock that no root names once its lease
+// is gone. So GC removes a root only when its file is missing and the root was not registered
+// for RootGrace: a root registered for a lock about to be written survives that moment. Pruning
+// runs under a lock that registering shares, so that a registration never lands between GC's
+// check and its removal.
+
+// RootGrace is how long a root whose file is missing is kept after it was last registered.
+const RootGrace = 10 * time.Minute
 
 func (s *Store) rootsLock() string { return filepath.Join(s.root, "roots.lock") }
 
@@ -36,7 +43,7 @@ func rootName(path string) string {
 }
 
 // RegisterRoot records that the file at path (absolute) pins blobs that GC must keep. Call it
-// after each write of the file: it is cheap when the root is already there.
+// before and after each write of the file: it is cheap when the root is already there.
 func (s *Store) RegisterRoot(ctx context.Context, path string) error {
 	if !filepath.IsAbs(path) || strings.ContainsAny(path, "\n\x00") {
 		return errs.New(errs.Internal, "a GC root must be an absolute path on one line, found %q", path)
@@ -49,6 +56,10 @@ func (s *Store) RegisterRoot(ctx context.Context, path string) error {
 	}
 	defer unlock()
 	if b, err := os.ReadFile(p); err == nil && string(b) == path+"\n" {
+		now := time.Now()
+		if err := os.Chtimes(p, now, now); err != nil {
+			return pathErr(err, "registering the GC root", p)
+		}
 		return nil
 	}
 	if err := atomicfile.WriteFile(p, []byte(path+"\n"), 0o600); err != nil {
@@ -63,9 +74,10 @@ type RootsReport struct {
 	Pruned []string // paths whose file is gone; their roots were removed (or would be, on a dry run)
 }
 
-// Roots lists the registered roots, removing those whose file no longer exists (with dryRun,
-// listing them only). A root whose file can't be checked (a folder it may not search) is kept.
-func (s *Store) Roots(ctx context.Context, dryRun bool) (RootsReport, error) {
+// Roots lists the registered roots, removing those whose file no longer exists and that were not
+// registered within RootGrace of now (with dryRun, listing them only). A root whose file can't be
+// checked (a folder it may not search) is kept.
+func (s *Store) Roots(ctx context.Context, now time.Time, dryRun bool) (RootsReport, error) {
 	unlock, err := lockedfile.Lock(ctx, s.rootsLock())
 	if err != nil {
 		return RootsReport{}, pathErr(err, "locking", s.rootsLock())
@@ -102,6 +114,10 @@ func (s *Store) Roots(ctx context.Context, dryRun bool) (RootsReport, error) {
 			continue
 		}
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			if fi, err := e.Info(); err == nil && now.Sub(fi.ModTime()) < RootGrace {
+				rep.Live = append(rep.Live, path) // registered for a lock about to be written
+				continue
+			}
 			if !dryRun {
 				if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 					return rep, pathErr(err, "removing the GC root", p)

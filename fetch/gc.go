@@ -70,7 +70,7 @@ func GC(ctx context.Context, in GCInput) (GCReport, error) {
 	}
 	projects := map[string]bool{}
 	pinned := func(ctx context.Context) (map[digest.Digest]bool, error) {
-		roots, err := in.CAS.Roots(ctx, in.DryRun)
+		roots, err := in.CAS.Roots(ctx, now, in.DryRun)
 		if err != nil {
 			return nil, err
 		}

@@ -591,6 +591,18 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 			return err
 		}
 	}
+	// The lock is registered as a GC root before it is written and again after, before the lease
+	// that protects its blobs ends, so that no gc run elsewhere takes them, even if this process
+	// is killed in between.
+	lockPath, _ := filepath.Abs(proj.LockPath())
+	warned := false
+	register := func() {
+		if err := p.CAS.RegisterRoot(ctx, lockPath); err != nil && !warned {
+			warned = true
+			res.Warnings = append(res.Warnings, "not registered as a GC root, so 'mur cache gc' run outside this project may remove its blobs: "+errs.Message(err))
+		}
+	}
+	register()
 	size, want := res.Size, d
 	err := lock.Update(ctx, proj.LockPath(), func(l *lock.Lock) error {
 		if got.newPin != nil {
@@ -633,13 +645,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 	case stage:
 		res.Tools = StagedDir(proj, req.Name)
 	}
-	// The lock is written: register it as a GC root before the lease that protects its blobs
-	// ends, so that no gc run elsewhere takes them.
-	if abs, err := filepath.Abs(proj.LockPath()); err == nil {
-		if err := p.CAS.RegisterRoot(ctx, abs); err != nil {
-			res.Warnings = append(res.Warnings, "not registered as a GC root, so 'mur cache gc' run outside this project may remove its blobs: "+errs.Message(err))
-		}
-	}
+	register()
 	p.CAS.Touch(d)
 	if fresh && p.Precompile != nil && got.archive != nil && !got.archive.Component {
 		// The scratch is gone once committed: read the payload back from the blob.
