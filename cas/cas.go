@@ -83,7 +83,9 @@ func Open(root string) (*Store, error) {
 		leases:     filepath.Join(abs, "leases"),
 		roots:      filepath.Join(abs, "roots"),
 	}
-	for _, dir := range []string{abs, filepath.Join(abs, "blobs"), s.blobs, s.ingest, s.records, s.quarantine, s.uses, s.leases, s.roots} {
+	// leases/ and roots/ are made when first used, so that a home an older mur made still opens
+	// for reading where it can't be written.
+	for _, dir := range []string{abs, filepath.Join(abs, "blobs"), s.blobs, s.ingest, s.records, s.quarantine, s.uses} {
 		if err := atomicfile.MkdirPrivate(dir); err != nil {
 			return nil, err
 		}

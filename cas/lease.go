@@ -16,6 +16,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	"golang.org/x/sys/unix"
 
+	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/lockedfile"
 )
 
@@ -45,6 +46,9 @@ func (s *Store) NewLease(ctx context.Context) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if err := atomicfile.MkdirPrivate(s.leases); err != nil {
+		return nil, err
+	}
 	var b [12]byte
 	rand.Read(b[:])
 	name := hex.EncodeToString(b[:])
@@ -71,9 +75,10 @@ func (s *Store) NewLease(ctx context.Context) (*Lease, error) {
 
 // Add names d in the lease. Once Add returns, d is safe from every GC: a GC that started earlier
 // has finished (Add waits for it), and a later one reads the lease. So a caller that adds d and
-// then finds the blob in the store may rely on it staying there while the lease is held.
+// then finds the blob in the store may rely on it staying there while the lease is held. A nil
+// Lease (a read-only home, where no GC can run either) adds nothing.
 func (l *Lease) Add(ctx context.Context, d digest.Digest) error {
-	if err := checkDigest(d); err != nil {
+	if err := checkDigest(d); err != nil || l == nil {
 		return err
 	}
 	l.mu.Lock()
@@ -99,6 +104,9 @@ func (l *Lease) Add(ctx context.Context, d digest.Digest) error {
 
 // Release ends the lease. It is safe to call more than once.
 func (l *Lease) Release() error {
+	if l == nil {
+		return nil
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.f == nil {
@@ -116,11 +124,14 @@ func (l *Lease) Release() error {
 // leased reads every live lease and returns the digests they name, removing the leases of
 // processes that are gone (and, with dryRun, only counting them).
 func (s *Store) leased(ctx context.Context, now time.Time, dryRun bool) (map[digest.Digest]bool, int, error) {
+	out := map[digest.Digest]bool{}
 	entries, err := os.ReadDir(s.leases)
+	if errors.Is(err, fs.ErrNotExist) {
+		return out, 0, nil
+	}
 	if err != nil {
 		return nil, 0, pathErr(err, "listing", s.leases)
 	}
-	out := map[digest.Digest]bool{}
 	live := 0
 	for _, e := range entries {
 		if err := ctx.Err(); err != nil {

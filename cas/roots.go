@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/lockedfile"
@@ -49,8 +51,17 @@ func (s *Store) RegisterRoot(ctx context.Context, path string) error {
 		return errs.New(errs.Internal, "a GC root must be an absolute path on one line, found %q", path)
 	}
 	path = filepath.Clean(path)
+	if _, err := os.Stat(s.roots); errors.Is(err, fs.ErrNotExist) && readOnly(s.root) {
+		return nil // a read-only home, where no gc can run
+	}
+	if err := atomicfile.MkdirPrivate(s.roots); err != nil {
+		return err
+	}
 	p := filepath.Join(s.roots, rootName(path))
 	unlock, err := lockedfile.RLock(ctx, s.rootsLock())
+	if errors.Is(err, syscall.EROFS) {
+		return nil
+	}
 	if err != nil {
 		return pathErr(err, "locking", s.rootsLock())
 	}
@@ -83,11 +94,14 @@ func (s *Store) Roots(ctx context.Context, now time.Time, dryRun bool) (RootsRep
 		return RootsReport{}, pathErr(err, "locking", s.rootsLock())
 	}
 	defer unlock()
+	rep := RootsReport{Live: []string{}, Pruned: []string{}}
 	entries, err := os.ReadDir(s.roots)
+	if errors.Is(err, fs.ErrNotExist) {
+		return rep, nil
+	}
 	if err != nil {
 		return RootsReport{}, pathErr(err, "listing", s.roots)
 	}
-	rep := RootsReport{Live: []string{}, Pruned: []string{}}
 	for _, e := range entries {
 		if err := ctx.Err(); err != nil {
 			return rep, err
@@ -131,4 +145,10 @@ func (s *Store) Roots(ctx context.Context, now time.Time, dryRun bool) (RootsRep
 	sort.Strings(rep.Live)
 	sort.Strings(rep.Pruned)
 	return rep, nil
+}
+
+// readOnly reports whether dir is on a file system mounted read-only.
+func readOnly(dir string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(dir, &st) == nil && st.Flags&unix.ST_RDONLY != 0
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/opencontainers/go-digest"
@@ -150,6 +151,10 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 	errList := make([]error, len(reqs))
 	// The lease keeps every digest this pull learns from GC until the lock pins it.
 	lease, err := p.CAS.NewLease(ctx)
+	if errors.Is(err, syscall.EROFS) {
+		// A read-only home (a restored CI cache): nothing can be brought in, and no gc can run.
+		lease, err = nil, nil
+	}
 	if err != nil {
 		for i := range reqs {
 			results[i] = Result{Name: reqs[i].Name.String(), Error: err.Error()}
