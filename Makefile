@@ -9,8 +9,9 @@ export GOFLAGS := -buildvcs=false
 
 all: build
 
+# -buildvcs=auto stamps the git revision into the binary (mur version) when built in a clone.
 build:
-	$(GO) build -o $(BIN) ./cmd/mur
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/mur
 
 # The whole suite: every package with the race detector, then the end-to-end suite on the real
 # binary (which ends with the reliability table). It refuses to run without the real registry
@@ -25,6 +26,8 @@ check-registry:
 	  echo "make test needs Debian's docker-registry for the registry integration suite:"; \
 	  echo "  sudo apt-get update && sudo apt-get install -y docker-registry"; \
 	  exit 1; }
+	@command -v oras >/dev/null 2>&1 && command -v crane >/dev/null 2>&1 || \
+	  echo "note: oras or crane is not on PATH, so the interop scripts are skipped; .ci/run installs them with go install"
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -43,8 +46,9 @@ fuzz:
 	  done; \
 	done
 
+# make demo KEEP=1 keeps the demo's folder (its project, store and home) and prints its path.
 demo: build
-	./scripts/demo.sh
+	KEEP=$(KEEP) ./scripts/demo.sh
 
 ci-demo: build
 	./scripts/ci-demo.sh

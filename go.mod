@@ -3,6 +3,7 @@ module github.com/murmur-nexus/mur
 go 1.26.0
 
 require (
+	github.com/creack/pty v1.1.24
 	github.com/google/go-containerregistry v0.22.1
 	github.com/klauspost/compress v1.20.4
 	github.com/opencontainers/go-digest v1.0.0

@@ -62,6 +62,9 @@ type Config struct {
 	Sources map[string]string
 	// MaxCacheSize is cache.max_size in bytes; 0 when neither file sets it.
 	MaxCacheSize int64
+	// PlainHTTP holds the oci:// stores written as {url: …, plain_http: true}: registries the
+	// user chose to reach over plain HTTP (never chosen for them off loopback).
+	PlainHTTP map[string]bool
 	// Warnings name keys that were ignored, with their file, for the command to print.
 	Warnings []string
 }
@@ -69,7 +72,7 @@ type Config struct {
 // LoadConfig reads homeConfigPath and, when projectDir is not empty, projectDir/.murmur/config.yaml,
 // and merges them. A missing file counts as an empty one.
 func LoadConfig(homeConfigPath, projectDir string) (*Config, error) {
-	c := &Config{Sources: map[string]string{}}
+	c := &Config{Sources: map[string]string{}, PlainHTTP: map[string]bool{}}
 	var project, user *configFile
 	var err error
 	if projectDir != "" {
@@ -99,6 +102,9 @@ func LoadConfig(homeConfigPath, projectDir string) (*Config, error) {
 			if !seen[s] {
 				seen[s] = true
 				c.Stores = append(c.Stores, s)
+				if f.plainHTTP[s] {
+					c.PlainHTTP[s] = true
+				}
 			}
 		}
 		c.Warnings = append(c.Warnings, f.warnings...)
@@ -214,6 +220,7 @@ func validateOCI(rest string) error {
 // file is one parsed config file, already validated and with its paths resolved.
 type configFile struct {
 	stores       []string
+	plainHTTP    map[string]bool
 	sources      map[string]string
 	maxCacheSize int64
 	warnings     []string
@@ -234,7 +241,7 @@ func parseConfig(data []byte, path, baseDir string) (*configFile, error) {
 	bad := func(format string, args ...any) error {
 		return errs.New(errs.InvalidConfig, "%s: %s", path, fmt.Sprintf(format, args...))
 	}
-	f := &configFile{sources: map[string]string{}}
+	f := &configFile{sources: map[string]string{}, plainHTTP: map[string]bool{}}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
@@ -245,7 +252,7 @@ func parseConfig(data []byte, path, baseDir string) (*configFile, error) {
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, bad("holds more than one YAML document; keep a single one")
+		return nil, bad("line %d: a second YAML document starts here; keep a single one", max(extra.Line, 1))
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
@@ -273,13 +280,16 @@ func parseConfig(data []byte, path, baseDir string) (*configFile, error) {
 				return nil, bad("line %d: stores must be a list of store addresses, found %s", v.Line, yamlnode.Describe(v))
 			}
 			for j, item := range v.Content {
-				if item.Kind != yaml.ScalarNode {
-					return nil, bad("line %d: stores[%d] must be a string, found %s", item.Line, j, yamlnode.Describe(item))
+				addr, plain, warns, err := parseStoreItem(item, j, path)
+				if err != nil {
+					return nil, bad("%s", err)
 				}
-				if err := ValidateStoreAddress(item.Value); err != nil {
-					return nil, bad("line %d: stores[%d]: %s", item.Line, j, errs.Message(err))
+				f.warnings = append(f.warnings, warns...)
+				addr = ResolveStore(addr, baseDir)
+				f.stores = append(f.stores, addr)
+				if plain {
+					f.plainHTTP[addr] = true
 				}
-				f.stores = append(f.stores, ResolveStore(item.Value, baseDir))
 			}
 		case "sources":
 			if yamlnode.IsNull(v) {
@@ -339,6 +349,48 @@ func parseConfig(data []byte, path, baseDir string) (*configFile, error) {
 	}
 	sort.Strings(f.warnings)
 	return f, nil
+}
+
+// parseStoreItem reads one entry of stores: an address, or {url: ADDRESS, plain_http: BOOL}.
+func parseStoreItem(item *yaml.Node, j int, path string) (addr string, plain bool, warnings []string, err error) {
+	switch item.Kind {
+	case yaml.ScalarNode:
+		if err := ValidateStoreAddress(item.Value); err != nil {
+			return "", false, nil, fmt.Errorf("line %d: stores[%d]: %s", item.Line, j, errs.Message(err))
+		}
+		return item.Value, false, nil, nil
+	case yaml.MappingNode:
+	default:
+		return "", false, nil, fmt.Errorf("line %d: stores[%d] must be an address or {url: ADDRESS, plain_http: true}, found %s", item.Line, j, yamlnode.Describe(item))
+	}
+	var urlNode, plainNode *yaml.Node
+	for i := 0; i+1 < len(item.Content); i += 2 {
+		k, v := item.Content[i], item.Content[i+1]
+		switch k.Value {
+		case "url":
+			urlNode = v
+		case "plain_http":
+			plainNode = v
+		default:
+			warnings = append(warnings, fmt.Sprintf("%s: line %d: unknown key %q in stores[%d] ignored", path, k.Line, k.Value, j))
+		}
+	}
+	if urlNode == nil || urlNode.Kind != yaml.ScalarNode || urlNode.Value == "" {
+		return "", false, nil, fmt.Errorf("line %d: stores[%d] has no url; write {url: oci://HOST[:PORT]/PREFIX, plain_http: true}", item.Line, j)
+	}
+	if err := ValidateStoreAddress(urlNode.Value); err != nil {
+		return "", false, nil, fmt.Errorf("line %d: stores[%d].url: %s", urlNode.Line, j, errs.Message(err))
+	}
+	if plainNode != nil {
+		if plainNode.Kind != yaml.ScalarNode || plainNode.ShortTag() != "!!bool" {
+			return "", false, nil, fmt.Errorf("line %d: stores[%d].plain_http must be true or false, found %s", plainNode.Line, j, yamlnode.Describe(plainNode))
+		}
+		plain = strings.EqualFold(plainNode.Value, "true")
+		if plain && !strings.HasPrefix(urlNode.Value, SchemeOCI) {
+			return "", false, nil, fmt.Errorf("line %d: stores[%d].plain_http applies to oci:// registries, and %s is a folder; remove it", plainNode.Line, j, urlNode.Value)
+		}
+	}
+	return urlNode.Value, plain, warnings, nil
 }
 
 // ResolveStore makes a relative oci-layout: path absolute against baseDir, as LoadConfig does for the

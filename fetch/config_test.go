@@ -159,7 +159,11 @@ func TestRefusals(t *testing.T) {
 		{"stores: [", "not valid YAML"},
 		{"- a\n- b\n", "expected a mapping"},
 		{"stores: oci://x/y\n", "stores must be a list"},
-		{"stores: [ {a: b} ]\n", "stores[0] must be a string"},
+		{"stores: [ {a: b} ]\n", "stores[0] has no url"},
+		{"stores: [ [x] ]\n", "stores[0] must be an address or {url: ADDRESS, plain_http: true}"},
+		{"stores:\n  - url: oci://r:5000/m\n    plain_http: maybe\n", "line 3: stores[0].plain_http must be true or false"},
+		{"stores:\n  - {url: oci-layout:/x, plain_http: true}\n", "plain_http applies to oci:// registries"},
+		{"stores:\n  - {url: \"https://x/y\"}\n", "line 2: stores[0].url"},
 		{"stores: [ \"https://x/y\" ]\n", "stores[0]"},
 		{"sources: [ a ]\n", "sources must map"},
 		{"sources: { Acme: github:acme/x }\n", `sources key "Acme"`},
@@ -169,7 +173,7 @@ func TestRefusals(t *testing.T) {
 		{"sources: { murmur: github:evil/default-artifacts }\n", "sources.murmur"},
 		{"sources: { acme: github:a/b, acme: github:a/c }\n", "appears twice"},
 		{"stores: []\nstores: []\n", `key "stores" appears twice`},
-		{"stores: []\n---\nstores: []\n", "more than one YAML document"},
+		{"stores: []\n---\nstores: []\n", "line 2: a second YAML document starts here"},
 	}
 	for _, tc := range cases {
 		dir := t.TempDir()
@@ -186,6 +190,35 @@ func TestRefusals(t *testing.T) {
 		if !strings.Contains(msg, tc.want) || !strings.Contains(msg, filepath.Join(dir, ".murmur", "config.yaml")) {
 			t.Errorf("%q: %s (want it to mention %q and the file)", tc.content, msg, tc.want)
 		}
+		if !strings.Contains(msg, "line ") {
+			t.Errorf("%q: %s names no line", tc.content, msg)
+		}
+	}
+}
+
+func TestPlainHTTPStores(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, ".murmur", "config.yaml"), `
+stores:
+  - {url: "oci://registry:5000/murmur", plain_http: true}
+  - url: oci://lab.internal/murmur
+    plain_http: false
+  - oci://secure.internal/murmur
+  - {url: oci-layout:store, colour: blue}
+`)
+	c, err := LoadConfig("", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"oci://registry:5000/murmur", "oci://lab.internal/murmur", "oci://secure.internal/murmur", "oci-layout:" + filepath.Join(dir, "store")}
+	if !reflect.DeepEqual(c.Stores, want) {
+		t.Fatalf("Stores = %v, want %v", c.Stores, want)
+	}
+	if !reflect.DeepEqual(c.PlainHTTP, map[string]bool{"oci://registry:5000/murmur": true}) {
+		t.Fatalf("PlainHTTP = %v; only the store that says so is plain HTTP", c.PlainHTTP)
+	}
+	if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], `unknown key "colour" in stores[3]`) || !strings.Contains(c.Warnings[0], "line 7") {
+		t.Fatalf("Warnings = %q", c.Warnings)
 	}
 }
 

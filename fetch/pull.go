@@ -65,6 +65,7 @@ type Result struct {
 	NewPin      *lock.ScopePin `json:"new_pin,omitempty"`
 	Warnings    []string       `json:"warnings,omitempty"`
 	Error       string         `json:"error,omitempty"`
+	Err         error          `json:"-"` // the failure itself, with its token
 }
 
 // Phase is where one artifact's pull stands.
@@ -72,10 +73,13 @@ type Phase string
 
 // The phases a pull reports, in order; it ends in one of the last three.
 const (
-	PhaseFetch  Phase = "fetch"  // bytes are arriving
-	PhaseDone   Phase = "done"   // fetched, checked, committed, pinned and staged
-	PhaseCached Phase = "cached" // the CAS held it; nothing was fetched
-	PhaseFailed Phase = "failed" // it changed nothing
+	PhaseResolve Phase = "resolving" // asking the lock, the stores and the sources what to fetch
+	PhaseFetch   Phase = "fetch"     // bytes are arriving
+	PhaseVerify  Phase = "verifying" // checking the payload, committing it, pinning and staging
+	PhaseCompile Phase = "compiling" // precompiling the wasm payload
+	PhaseDone    Phase = "done"      // fetched, checked, committed, pinned and staged
+	PhaseCached  Phase = "cached"    // the CAS held it; nothing was fetched
+	PhaseFailed  Phase = "failed"    // it changed nothing
 )
 
 // Event reports progress. Bytes and Total count payload bytes; Total is -1 when unknown.
@@ -175,7 +179,7 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 			res, err := p.pullOne(ctx, proj, reqs[i], lease)
 			if err != nil {
 				res.Name = reqs[i].Name.String()
-				res.Error = err.Error()
+				res.Error, res.Err = err.Error(), err
 				p.emit(Event{Name: res.Name, Phase: PhaseFailed})
 			}
 			results[i], errList[i] = res, err
@@ -260,9 +264,16 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 			p.record(req, &res, start, err)
 		}
 	}()
+	p.emit(Event{Name: res.Name, Phase: PhaseResolve, Total: -1})
 	pin, err := p.readPin(proj, req)
 	if err != nil {
 		return res, err
+	}
+	// Refused before anything is fetched or pinned: staging must not go through a symlink.
+	if p.platform() == ref.HostPlatform() {
+		if err := checkStageDirs(proj, req.Name); err != nil {
+			return res, err
+		}
 	}
 	version := req.Version
 	if pin.version != "" {
@@ -290,6 +301,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 		return res, p.cacheHit(ctx, proj, req, &res, got, start)
 	}
 	defer got.w.Close()
+	p.emit(Event{Name: res.Name, Phase: PhaseVerify, Bytes: got.w.Size(), Total: got.w.Size(), From: got.desc.Origin})
 	fetchTook := p.now().Sub(start)
 	res.Version, res.Platform, res.Origin = got.desc.Version, got.desc.Platform, got.desc.Origin
 	res.Size, res.Transferred, res.Release, res.Asset, res.NewPin = got.w.Size(), got.w.Size(), got.release, got.asset, got.newPin
@@ -339,7 +351,7 @@ func (p *Puller) fetch(ctx context.Context, req Request, version string, pin pin
 	}
 	what := req.Name.String() + "@" + version
 	var failures []error
-	asked := []string{}
+	asked := []string{} // parallel to failures once every place has failed
 	for _, kind := range from {
 		switch kind {
 		case FromStores:
@@ -375,25 +387,49 @@ func (p *Puller) fetch(ctx context.Context, req Request, version string, pin pin
 			failures = append(failures, err)
 		}
 	}
-	for _, err := range failures {
-		if !errors.Is(err, errs.NotFound) {
-			return nil, err
-		}
+	return nil, allFailed(what, req.Name.Scope, from, len(p.Stores) > 0, asked, failures)
+}
+
+// allFailed is the one error of a pull that every store and source failed: each place's reason
+// in one message, so that a store's "not found" is not lost behind a source's DNS error. Its
+// token is not-found when every place said so, else the first other failure's.
+func allFailed(what, scope string, from []string, haveStores bool, asked []string, failures []error) error {
+	var hints []string
+	if !slices.Contains(from, FromSources) {
+		hints = append(hints, fmt.Sprintf("sources were not granted (install.from: [%s]), so the GitHub source of scope %s was not asked: add sources to capabilities.install.from or push the artifact to a store", strings.Join(from, ", "), scope))
+	}
+	if slices.Contains(from, FromStores) && !haveStores {
+		hints = append(hints, "no store is configured: add one to .murmur/config.yaml (or $MURMUR_HOME/config.yaml) as stores: [\"oci://registry.example:5000/murmur\"], or pass --store oci://HOST[:PORT]/PREFIX or --store oci-layout:PATH")
 	}
 	hint := ""
-	if !slices.Contains(from, FromSources) {
-		hint = fmt.Sprintf("; sources were not granted (install.from: [%s]), so the GitHub source of scope %s was not asked: add sources to capabilities.install.from or push the artifact to a store", strings.Join(from, ", "), req.Name.Scope)
-	} else if len(asked) == 0 {
-		hint = "; no store is configured and no source serves its scope: add a store to config.yaml or pass --store"
+	if len(hints) > 0 {
+		hint = "; " + strings.Join(hints, "; ")
 	}
 	if len(asked) == 0 {
-		return nil, errs.New(errs.NotFound, "%s was not found: nothing was asked%s", what, hint)
+		if len(hints) == 0 {
+			hint = "; no source serves its scope: add a store to config.yaml or pass --store"
+		}
+		return errs.New(errs.NotFound, "%s was not found: nothing was asked%s", what, hint)
 	}
-	last := ""
-	if len(failures) > 0 {
-		last = " (" + errs.Message(failures[len(failures)-1]) + ")"
+	tok := errs.NotFound
+	for _, err := range failures {
+		if t := errs.TokenOf(err); t != errs.NotFound {
+			tok = t
+			break
+		}
 	}
-	return nil, errs.New(errs.NotFound, "%s was not found in %s%s%s", what, strings.Join(asked, ", "), last, hint)
+	if len(failures) == 1 {
+		return errs.Wrap(failures[0], tok, "%s: %s%s", what, errs.Message(failures[0]), hint)
+	}
+	reasons := make([]string, len(failures))
+	for i, err := range failures {
+		reasons[i] = fmt.Sprintf("[%d] %s: %s: %s", i+1, asked[i], errs.TokenOf(err), strings.TrimSuffix(errs.Message(err), "."))
+	}
+	verb := "could not be pulled from"
+	if tok == errs.NotFound {
+		verb = "was not found in"
+	}
+	return errs.Wrap(errors.Join(failures...), tok, "%s %s any of the %d places asked: %s%s", what, verb, len(failures), strings.Join(reasons, "; "), hint)
 }
 
 // resolveAt turns a request into the descriptor st holds for it. A pinned digest is looked up by
@@ -654,6 +690,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 	p.CAS.Touch(d)
 	if fresh && p.Precompile != nil && got.archive != nil && !got.archive.Component {
 		// The scratch is gone once committed: read the payload back from the blob.
+		p.emit(Event{Name: res.Name, Phase: PhaseCompile, Bytes: res.Size, Total: res.Size, From: res.Origin})
 		if err := p.precompile(ctx, d); err != nil {
 			res.Warnings = append(res.Warnings, "not precompiled: "+err.Error())
 		}
@@ -703,8 +740,9 @@ type progressWriter struct {
 
 func (pw *progressWriter) Write(b []byte) (int, error) {
 	n, err := pw.w.Write(b)
+	first := pw.n == 0
 	pw.n += int64(n)
-	if pw.n-pw.last >= 1<<20 {
+	if first || pw.n-pw.last >= 1<<20 {
 		pw.last = pw.n
 		pw.p.emit(Event{Name: pw.name, Phase: PhaseFetch, Bytes: pw.n, Total: pw.total, From: pw.from})
 	}

@@ -709,3 +709,34 @@ func TestPackedManifestDisagrees(t *testing.T) {
 		})
 	}
 }
+
+// TestPullRefusesSymlinkedTools: a pull whose tools/<scope> is a symlink is refused before it
+// fetches anything, and changes nothing: no blob, no lock, and the symlink's target as it was.
+func TestPullRefusesSymlinkedTools(t *testing.T) {
+	w := newWorld(t)
+	st := layoutStore(t)
+	push(t, st, grep, "1.0.0", ref.PlatformAny, pack(t, "grep", "1.0.0", 38))
+	outside := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(outside, "grep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(outside, "grep", "keep.txt"), []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(w.proj.ToolsDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(w.proj.ToolsDir(), "acme")
+	if err := os.Symlink(outside, link); err != nil {
+		t.Fatal(err)
+	}
+	before, outsideBefore := w.state(), treeDigest(t, outside)
+	p := w.puller(st)
+	p.Platform = "" // this machine's: the platform that stages tools/
+	_, err := w.pull(p, req(grep, "1.0.0"))
+	errtest.WantToken(t, err, errs.Denied, link, outside)
+	w.assertUnchanged(before)
+	if after := treeDigest(t, outside); after != outsideBefore {
+		t.Errorf("the symlink's target changed:\n--- before\n%s\n--- after\n%s", outsideBefore, after)
+	}
+}

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -100,6 +102,9 @@ type preparedStage struct {
 // temporary folder beside tools/<scope>/<name>/. It takes no lock and changes nothing anyone
 // reads, so a pull can run it while the blob it came from is still being made durable.
 func prepareStage(proj Project, name ref.Name, d digest.Digest, src cas.ReaderAt) (*preparedStage, error) {
+	if err := checkStageDirs(proj, name); err != nil {
+		return nil, err
+	}
 	dir := StagedDir(proj, name)
 	a, err := artifact.Read(src, src.Size())
 	if err != nil {
@@ -201,6 +206,9 @@ func (st *preparedStage) install() (string, error) {
 
 // CheckStaged re-hashes tools/<scope>/<name>/ against its marker and the marker against want.
 func CheckStaged(proj Project, name ref.Name, want digest.Digest) error {
+	if err := checkStageDirs(proj, name); err != nil {
+		return err
+	}
 	dir := StagedDir(proj, name)
 	m, err := readMarker(dir)
 	if err != nil {
@@ -317,4 +325,30 @@ func checksumFile(path string) (string, error) {
 		return "", err
 	}
 	return crcString(h.Sum32()), nil
+}
+
+// checkStageDirs refuses tools/, tools/<scope>, tools/<scope>/<name> or the tool's stage lock
+// when one is a symlink or not what it should be. A cloned repository can commit any of them as
+// a symlink to a folder elsewhere, and staging renames and removes what it finds there, so mur
+// would be renaming and removing outside the project.
+func checkStageDirs(proj Project, name ref.Name) error {
+	scopeDir := filepath.Join(proj.ToolsDir(), name.Scope)
+	for i, p := range []string{proj.ToolsDir(), scopeDir, filepath.Join(scopeDir, "."+name.Name+".lock"), filepath.Join(scopeDir, name.Name)} {
+		folder := i < 2 // staging makes these, and only moves the others aside
+		fi, err := os.Lstat(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if folder {
+				return nil // nothing below a missing folder exists either
+			}
+		case err != nil:
+			return errs.Wrap(err, errs.IO, "can't inspect %s: %v", p, err)
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, _ := os.Readlink(p)
+			return errs.New(errs.Denied, "%s is a symlink to %s, and mur stages tools only into real folders inside the project, so it changed nothing there; remove the symlink (its target is untouched) and run again", p, target)
+		case folder && !fi.IsDir():
+			return errs.New(errs.Denied, "%s is not a folder; move it away and run again", p)
+		}
+	}
+	return nil
 }

@@ -223,3 +223,60 @@ func TestStageMissingBlobLeavesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestStageNeverThroughASymlink: a cloned project can commit tools/, tools/<scope>,
+// tools/<scope>/<name> or the stage lock as a symlink to a folder elsewhere. Staging renames
+// and removes what it finds, so it refuses, names the symlink and its target, and leaves the
+// target as it was.
+func TestStageNeverThroughASymlink(t *testing.T) {
+	for _, rel := range []string{"tools", "tools/acme", "tools/acme/grep", "tools/acme/.grep.lock"} {
+		t.Run(rel, func(t *testing.T) {
+			w := newWorld(t)
+			d := w.ingest(pack(t, "grep", "1.0.0", 37))
+			outside := t.TempDir()
+			// What staging through each link would rename aside and remove.
+			for _, f := range []string{"keep.txt", "grep/keep.txt", "acme/grep/keep.txt"} {
+				if err := os.MkdirAll(filepath.Join(outside, filepath.Dir(f)), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(outside, f), []byte("keep"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			link := filepath.Join(w.proj.Dir, filepath.FromSlash(rel))
+			target := outside
+			if strings.HasSuffix(rel, ".lock") {
+				target = filepath.Join(outside, "made-by-mur")
+			}
+			if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(target, link); err != nil {
+				t.Fatal(err)
+			}
+			before := treeDigest(t, outside)
+			_, err := fetch.Stage(w.proj, w.cas, grep, d)
+			errtest.WantToken(t, err, errs.Denied, link, target)
+			errtest.WantToken(t, fetch.CheckStaged(w.proj, grep, d), errs.Denied, link)
+			if after := treeDigest(t, outside); after != before {
+				t.Errorf("the symlink's target changed:\n--- before\n%s\n--- after\n%s", before, after)
+			}
+		})
+	}
+}
+
+// TestStageRefusesAFileForAFolder: tools/<scope> that is a file is named as such, not reported
+// as a failure to create folders.
+func TestStageRefusesAFileForAFolder(t *testing.T) {
+	w := newWorld(t)
+	d := w.ingest(pack(t, "grep", "1.0.0", 39))
+	scopeDir := filepath.Join(w.proj.ToolsDir(), "acme")
+	if err := os.MkdirAll(w.proj.ToolsDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(scopeDir, []byte("not a folder"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := fetch.Stage(w.proj, w.cas, grep, d)
+	errtest.WantToken(t, err, errs.Denied, scopeDir+" is not a folder")
+}

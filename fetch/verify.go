@@ -67,6 +67,8 @@ func (r *VerifyReport) Err(repaired bool) error {
 		return nil
 	case repaired:
 		return errs.New(errs.Integrity, "%d of %d problems could not be repaired; each line above says why", n, len(r.Problems))
+	case n == 1:
+		return errs.New(errs.Integrity, "1 problem found; run 'mur verify --repair' to fetch and restore what can be restored")
 	}
 	return errs.New(errs.Integrity, "%d problems found; run 'mur verify --repair' to fetch and restore what can be restored", n)
 }
@@ -144,7 +146,7 @@ func Verify(ctx context.Context, in VerifyInput) (*VerifyReport, error) {
 			p := &rep.Problems[refetched[j]]
 			d := digest.Digest(strings.TrimPrefix(p.Subject, r.Name+" "))
 			if r.Error != "" {
-				p.Problem += "; not repaired: " + repairFailure(in.Repair, r.Error)
+				p.Problem += "; not repaired: " + repairFailure(in.Repair, r)
 				continue
 			}
 			// Repaired only once the blob checks out again.
@@ -195,7 +197,8 @@ func Verify(ctx context.Context, in VerifyInput) (*VerifyReport, error) {
 		rep.Tools++
 		if err := staged[i]; err != nil {
 			p := Problem{Kind: "tools", Subject: StagedDir(in.Project, b.name), Problem: errs.Message(err)}
-			if in.Repair != nil {
+			// Never through a symlink: removing it would remove whatever it points at.
+			if in.Repair != nil && checkStageDirs(in.Project, b.name) == nil {
 				os.RemoveAll(StagedDir(in.Project, b.name))
 				if _, err := Stage(in.Project, in.CAS, b.name, b.digest); err == nil {
 					p.Repaired = CheckStaged(in.Project, b.name, b.digest) == nil
@@ -257,15 +260,15 @@ func checkBlob(ctx context.Context, store *cas.Store, d digest.Digest) error {
 
 // repairFailure says why a repair's pull failed, and when no store or source could serve it,
 // what to do about that.
-func repairFailure(p *Puller, why string) string {
+func repairFailure(p *Puller, r Result) string {
 	reached := len(p.Stores) > 0 || p.Source != nil
 	switch {
 	case p.Offline:
-		return why + "; --repair needs the network, or a layout store given with --store oci-layout:PATH"
-	case !reached || strings.Contains(why, string(errs.NotFound)+":") || strings.Contains(why, string(errs.Network)+":"):
-		return why + "; no store or source could serve it: pass --store oci://HOST/PREFIX or --store oci-layout:PATH that holds it, or add one to config.yaml"
+		return r.Error + "; --repair needs the network, or a layout store given with --store oci-layout:PATH"
+	case !reached || errors.Is(r.Err, errs.NotFound) || errors.Is(r.Err, errs.Network):
+		return r.Error + "; no store or source could serve it: pass --store oci://HOST/PREFIX or --store oci-layout:PATH that holds it, or add one to config.yaml"
 	}
-	return why
+	return r.Error
 }
 
 func pinnedBlobs(l *lock.Lock, platform string) ([]pinnedBlob, error) {

@@ -560,3 +560,36 @@ func TestRepairWithNothingToAsk(t *testing.T) {
 		t.Fatalf("an offline repair: %+v", blobs)
 	}
 }
+
+// TestRepairNeverThroughASymlink: verify reports a tools/<scope> that is a symlink, and
+// --repair leaves it, and what it points at, alone instead of removing and restaging there.
+func TestRepairNeverThroughASymlink(t *testing.T) {
+	w := newVerifyWorld(t)
+	scopeDir := filepath.Join(w.proj.ToolsDir(), "acme")
+	outside := filepath.Join(t.TempDir(), "acme")
+	if err := os.Rename(scopeDir, outside); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(outside, "grep", "capsule.wasm"), []byte("someone else's file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, scopeDir); err != nil {
+		t.Fatal(err)
+	}
+	before := treeDigest(t, outside)
+	in := w.input(t)
+	in.Repair = w.repairer()
+	rep := w.run(t, in)
+	tools := problems(rep, "tools")
+	if len(tools) != 2 || rep.RepairedCount() != 0 {
+		t.Fatalf("want two unrepaired tools problems, got %+v", rep.Problems)
+	}
+	for _, p := range tools {
+		if !strings.Contains(p.Problem, scopeDir+" is a symlink to "+outside) {
+			t.Errorf("the problem does not name the symlink and its target: %s", p.Problem)
+		}
+	}
+	if after := treeDigest(t, outside); after != before {
+		t.Errorf("--repair changed the symlink's target:\n--- before\n%s\n--- after\n%s", before, after)
+	}
+}

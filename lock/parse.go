@@ -37,10 +37,8 @@ type parser struct {
 const fix = "fix or remove it (then `mur pull` pins it again), or restore murmur.lock from version control"
 
 func (p *parser) fail(line int, format string, args ...any) error {
-	where := p.path
-	if line > 0 {
-		where = fmt.Sprintf("%s: line %d", p.path, line)
-	}
+	// Every message names a line, the whole-file ones the first.
+	where := fmt.Sprintf("%s: line %d", p.path, max(line, 1))
 	return errs.New(errs.InvalidLock, "%s: %s", where, fmt.Sprintf(format, args...))
 }
 
@@ -87,7 +85,7 @@ func (p *parser) parse(data []byte) (*Lock, error) {
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, p.fail(0, "holds more than one YAML document (or is damaged after the first one); a lock is a single document. Restore it from version control, or move it aside and run `mur pull` to write a new one")
+		return nil, p.fail(extra.Line, "holds more than one YAML document (or is damaged after the first one); a lock is a single document. Restore it from version control, or move it aside and run `mur pull` to write a new one")
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {

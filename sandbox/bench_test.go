@@ -35,13 +35,14 @@ func BenchmarkRunHelloWarmCache(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		code, err := r.Run(ctx, wasm, Config{
+		fsys := openFS(b, work, false)
+		code, err := r.run(ctx, wasm, Config{
 			Args:   []string{"hello"},
 			Env:    []string{"PWD=/"},
-			Mounts: []Mount{{GuestPath: "/", HostPath: work}},
 			Stdout: io.Discard, Stderr: io.Discard,
 			MemoryMiB: 256,
-		})
+		}, fsys)
+		fsys.Close()
 		if code != 0 || err != nil {
 			b.Fatal(code, err)
 		}

@@ -32,9 +32,15 @@ func checkCacheDir(dir string, guestWritable []string) string {
 	if err != nil {
 		return fmt.Sprintf("can't make %s absolute: %v", dir, err)
 	}
+	// Judged before anything is created: by its name and by where its existing part really is
+	// (a parent may be a symlink into a workdir).
+	resolved := realPath(abs)
 	for _, w := range guestWritable {
 		if withinAny(abs, w) {
 			return fmt.Sprintf("%s is inside %s, which a guest can write; move MURMUR_HOME out of the workdir", abs, w)
+		}
+		if withinAny(resolved, w) {
+			return fmt.Sprintf("%s resolves to %s, inside %s, which a guest can write; move MURMUR_HOME out of the workdir", abs, resolved, w)
 		}
 	}
 	fi, err := os.Lstat(abs)
@@ -47,18 +53,7 @@ func checkCacheDir(dir string, guestWritable []string) string {
 	if err != nil {
 		return fmt.Sprintf("can't inspect %s: %v", abs, err)
 	}
-	if why := private(abs, fi); why != "" {
-		return why
-	}
-	// The resolved folder, too, must be out of the guest's reach (a parent may be a symlink).
-	if resolved, err := filepath.EvalSymlinks(abs); err == nil {
-		for _, w := range guestWritable {
-			if withinAny(resolved, w) {
-				return fmt.Sprintf("%s resolves to %s, inside %s, which a guest can write; move MURMUR_HOME out of the workdir", abs, resolved, w)
-			}
-		}
-	}
-	return ""
+	return private(abs, fi)
 }
 
 // private says why fi (at path p) is not a real folder owned by this user at mode 0700.

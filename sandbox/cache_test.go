@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -101,6 +102,26 @@ func TestCacheNotTrusted(t *testing.T) {
 			}
 			return d, []string{filepath.Join(base, "worklink")}
 		}, "which a guest can write"},
+		{"owned by another user", func(t *testing.T, base string) (string, []string) {
+			d := filepath.Join(base, "compiled")
+			mustMkdir(t, d, 0o700)
+			if err := os.Chown(d, os.Getuid()+4242, -1); err != nil {
+				t.Skipf("can't give a folder away (needs root): %v", err)
+			}
+			return d, nil
+		}, fmt.Sprintf("owned by uid %d", os.Getuid()+4242)},
+		// Not there yet: it must not be created first and judged after.
+		{"to be made inside a writable mount", func(t *testing.T, base string) (string, []string) {
+			mustMkdir(t, filepath.Join(base, "work"), 0o755)
+			return filepath.Join(base, "work", "home", "compiled"), []string{filepath.Join(base, "work")}
+		}, "which a guest can write"},
+		{"to be made through a symlink into a writable mount", func(t *testing.T, base string) (string, []string) {
+			mustMkdir(t, filepath.Join(base, "work"), 0o755)
+			if err := os.Symlink(filepath.Join(base, "work"), filepath.Join(base, "home")); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(base, "home", "compiled"), []string{filepath.Join(base, "work")}
+		}, "which a guest can write"},
 		{"a file", func(t *testing.T, base string) (string, []string) {
 			d := filepath.Join(base, "compiled")
 			if err := os.WriteFile(d, nil, 0o600); err != nil {
@@ -123,7 +144,7 @@ func TestCacheNotTrusted(t *testing.T) {
 			}
 			work := filepath.Join(t.TempDir(), "w")
 			mustMkdir(t, work, 0o755)
-			res := run(t, r, wasm, Config{Args: []string{"x"}, Mounts: []Mount{{GuestPath: "/", HostPath: work}}})
+			res := runFS(t, r, wasm, Config{Args: []string{"x"}}, openFS(t, work, false))
 			if res.code != 0 || res.err != nil {
 				t.Fatalf("Run = %d, %v", res.code, res.err)
 			}
@@ -218,7 +239,7 @@ func TestCorruptEntryDoesNotFailTheRun(t *testing.T) {
 			}
 			work := filepath.Join(t.TempDir(), "w")
 			mustMkdir(t, work, 0o755)
-			res := run(t, r2, wasm, Config{Args: []string{"x"}, Mounts: []Mount{{GuestPath: "/", HostPath: work}}})
+			res := runFS(t, r2, wasm, Config{Args: []string{"x"}}, openFS(t, work, false))
 			if res.code != 0 || res.err != nil {
 				t.Fatalf("Run with a corrupt entry = %d, %v", res.code, res.err)
 			}
@@ -328,7 +349,7 @@ func TestCorruptOffsetIsCaughtBeforeLoading(t *testing.T) {
 	r2 := newRunner(t, Options{CacheDir: dir, Warn: w.add})
 	work := filepath.Join(t.TempDir(), "w")
 	mustMkdir(t, work, 0o755)
-	res := run(t, r2, wasm, Config{Args: []string{"x"}, Mounts: []Mount{{GuestPath: "/", HostPath: work}}})
+	res := runFS(t, r2, wasm, Config{Args: []string{"x"}}, openFS(t, work, false))
 	if res.code != 0 || res.err != nil {
 		t.Fatalf("Run = %d, %v", res.code, res.err)
 	}

@@ -1,17 +1,23 @@
-// A Plan is a capsule's grants turned into exactly what `mur run` opens: the mounts, the state
-// stores, the environment and the limits. BuildPlan is pure, so that `mur run --explain-scope`
-// prints what a launch would open without creating anything; RunPlan creates the folders and runs.
+// A Plan is a capsule's grants turned into exactly what `mur run` opens: the guest's one root and
+// what is routed inside it, the state store, the environment and the limits. BuildPlan creates
+// nothing, so that `mur run --explain-scope` prints what a launch would open; RunPlan opens the
+// folders once, checks what it opened, and runs the guest on those very folders.
 package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -26,20 +32,25 @@ const DefaultMemoryMiB = 512
 
 // Plan is everything a launch opens.
 type Plan struct {
-	Artifact  string         `json:"artifact"`
-	Version   string         `json:"version"`
-	Platform  string         `json:"platform"`
-	Digest    string         `json:"digest"`
-	Workdir   string         `json:"workdir"`
-	Preopens  []Mount        `json:"preopens"`
+	Artifact string `json:"artifact"`
+	Version  string `json:"version"`
+	Platform string `json:"platform"`
+	Digest   string `json:"digest"`
+	Workdir  string `json:"workdir"`
+	// Preopens is the guest's one preopen, "/": the workdir scope.
+	Preopens []Mount `json:"preopens"`
+	// Subtrees are the folders routed inside "/": the state store at /state, then the read-only
+	// subtrees. Host paths here and above are real (resolved) paths; a part that does not exist
+	// yet is shown as it will be created.
+	Subtrees  []Mount        `json:"subtrees"`
 	States    []state.Report `json:"state_stores"`
 	EnvNames  []string       `json:"env"`
 	MemoryMiB int            `json:"memory_mib"`
 	TimeoutS  float64        `json:"timeout_s"`
 	Argv0     string         `json:"argv0"`
 
-	timeout  time.Duration
-	stateDir string
+	timeout time.Duration
+	layout  layout
 }
 
 // Timeout is the wall-time limit; zero means none.
@@ -58,7 +69,9 @@ type PlanInput struct {
 	Platform   string        // "" means the host's
 }
 
-// BuildPlan resolves the plan without touching the file system.
+// BuildPlan resolves the plan and checks it as a launch would, creating nothing: it opens the
+// folders that exist to find out where they really are, and closes them again. RunPlan opens
+// them once more and checks them again, on what it then holds.
 func BuildPlan(in PlanInput) (*Plan, error) {
 	platform := in.Platform
 	if platform == "" {
@@ -76,50 +89,27 @@ func BuildPlan(in PlanInput) (*Plan, error) {
 	if !ok {
 		return nil, errs.New(errs.NotFound, "%s@%s is pinned in murmur.lock, but not for platform %s or any; run 'mur pull %s@%s' on this machine", name, e.ResolvedVersion, platform, name, e.ResolvedVersion)
 	}
-	p := &Plan{Artifact: name.String(), Version: e.ResolvedVersion, Platform: pinnedPlatform, Digest: "sha256:" + hex, Argv0: name.Name, stateDir: in.StateDir}
+	p := &Plan{Artifact: name.String(), Version: e.ResolvedVersion, Platform: pinnedPlatform, Digest: "sha256:" + hex, Argv0: name.Name}
 
 	// A relative project folder would be compared lexically against an absolute root, and the
-	// reach check below would then never match.
+	// reach check would then never match.
 	projectDir, err := filepath.Abs(in.ProjectDir)
 	if err != nil {
 		return nil, errs.Wrap(err, errs.Usage, "project folder %q: %v", in.ProjectDir, err)
 	}
-	wd := in.Workdir
-	if wd == "" {
-		wd = filepath.Join(projectDir, "workdir")
+	l := layout{project: projectDir, home: in.Home, stateDir: in.StateDir, workdir: in.Workdir, defaultWorkdir: in.Workdir == ""}
+	if l.defaultWorkdir {
+		l.workdir = filepath.Join(projectDir, "workdir")
 	}
-	wd, err = filepath.Abs(wd)
-	if err != nil {
+	if l.workdir, err = filepath.Abs(l.workdir); err != nil {
 		return nil, errs.Wrap(err, errs.Usage, "workdir %q: %v", in.Workdir, err)
 	}
-	p.Workdir = wd
-	scope := caps.Filesystem.Scope
-	if scope == "" {
-		scope = "."
+	l.scope = caps.Filesystem.Scope
+	if l.scope == "" {
+		l.scope = "."
 	}
-	root := filepath.Join(wd, filepath.FromSlash(scope))
-	if err := checkReach(root, projectDir, in.Home); err != nil {
-		return nil, err
-	}
-	p.Preopens = append(p.Preopens, Mount{GuestPath: "/", HostPath: root})
-	ro := append([]string(nil), caps.Filesystem.ReadOnly...)
-	sort.Strings(ro)
-	for _, sub := range ro {
-		host := filepath.Join(wd, filepath.FromSlash(sub))
-		if atomicfile.Within(root, host) {
-			// The scope is the subtree or lies inside it (an artifact may narrow the scope into
-			// a read-only folder): the whole root is read-only.
-			p.Preopens[0].ReadOnly = true
-			continue
-		}
-		rel, err := filepath.Rel(root, host)
-		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			// A read-only subtree outside the scope is out of reach anyway.
-			continue
-		}
-		guest := "/" + filepath.ToSlash(rel)
-		p.Preopens = append(p.Preopens, Mount{GuestPath: guest, HostPath: host, ReadOnly: true})
-	}
+	l.readOnly = append([]string(nil), caps.Filesystem.ReadOnly...)
+	sort.Strings(l.readOnly)
 	if caps.State != nil {
 		store := caps.State.Store
 		if store == "" && in.Capsule != nil {
@@ -130,10 +120,28 @@ func BuildPlan(in PlanInput) (*Plan, error) {
 			return nil, err
 		}
 		p.States = reports
-		for _, r := range reports {
-			p.Preopens = append(p.Preopens, Mount{GuestPath: state.PreopenName, HostPath: r.HostPath})
+		l.store = store
+	}
+	p.layout = l
+
+	o, err := l.resolve(false)
+	if err != nil {
+		return nil, err
+	}
+	o.close()
+	p.Workdir = o.workdir
+	p.Preopens = []Mount{{GuestPath: "/", HostPath: o.root, ReadOnly: o.rootReadOnly}}
+	p.Subtrees = []Mount{}
+	if o.store != "" {
+		p.Subtrees = append(p.Subtrees, Mount{GuestPath: "/" + state.GuestDir, HostPath: o.store})
+		for i := range p.States {
+			p.States[i].HostPath = o.store
 		}
 	}
+	if !o.rootReadOnly {
+		p.Subtrees = append(p.Subtrees, o.subtrees...)
+	}
+
 	p.EnvNames = append([]string(nil), caps.Env.Allow...)
 	sort.Strings(p.EnvNames)
 	p.MemoryMiB = caps.Limits.MemoryMiB
@@ -166,8 +174,279 @@ func resolveArtifact(in PlanInput) (ref.Name, manifest.Capabilities, error) {
 	return n, manifest.Capabilities{Filesystem: manifest.Filesystem{Scope: "."}}, nil
 }
 
-// checkReach refuses a mount root from which the guest could reach the project's own files or
-// the Murmur home, or that lies inside them.
+// layout is what a plan mounts, as the capsule and the command line name it.
+type layout struct {
+	project        string // absolute
+	home           string
+	workdir        string // absolute: --workdir, or workdir/ in the project
+	defaultWorkdir bool
+	scope          string   // slash path below the workdir; "." is the workdir itself
+	readOnly       []string // slash paths below the workdir, sorted
+	stateDir       string
+	store          string // "" when no state store is granted
+}
+
+// opened is a layout resolved: where each folder really is and, when resolve created them, the
+// folders themselves, held open.
+type opened struct {
+	workdir, root string // real paths; a part that does not exist yet is appended as named
+	rootReadOnly  bool
+	subtrees      []Mount // read-only subtrees inside the root
+	store         string  // the state store's real path; "" when none is granted
+
+	rootDir  *os.File
+	roDirs   []*os.File // every read-only folder that exists, for newTree to judge by identity
+	storeDir *os.File
+}
+
+func (o *opened) close() {
+	for _, f := range append([]*os.File{o.rootDir, o.storeDir}, o.roDirs...) {
+		if f != nil {
+			f.Close()
+		}
+	}
+	o.rootDir, o.storeDir, o.roDirs = nil, nil, nil
+}
+
+// projectFolders are the folders mur keeps in a project; none may be a symlink.
+var projectFolders = []string{"tools", ".murmur"}
+
+// resolve finds the layout's folders and checks them. With create it makes the missing ones and
+// keeps every folder open, so that the run mounts exactly what was checked; without, it creates
+// nothing and holds nothing.
+//
+// The checks: the project's own folders (tools/, .murmur/ and the default workdir/) are not
+// symlinks, which a cloned repository could point anywhere; the scope and the read-only subtrees
+// are walked from the workdir one component at a time, following symlinks only while they stay
+// inside it; and the scope root, judged first by its name (so that nothing is created for a
+// refused root) and then on the folder actually opened, keeps the project's files and the Murmur
+// home out of the guest's reach.
+func (l layout) resolve(create bool) (_ *opened, err error) {
+	o := &opened{}
+	defer func() {
+		if err != nil {
+			o.close()
+		}
+	}()
+	project := realPath(l.project)
+	folders := projectFolders
+	if l.defaultWorkdir {
+		folders = append(folders[:len(folders):len(folders)], "workdir")
+	}
+	for _, name := range folders {
+		if err := refuseSymlink(project, name); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkReach(realPath(filepath.Join(l.workdir, filepath.FromSlash(l.scope))), project, l.home); err != nil {
+		return nil, err
+	}
+
+	wd, err := l.openWorkdir(project, create)
+	if err != nil {
+		return nil, err
+	}
+	// locate finds folder rel of the workdir: its real path and, when it exists, the folder.
+	locate := func(rel string, create bool) (string, *os.File, error) {
+		return filepath.Join(o.workdir, filepath.FromSlash(rel)), nil, nil
+	}
+	if wd == nil {
+		o.workdir = realPath(l.workdir)
+	} else {
+		wt, err := newTree(wd, false, nil)
+		if err != nil {
+			return nil, errs.Wrap(err, errs.IO, "can't open the workdir %s: %v", l.workdir, err)
+		}
+		defer wt.close()
+		o.workdir = heldPath(wt.dir)
+		locate = func(rel string, create bool) (string, *os.File, error) {
+			d, missing, escape, err := wt.openDir(rel, create)
+			if err != nil {
+				return "", nil, walkError(o.workdir, rel, escape, err)
+			}
+			real := filepath.Join(append([]string{heldPath(d)}, missing...)...)
+			if missing != nil {
+				d.Close()
+				d = nil
+			}
+			return real, d, nil
+		}
+	}
+
+	if o.root, o.rootDir, err = locate(l.scope, create); err != nil {
+		return nil, err
+	}
+	if !create && o.rootDir != nil {
+		o.rootDir.Close()
+		o.rootDir = nil
+	}
+	// Again, on the folder that was opened.
+	if err := checkReach(o.root, project, l.home); err != nil {
+		return nil, err
+	}
+
+	for _, ro := range l.readOnly {
+		real, d, err := locate(ro, false)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case atomicfile.Within(o.root, real):
+			o.rootReadOnly = true
+		case atomicfile.Within(real, o.root):
+			rel, _ := filepath.Rel(o.root, real)
+			o.subtrees = append(o.subtrees, Mount{GuestPath: "/" + filepath.ToSlash(rel), HostPath: real, ReadOnly: true})
+			if create && d == nil {
+				if _, d, err = locate(ro, true); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if d != nil {
+			if create {
+				o.roDirs = append(o.roDirs, d)
+			} else {
+				d.Close()
+			}
+		}
+	}
+
+	if l.store != "" {
+		o.store = realPath(filepath.Join(l.stateDir, l.store))
+		if create {
+			if o.storeDir, err = state.Open(l.stateDir, l.store); err != nil {
+				return nil, err
+			}
+			o.store = heldPath(o.storeDir)
+		}
+	}
+	return o, nil
+}
+
+// openWorkdir opens the workdir: the default one as the project's own workdir/ folder and never
+// through a symlink, one the user named (--workdir) wherever its path leads. It returns nil when
+// the workdir does not exist and create is off.
+func (l layout) openWorkdir(project string, create bool) (*os.File, error) {
+	if !l.defaultWorkdir {
+		return l.openNamedWorkdir(create)
+	}
+	pd, err := os.OpenFile(project, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, errs.Wrap(err, errs.IO, "can't open the project folder %s: %v", project, err)
+	}
+	defer pd.Close()
+	pfd := int(pd.Fd())
+	fd, err := unix.Openat(pfd, "workdir", dirFlags, 0)
+	if err == unix.ENOENT {
+		if !create {
+			return nil, nil
+		}
+		if err = unix.Mkdirat(pfd, "workdir", 0o755); err == nil || err == unix.EEXIST {
+			fd, err = unix.Openat(pfd, "workdir", dirFlags, 0)
+		}
+	}
+	wd := filepath.Join(project, "workdir")
+	switch {
+	case err == nil:
+		return os.NewFile(uintptr(fd), wd), nil
+	case err == unix.ELOOP || err == unix.ENOTDIR:
+		if err := refuseSymlink(project, "workdir"); err != nil {
+			return nil, err
+		}
+		return nil, errs.New(errs.Denied, "%s is not a folder; move it away, or pass --workdir", wd)
+	}
+	return nil, errs.Wrap(err, errs.IO, "can't open the workdir %s: %v", wd, err)
+}
+
+// openNamedWorkdir opens a --workdir, following its path as the user typed it. With create, the
+// missing part is made below the deepest folder that exists, one component at a time and never
+// through a symlink that appears there meanwhile; what is opened is judged afterwards anyway.
+func (l layout) openNamedWorkdir(create bool) (*os.File, error) {
+	for tries := 0; ; tries++ {
+		base, rest := l.workdir, []string(nil)
+		for {
+			if _, err := os.Stat(base); err == nil {
+				break
+			}
+			parent := filepath.Dir(base)
+			if parent == base {
+				break
+			}
+			rest = append([]string{filepath.Base(base)}, rest...)
+			base = parent
+		}
+		if rest == nil {
+			f, err := os.OpenFile(l.workdir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+			switch {
+			case err == nil:
+				return f, nil
+			case errors.Is(err, syscall.ENOTDIR):
+				return nil, errs.New(errs.Denied, "the workdir %s is not a folder; pass --workdir with a folder", l.workdir)
+			case errors.Is(err, fs.ErrNotExist) && tries < maxHops:
+				continue // removed since it was found
+			}
+			return nil, errs.Wrap(err, errs.IO, "can't open the workdir %s: %v", l.workdir, err)
+		}
+		if !create {
+			return nil, nil
+		}
+		bd, err := os.OpenFile(base, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && tries < maxHops {
+				continue
+			}
+			return nil, errs.Wrap(err, errs.IO, "can't create the workdir %s: %v", l.workdir, err)
+		}
+		bt, err := newTree(bd, false, nil)
+		if err != nil {
+			return nil, errs.Wrap(err, errs.IO, "can't create the workdir %s: %v", l.workdir, err)
+		}
+		d, _, escape, err := bt.openDir(strings.Join(rest, "/"), true)
+		bt.close()
+		switch {
+		case err == nil:
+			return d, nil
+		case escape == nil && errors.Is(err, syscall.ENOENT) && tries < maxHops:
+			continue
+		}
+		return nil, walkError(base, strings.Join(rest, "/"), escape, err)
+	}
+}
+
+// refuseSymlink refuses project/name when it is a symlink, naming its target.
+func refuseSymlink(project, name string) error {
+	p := filepath.Join(project, name)
+	target, err := os.Readlink(p)
+	if err != nil {
+		return nil // not a symlink, or not there
+	}
+	return errs.New(errs.Denied, "%s is a symlink to %s, and mur never follows the project's own folders (tools/, .murmur/, workdir/) through a symlink, which a cloned repository could point anywhere; it ran nothing. Replace %s with a real folder (removing the symlink leaves its target untouched)", p, target, name)
+}
+
+// walkError explains why folder rel of the workdir could not be opened.
+func walkError(workdir, rel string, escape *symlinkHop, err error) error {
+	p := filepath.Join(workdir, filepath.FromSlash(rel))
+	switch {
+	case escape != nil:
+		return errs.New(errs.Denied, "%s is a symlink to %s, which leads out of the workdir %s; mur mounts only folders inside the workdir, so it ran nothing. Replace the symlink with a real folder (its target is untouched)", filepath.Join(workdir, filepath.FromSlash(escape.path)), escape.target, workdir)
+	case errors.Is(err, syscall.ENOTDIR):
+		return errs.New(errs.Denied, "%s is not a folder, and filesystem.scope and read_only in murmur.yaml name folders; move it away or fix murmur.yaml", p)
+	case errors.Is(err, syscall.ELOOP):
+		return errs.New(errs.Denied, "%s goes through too many symlinks; replace them with real folders", p)
+	}
+	return errs.Wrap(err, errs.IO, "can't open %s: %v", p, err)
+}
+
+// heldPath is where an open folder really is now, as the kernel names it.
+func heldPath(f *os.File) string {
+	if p, err := os.Readlink(procPath(int(f.Fd()))); err == nil && filepath.IsAbs(p) {
+		return p
+	}
+	return realPath(f.Name())
+}
+
+// checkReach refuses a root from which the guest could reach the project's own files or the
+// Murmur home, or that lies inside them. root and projectDir are real paths.
 func checkReach(root, projectDir, home string) error {
 	protected := []string{
 		filepath.Join(projectDir, "murmur.yaml"),
@@ -176,17 +455,16 @@ func checkReach(root, projectDir, home string) error {
 		filepath.Join(projectDir, "tools"),
 		home,
 	}
-	r := realPath(root)
 	for _, p := range protected {
 		rp := realPath(p)
-		if atomicfile.Within(rp, r) || atomicfile.Within(r, rp) {
+		if atomicfile.Within(rp, root) || atomicfile.Within(root, rp) {
 			return errs.New(errs.Denied, "the guest's root %s would put %s within its reach; choose a workdir outside the project's own files and the Murmur home (the default is workdir/ beside murmur.yaml)", root, p)
 		}
 	}
 	return nil
 }
 
-// realPath resolves symlinks in the longest existing prefix of p, so that a workdir reached
+// realPath resolves symlinks in the longest existing prefix of p, so that a path reached
 // through a link is judged by where it really is.
 func realPath(p string) string {
 	p = filepath.Clean(p)
@@ -204,28 +482,26 @@ func realPath(p string) string {
 	}
 }
 
-// prepare creates the workdir's mount roots and the state stores.
-func (p *Plan) prepare() error {
-	for _, o := range p.Preopens {
-		if o.GuestPath == state.PreopenName {
-			continue
-		}
-		if err := os.MkdirAll(o.HostPath, 0o755); err != nil {
-			return errs.Wrap(err, errs.IO, "can't create %s: %v", o.HostPath, err)
-		}
+// open resolves the layout once more, creating what is missing, and returns the guest's root
+// over the folders it checked and holds.
+func (p *Plan) open() (*rootFS, error) {
+	o, err := p.layout.resolve(true)
+	if err != nil {
+		return nil, err
 	}
-	for _, s := range p.States {
-		if _, err := state.Ensure(p.stateDir, s.Store); err != nil {
-			return err
-		}
+	root, subtrees, store := o.rootDir, o.roDirs, o.storeDir
+	o.rootDir, o.roDirs, o.storeDir = nil, nil, nil
+	fsys, err := newRootFS(root, false, subtrees, store)
+	if err != nil {
+		return nil, errs.Wrap(err, errs.IO, "can't mount %s: %v", o.root, err)
 	}
-	return nil
+	return fsys, nil
 }
 
 // Writable lists the host folders the guest can write, which no cache may live in.
 func (p *Plan) Writable() []string {
 	var out []string
-	for _, m := range p.Preopens {
+	for _, m := range append(append([]Mount(nil), p.Preopens...), p.Subtrees...) {
 		if !m.ReadOnly {
 			out = append(out, m.HostPath)
 		}
@@ -242,22 +518,25 @@ type Stdio struct {
 	LookupEnv func(string) (string, bool)
 }
 
-// RunPlan creates the plan's folders and state stores, then runs wasm (the plan's payload, from
-// LoadPayload) with args after argv[0]. It returns the exit status of `mur run`: the guest's own
-// code, or one of the Status values with an error that names the artifact.
+// RunPlan opens the plan's folders (creating the missing ones and the state store), checks what
+// it opened, then runs wasm (the plan's payload, from LoadPayload) with args after argv[0] and
+// those very folders mounted. It returns the exit status of `mur run`: the guest's own code, or
+// one of the Status values with an error that names the artifact.
 func (r *Runner) RunPlan(ctx context.Context, p *Plan, wasm []byte, args []string, stdio Stdio) (int, error) {
-	if err := p.prepare(); err != nil {
+	root, err := p.open()
+	if err != nil {
 		return StatusRunnerFailed, err
 	}
+	defer root.Close()
 	lookup := stdio.LookupEnv
 	if lookup == nil {
 		lookup = func(string) (string, bool) { return "", false }
 	}
-	code, err := r.Run(ctx, wasm, Config{
-		Args: append([]string{p.Argv0}, args...), Env: p.Env(lookup), Mounts: p.Preopens,
+	code, err := r.run(ctx, wasm, Config{
+		Args: append([]string{p.Argv0}, args...), Env: p.Env(lookup),
 		Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr,
 		MemoryMiB: p.MemoryMiB, Timeout: p.timeout,
-	})
+	}, root)
 	status := ExitStatus(code, err)
 	if err != nil && errs.TokenOf(err) == errs.Internal {
 		err = errs.Wrap(err, errs.Internal, "%s: %v", p.Artifact, err)
@@ -282,12 +561,23 @@ func (p *Plan) Explain(w io.Writer) {
 	fmt.Fprintf(w, "digest:    %s\n", p.Digest)
 	fmt.Fprintf(w, "workdir:   %s\n", p.Workdir)
 	fmt.Fprintln(w, "preopens:")
-	for _, o := range p.Preopens {
-		mode := "read-write"
-		if o.ReadOnly {
-			mode = "read-only"
+	mode := func(m Mount) string {
+		switch {
+		case m.GuestPath == "/"+state.GuestDir:
+			return "read-write, the state store"
+		case m.ReadOnly:
+			return "read-only"
 		}
-		fmt.Fprintf(w, "  %-10s -> %s (%s)\n", o.GuestPath, o.HostPath, mode)
+		return "read-write"
+	}
+	for _, o := range p.Preopens {
+		fmt.Fprintf(w, "  %-10s -> %s (%s)\n", o.GuestPath, o.HostPath, mode(o))
+	}
+	if len(p.Subtrees) > 0 {
+		fmt.Fprintln(w, "  routed inside /, by whole path components:")
+	}
+	for _, o := range p.Subtrees {
+		fmt.Fprintf(w, "    %-8s -> %s (%s)\n", o.GuestPath, o.HostPath, mode(o))
 	}
 	fmt.Fprintln(w, "state stores:")
 	if len(p.States) == 0 {

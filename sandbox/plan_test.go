@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/opencontainers/go-digest"
+	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/internal/artifact"
@@ -118,7 +120,7 @@ func TestBuildFilesystem(t *testing.T) {
 		name      string
 		caps      string
 		artifacts []string
-		want      []Mount // hosts relative to the workdir
+		want      []Mount // the root, then the read-only subtrees inside it; hosts relative to the workdir
 	}{
 		{"read-only subtrees", `  filesystem: { scope: ".", read_only: ["docs", "a/b"] }` + "\n", nil,
 			[]Mount{{"/", ".", false}, {"/a/b", "a/b", true}, {"/docs", "docs", true}}},
@@ -137,20 +139,43 @@ func TestBuildFilesystem(t *testing.T) {
 			[]Mount{{"/", "sub", true}}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			w := newWorld(t)
-			p, err := BuildPlan(w.input(w.capsule(t, capsuleYAML(tt.caps, tt.artifacts...)), "grep"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := make([]Mount, len(tt.want))
-			for i, o := range tt.want {
-				want[i] = Mount{GuestPath: o.GuestPath, HostPath: filepath.Join(p.Workdir, filepath.FromSlash(o.HostPath)), ReadOnly: o.ReadOnly}
-			}
-			if !equalPreopens(p.Preopens, want) {
-				t.Errorf("Preopens =\n%+v\nwant\n%+v", p.Preopens, want)
-			}
-		})
+		for _, exists := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/exists=%v", tt.name, exists), func(t *testing.T) {
+				w := newWorld(t)
+				c := w.capsule(t, capsuleYAML(tt.caps, tt.artifacts...))
+				if exists {
+					// The same answer whether the folders are judged by name or as opened.
+					for _, d := range []string{"docs", "a/b", "data/in", "data/out", "other", "sub"} {
+						if err := os.MkdirAll(filepath.Join(w.project, "workdir", d), 0o755); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				p, err := BuildPlan(w.input(c, "grep"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := make([]Mount, len(tt.want))
+				for i, o := range tt.want {
+					want[i] = Mount{GuestPath: o.GuestPath, HostPath: filepath.Join(p.Workdir, filepath.FromSlash(o.HostPath)), ReadOnly: o.ReadOnly}
+				}
+				got := append(append([]Mount(nil), p.Preopens...), p.Subtrees...)
+				if !equalPreopens(got, want) || len(p.Preopens) != 1 {
+					t.Errorf("Preopens and Subtrees =\n%+v\nwant\n%+v", got, want)
+				}
+				if exists {
+					// And RunPlan's root agrees about what is read-only.
+					fsys, err := p.open()
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer fsys.Close()
+					if fsys.work.readOnly != want[0].ReadOnly || len(fsys.work.roRoots) != len(want)-1 {
+						t.Errorf("the opened root: read-only %v with %d read-only subtrees, want %v and %d", fsys.work.readOnly, len(fsys.work.roRoots), want[0].ReadOnly, len(want)-1)
+					}
+				}
+			})
+		}
 	}
 }
 
@@ -173,9 +198,12 @@ func TestBuildState(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if len(p.Preopens) != 1 || p.Preopens[0].GuestPath != "/" {
+				t.Fatalf("Preopens = %+v, want \"/\" alone", p.Preopens)
+			}
 			var statePreopens []Mount
-			for _, o := range p.Preopens {
-				if o.GuestPath == state.PreopenName {
+			for _, o := range p.Subtrees {
+				if o.GuestPath == "/"+state.GuestDir {
 					statePreopens = append(statePreopens, o)
 				}
 			}
@@ -187,7 +215,7 @@ func TestBuildState(t *testing.T) {
 			}
 			host := filepath.Join(w.home, "state", tt.store)
 			if len(statePreopens) != 1 || statePreopens[0].HostPath != host || statePreopens[0].ReadOnly {
-				t.Fatalf("state preopens %+v, want one read-write /state at %s", statePreopens, host)
+				t.Fatalf("state routes %+v, want one read-write /state at %s", statePreopens, host)
 			}
 			want := state.Report{Artifact: "acme/grep", Store: tt.store, HostPath: host}
 			if len(p.States) != 1 || p.States[0] != want {
@@ -446,40 +474,67 @@ func TestBuildNames(t *testing.T) {
 	}
 }
 
-func TestPrepare(t *testing.T) {
+func TestOpenCreatesAndHolds(t *testing.T) {
 	w := newWorld(t)
 	c := w.capsule(t, capsuleYAML(fullCaps))
 	p, err := BuildPlan(w.input(c, "grep"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 2; i++ { // again: Prepare is idempotent
-		if err := p.prepare(); err != nil {
+	for i := 0; i < 2; i++ { // again: open is idempotent
+		fsys, err := p.open()
+		if err != nil {
 			t.Fatal(err)
 		}
+		fsys.Close()
 	}
-	for _, o := range p.Preopens {
+	for _, o := range append(append([]Mount(nil), p.Preopens...), p.Subtrees...) {
 		fi, err := os.Stat(o.HostPath)
 		if err != nil || !fi.IsDir() {
-			t.Fatalf("preopen %s: %v", o.HostPath, err)
+			t.Fatalf("%s: %v", o.HostPath, err)
 		}
 	}
-	for _, dir := range []string{filepath.Join(w.home, "state"), filepath.Join(filepath.Join(w.home, "state"), "demo")} {
+	for _, dir := range []string{filepath.Join(w.home, "state"), filepath.Join(w.home, "state", "demo")} {
 		fi, err := os.Stat(dir)
 		if err != nil || fi.Mode().Perm() != 0o700 {
 			t.Fatalf("%s: %v %v, want a 0700 folder", dir, fi, err)
 		}
 	}
 	// A store loosened by hand is tightened again.
-	store := filepath.Join(filepath.Join(w.home, "state"), "demo")
+	store := filepath.Join(w.home, "state", "demo")
 	if err := os.Chmod(store, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.prepare(); err != nil {
+	fsys, err := p.open()
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer fsys.Close()
 	if fi, _ := os.Stat(store); fi.Mode().Perm() != 0o700 {
-		t.Fatalf("state store is %v after Prepare, want 0700", fi.Mode().Perm())
+		t.Fatalf("state store is %v after open, want 0700", fi.Mode().Perm())
+	}
+	// What is held is what is written to, whatever happens to the paths afterwards.
+	work := p.Preopens[0].HostPath
+	outside := filepath.Join(w.root, "outside")
+	if err := os.Mkdir(outside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(work, work+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, work); err != nil {
+		t.Fatal(err)
+	}
+	f, e := fsys.OpenFile("held.txt", experimentalsys.O_WRONLY|experimentalsys.O_CREAT, 0o644)
+	if e != 0 {
+		t.Fatal(e)
+	}
+	f.Close()
+	if _, err := os.Stat(filepath.Join(work+".moved", "held.txt")); err != nil {
+		t.Errorf("the write did not land in the folder that was opened: %v", err)
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Errorf("the write followed the path to %v", ents)
 	}
 }
 
@@ -617,9 +672,12 @@ func TestExplain(t *testing.T) {
 	p.Explain(&sb)
 	text := sb.String()
 	lines := strings.Split(text, "\n")
-	for _, o := range p.Preopens {
+	for _, o := range append(append([]Mount(nil), p.Preopens...), p.Subtrees...) {
 		mode := "(read-write)"
-		if o.ReadOnly {
+		switch {
+		case o.GuestPath == "/state":
+			mode = "(read-write, the state store)"
+		case o.ReadOnly:
 			mode = "(read-only)"
 		}
 		found := false
@@ -631,6 +689,9 @@ func TestExplain(t *testing.T) {
 		if !found {
 			t.Errorf("Explain has no line for %s -> %s %s:\n%s", o.GuestPath, o.HostPath, mode, text)
 		}
+	}
+	if n := strings.Count(text, "-> "); n != 5 {
+		t.Errorf("Explain shows %d folders, want 5 (/, /state, /a/b, /docs and the state store line):\n%s", n, text)
 	}
 	for _, want := range []string{
 		"acme/grep@1.0.0", "sha256:" + hexGrep,

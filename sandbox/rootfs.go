@@ -2,313 +2,156 @@ package sandbox
 
 import (
 	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
 	"github.com/tetratelabs/wazero/sys"
 	"golang.org/x/sys/unix"
+
+	"github.com/murmur-nexus/mur/state"
 )
 
-// rootFS is a WASI file system confined to one host folder.
+// rootFS is the guest's one file system, preopened at "/".
 //
-// wazero's own DirFS joins guest paths onto the host folder and lets the kernel follow symlinks,
-// so a symlink inside the folder leads anywhere (wazero issue 2321). rootFS goes through Go's
-// os.Root instead, which resolves every path, symlinks included, without leaving the folder.
-// On top of that it refuses to create symlinks and hard links (a guest-made link is either an
-// escape or a way around a read-only subtree), and it refuses every write when read-only or
-// when the target lies in one of its read-only subtrees.
+// It is made of folders the plan opened and checked once, and it holds them open: no host path
+// is ever looked up again. Every guest path is walked one component at a time from a held
+// folder, with O_NOFOLLOW; rootFS expands symlinks itself, only while they stay inside their
+// tree, and each operation acts relative to the folder the walk holds at its end. So what is
+// checked is what is used: the read-only decision is made on the folders really walked through,
+// and a name that another guest swaps for a symlink between two steps is either walked (and
+// judged) like any symlink or refused, never followed by the kernel behind mur's back.
+// (wazero's own DirFS lets the kernel follow symlinks, so a symlink in the folder leads
+// anywhere: wazero issue 2321.)
+//
+// rootFS also routes: a first component named state (state.GuestDir) leads into the state store
+// when one is granted. It matches whole components, never string prefixes, so "stateful.txt",
+// "stateX.txt" and "state-notes" stay in the workdir. With one preopen, Go guests (which pick
+// among several preopens by string prefix) and wasi-libc guests send the same cleaned path, so
+// both reach the store by writing state/<file>.
+//
+// It refuses to create symlinks and hard links (a guest-made link is either an escape or a way
+// around a read-only subtree), every change inside a read-only tree or subtree, and every move
+// or removal of a read-only subtree or of a folder that holds one.
 type rootFS struct {
 	experimentalsys.UnimplementedFS
-	root     *os.Root
-	readOnly bool
-	// roSubtrees are slash paths relative to the root, with symlinks already resolved, that the
-	// guest may read through this mount but never change.
-	roSubtrees []string
+	work  *tree
+	state *tree // nil when no state store is granted
 }
 
-// newRootFS opens hostDir as a confined file system. readOnlySubtrees name folders inside hostDir
-// (host paths, or paths relative to hostDir) that stay read-only even though the mount itself is
-// writable: mounting them again read-only at their own guest path is not enough, because a guest
-// can always reach them through the writable parent's descriptor.
-func newRootFS(hostDir string, readOnly bool, readOnlySubtrees ...string) (*rootFS, error) {
-	realDir, err := filepath.EvalSymlinks(hostDir)
+// newRootFS takes ownership of root (the scope root), the read-only subtrees and store (nil when
+// no state store is granted); see newTree for how the subtrees are judged.
+func newRootFS(root *os.File, readOnly bool, subtrees []*os.File, store *os.File) (*rootFS, error) {
+	work, err := newTree(root, readOnly, subtrees)
 	if err != nil {
-		return nil, err
-	}
-	root, err := os.OpenRoot(realDir)
-	if err != nil {
-		return nil, err
-	}
-	r := &rootFS{root: root, readOnly: readOnly}
-	for _, sub := range readOnlySubtrees {
-		if !filepath.IsAbs(sub) {
-			sub = filepath.Join(realDir, sub)
+		if store != nil {
+			store.Close()
 		}
-		realSub, err := filepath.EvalSymlinks(sub)
-		if err != nil {
-			root.Close()
+		return nil, err
+	}
+	r := &rootFS{work: work}
+	if store != nil {
+		if r.state, err = newTree(store, false, nil); err != nil {
+			work.close()
 			return nil, err
 		}
-		rel, err := filepath.Rel(realDir, realSub)
-		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			continue // outside this mount: nothing here can reach it
-		}
-		r.roSubtrees = append(r.roSubtrees, filepath.ToSlash(rel))
 	}
 	return r, nil
 }
 
-// Close releases the root folder's descriptor. Files already opened stay usable.
-func (r *rootFS) Close() error { return r.root.Close() }
+// Close releases the held folders. Files the guest opened stay usable until it closes them.
+func (r *rootFS) Close() error {
+	r.work.close()
+	if r.state != nil {
+		r.state.close()
+	}
+	return nil
+}
 
 // String names the host folder, for wazero's debug output.
-func (r *rootFS) String() string { return r.root.Name() }
+func (r *rootFS) String() string { return r.work.dir.Name() }
 
-// rootName maps wazero's name for the mount's own folder to os.Root's. A trailing slash is kept:
-// os.Root honours it (it requires a folder), as POSIX does.
-func rootName(p string) string {
-	if p == "" || p == "/" {
-		return "."
-	}
-	return p
-}
-
-// errno turns an os error into a WASI errno. os.Root reports a path that would leave the root
-// with an error that has no errno of its own; the guest sees EPERM, as for any refused path.
-func errno(err error) experimentalsys.Errno {
-	if err == nil {
-		return 0
-	}
-	var se syscall.Errno
-	if errors.As(err, &se) {
-		if se == syscall.EXDEV {
-			return experimentalsys.EPERM
-		}
-		return experimentalsys.UnwrapOSError(err)
-	}
-	if strings.Contains(err.Error(), "escapes from parent") {
-		return experimentalsys.EPERM
-	}
-	return experimentalsys.UnwrapOSError(err)
-}
-
-// resolve follows symlinks inside the root the way the kernel would, so that a path can be
-// compared with the read-only subtrees: an existing symlink must not be a way into one. The last
-// component is followed only when followLast is set (unlink and rename act on the link itself).
-func (r *rootFS) resolve(p string, followLast bool) (string, experimentalsys.Errno) {
-	todo := strings.Split(rootName(p), "/")
-	var done []string
-	hops := 0
-	for len(todo) > 0 {
-		c := todo[0]
-		todo = todo[1:]
-		switch c {
-		case "", ".":
-			continue
-		case "..":
-			if len(done) == 0 {
-				return "", experimentalsys.EPERM
-			}
-			done = done[:len(done)-1]
-			continue
-		}
-		cur := path.Join(append(append([]string{}, done...), c)...)
-		if len(todo) == 0 && !followLast {
-			done = append(done, c)
-			break
-		}
-		fi, err := r.root.Lstat(cur)
-		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-			// Missing components can't be symlinks; os.Root reports the real error later.
-			done = append(done, c)
-			continue
-		}
-		if hops++; hops > 40 {
-			return "", experimentalsys.ELOOP
-		}
-		target, err := r.root.Readlink(cur)
-		if err != nil {
-			return "", errno(err)
-		}
-		if path.IsAbs(target) {
-			return "", experimentalsys.EPERM
-		}
-		todo = append(strings.Split(target, "/"), todo...)
-	}
-	return strings.Join(done, "/"), 0
-}
-
-// protected reports whether changing p (or, for a folder being moved, anything below it) would
-// change a read-only subtree.
-func (r *rootFS) protected(p string, followLast bool) experimentalsys.Errno {
-	if r.readOnly {
-		return experimentalsys.EROFS
-	}
-	if len(r.roSubtrees) == 0 {
-		return 0
-	}
-	resolved, e := r.resolve(p, followLast)
-	if e != 0 {
-		return e
-	}
-	if r.inReadOnly(resolved) {
-		return experimentalsys.EROFS
-	}
-	for _, ro := range r.roSubtrees {
-		if resolved == "" || strings.HasPrefix(ro, resolved+"/") {
-			return experimentalsys.EROFS // moving or removing an ancestor would move the subtree
+// route picks the tree guest path p lives in and the path inside it. wazero hands over cleaned
+// paths ("state/x"), or a folder's name joined to one ("/x", "state/."), and keeps a trailing
+// slash, which asks for a folder (dirOnly). storeRoot is p naming the state store's own folder,
+// which, like a mount point, can't be moved or removed.
+func (r *rootFS) route(p string) (t *tree, rel string, dirOnly, storeRoot bool) {
+	dirOnly = strings.HasSuffix(p, "/") && strings.Trim(p, "/") != ""
+	p = strings.TrimPrefix(path.Clean("/"+p), "/")
+	if r.state != nil {
+		if first, rest, _ := strings.Cut(p, "/"); first == state.GuestDir {
+			return r.state, rest, dirOnly, rest == ""
 		}
 	}
-	return 0
-}
-
-func (r *rootFS) inReadOnly(resolved string) bool {
-	for _, ro := range r.roSubtrees {
-		if ro == "." || resolved == ro || strings.HasPrefix(resolved, ro+"/") {
-			return true
-		}
-	}
-	return false
+	return r.work, p, dirOnly, false
 }
 
 // OpenFile implements experimentalsys.FS.
 func (r *rootFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode) (experimentalsys.File, experimentalsys.Errno) {
-	writes := flag&(experimentalsys.O_WRONLY|experimentalsys.O_RDWR) != 0 || flag&(experimentalsys.O_CREAT|experimentalsys.O_TRUNC) != 0
-	ro := r.readOnly
-	if !ro && len(r.roSubtrees) > 0 {
-		resolved, e := r.resolve(p, flag&experimentalsys.O_NOFOLLOW == 0)
-		if e != 0 {
-			return nil, e
-		}
-		ro = r.inReadOnly(resolved)
-	}
-	if ro && writes {
-		return nil, experimentalsys.EROFS
-	}
-	var osFlag int
-	switch {
-	case flag&experimentalsys.O_RDWR != 0:
-		osFlag = os.O_RDWR
-	case flag&experimentalsys.O_WRONLY != 0:
-		osFlag = os.O_WRONLY
-	default:
-		osFlag = os.O_RDONLY
-	}
-	for _, m := range []struct {
-		wasi experimentalsys.Oflag
-		os   int
-	}{
-		{experimentalsys.O_APPEND, os.O_APPEND},
-		{experimentalsys.O_CREAT, os.O_CREATE},
-		{experimentalsys.O_EXCL, os.O_EXCL},
-		{experimentalsys.O_TRUNC, os.O_TRUNC},
-		{experimentalsys.O_SYNC, os.O_SYNC},
-		{experimentalsys.O_DIRECTORY, syscall.O_DIRECTORY},
-		{experimentalsys.O_NOFOLLOW, syscall.O_NOFOLLOW},
-	} {
-		if flag&m.wasi != 0 {
-			osFlag |= m.os
-		}
-	}
-	if flag&experimentalsys.O_DIRECTORY != 0 && osFlag&(os.O_WRONLY|os.O_RDWR) != 0 {
-		return nil, experimentalsys.EISDIR
-	}
-	f, err := r.root.OpenFile(rootName(p), osFlag, perm)
-	if err != nil {
-		e := errno(err)
-		if e == experimentalsys.ENOTDIR && flag&experimentalsys.O_DIRECTORY == 0 {
-			e = experimentalsys.ENOENT
-		}
-		return nil, e
-	}
-	return &rootFile{file: f, append: flag&experimentalsys.O_APPEND != 0, readOnly: ro}, 0
+	t, rel, dirOnly, _ := r.route(p)
+	return t.open(rel, dirOnly, flag, perm)
 }
 
 // Lstat implements experimentalsys.FS.
 func (r *rootFS) Lstat(p string) (sys.Stat_t, experimentalsys.Errno) {
-	fi, err := r.root.Lstat(rootName(p))
-	if err != nil {
-		return sys.Stat_t{}, errno(err)
+	t, rel, dirOnly, _ := r.route(p)
+	if dirOnly {
+		return t.stat(rel, true)
 	}
-	return sys.NewStat_t(fi), 0
+	return t.lstat(rel)
 }
 
 // Stat implements experimentalsys.FS.
 func (r *rootFS) Stat(p string) (sys.Stat_t, experimentalsys.Errno) {
-	fi, err := r.root.Stat(rootName(p))
-	if err != nil {
-		return sys.Stat_t{}, errno(err)
-	}
-	return sys.NewStat_t(fi), 0
+	t, rel, dirOnly, _ := r.route(p)
+	return t.stat(rel, dirOnly)
 }
 
 // Mkdir implements experimentalsys.FS.
 func (r *rootFS) Mkdir(p string, perm fs.FileMode) experimentalsys.Errno {
-	if e := r.protected(p, false); e != 0 {
-		return e
-	}
-	e := errno(r.root.Mkdir(rootName(p), perm))
-	if e == experimentalsys.ENOTDIR {
-		e = experimentalsys.ENOENT
-	}
-	return e
+	t, rel, _, _ := r.route(p)
+	return t.mkdir(rel, perm)
 }
 
-// Chmod implements experimentalsys.FS.
+// Chmod implements experimentalsys.FS. The store's own folder stays 0700.
 func (r *rootFS) Chmod(p string, perm fs.FileMode) experimentalsys.Errno {
-	if e := r.protected(p, true); e != 0 {
-		return e
+	t, rel, _, storeRoot := r.route(p)
+	if storeRoot {
+		return experimentalsys.EPERM
 	}
-	return errno(r.root.Chmod(rootName(p), perm))
+	return t.chmod(rel, perm)
 }
 
-// Rename implements experimentalsys.FS. Both names are inside this root; wazero itself refuses
-// a rename between two mounts.
+// Rename implements experimentalsys.FS. A rename between the workdir and the state store is
+// refused with ENOSYS, as wazero refuses one between two preopens.
 func (r *rootFS) Rename(from, to string) experimentalsys.Errno {
-	if e := r.protected(from, false); e != 0 {
-		return e
+	tf, relFrom, _, storeFrom := r.route(from)
+	tt, relTo, _, storeTo := r.route(to)
+	switch {
+	case storeFrom || storeTo:
+		return experimentalsys.EPERM
+	case tf != tt:
+		return experimentalsys.ENOSYS
 	}
-	if e := r.protected(to, false); e != 0 {
-		return e
-	}
-	return errno(r.root.Rename(rootName(from), rootName(to)))
+	return tf.rename(relFrom, relTo)
 }
 
 // Rmdir implements experimentalsys.FS.
 func (r *rootFS) Rmdir(p string) experimentalsys.Errno {
-	if e := r.protected(p, false); e != 0 {
-		return e
+	t, rel, _, storeRoot := r.route(p)
+	if storeRoot {
+		return experimentalsys.EPERM
 	}
-	fi, err := r.root.Lstat(rootName(p))
-	if err != nil {
-		return errno(err)
-	}
-	if !fi.IsDir() {
-		return experimentalsys.ENOTDIR
-	}
-	return errno(r.root.Remove(rootName(p)))
+	return t.rmdir(rel)
 }
 
 // Unlink implements experimentalsys.FS.
 func (r *rootFS) Unlink(p string) experimentalsys.Errno {
-	if e := r.protected(p, false); e != 0 {
-		return e
-	}
-	fi, err := r.root.Lstat(rootName(p))
-	if err != nil {
-		return errno(err)
-	}
-	if fi.IsDir() {
-		return experimentalsys.EISDIR
-	}
-	return errno(r.root.Remove(rootName(p)))
+	t, rel, _, _ := r.route(p)
+	return t.unlink(rel)
 }
 
 // Link implements experimentalsys.FS and always refuses: a hard link to a file the guest can
@@ -320,250 +163,300 @@ func (r *rootFS) Link(string, string) experimentalsys.Errno { return experimenta
 func (r *rootFS) Symlink(string, string) experimentalsys.Errno { return experimentalsys.EPERM }
 
 // Readlink implements experimentalsys.FS. Reading a link's text is harmless: following it is
-// what os.Root confines.
+// what rootFS confines.
 func (r *rootFS) Readlink(p string) (string, experimentalsys.Errno) {
-	s, err := r.root.Readlink(rootName(p))
-	if err != nil {
-		return "", errno(err)
-	}
-	return filepath.ToSlash(s), 0
+	t, rel, _, _ := r.route(p)
+	return t.readlink(rel)
 }
 
 // Utimens implements experimentalsys.FS.
 func (r *rootFS) Utimens(p string, atim, mtim int64) experimentalsys.Errno {
-	if e := r.protected(p, true); e != 0 {
+	t, rel, _, _ := r.route(p)
+	return t.utimens(rel, atim, mtim)
+}
+
+var openFlags = []struct {
+	wasi experimentalsys.Oflag
+	os   int
+}{
+	{experimentalsys.O_APPEND, unix.O_APPEND},
+	{experimentalsys.O_CREAT, unix.O_CREAT},
+	{experimentalsys.O_EXCL, unix.O_EXCL},
+	{experimentalsys.O_TRUNC, unix.O_TRUNC},
+	{experimentalsys.O_SYNC, unix.O_SYNC},
+	{experimentalsys.O_DIRECTORY, unix.O_DIRECTORY},
+}
+
+func (t *tree) open(rel string, dirOnly bool, flag experimentalsys.Oflag, perm fs.FileMode) (experimentalsys.File, experimentalsys.Errno) {
+	writes := flag&(experimentalsys.O_WRONLY|experimentalsys.O_RDWR) != 0 || flag&(experimentalsys.O_CREAT|experimentalsys.O_TRUNC) != 0
+	var osFlag int
+	switch {
+	case flag&experimentalsys.O_RDWR != 0:
+		osFlag = unix.O_RDWR
+	case flag&experimentalsys.O_WRONLY != 0:
+		osFlag = unix.O_WRONLY
+	default:
+		osFlag = unix.O_RDONLY
+	}
+	for _, m := range openFlags {
+		if flag&m.wasi != 0 {
+			osFlag |= m.os
+		}
+	}
+	if dirOnly {
+		osFlag |= unix.O_DIRECTORY
+	}
+	if osFlag&unix.O_DIRECTORY != 0 && writes {
+		return nil, experimentalsys.EISDIR
+	}
+	// The kernel never follows the last component: a symlink there is expanded below, so that
+	// it is judged like any other step.
+	osFlag |= unix.O_NOFOLLOW | unix.O_CLOEXEC
+	follow := flag&experimentalsys.O_NOFOLLOW == 0
+	notFound := func(e experimentalsys.Errno) experimentalsys.Errno {
+		if e == experimentalsys.ENOTDIR && flag&experimentalsys.O_DIRECTORY == 0 {
+			return experimentalsys.ENOENT
+		}
 		return e
 	}
-	return errno(r.root.Chtimes(rootName(p), wasiTime(atim), wasiTime(mtim)))
-}
 
-// wasiTime maps UTIME_OMIT to the zero time, which os.Chtimes leaves unchanged.
-func wasiTime(ns int64) time.Time {
-	if ns == experimentalsys.UTIME_OMIT {
-		return time.Time{}
+	c, last, e := t.at(rel)
+	if e != 0 {
+		return nil, notFound(e)
 	}
-	return time.Unix(0, ns)
-}
-
-// rootFile is an open file of a rootFS.
-type rootFile = osFile[int64]
-
-// osFile is generic only over its offset type: WASI's Seek returns an Errno where io.Seeker
-// returns an error, and vet's stdmethods check flags any Seek(int64, int) that differs from
-// io.Seeker. Declaring the offset as a type parameter keeps that check quiet without a vet flag.
-type osFile[Off ~int64] struct {
-	experimentalsys.UnimplementedFile
-	file     *os.File
-	append   bool
-	readOnly bool
-	closed   bool
-	statDone bool
-	dev      uint64
-	ino      sys.Inode
-	isDir    bool
-}
-
-func (f *osFile[Off]) cached() experimentalsys.Errno {
-	if f.statDone {
-		return 0
+	defer c.close()
+	for {
+		ro := c.readOnly()
+		if ro && writes {
+			return nil, experimentalsys.EROFS
+		}
+		fd, err := unix.Openat(c.dir(), last, osFlag, uint32(perm.Perm()))
+		if err == nil {
+			if !ro && len(t.roRoots) > 0 {
+				// A read-only subtree's own folder, opened for reading.
+				if id, err := fdID(fd); err == nil && t.roRoots[id] {
+					ro = true
+				}
+			}
+			return &rootFile{file: os.NewFile(uintptr(fd), rel), append: flag&experimentalsys.O_APPEND != 0, readOnly: ro}, 0
+		}
+		maybeLink := err == unix.ELOOP || err == unix.ENOTDIR && osFlag&unix.O_DIRECTORY != 0
+		if !follow || !maybeLink {
+			return nil, notFound(errno(err))
+		}
+		target, isLink, e := readlinkAt(c.dir(), last)
+		switch {
+		case e != 0:
+			return nil, e
+		case isLink:
+			if last, e = c.follow(last, target); e != 0 {
+				return nil, notFound(e)
+			}
+		case replaced(c.dir(), last, err):
+			// It was a symlink a moment ago: look again, within the bound.
+			if c.hops++; c.hops > maxHops {
+				return nil, experimentalsys.ELOOP
+			}
+		default:
+			return nil, notFound(errno(err))
+		}
 	}
-	_, e := f.Stat()
+}
+
+func (t *tree) lstat(rel string) (sys.Stat_t, experimentalsys.Errno) {
+	c, last, e := t.at(rel)
+	if e != 0 {
+		return sys.Stat_t{}, e
+	}
+	defer c.close()
+	var st unix.Stat_t
+	if err := unix.Fstatat(c.dir(), last, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return sys.Stat_t{}, errno(err)
+	}
+	return statOf(&st), 0
+}
+
+func (t *tree) stat(rel string, dirOnly bool) (sys.Stat_t, experimentalsys.Errno) {
+	c, fd, st, e := t.node(rel, true)
+	if e != 0 {
+		return sys.Stat_t{}, e
+	}
+	unix.Close(fd)
+	c.close()
+	if dirOnly && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return sys.Stat_t{}, experimentalsys.ENOTDIR
+	}
+	return statOf(&st), 0
+}
+
+func (t *tree) mkdir(rel string, perm fs.FileMode) experimentalsys.Errno {
+	c, last, e := t.at(rel)
+	if e == 0 {
+		defer c.close()
+		switch {
+		case last == ".":
+			e = experimentalsys.EEXIST
+		case c.readOnly():
+			e = experimentalsys.EROFS
+		default:
+			e = errno(unix.Mkdirat(c.dir(), last, uint32(perm.Perm())))
+		}
+	}
+	if e == experimentalsys.ENOTDIR {
+		e = experimentalsys.ENOENT
+	}
 	return e
 }
 
-func (f *osFile[Off]) Dev() (uint64, experimentalsys.Errno) {
-	e := f.cached()
-	return f.dev, e
-}
-
-func (f *osFile[Off]) Ino() (sys.Inode, experimentalsys.Errno) {
-	e := f.cached()
-	return f.ino, e
-}
-
-func (f *osFile[Off]) IsDir() (bool, experimentalsys.Errno) {
-	e := f.cached()
-	return f.isDir, e
-}
-
-func (f *osFile[Off]) IsAppend() bool { return f.append }
-
-func (f *osFile[Off]) SetAppend(enable bool) experimentalsys.Errno {
-	if f.closed {
-		return experimentalsys.EBADF
+// changeable opens rel (following symlinks) for a change of its metadata, refusing one in a
+// read-only tree or subtree or to a folder pinned by one.
+func (t *tree) changeable(rel string, change func(proc string) error) experimentalsys.Errno {
+	c, fd, st, e := t.node(rel, true)
+	if e != 0 {
+		return e
 	}
-	if enable && f.readOnly {
+	defer c.close()
+	defer unix.Close(fd)
+	if c.readOnly() || t.pinned[statID(&st)] {
 		return experimentalsys.EROFS
 	}
-	rc, err := f.file.SyscallConn()
-	if err != nil {
-		return errno(err)
-	}
-	var opErr error
-	err = rc.Control(func(fd uintptr) {
-		fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
-		if err != nil {
-			opErr = err
-			return
-		}
-		if enable {
-			fl |= unix.O_APPEND
-		} else {
-			fl &^= unix.O_APPEND
-		}
-		_, opErr = unix.FcntlInt(fd, unix.F_SETFL, fl)
-	})
-	if err == nil {
-		err = opErr
-	}
-	if err != nil {
-		return errno(err)
-	}
-	f.append = enable
-	return 0
+	return errno(change(procPath(fd)))
 }
 
-func (f *osFile[Off]) Stat() (sys.Stat_t, experimentalsys.Errno) {
-	if f.closed {
-		return sys.Stat_t{}, experimentalsys.EBADF
-	}
-	fi, err := f.file.Stat()
-	if err != nil {
-		return sys.Stat_t{}, errno(err)
-	}
-	st := sys.NewStat_t(fi)
-	f.dev, f.ino, f.isDir, f.statDone = st.Dev, st.Ino, fi.IsDir(), true
-	return st, 0
+func (t *tree) chmod(rel string, perm fs.FileMode) experimentalsys.Errno {
+	return t.changeable(rel, func(p string) error { return unix.Fchmodat(unix.AT_FDCWD, p, uint32(perm.Perm()), 0) })
 }
 
-func (f *osFile[Off]) Read(buf []byte) (int, experimentalsys.Errno) {
-	if len(buf) == 0 {
-		return 0, 0
-	}
-	n, err := f.file.Read(buf)
-	if err == io.EOF {
-		err = nil
-	}
-	return n, f.fileErrno(err)
+func (t *tree) utimens(rel string, atim, mtim int64) experimentalsys.Errno {
+	ts := []unix.Timespec{timespec(atim), timespec(mtim)}
+	return t.changeable(rel, func(p string) error { return unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, 0) })
 }
 
-func (f *osFile[Off]) Pread(buf []byte, off int64) (int, experimentalsys.Errno) {
-	if len(buf) == 0 {
-		return 0, 0
+func timespec(ns int64) unix.Timespec {
+	if ns == experimentalsys.UTIME_OMIT {
+		return unix.Timespec{Nsec: unix.UTIME_OMIT}
 	}
-	n, err := f.file.ReadAt(buf, off)
-	if err == io.EOF {
-		err = nil
-	}
-	return n, f.fileErrno(err)
+	return unix.NsecToTimespec(ns)
 }
 
-func (f *osFile[Off]) Seek(offset Off, whence int) (int64, experimentalsys.Errno) {
-	n, err := f.file.Seek(int64(offset), whence)
-	return n, f.fileErrno(err)
-}
-
-func (f *osFile[Off]) Readdir(n int) ([]experimentalsys.Dirent, experimentalsys.Errno) {
-	if f.closed {
-		return nil, experimentalsys.EBADF
+func (t *tree) rename(from, to string) experimentalsys.Errno {
+	cf, lf, e := t.at(from)
+	if e != 0 {
+		return e
 	}
-	fis, err := f.file.Readdir(n)
-	if err == io.EOF {
-		err = nil
+	defer cf.close()
+	ct, lt, e := t.at(to)
+	if e != 0 {
+		return e
 	}
-	if err != nil {
-		return nil, f.fileErrno(err)
-	}
-	out := make([]experimentalsys.Dirent, 0, len(fis))
-	for _, fi := range fis {
-		out = append(out, experimentalsys.Dirent{Name: fi.Name(), Ino: sys.NewStat_t(fi).Ino, Type: fi.Mode().Type()})
-	}
-	return out, 0
-}
-
-func (f *osFile[Off]) Write(buf []byte) (int, experimentalsys.Errno) {
-	if len(buf) == 0 {
-		return 0, 0
-	}
-	n, err := f.file.Write(buf)
-	return n, f.fileErrno(err)
-}
-
-func (f *osFile[Off]) Pwrite(buf []byte, off int64) (int, experimentalsys.Errno) {
-	if len(buf) == 0 {
-		return 0, 0
-	}
-	n, err := f.file.WriteAt(buf, off)
-	return n, f.fileErrno(err)
-}
-
-func (f *osFile[Off]) Truncate(size int64) experimentalsys.Errno {
-	if size < 0 {
-		return experimentalsys.EINVAL
-	}
-	if f.readOnly {
+	defer ct.close()
+	if cf.readOnly() || ct.readOnly() {
 		return experimentalsys.EROFS
 	}
-	return f.fileErrno(f.file.Truncate(size))
+	if e := cf.pinnedAt(lf); e != 0 {
+		return e
+	}
+	if e := ct.pinnedAt(lt); e != 0 {
+		return e
+	}
+	return errno(unix.Renameat(cf.dir(), lf, ct.dir(), lt))
 }
 
-func (f *osFile[Off]) Sync() experimentalsys.Errno { return f.fileErrno(f.file.Sync()) }
-
-func (f *osFile[Off]) Datasync() experimentalsys.Errno { return f.fileErrno(f.file.Sync()) }
-
-// Utimens sets times through the descriptor. A file opened for reading inside a read-only
-// subtree must not have them changed either.
-func (f *osFile[Off]) Utimens(atim, mtim int64) experimentalsys.Errno {
-	if f.closed {
-		return experimentalsys.EBADF
+func (t *tree) rmdir(rel string) experimentalsys.Errno {
+	c, last, e := t.at(rel)
+	if e != 0 {
+		return e
 	}
-	if f.readOnly {
+	defer c.close()
+	if c.readOnly() {
 		return experimentalsys.EROFS
 	}
-	if atim == experimentalsys.UTIME_OMIT && mtim == experimentalsys.UTIME_OMIT {
-		return 0
+	if e := c.pinnedAt(last); e != 0 {
+		return e
 	}
-	if atim == experimentalsys.UTIME_OMIT || mtim == experimentalsys.UTIME_OMIT {
-		st, e := f.Stat()
-		if e != 0 {
-			return e
-		}
-		if atim == experimentalsys.UTIME_OMIT {
-			atim = st.Atim
-		}
-		if mtim == experimentalsys.UTIME_OMIT {
-			mtim = st.Mtim
-		}
-	}
-	rc, err := f.file.SyscallConn()
-	if err != nil {
+	var st unix.Stat_t
+	if err := unix.Fstatat(c.dir(), last, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return errno(err)
 	}
-	var opErr error
-	err = rc.Control(func(fd uintptr) {
-		tv := []unix.Timeval{unix.NsecToTimeval(atim), unix.NsecToTimeval(mtim)}
-		opErr = unix.Futimes(int(fd), tv)
-	})
-	if err == nil {
-		err = opErr
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return experimentalsys.ENOTDIR
 	}
-	return errno(err)
+	return errno(unix.Unlinkat(c.dir(), last, unix.AT_REMOVEDIR))
 }
 
-func (f *osFile[Off]) Close() experimentalsys.Errno {
-	if f.closed {
-		return 0
+func (t *tree) unlink(rel string) experimentalsys.Errno {
+	c, last, e := t.at(rel)
+	if e != 0 {
+		return e
 	}
-	f.closed = true
-	return errno(f.file.Close())
+	defer c.close()
+	if c.readOnly() {
+		return experimentalsys.EROFS
+	}
+	return errno(unix.Unlinkat(c.dir(), last, 0))
 }
 
-func (f *osFile[Off]) fileErrno(err error) experimentalsys.Errno {
+func (t *tree) readlink(rel string) (string, experimentalsys.Errno) {
+	c, last, e := t.at(rel)
+	if e != 0 {
+		return "", e
+	}
+	defer c.close()
+	target, isLink, e := readlinkAt(c.dir(), last)
+	switch {
+	case e != 0:
+		return "", e
+	case !isLink:
+		var st unix.Stat_t
+		if err := unix.Fstatat(c.dir(), last, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return "", errno(err)
+		}
+		return "", experimentalsys.EINVAL
+	}
+	return target, 0
+}
+
+// statOf is a stat result as wazero wants it, with Go's file mode bits.
+func statOf(st *unix.Stat_t) sys.Stat_t {
+	mode := fs.FileMode(st.Mode & 0o777)
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		mode |= fs.ModeDir
+	case unix.S_IFLNK:
+		mode |= fs.ModeSymlink
+	case unix.S_IFIFO:
+		mode |= fs.ModeNamedPipe
+	case unix.S_IFSOCK:
+		mode |= fs.ModeSocket
+	case unix.S_IFBLK:
+		mode |= fs.ModeDevice
+	case unix.S_IFCHR:
+		mode |= fs.ModeDevice | fs.ModeCharDevice
+	}
+	if st.Mode&unix.S_ISUID != 0 {
+		mode |= fs.ModeSetuid
+	}
+	if st.Mode&unix.S_ISGID != 0 {
+		mode |= fs.ModeSetgid
+	}
+	if st.Mode&unix.S_ISVTX != 0 {
+		mode |= fs.ModeSticky
+	}
+	return sys.Stat_t{
+		Dev: uint64(st.Dev), Ino: st.Ino, Mode: mode, Nlink: uint64(st.Nlink), Size: st.Size,
+		Atim: st.Atim.Nano(), Mtim: st.Mtim.Nano(), Ctim: st.Ctim.Nano(),
+	}
+}
+
+// errno turns an error into a WASI errno. A path that would leave the root is EPERM, as for
+// any refused path.
+func errno(err error) experimentalsys.Errno {
 	if err == nil {
 		return 0
 	}
-	if f.closed || errors.Is(err, os.ErrClosed) {
-		return experimentalsys.EBADF
+	var se syscall.Errno
+	if errors.As(err, &se) && se == syscall.EXDEV {
+		return experimentalsys.EPERM
 	}
-	return errno(err)
+	return experimentalsys.UnwrapOSError(err)
 }

@@ -1,14 +1,19 @@
 // Package sandbox runs WASI preview 1 modules under wazero with exactly the grants mur decides:
 // confined preopens, an explicit environment, a memory cap and a wall-clock limit.
 //
-// Every preopen goes through rootFS (Go's os.Root), never wazero's DirFS, whose mounts follow
-// symlinks out of the folder. Only wasi_snapshot_preview1 is provided. Compiled code is cached in
-// wazero's file cache, which mur only trusts when the folder is private to the user and out of
-// the guest's reach, and which it repairs rather than letting a bad entry fail a run.
+// A guest gets one preopen, "/": rootFS, mur's own file system over folders the plan opened and
+// checked once and holds until the run ends, never wazero's DirFS, whose mounts follow symlinks
+// out of the folder. Inside it, rootFS routes state/ to the state store and keeps read-only
+// subtrees read-only. Guest memory is reserved up to its cap and committed as the guest grows
+// (memory.go), so host memory follows the guest's. Only wasi_snapshot_preview1 is provided.
+// Compiled code is cached in wazero's file cache, which mur only trusts when the folder is private
+// to the user and out of the guest's reach, and which it repairs rather than letting a bad entry
+// fail a run.
 //
 // Its files: runner.go (compile and run), cache.go (the compiled cache), rootfs.go (the confining
-// file system), plan.go (a capsule's grants as mounts, from `mur run`) and payload.go (the payload
-// from the CAS, and kept payloads).
+// file system), walk.go (its walk from held folders), rootfile.go (its open files), memory.go
+// (guest memory), plan.go (a capsule's grants as one root, from `mur run`) and payload.go (the
+// payload from the CAS, and kept payloads).
 //
 // # Notes
 //
@@ -23,6 +28,15 @@
 //     stopped once the read returns: wazero can't interrupt a host read.
 //   - rootFS refuses to create links, but a hard link the operator already placed in the
 //     workdir is, like any file there, the operator's grant.
+//   - Only the path component state at the root leads into the store. A symlink in the workdir
+//     whose text is "state" leads to the workdir's own state/ folder, never to the store, and a
+//     listing of "/" shows the workdir's entries only: the store is routed, not listed.
+//   - Symlinks are followed only while they stay inside their tree (the root, or the store); an
+//     absolute target is refused (EPERM) even when it names a folder inside.
+//   - A rename between the workdir and the store is refused with ENOSYS, as wazero refused one
+//     between two preopens; the store's own folder can't be moved, removed or chmod-ed (EPERM).
+//   - A read-only subtree and every folder between it and the root can't be moved, removed,
+//     replaced, chmod-ed or have their times set: moving one would move the subtree.
 package sandbox
 
 import (
@@ -41,6 +55,7 @@ import (
 
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/experimental/sysfs"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
@@ -83,7 +98,8 @@ func ExitStatus(code int, err error) int {
 	return StatusRunnerFailed
 }
 
-// Mount is one preopen: HostPath appears to the guest at GuestPath.
+// Mount is a host folder the guest sees at GuestPath: the one preopen "/", or a folder routed
+// inside it (the state store, a read-only subtree).
 type Mount struct {
 	GuestPath string `json:"guest"`
 	HostPath  string `json:"host"`
@@ -94,7 +110,6 @@ type Mount struct {
 type Config struct {
 	Args      []string // argv, argv[0] first
 	Env       []string // "K=V"; the guest sees these and nothing else
-	Mounts    []Mount  // in preopen order; the workdir ("/") first
 	Stdin     io.Reader
 	Stdout    io.Writer
 	Stderr    io.Writer
@@ -180,9 +195,15 @@ func (r *Runner) runtimeConfig() wazero.RuntimeConfig {
 	return wazero.NewRuntimeConfig().WithCompilationCache(r.cache).WithCloseOnContextDone(true)
 }
 
-// Run runs wasm's _start to completion and returns the guest's exit code. err is non-nil when
-// the guest did not get to choose its code (see ExitStatus).
+// Run runs wasm's _start to completion, with no file system, and returns the guest's exit code.
+// err is non-nil when the guest did not get to choose its code (see ExitStatus). RunPlan runs a
+// guest with the file system its plan grants.
 func (r *Runner) Run(ctx context.Context, wasm []byte, cfg Config) (int, error) {
+	return r.run(ctx, wasm, cfg, nil)
+}
+
+// run is Run with root, when not nil, preopened at "/". The caller keeps root and closes it.
+func (r *Runner) run(ctx context.Context, wasm []byte, cfg Config, root *rootFS) (int, error) {
 	if err := preflight(wasm); err != nil {
 		return StatusNotExecutable, err
 	}
@@ -200,6 +221,9 @@ func (r *Runner) Run(ctx context.Context, wasm []byte, cfg Config) (int, error) 
 		runCtx, cancel = context.WithTimeout(ctx, cfg.Timeout)
 		defer cancel()
 	}
+	// Deferred first, so it runs after rt.Close: nothing may touch guest memory by then.
+	alloc := &reservingAllocator{}
+	defer alloc.release()
 	rt := wazero.NewRuntimeWithConfig(runCtx, rc)
 	defer rt.Close(context.WithoutCancel(ctx))
 
@@ -218,19 +242,8 @@ func (r *Runner) Run(ctx context.Context, wasm []byte, cfg Config) (int, error) 
 	}
 
 	fsc := wazero.NewFSConfig()
-	for i, m := range cfg.Mounts {
-		var roSubs []string
-		for j, o := range cfg.Mounts {
-			if j != i && o.ReadOnly && !m.ReadOnly {
-				roSubs = append(roSubs, o.HostPath)
-			}
-		}
-		rfs, err := newRootFS(m.HostPath, m.ReadOnly, roSubs...)
-		if err != nil {
-			return StatusRunnerFailed, errs.Wrap(err, errs.IO, "can't open %s to mount it at %s: %v", m.HostPath, m.GuestPath, err)
-		}
-		defer rfs.Close()
-		fsc = fsc.(sysfs.FSConfig).WithSysFSMount(rfs, m.GuestPath)
+	if root != nil {
+		fsc = fsc.(sysfs.FSConfig).WithSysFSMount(root, "/")
 	}
 
 	mc := wazero.NewModuleConfig().
@@ -263,7 +276,8 @@ func (r *Runner) Run(ctx context.Context, wasm []byte, cfg Config) (int, error) 
 		mc = mc.WithStderr(cfg.Stderr)
 	}
 
-	mod, err := rt.InstantiateModule(runCtx, cm, mc)
+	// wazero reads the allocator from the context of instantiation only.
+	mod, err := rt.InstantiateModule(experimental.WithMemoryAllocator(runCtx, alloc), cm, mc)
 	if mod != nil {
 		_ = mod.Close(context.WithoutCancel(ctx))
 	}

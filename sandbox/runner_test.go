@@ -64,9 +64,15 @@ type result struct {
 
 func run(t testing.TB, r *Runner, wasm []byte, cfg Config) result {
 	t.Helper()
+	return runFS(t, r, wasm, cfg, nil)
+}
+
+// runFS runs wasm with fsys preopened at "/".
+func runFS(t testing.TB, r *Runner, wasm []byte, cfg Config, fsys *rootFS) result {
+	t.Helper()
 	var out, errb bytes.Buffer
 	cfg.Stdout, cfg.Stderr = &out, &errb
-	code, err := r.Run(context.Background(), wasm, cfg)
+	code, err := r.run(context.Background(), wasm, cfg, fsys)
 	return result{code, err, out.String(), errb.String()}
 }
 
@@ -82,11 +88,10 @@ func workdir(t testing.TB) string {
 func TestHelloArgsAndEnv(t *testing.T) {
 	t.Setenv("MUR_HOST_ONLY", "must-not-leak")
 	r := sharedRunner(t)
-	res := run(t, r, guesttest.Build(t, "hello"), Config{
-		Args:   []string{"hello", "one two", "three"},
-		Env:    []string{"PWD=/", "GREETING=hi"},
-		Mounts: []Mount{{GuestPath: "/", HostPath: workdir(t)}},
-	})
+	res := runFS(t, r, guesttest.Build(t, "hello"), Config{
+		Args: []string{"hello", "one two", "three"},
+		Env:  []string{"PWD=/", "GREETING=hi"},
+	}, openFS(t, workdir(t), false))
 	if res.err != nil || res.code != 0 {
 		t.Fatalf("Run = %d, %v; stderr %s", res.code, res.err, res.stderr)
 	}
@@ -104,9 +109,9 @@ func TestStatePersistsAcrossRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	work := workdir(t)
-	mounts := []Mount{{GuestPath: "/", HostPath: work}, {GuestPath: state.PreopenName, HostPath: store}}
+	fsys := openFSWithStore(t, work, store, false)
 
-	res := run(t, r, guest, Config{Args: []string{"state", "write", "greeting", "persisted"}, Env: []string{"PWD=/"}, Mounts: mounts})
+	res := runFS(t, r, guest, Config{Args: []string{"state", "write", "greeting", "persisted"}, Env: []string{"PWD=/"}}, fsys)
 	if res.err != nil || res.code != 0 {
 		t.Fatalf("write: %d, %v; stderr %s", res.code, res.err, res.stderr)
 	}
@@ -120,14 +125,14 @@ func TestStatePersistsAcrossRuns(t *testing.T) {
 	if _, err := state.Ensure(filepath.Dir(store), "notes"); err != nil {
 		t.Fatal(err)
 	}
-	res = run(t, r, guest, Config{Args: []string{"state", "read", "greeting"}, Env: []string{"PWD=/"}, Mounts: mounts})
+	res = runFS(t, r, guest, Config{Args: []string{"state", "read", "greeting"}, Env: []string{"PWD=/"}}, fsys)
 	if res.err != nil || res.code != 0 || res.stdout != "persisted\n" {
 		t.Fatalf("read = %d, %v, %q; stderr %s", res.code, res.err, res.stdout, res.stderr)
 	}
 	if err := os.WriteFile(filepath.Join(store, "second"), []byte("22"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	res = run(t, r, guest, Config{Args: []string{"state", "list", "."}, Env: []string{"PWD=/"}, Mounts: mounts})
+	res = runFS(t, r, guest, Config{Args: []string{"state", "list", "."}, Env: []string{"PWD=/"}}, fsys)
 	if res.err != nil || res.code != 0 || res.stdout != "greeting 9\nsecond 2\n" {
 		t.Fatalf("list = %d, %v, %q; stderr %s", res.code, res.err, res.stdout, res.stderr)
 	}
@@ -141,7 +146,7 @@ func TestStateWithoutMountMissesTheStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	work := workdir(t)
-	res := run(t, r, guest, Config{Args: []string{"state", "write", "k", "v"}, Env: []string{"PWD=/"}, Mounts: []Mount{{GuestPath: "/", HostPath: work}}})
+	res := runFS(t, r, guest, Config{Args: []string{"state", "write", "k", "v"}, Env: []string{"PWD=/"}}, openFS(t, work, false))
 	if res.code == 0 {
 		t.Errorf("write without a state mount and without workdir/state succeeded: %q", res.stdout)
 	}
@@ -149,7 +154,7 @@ func TestStateWithoutMountMissesTheStore(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(work, "state"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	res = run(t, r, guest, Config{Args: []string{"state", "write", "k", "v"}, Env: []string{"PWD=/"}, Mounts: []Mount{{GuestPath: "/", HostPath: work}}})
+	res = runFS(t, r, guest, Config{Args: []string{"state", "write", "k", "v"}, Env: []string{"PWD=/"}}, openFS(t, work, false))
 	if res.code != 0 {
 		t.Fatalf("write into workdir/state = %d, %v, %s", res.code, res.err, res.stderr)
 	}
@@ -161,27 +166,33 @@ func TestStateWithoutMountMissesTheStore(t *testing.T) {
 	}
 }
 
-func TestNonGoGuestWritesThroughStatePreopen(t *testing.T) {
+// TestRawGuestReachesStateThroughTheRoot: a guest that calls path_open itself, on the one
+// preopen (fd 3), reaches the store by the path state/..., with or without a leading "./", and
+// a name that merely starts with "state" stays in the workdir.
+func TestRawGuestReachesStateThroughTheRoot(t *testing.T) {
 	r := sharedRunner(t)
 	store, err := state.Ensure(filepath.Join(t.TempDir(), "state"), "notes")
 	if err != nil {
 		t.Fatal(err)
 	}
 	work := workdir(t)
-	// fd 3 is the first preopen ("/"), fd 4 the second (/state). wasi-libc resolves state/x with
-	// cwd "/" to the longest matching preopen, /state, and opens "x" relative to it.
-	res := run(t, r, openWriteModule(4, "x.txt", "from wasi-libc style\n"), Config{
-		Args:   []string{"libc"},
-		Mounts: []Mount{{GuestPath: "/", HostPath: work}, {GuestPath: state.PreopenName, HostPath: store}},
-	})
-	if res.err != nil || res.code != 0 {
-		t.Fatalf("Run = %d, %v", res.code, res.err)
+	fsys := openFSWithStore(t, work, store, false)
+	for _, p := range []string{"state/x.txt", "./state/y.txt", "state//z.txt", "stateful.txt"} {
+		res := runFS(t, r, openWriteModule(3, p, p), Config{Args: []string{"raw"}}, fsys)
+		if res.err != nil || res.code != 0 {
+			t.Fatalf("path_open(3, %q) = %d, %v", p, res.code, res.err)
+		}
 	}
-	if b, err := os.ReadFile(filepath.Join(store, "x.txt")); err != nil || string(b) != "from wasi-libc style\n" {
-		t.Fatalf("store/x.txt = %q, %v", b, err)
+	for _, c := range []struct{ dir, file, content string }{
+		{store, "x.txt", "state/x.txt"}, {store, "y.txt", "./state/y.txt"}, {store, "z.txt", "state//z.txt"},
+		{work, "stateful.txt", "stateful.txt"},
+	} {
+		if b, err := os.ReadFile(filepath.Join(c.dir, c.file)); err != nil || string(b) != c.content {
+			t.Errorf("%s = %q, %v; want %q", filepath.Join(c.dir, c.file), b, err, c.content)
+		}
 	}
-	if entries, _ := os.ReadDir(work); len(entries) != 0 {
-		t.Errorf("workdir got %v", entries)
+	if entries, _ := os.ReadDir(work); len(entries) != 1 {
+		t.Errorf("the workdir holds %v, want stateful.txt only", entries)
 	}
 }
 
@@ -221,12 +232,8 @@ func newEscapeFixture(t *testing.T) escapeFixture {
 	return f
 }
 
-func (f escapeFixture) mounts() []Mount {
-	return []Mount{
-		{GuestPath: "/", HostPath: f.work},
-		{GuestPath: "/ro", HostPath: filepath.Join(f.work, "ro"), ReadOnly: true},
-	}
-}
+// fs is the fixture's workdir as a guest root, with ro/ read-only.
+func (f escapeFixture) fs(t *testing.T) *rootFS { return openFS(t, f.work, false, "ro") }
 
 // snapshot records every path under dir with its content (files), target (symlinks) and mode.
 func snapshot(t *testing.T, dir string) map[string]string {
@@ -274,7 +281,7 @@ func TestEveryEscapeIsDenied(t *testing.T) {
 	f := newEscapeFixture(t)
 	before := snapshot(t, f.base)
 
-	res := run(t, r, guesttest.Build(t, "escaper"), Config{Args: []string{"escaper", f.secret}, Env: []string{"PWD=/"}, Mounts: f.mounts()})
+	res := runFS(t, r, guesttest.Build(t, "escaper"), Config{Args: []string{"escaper", f.secret}, Env: []string{"PWD=/"}}, f.fs(t))
 	if res.err != nil || res.code != 0 {
 		t.Fatalf("Run = %d, %v; stderr %s", res.code, res.err, res.stderr)
 	}
@@ -315,20 +322,20 @@ func TestReadOnlySubtreeThroughWritableParentFD(t *testing.T) {
 	before := snapshot(t, f.base)
 	// A raw guest can ignore preopen names and open ro/... relative to the workdir's descriptor.
 	for _, p := range []string{"ro/new.txt", "ro/existing.txt", "to-ro/new.txt", "to-ro/existing.txt"} {
-		res := run(t, r, openWriteModule(3, p, "overwritten"), Config{Args: []string{"raw"}, Mounts: f.mounts()})
+		res := runFS(t, r, openWriteModule(3, p, "overwritten"), Config{Args: []string{"raw"}}, f.fs(t))
 		if res.code != 100+69 { // EROFS
 			t.Errorf("path_open(3, %q) for writing exited %d (%v), want 169 (EROFS)", p, res.code, res.err)
 		}
 	}
 	for _, p := range []string{"../outside/secret.txt", "prelink/secret.txt", "/etc/passwd"} {
-		res := run(t, r, openWriteModule(3, p, "overwritten"), Config{Args: []string{"raw"}, Mounts: f.mounts()})
+		res := runFS(t, r, openWriteModule(3, p, "overwritten"), Config{Args: []string{"raw"}}, f.fs(t))
 		if res.code < 100 {
 			t.Errorf("path_open(3, %q) exited %d (%v), want a path_open failure", p, res.code, res.err)
 		}
 	}
 	sameSnapshot(t, "host", before, snapshot(t, f.base))
 
-	res := run(t, r, openWriteModule(3, "fine.txt", "ok"), Config{Args: []string{"raw"}, Mounts: f.mounts()})
+	res := runFS(t, r, openWriteModule(3, "fine.txt", "ok"), Config{Args: []string{"raw"}}, f.fs(t))
 	if res.code != 0 {
 		t.Fatalf("a plain write in the workdir exited %d (%v)", res.code, res.err)
 	}

@@ -9,7 +9,11 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/mur-ci-demo.XXXXXX")
 regpid=""
 cleanup() { [ -n "$regpid" ] && kill "$regpid" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+if [ -t 1 ] && [ -z "${NO_COLOR:-}" ] && [ "${TERM:-}" != dumb ]; then
+  step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+else
+  step() { printf '\n== %s\n' "$*"; }
+fi
 run() { printf '$ %s\n' "$*"; "$@"; }
 
 step "publish a sample tool"

@@ -5,11 +5,20 @@
 # twice so that its state store persists, explains its grants, and verifies everything.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-mur="$root/bin/mur"
+mur="${MUR:-$root/bin/mur}"
 work=$(mktemp -d "${TMPDIR:-/tmp}/mur-demo.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+if [ -n "${KEEP:-}" ]; then
+  trap 'echo; echo "kept the demo folder: $work (project in $work/project, MURMUR_HOME=$work/home)"' EXIT
+else
+  trap 'rm -rf "$work"' EXIT
+fi
 export MURMUR_HOME="$work/home"
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# Bold step titles on a terminal only, and never with NO_COLOR: piped output stays plain text.
+if [ -t 1 ] && [ -z "${NO_COLOR:-}" ] && [ "${TERM:-}" != dumb ]; then
+  step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+else
+  step() { printf '\n== %s\n' "$*"; }
+fi
 run() { printf '$ %s\n' "$*"; "$@"; }
 
 step "build the sample tool (GOOS=wasip1 GOARCH=wasm) and pack it"

@@ -1,35 +1,39 @@
 // Package state resolves and creates durable, capsule-scoped state stores.
 //
-// A store lives at $MURMUR_HOME/state/<store>/ and is mounted into a guest as a second WASI
-// preopen named PreopenName. Two properties of that layout are load-bearing:
+// A store lives at $MURMUR_HOME/state/<store>/. A guest has one root, "/", its workdir scope;
+// inside it, the sandbox's file system routes the first path component state (GuestDir) to the
+// store, matching whole components: state/x, /state/x and ./state/x reach the store, while
+// stateful.txt and state-notes stay in the workdir. Two properties of that layout are
+// load-bearing:
 //
-//   - Stores sit outside every workdir. Any artifact holding the workdir preopen could reach a
+//   - Stores sit outside every workdir. Any artifact holding the workdir could reach a
 //     subdirectory of the workdir, and filesystem.scope, being a single prefix, cannot hide one
-//     subtree from one artifact. A path the workdir preopen cannot name is the only version of
-//     this that holds.
+//     subtree from one artifact. A folder the workdir cannot name is the only version of this
+//     that holds.
 //   - Stores are keyed by capsule, not by workdir. A workdir-keyed store would let two capsules
 //     launched in the same folder read each other's state with no grant on either side.
 //
-// Resolution (Reports) and creation (Ensure) are separate so that `mur run --explain-scope` can
-// print what a launch would open while touching nothing.
+// Resolution (Reports) and creation (Ensure, Open) are separate so that
+// `mur run --explain-scope` can print what a launch would open while touching nothing.
 package state
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/manifest"
 )
 
-// PreopenName is the guest path a granted store is preopened at. A guest reaches its store by
-// writing state/<file>: Go (GOOS=wasip1) guests match preopens by string prefix and wasi-libc
-// guests by the longest matching preopen, so both land here rather than in the workdir mounted
-// at "/".
-const PreopenName = "/state"
+// GuestDir is the first path component that leads a guest into its store: it writes
+// state/<file>. There is no second preopen: Go (GOOS=wasip1) guests pick among preopens by plain
+// string prefix, so a "/state" preopen would also swallow "/stateful.txt".
+const GuestDir = "state"
 
 // ValidateStoreName is the one store-name rule: name must be a single usable directory segment
 // under the state root. Anything else could name a folder outside the root, or a hidden one in it.
@@ -114,6 +118,23 @@ func Ensure(stateRoot, store string) (string, error) {
 		return "", err
 	}
 	return dir, nil
+}
+
+// Open is Ensure, then the store opened without following a symlink and held: the folder Open
+// returns is the one Ensure checked, whatever later happens to its path. The caller closes it.
+func Open(stateRoot, store string) (*os.File, error) {
+	dir, err := Ensure(stateRoot, store)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENOTDIR) {
+			return nil, errs.Wrap(err, errs.Denied, "the state folder %s was replaced by a symlink or a file while mur opened it; remove it and run again", dir)
+		}
+		return nil, errs.Wrap(err, errs.IO, "can't open the state folder %s: %v", dir, err)
+	}
+	return f, nil
 }
 
 // ensurePrivateRealDir creates dir at 0700, or tightens it back to 0700, unless it is a symlink

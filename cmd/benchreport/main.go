@@ -110,6 +110,23 @@ func main() {
 			fmt.Printf("- Peak RSS of a cold pull of %s: mur %.0f MiB, crane %.0f MiB.\n", size, m.metrics["maxrss-MiB"], c.metrics["maxrss-MiB"])
 		}
 	}
+	for _, c := range []struct{ name, what string }{
+		{"1GiB-of-2GiB-cap", "a guest that grows to 1 GiB under a 2 GiB cap"},
+		{"16MiB-default-cap", "a guest that stays small (16 MiB) under the default cap"},
+	} {
+		m, ok := res["BenchmarkRunMemory/mur-"+c.name]
+		if !ok {
+			continue
+		}
+		bare := res["BenchmarkRunMemory/bare-wazero-"+c.name]
+		guest, rss := m.metrics["guest-MiB"], m.metrics["maxrss-MiB"]
+		met := "no"
+		if rss <= guest+128 {
+			met = "yes"
+		}
+		fmt.Printf("- Peak RSS of `mur run` for %s: mur %.0f MiB for %.0f MiB of guest memory (target ≤ guest + 128 MiB: %s); bare wazero with its default memory %.0f MiB.\n",
+			c.what, rss, guest, met, bare.metrics["maxrss-MiB"])
+	}
 	if m, ok := res["BenchmarkIngestPeakHeap1GiB"]; ok {
 		fmt.Printf("- Peak heap during a 1 GiB CAS ingest: %.1f MiB.\n", m.metrics["peak-heap-MiB"])
 	}

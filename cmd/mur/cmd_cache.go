@@ -20,7 +20,10 @@ import (
 )
 
 func cacheCmd() *command {
-	return &command{name: "cache", short: "inspect and keep the content-addressed store", subs: []*command{
+	return &command{name: "cache", short: "inspect and keep the content-addressed store", examples: `mur cache ls
+mur cache records --digest sha256:3f…
+mur cache gc --keep murmur.lock --older-than 720h --dry-run
+mur cache export --lock murmur.lock -o bundle.tar.zst`, subs: []*command{
 		cacheLsCmd(),
 		cacheVerifyCmd(),
 		cacheGCCmd(),
@@ -54,6 +57,8 @@ type cacheEntry struct {
 
 func cacheLsCmd() *command {
 	return &command{name: "ls", short: "list blobs with their size, last use and the names they were pulled as",
+		examples: `mur cache ls
+mur cache ls --json`,
 		run: func(e *env, args []string) error {
 			if err := noArgs("ls", args); err != nil {
 				return err
@@ -76,7 +81,9 @@ func cacheLsCmd() *command {
 				out = append(out, cacheEntry{BlobInfo: b, Names: names[b.Digest]})
 			}
 			if e.g.json {
-				return e.JSON(out)
+				return e.JSON(struct {
+					Blobs []cacheEntry `json:"blobs"`
+				}{out})
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "DIGEST\tSIZE\tLAST USE\tNAMES")
@@ -123,6 +130,8 @@ func namesByDigest(recs []cas.Record) map[digest.Digest][]string {
 
 func cacheVerifyCmd() *command {
 	return &command{name: "verify", short: "re-hash every blob on every core; damaged ones go to quarantine",
+		examples: `mur cache verify
+mur cache verify --json`,
 		run: func(e *env, args []string) error {
 			if err := noArgs("verify", args); err != nil {
 				return err
@@ -136,10 +145,12 @@ func cacheVerifyCmd() *command {
 			if err != nil {
 				return err
 			}
+			var failure error
+			if n := len(rep.Damaged); n > 0 {
+				failure = errs.New(errs.Integrity, "%s in %s were damaged and moved to quarantine; run 'mur pull' or 'mur warm' in your projects to fetch them again", plural(n, "file"), s.Root())
+			}
 			if e.g.json {
-				if err := e.JSON(rep); err != nil {
-					return err
-				}
+				return jsonThen(e, rep, failure)
 			} else {
 				for _, d := range rep.Damaged {
 					what := string(d.Digest)
@@ -153,11 +164,8 @@ func cacheVerifyCmd() *command {
 					fmt.Fprintln(e.stdout, line)
 				}
 			}
-			e.Progress("checked %d blobs, %s in %s", rep.Checked, humanBytes(rep.Bytes), time.Since(start).Round(time.Millisecond))
-			if n := len(rep.Damaged); n > 0 {
-				return errs.New(errs.Integrity, "%d of the files in %s were damaged and moved to quarantine; run 'mur pull' or 'mur warm' in your projects to fetch them again", n, s.Root())
-			}
-			return nil
+			e.Progress("checked %s, %s in %s", plural(rep.Checked, "blob"), humanBytes(rep.Bytes), time.Since(start).Round(time.Millisecond))
+			return failure
 		}}
 }
 
@@ -175,6 +183,10 @@ it, or while a pull in flight is bringing it in. Of the rest, blobs unused for -
 then, with --max-size, the least recently used, until the blobs hold at most that much. Kept
 payloads and compiled modules go with their blob. Temporary files and staging folders of
 killed pulls go once no process holds them. --dry-run lists what would go, and why.`,
+		examples: `mur cache gc
+mur cache gc --older-than 0s --dry-run
+mur cache gc --max-size 20GiB
+mur cache gc --keep a/murmur.lock --keep b/murmur.lock --older-than 168h`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringArrayVar(&keep, "keep", nil, "keep every blob this murmur.lock pins (repeatable)")
 			fs.DurationVar(&olderThan, "older-than", 720*time.Hour, "remove unpinned blobs unused for at least this long")
@@ -257,8 +269,9 @@ killed pulls go once no process holds them. --dry-run lists what would go, and w
 			for _, p := range rep.PrunedRoots {
 				fmt.Fprintf(e.stdout, "%s the GC root %s: the lock is gone, so it pins nothing\n", forget, p)
 			}
-			e.Progress("%s %d blobs and %d leftovers, %s; %d blobs kept (%s), %d of them pinned by %d locks or %d pulls in flight",
-				verb, len(rep.Blobs), len(rep.Ingest)+len(rep.Staging)+len(rep.Quarantine), humanBytes(rep.Freed), rep.Kept, humanBytes(rep.Size), rep.Pinned, len(rep.Roots), rep.Leases)
+			e.Progress("%s %s and %s, %s; %s kept (%s), %d of them pinned by %s or %s in flight",
+				verb, plural(len(rep.Blobs), "blob"), plural(len(rep.Ingest)+len(rep.Staging)+len(rep.Quarantine), "leftover"), humanBytes(rep.Freed),
+				plural(rep.Kept, "blob"), humanBytes(rep.Size), rep.Pinned, plural(len(rep.Roots), "lock"), plural(rep.Leases, "pull"))
 			if rep.OverMaxSize {
 				e.Progress("mur: warning: the blobs that locks pin or pulls are bringing in hold %s, over --max-size %s; remove projects you no longer use, or raise the size", humanBytes(rep.Size), humanBytes(capBytes))
 			}
@@ -269,6 +282,11 @@ killed pulls go once no process holds them. --dry-run lists what would go, and w
 func cacheRecordsCmd() *command {
 	var only string
 	return &command{name: "records", short: "show the pull records: what came from where, when",
+		long: `The table shows each pull's outcome: pulled, cache-hit, or failed with the error's token
+(failed: not-found). --json has the whole error, as {"token", "message"}.`,
+		examples: `mur cache records
+mur cache records --digest sha256:3f…
+mur cache records --json`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&only, "digest", "", "show only the records of this digest (sha256:<hex>)")
 		},
@@ -293,7 +311,13 @@ func cacheRecordsCmd() *command {
 				return err
 			}
 			if e.g.json {
-				return e.JSON(recs)
+				out := make([]recordJSON, len(recs))
+				for i, r := range recs {
+					out[i] = recordJSON{Record: r, Error: recordError(r.Error)}
+				}
+				return e.JSON(struct {
+					Records []recordJSON `json:"records"`
+				}{out})
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "TIME\tOUTCOME\tREF\tDIGEST\tSIZE\tSOURCE")
@@ -307,13 +331,31 @@ func cacheRecordsCmd() *command {
 					d = "-"
 				}
 				outcome := string(r.Outcome)
-				if r.Error != "" {
-					outcome += ": " + r.Error
+				if je := recordError(r.Error); je != nil {
+					outcome += ": " + string(je.Token)
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Time.Local().Format(time.RFC3339), outcome, r.Ref, d, humanBytes(r.Size), strings.TrimSpace(src))
 			}
 			return tw.Flush()
 		}}
+}
+
+// recordJSON is a pull record in --json, its error as {"token", "message"}.
+type recordJSON struct {
+	cas.Record
+	Error *jsonError `json:"error"`
+}
+
+// recordError splits a record's error, written as "token: sentence", back into its parts.
+func recordError(s string) *jsonError {
+	if s == "" {
+		return nil
+	}
+	tok, msg, ok := strings.Cut(s, ": ")
+	if !ok || tok == "" || strings.Trim(tok, "abcdefghijklmnopqrstuvwxyz-") != "" {
+		return &jsonError{Token: errs.Internal, Message: s}
+	}
+	return &jsonError{Token: errs.Token(tok), Message: msg}
 }
 
 // parseDigestArg accepts sha256:<hex>, or the bare hex that murmur.lock shows.
@@ -326,6 +368,8 @@ func parseDigestArg(s string) (digest.Digest, error) {
 
 func cachePathCmd() *command {
 	return &command{name: "path", short: "print the folder of the content-addressed store",
+		examples: `mur cache path
+du -sh "$(mur cache path)"`,
 		run: func(e *env, args []string) error {
 			if err := noArgs("path", args); err != nil {
 				return err

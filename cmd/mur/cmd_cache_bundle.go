@@ -20,6 +20,8 @@ func cacheExportCmd() *command {
 		name:  "export",
 		args:  "--lock murmur.lock -o bundle.tar.zst",
 		short: "write the blobs a lock needs, and their records, as a zstd tar",
+		examples: `mur cache export --lock murmur.lock -o bundle.tar.zst
+mur cache export --lock a/murmur.lock --lock b/murmur.lock -o ci.tar.zst`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringArrayVar(&locks, "lock", nil, "a murmur.lock whose pinned blobs to export (repeatable)")
 			fs.StringVarP(&out, "output", "o", "", "the bundle file to write")
@@ -63,7 +65,7 @@ func cacheExportCmd() *command {
 			if e.g.json {
 				return e.JSON(map[string]any{"bundle": out, "blobs": n})
 			}
-			fmt.Fprintf(e.stdout, "exported %d blobs to %s\n", n, out)
+			fmt.Fprintf(e.stdout, "exported %s to %s\n", plural(n, "blob"), out)
 			return nil
 		},
 	}
@@ -71,9 +73,10 @@ func cacheExportCmd() *command {
 
 func cacheImportCmd() *command {
 	return &command{
-		name:  "import",
-		args:  "bundle.tar.zst",
-		short: "verify and admit the blobs of a bundle",
+		name:     "import",
+		args:     "bundle.tar.zst",
+		short:    "verify and admit the blobs of a bundle",
+		examples: `mur cache import bundle.tar.zst`,
 		run: func(e *env, args []string) error {
 			if len(args) != 1 {
 				return usagef("mur cache import takes one bundle file")
@@ -98,7 +101,7 @@ func cacheImportCmd() *command {
 			if e.g.json {
 				return e.JSON(rep)
 			}
-			fmt.Fprintf(e.stdout, "imported %d blobs (%d already present) and %d records from %s\n", rep.Blobs, rep.Already, rep.Records, args[0])
+			fmt.Fprintf(e.stdout, "imported %s (%d already present) and %s from %s\n", plural(rep.Blobs, "blob"), rep.Already, plural(rep.Records, "record"), args[0])
 			return nil
 		},
 	}

@@ -35,7 +35,7 @@ func cacheHome(t *testing.T) (string, *cas.Store, digest.Digest, digest.Digest) 
 		{Time: now, Ref: "acme/grep@1.2.0", Name: "acme/grep", Version: "1.2.0", Digest: a, Size: 10, Source: "github:acme/murmur-artifacts", Release: "v1.2.0", Asset: "grep.mur.zip", Transferred: 10, Outcome: cas.OutcomePulled},
 		{Time: now, Ref: "acme/grep", Name: "acme/grep", Version: "1.2.0", Digest: a, Outcome: cas.OutcomeCacheHit},
 		{Time: now, Ref: "acme/mirror@1.2.0", Name: "acme/mirror", Version: "1.2.0", Digest: a, Outcome: cas.OutcomePulled},
-		{Time: now, Ref: "acme/broken@1", Name: "acme/broken", Version: "1", Digest: b, Outcome: cas.OutcomeFailed, Error: "boom"},
+		{Time: now, Ref: "acme/broken@1", Name: "acme/broken", Version: "1", Digest: b, Outcome: cas.OutcomeFailed, Error: "not-found: acme/grep@1.2.0 was not found in oci://r/m (a very long reason that the table leaves to --json)"},
 	} {
 		if err := s.AppendRecord(r); err != nil {
 			t.Fatal(err)
@@ -50,10 +50,14 @@ func TestCacheLs(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	var entries []cacheEntry
-	if err := json.Unmarshal([]byte(out), &entries); err != nil {
+	var ls struct {
+		Blobs []cacheEntry
+		Error *jsonError
+	}
+	if err := json.Unmarshal([]byte(out), &ls); err != nil || ls.Error != nil {
 		t.Fatalf("%v in %s", err, out)
 	}
+	entries := ls.Blobs
 	got := map[digest.Digest]cacheEntry{}
 	for _, e := range entries {
 		got[e.Digest] = e
@@ -135,8 +139,13 @@ func TestCacheGC(t *testing.T) {
 func TestCacheRecordsAndPath(t *testing.T) {
 	h, _, a, _ := cacheHome(t)
 	code, out, _ := runMur(t, "--home", h, "--json", "cache", "records", "--digest", string(a))
-	var recs []cas.Record
-	if code != 0 || json.Unmarshal([]byte(out), &recs) != nil || len(recs) != 3 {
+	var recs struct {
+		Records []struct {
+			cas.Record
+			Error *jsonError
+		}
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &recs) != nil || len(recs.Records) != 3 {
 		t.Fatalf("records --digest: exit %d, %s", code, out)
 	}
 	// The bare hex of murmur.lock works too.
@@ -145,8 +154,12 @@ func TestCacheRecordsAndPath(t *testing.T) {
 		t.Fatalf("text records: exit %d\n%s", code, out)
 	}
 	code, out, _ = runMur(t, "--home", h, "cache", "records")
-	if code != 0 || !strings.Contains(out, "failed: boom") {
-		t.Fatalf("records: exit %d\n%s", code, out)
+	if code != 0 || !strings.Contains(out, "failed: not-found ") || strings.Contains(out, "very long reason") {
+		t.Fatalf("records: the table shows the outcome's token, not its sentence: exit %d\n%s", code, out)
+	}
+	code, out, _ = runMur(t, "--home", h, "--json", "cache", "records")
+	if code != 0 || !strings.Contains(out, `"token": "not-found"`) || !strings.Contains(out, `"message": "acme/grep@1.2.0 was not found in oci://r/m (a very long reason`) {
+		t.Fatalf("records --json keeps the error as token and message: exit %d\n%s", code, out)
 	}
 	for _, bad := range []string{"sha512:" + strings.Repeat("ab", 64), "sha256:xyz", "zz"} {
 		if code, _, errOut := runMur(t, "--home", h, "cache", "records", "--digest", bad); code != 2 || !strings.Contains(errOut, "mur: usage:") {

@@ -23,6 +23,9 @@ func indexCmd() *command {
 SHA-256) for the scope. Attach the files to the release TAG and the index to the latest release.
 --merge keeps the entries of an older index; a name, version and platform already listed with
 another hash is refused.`,
+		examples: `mur index grep-1.2.0.mur.zip --scope acme --release v1.2.0
+mur index grep-1.3.0.mur.zip --scope acme --release v1.3.0 --merge murmur-index.json
+mur index grep-1.2.0-linux.mur.zip --scope acme --release v1.2.0 --platform linux-x86_64`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&scope, "scope", "", "the scope (the GitHub owner, lowercased)")
 			fs.StringVar(&release, "release", "", "the release tag the files are attached to")
@@ -34,7 +37,7 @@ another hash is refused.`,
 			if len(args) == 0 || scope == "" {
 				return usagef("mur index needs FILE.mur.zip... and --scope, e.g. 'mur index grep-1.2.0.mur.zip --scope acme --release v1.2.0'")
 			}
-			if err := ref.ValidatePlatform(platform); err != nil {
+			if err := checkPlatform(platform, false); err != nil {
 				return err
 			}
 			ix, err := github.IndexFiles(args, scope, release, platform)
@@ -65,7 +68,7 @@ another hash is refused.`,
 			if e.g.json {
 				return e.JSON(map[string]any{"index": out, "entries": len(ix.Artifacts)})
 			}
-			fmt.Fprintf(e.stdout, "wrote %s: %d entries for scope %s\n", out, len(ix.Artifacts), scope)
+			fmt.Fprintf(e.stdout, "wrote %s: %s for scope %s\n", out, plural(len(ix.Artifacts), "entry", "entries"), scope)
 			return nil
 		},
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 func lockCmd() *command {
-	return &command{name: "lock", short: "change murmur.lock", subs: []*command{
+	return &command{name: "lock", short: "change murmur.lock", examples: `mur lock forget-scope acme`, subs: []*command{
 		{
 			name:  "forget-scope",
 			args:  "SCOPE",
@@ -22,6 +22,8 @@ func lockCmd() *command {
 			long: `Removes the owner pin of SCOPE from murmur.lock, so that the next source pull of SCOPE
 pins the repository's current owner again. Use it after a transfer of the repository that you
 expected; mur refuses a changed owner until then. Pinned artifact hashes are kept.`,
+			examples: `mur lock forget-scope acme
+mur lock forget-scope acme --json`,
 			run: runForgetScope,
 		},
 	}}

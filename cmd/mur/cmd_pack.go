@@ -17,6 +17,9 @@ func packCmd() *command {
 		long: `Packs DIR's murmur.yaml and its wasm payload (capsule.wasm, or the one *.wasm file) into a
 reproducible .mur.zip: the same inputs give the same bytes, and so the same digest. The default
 output is <name>-<version>.mur.zip in the current folder.`,
+		examples: `mur pack ./grep
+mur pack ./grep -o dist/grep-1.2.0.mur.zip
+mur pack ./grep --json`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVarP(&output, "output", "o", "", "the file to write (default <name>-<version>.mur.zip)")
 		},

@@ -16,7 +16,7 @@ type pullFlags struct {
 	platform     string
 	update       bool
 	from         []string
-	stores       []string
+	stores       storeFlags
 	jobs         int
 	noPrecompile bool
 }
@@ -25,7 +25,7 @@ func (f *pullFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.platform, "platform", "", "platform to pull for (default: this machine's)")
 	fs.BoolVar(&f.update, "update", false, "move the lock to the version asked for")
 	fs.StringSliceVar(&f.from, "from", nil, "narrow install.from for this pull: stores, sources")
-	fs.StringArrayVar(&f.stores, "store", nil, "add a store for this command (oci://HOST/PREFIX or oci-layout:PATH)")
+	f.stores.register(fs, "add a store for this command")
 	fs.IntVar(&f.jobs, "jobs", 4, "artifacts pulled in parallel")
 	fs.BoolVar(&f.noPrecompile, "no-precompile", false, "don't compile wasm payloads after pulling")
 }
@@ -38,7 +38,16 @@ func pullCmd() *command {
 		short: "pull artifacts into the CAS, murmur.lock and tools/",
 		long: `With no REF, pulls every artifact murmur.yaml declares. A REF is scope/name@version,
 scope/name (latest), or a path to a .mur.zip file (scope local). Pinned digests come from
-murmur.lock; a locked pull whose blobs are all in the CAS makes no network request.`,
+murmur.lock; a locked pull whose blobs are all in the CAS makes no network request.
+Progress goes to stderr: one line per artifact on a terminal, plain lines otherwise.`,
+		examples: `mur pull
+mur pull acme/grep@1.2.0
+mur pull acme/grep                      # the highest version, then pinned
+mur pull --update acme/grep@1.3.0
+mur pull --store oci://registry.internal:5000/murmur acme/grep@1.2.0
+mur pull --plain-http --store oci://registry:5000/murmur acme/grep@1.2.0
+mur pull ./grep-1.2.0.mur.zip           # as local/grep
+mur pull --json acme/grep@1.2.0`,
 		flags: f.register,
 		run: func(e *env, args []string) error {
 			return runPull(e, f, args)
@@ -47,10 +56,8 @@ murmur.lock; a locked pull whose blobs are all in the CAS makes no network reque
 }
 
 func runPull(e *env, f *pullFlags, args []string) error {
-	if f.platform != "" {
-		if err := ref.ValidatePlatform(f.platform); err != nil {
-			return err
-		}
+	if err := checkPlatform(f.platform, false); err != nil {
+		return err
 	}
 	for _, v := range f.from {
 		if v != fetch.FromStores && v != fetch.FromSources {
@@ -73,7 +80,7 @@ func runPull(e *env, f *pullFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	pr := newProgress(e.stderr, e.g.quiet || e.g.json)
+	pr := newProgress(e.stderr, e.g.quiet || e.g.json, "pull").watch(e)
 	puller := p.cacheCap(e, &fetch.Puller{
 		CAS: store, Stores: append(files, stores...), Source: p.source(), Offline: e.Offline(),
 		Platform: f.platform, Jobs: f.jobs, Events: pr.event,
@@ -81,15 +88,20 @@ func runPull(e *env, f *pullFlags, args []string) error {
 	if !f.noPrecompile {
 		runner, err := sandbox.New(e.ctx, sandbox.Options{CacheDir: p.home.Compiled(), Warn: func(s string) { e.Progress("mur: warning: %s", s) }})
 		if err == nil {
-			defer runner.Close(context.Background())
-			puller.Precompile = runner.Precompile
+			defer closeRunner(e, runner)
+			puller.Precompile = interruptible(runner.Precompile)
 		}
 	}
 	results, err := puller.Pull(e.ctx, p.Project, reqs)
+	pr.finish(err)
 	if e.g.json {
-		if jerr := e.JSON(map[string]any{"results": results}); jerr != nil {
-			return jerr
+		out := make([]pullResult, len(results))
+		for i, r := range results {
+			out[i] = pullResult{Result: r, Error: toJSONError(r.Err)}
 		}
+		return jsonThen(e, struct {
+			Results []pullResult `json:"results"`
+		}{out}, err)
 	} else {
 		for _, r := range results {
 			if r.Error != "" {
@@ -102,7 +114,9 @@ func runPull(e *env, f *pullFlags, args []string) error {
 			}
 			fmt.Fprintf(e.stdout, "%s@%s %s %s\n", r.Name, r.Version, r.Digest, r.Platform)
 			for _, w := range r.Warnings {
-				e.Progress("mur: warning: %s: %s", r.Name, w)
+				if e.ctx.Err() == nil { // a compile cut short by Ctrl-C is not worth a warning
+					e.Progress("mur: warning: %s: %s", r.Name, w)
+				}
 			}
 		}
 	}
@@ -133,7 +147,7 @@ func pullRequests(p *project, args []string, f *pullFlags) ([]fetch.Request, []f
 	}
 	seen := map[string]bool{}
 	for _, arg := range args {
-		r, err := ref.ParseRef(arg)
+		r, err := parseRef(arg)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -160,4 +174,43 @@ func pullRequests(p *project, args []string, f *pullFlags) ([]fetch.Request, []f
 		reqs = append(reqs, fetch.Request{Asked: arg, Name: r.Name, Version: r.Version, From: from, Update: f.update})
 	}
 	return reqs, files, nil
+}
+
+// pullResult is one artifact of `mur pull --json`: the pull's result, with its failure as
+// {"token", "message"}.
+type pullResult struct {
+	fetch.Result
+	Error *jsonError `json:"error"`
+}
+
+// jsonThen sets the --json result and passes err on, so that a failed command still reports
+// what it did.
+func jsonThen(e *env, v any, err error) error {
+	if jerr := e.JSON(v); jerr != nil {
+		return jerr
+	}
+	return err
+}
+
+// interruptible returns at once when ctx ends, leaving a compile that wazero can't cut short to
+// finish (or be abandoned) on its own: Ctrl-C must not wait seconds for it.
+func interruptible(compile func(context.Context, []byte) error) func(context.Context, []byte) error {
+	return func(ctx context.Context, wasm []byte) error {
+		done := make(chan error, 1)
+		go func() { done <- compile(ctx, wasm) }()
+		select {
+		case err := <-done:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// closeRunner closes the runner unless the command was interrupted, when a compile may still be
+// running in it and closing would wait for that compile.
+func closeRunner(e *env, r *sandbox.Runner) {
+	if e.ctx.Err() == nil {
+		r.Close(context.Background())
+	}
 }

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -14,9 +17,10 @@ import (
 
 func pushCmd() *command {
 	var (
-		store    string
-		scope    string
-		platform string
+		store     string
+		scope     string
+		platform  string
+		plainHTTP bool
 	)
 	return &command{
 		name:  "push",
@@ -25,11 +29,17 @@ func pushCmd() *command {
 		long: `'mur push acme/grep@1.2.0 --store STORE' publishes what the CAS holds for the pinned
 version (mirroring it with the same digest). 'mur push FILE.mur.zip --scope acme --store STORE'
 publishes a packed file under scope/name@version from its own murmur.yaml. A version the store
-already holds with another digest is refused.`,
+already holds with another digest is refused. A platform-specific payload's layer is titled
+name-version-platform.mur.zip, so that oras can pull every platform of an index into one folder.`,
+		examples: `mur push grep-1.2.0.mur.zip --scope acme --store oci://registry.internal:5000/murmur
+mur push grep-1.2.0.mur.zip --scope acme --platform linux-x86_64 --store oci-layout:./store
+mur push acme/grep@1.2.0 --store oci://mirror.internal/murmur     # mirror what the lock pins
+mur push grep-1.2.0.mur.zip --scope acme --plain-http --store oci://registry:5000/murmur`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&store, "store", "", "the store: oci://HOST[:PORT]/PREFIX or oci-layout:PATH (required)")
 			fs.StringVar(&scope, "scope", "", "the scope to publish a file under")
 			fs.StringVar(&platform, "platform", ref.PlatformAny, "the payload's platform")
+			fs.BoolVar(&plainHTTP, "plain-http", false, "speak plain HTTP to the --store registry (never automatic off loopback)")
 		},
 		run: func(e *env, args []string) error {
 			if len(args) != 1 {
@@ -38,7 +48,7 @@ already holds with another digest is refused.`,
 			if store == "" {
 				return usagef("mur push needs --store oci://HOST[:PORT]/PREFIX or --store oci-layout:PATH")
 			}
-			if err := ref.ValidatePlatform(platform); err != nil {
+			if err := checkPlatform(platform, false); err != nil {
 				return err
 			}
 			if e.Offline() {
@@ -48,12 +58,17 @@ already holds with another digest is refused.`,
 			if err != nil {
 				return err
 			}
-			dst, err := ocistore.Open(resolveStoreArg(store), storeOptions())
+			if err := fetch.ValidateStoreAddress(store); err != nil {
+				return err
+			}
+			opt := storeOptions()
+			opt.PlainHTTP = plainHTTP
+			dst, err := ocistore.Open(resolveStoreArg(store), opt)
 			if err != nil {
 				return err
 			}
 			var item fetch.PublishItem
-			r, err := ref.ParseRef(args[0])
+			r, err := parseRef(args[0])
 			if err != nil {
 				return err
 			}
@@ -79,7 +94,10 @@ already holds with another digest is refused.`,
 			if err != nil {
 				return err
 			}
-			if err := fetch.Publish(e.ctx, dst, item); err != nil {
+			pr := newProgress(e.stderr, e.g.quiet || e.g.json, "push").watch(e)
+			err = fetch.Publish(e.ctx, countingStore{Store: dst, name: item.Desc.Name.String(), p: pr}, item)
+			pr.finish(err)
+			if err != nil {
 				return err
 			}
 			if e.g.json {
@@ -89,4 +107,38 @@ already holds with another digest is refused.`,
 			return nil
 		},
 	}
+}
+
+// countingStore reports a push's upload as it reads the payload.
+type countingStore struct {
+	fetch.Store
+	name string
+	p    *progress
+}
+
+func (c countingStore) Push(ctx context.Context, desc fetch.Descriptor, payload io.Reader) error {
+	start := time.Now()
+	c.p.event(fetch.Event{Name: c.name, Phase: phaseUpload, Total: desc.Size})
+	cr := &countingReader{r: payload, report: func(n int64) {
+		c.p.event(fetch.Event{Name: c.name, Phase: phaseUpload, Bytes: n, Total: desc.Size})
+	}}
+	if err := c.Store.Push(ctx, desc, cr); err != nil {
+		c.p.event(fetch.Event{Name: c.name, Phase: fetch.PhaseFailed})
+		return err
+	}
+	c.p.event(fetch.Event{Name: c.name, Phase: fetch.PhaseDone, Bytes: desc.Size, Total: desc.Size, From: c.String(), Elapsed: time.Since(start)})
+	return nil
+}
+
+type countingReader struct {
+	r      io.Reader
+	n      int64
+	report func(int64)
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n += int64(n)
+	c.report(c.n)
+	return n, err
 }

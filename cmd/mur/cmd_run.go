@@ -14,6 +14,10 @@ import (
 	"github.com/murmur-nexus/mur/sandbox"
 )
 
+// hostHeapLimit bounds mur's own heap during a run, so that peak RSS stays within the guest's
+// memory plus 128 MiB (BENCHMARKS.md) even when a long run makes garbage with the collector off.
+const hostHeapLimit = 64 << 20
+
 func runCmd() *command {
 	var (
 		workdir string
@@ -27,7 +31,12 @@ func runCmd() *command {
 		long: `Runs the payload pinned in murmur.lock, loaded from the CAS and verified, with exactly the
 preopens the capsule grants. Flags after ARTIFACT belong to the guest. Exit status: the guest's
 own, 124 on timeout, 125 when mur fails, 126 when the payload can't be executed, 127 when the
-artifact is not pulled. --explain-scope prints the grants and changes nothing.`,
+artifact is not pulled, 2 for a usage error. --explain-scope prints the grants and changes nothing.`,
+		examples: `mur run grep -- --help
+mur run acme/grep -- -n TODO src/
+mur run --timeout 30s --workdir ./data acme/grep -- pattern
+mur run --explain-scope acme/grep
+mur run --explain-scope --json grep`,
 		passThrough: true,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&workdir, "workdir", "", "the guest's workdir (default workdir/ beside murmur.yaml)")
@@ -38,6 +47,9 @@ artifact is not pulled. --explain-scope prints the grants and changes nothing.`,
 			if len(args) == 0 {
 				return usagef("mur run needs an ARTIFACT, e.g. 'mur run acme/grep -- --help'")
 			}
+			if err := checkArtifactArg(args[0]); err != nil {
+				return err
+			}
 			if len(args) > 1 && args[1] == "--" {
 				args = append(args[:1], args[2:]...)
 			}
@@ -47,7 +59,12 @@ artifact is not pulled. --explain-scope prints the grants and changes nothing.`,
 }
 
 func runArtifact(e *env, artifact string, guestArgs []string, workdir string, timeout time.Duration, explain bool) error {
-	fail := func(code int, err error) error { return &exitCode{code: code, err: err} }
+	fail := func(code int, err error) error {
+		if errs.TokenOf(err) == errs.Usage {
+			code = 2 // usage errors exit 2 under every command
+		}
+		return &exitCode{code: code, err: err}
+	}
 	p, l, err := e.openLocked()
 	if err != nil {
 		return fail(sandbox.StatusRunnerFailed, err)
@@ -71,10 +88,11 @@ func runArtifact(e *env, artifact string, guestArgs []string, workdir string, ti
 	}
 	// A warm start is mostly loading a compiled module: megabytes of short-lived allocations
 	// that the collector would otherwise chase several times. mur leaves the collector off and
-	// lets a memory limit (the guest's cap plus room for the host) turn it back on if a long
-	// run ever needs it; that is about a quarter of a warm start.
+	// lets a memory limit turn it back on if a long run ever needs it; that is about a quarter
+	// of a warm start. Guest memory is not on the Go heap (the sandbox maps it itself), so the
+	// limit is the host's own budget, whatever the guest's cap.
 	debug.SetGCPercent(-1)
-	debug.SetMemoryLimit(int64(plan.MemoryMiB+256) << 20)
+	debug.SetMemoryLimit(hostHeapLimit)
 	store, err := openCAS(p.home)
 	if err != nil {
 		return fail(sandbox.StatusRunnerFailed, err)

@@ -13,7 +13,7 @@ func verifyCmd() *command {
 	var (
 		repair   bool
 		platform string
-		stores   []string
+		stores   storeFlags
 	)
 	return &command{
 		name:  "verify",
@@ -21,14 +21,21 @@ func verifyCmd() *command {
 		long: `Re-hashes every blob murmur.lock pins (using every core), checks the staged tools/
 against their digests, the compiled cache and the owner pins it can check offline. One line per
 problem; exit 1 if there is any. --repair fetches and restores what it can.`,
+		examples: `mur verify
+mur verify --platform all
+mur verify --repair --store oci://registry.internal:5000/murmur
+mur verify --json`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.BoolVar(&repair, "repair", false, "fetch and restore what is missing or damaged")
 			fs.StringVar(&platform, "platform", "", "platform whose pins to check, or all (default: this machine's)")
-			fs.StringArrayVar(&stores, "store", nil, "add a store for --repair")
+			stores.register(fs, "add a store for --repair")
 		},
 		run: func(e *env, args []string) error {
 			if len(args) > 0 {
 				return usagef("mur verify takes no arguments, found %q", args)
+			}
+			if err := checkPlatform(platform, true); err != nil {
+				return err
 			}
 			p, l, err := e.openLocked()
 			if err != nil {
@@ -58,10 +65,9 @@ problem; exit 1 if there is any. --repair fetches and restores what it can.`,
 			if err != nil {
 				return err
 			}
+			failure := rep.Err(repair)
 			if e.g.json {
-				if err := e.JSON(rep); err != nil {
-					return err
-				}
+				return jsonThen(e, rep, failure)
 			} else {
 				for _, pr := range rep.Problems {
 					state := ""
@@ -70,10 +76,10 @@ problem; exit 1 if there is any. --repair fetches and restores what it can.`,
 					}
 					fmt.Fprintf(e.stdout, "%s %s: %s%s\n", pr.Kind, pr.Subject, pr.Problem, state)
 				}
-				e.Progress("verify: %d blobs, %d staged tools, %d compiled modules checked; %d problems, %d repaired",
-					rep.Blobs, rep.Tools, rep.Compiled, len(rep.Problems), rep.RepairedCount())
+				e.Progress("verify: %s, %s, %s checked; %s, %d repaired",
+					plural(rep.Blobs, "blob"), plural(rep.Tools, "staged tool"), plural(rep.Compiled, "compiled module"), plural(len(rep.Problems), "problem"), rep.RepairedCount())
 			}
-			return rep.Err(repair)
+			return failure
 		},
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/spf13/pflag"
@@ -15,7 +14,7 @@ func warmCmd() *command {
 	var (
 		platform string
 		layout   string
-		stores   []string
+		stores   storeFlags
 		jobs     int
 	)
 	return &command{
@@ -25,15 +24,22 @@ func warmCmd() *command {
 lock names), verifies it, precompiles it and stages tools/. It is idempotent: when everything is
 warm it makes no request and prints one summary line. --layout DIR also writes the blobs into an
 OCI layout folder that other machines can use as the store oci-layout:DIR.`,
+		examples: `mur warm
+mur warm --platform all
+mur warm --layout ./ci-store            # then: mur pull --store oci-layout:./ci-store
+mur warm --store oci://registry.internal:5000/murmur`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&platform, "platform", "", "platform to warm, or all (default: this machine's)")
 			fs.StringVar(&layout, "layout", "", "also write an OCI layout store into this folder")
-			fs.StringArrayVar(&stores, "store", nil, "add a store for this command")
+			stores.register(fs, "add a store for this command")
 			fs.IntVar(&jobs, "jobs", 4, "artifacts pulled in parallel")
 		},
 		run: func(e *env, args []string) error {
 			if len(args) > 0 {
 				return usagef("mur warm takes no arguments, found %q; it warms what murmur.lock pins", args)
+			}
+			if err := checkPlatform(platform, true); err != nil {
+				return err
 			}
 			p, l, err := e.openLocked()
 			if err != nil {
@@ -50,22 +56,21 @@ OCI layout folder that other machines can use as the store oci-layout:DIR.`,
 			if err != nil {
 				return err
 			}
-			pr := newProgress(e.stderr, e.g.quiet || e.g.json)
+			// Warm is quiet when everything is warm: an artifact gets a line only once it is
+			// being fetched.
+			pr := newProgress(e.stderr, e.g.quiet || e.g.json, "warm").watch(e)
+			pr.hide[fetch.PhaseResolve], pr.hide[fetch.PhaseCached] = true, true
 			in := fetch.WarmInput{
 				Project: p.Project, Lock: l, Platform: platform,
-				From: func(name string) ([]string, error) { return p.installFrom(name, nil) },
-				Puller: p.cacheCap(e, &fetch.Puller{CAS: store, Stores: sts, Source: p.source(), Offline: e.Offline(), Jobs: jobs, Events: func(ev fetch.Event) {
-					if ev.Phase != fetch.PhaseCached {
-						pr.event(ev)
-					}
-				}}),
+				From:   func(name string) ([]string, error) { return p.installFrom(name, nil) },
+				Puller: p.cacheCap(e, &fetch.Puller{CAS: store, Stores: sts, Source: p.source(), Offline: e.Offline(), Jobs: jobs, Events: pr.event}),
 			}
 			runner, err := sandbox.New(e.ctx, sandbox.Options{CacheDir: p.home.Compiled(), Warn: func(s string) { e.Progress("mur: warning: %s", s) }})
 			if err != nil {
 				return err
 			}
-			defer runner.Close(context.Background())
-			in.Precompile = runner.Precompile
+			defer closeRunner(e, runner)
+			in.Precompile = interruptible(runner.Precompile)
 			if layout != "" {
 				dst, err := ocistore.Open(resolveStoreArg("oci-layout:"+layout), storeOptions())
 				if err != nil {
@@ -74,13 +79,12 @@ OCI layout folder that other machines can use as the store oci-layout:DIR.`,
 				in.Layout = dst
 			}
 			rep, err := fetch.Warm(e.ctx, in)
+			pr.finish(err)
 			if e.g.json {
-				if jerr := e.JSON(rep); jerr != nil {
-					return jerr
-				}
+				return jsonThen(e, rep, err)
 			} else if err == nil {
-				fmt.Fprintf(e.stdout, "warm: %d artifacts ready (%d fetched, %s; %d already cached), %d compiled\n",
-					rep.Artifacts, rep.Fetched, humanBytes(rep.Bytes), rep.Cached, rep.Compiled)
+				fmt.Fprintf(e.stdout, "warm: %s ready (%d fetched, %s; %d already cached), %d compiled\n",
+					plural(rep.Artifacts, "artifact"), rep.Fetched, humanBytes(rep.Bytes), rep.Cached, rep.Compiled)
 			}
 			return err
 		},

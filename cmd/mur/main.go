@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,21 +13,38 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
-// version is set by the linker in release builds.
-var version = "dev"
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		// A second Ctrl-C kills at once, as users expect of a command that is winding down.
+		stop()
+		// Whatever does not notice the interrupt within the grace period (a compile in
+		// wazero, an fsync) is abandoned: every write mur makes is safe to cut at any instant,
+		// and the next command or 'mur cache gc' removes a leftover.
+		time.Sleep(interruptGrace)
+		fmt.Fprintln(os.Stderr, "\nmur: interrupted: stopped by a signal before the command could wind down; what had finished stays pinned, and 'mur cache gc' removes what was left in flight")
+		os.Exit(exitInterrupted)
+	}()
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
+
+// exitInterrupted is the status of a command stopped by SIGINT or SIGTERM, as shells report a
+// process killed by SIGINT (128+2).
+const exitInterrupted = 130
+
+// interruptGrace is how long a command has, after Ctrl-C, to remove what it has in flight and
+// report; the issue's bound is 200 ms.
+const interruptGrace = 150 * time.Millisecond
 
 // globals are the flags every command accepts, before or after its name.
 type globals struct {
@@ -54,6 +70,10 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer
 	g      *globals
+	result any // what --json prints, in the envelope, when the command ends
+	// interrupted, when set, describes what a command had finished and had in flight when
+	// Ctrl-C came, for the interrupted: message.
+	interrupted func() string
 }
 
 // Home resolves the Murmur home from --home, $MURMUR_HOME or $HOME.
@@ -68,11 +88,11 @@ func (e *env) Offline() bool {
 	return v != "" && v != "0" && !strings.EqualFold(v, "false")
 }
 
-// JSON writes v as indented JSON to stdout.
+// JSON sets the command's --json result, which must marshal to a JSON object. It is printed
+// when the command ends, inside the envelope (see envelope.go).
 func (e *env) JSON(v any) error {
-	enc := json.NewEncoder(e.stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	e.result = v
+	return nil
 }
 
 // Progress writes a human progress line to stderr unless -q.
@@ -84,13 +104,14 @@ func (e *env) Progress(format string, args ...any) {
 
 // command is one verb of the command line. A command either runs or has subcommands.
 type command struct {
-	name  string
-	args  string // the synopsis after the name, e.g. "[REF...]"
-	short string // one line for `mur help`
-	long  string // extra paragraphs for `mur COMMAND --help`
-	flags func(fs *pflag.FlagSet)
-	run   func(e *env, args []string) error
-	subs  []*command
+	name     string
+	args     string // the synopsis after the name, e.g. "[REF...]"
+	short    string // one line for `mur help`
+	long     string // extra paragraphs for `mur COMMAND --help`
+	examples string // the Examples section of `mur COMMAND --help`, one command a line
+	flags    func(fs *pflag.FlagSet)
+	run      func(e *env, args []string) error
+	subs     []*command
 	// passThrough stops flag parsing at the first positional argument, so that flags after it
 	// belong to someone else (the guest, for `mur run`).
 	passThrough bool
@@ -122,6 +143,7 @@ func commands() []*command {
 		cacheCmd(),
 		lockCmd(),
 		versionCmd(),
+		completionCmd(),
 	}
 }
 
@@ -132,11 +154,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	top.SetOutput(io.Discard)
 	g.register(top)
 	help := top.BoolP("help", "h", false, "show help")
+	showVersion := top.Bool("version", false, "print mur's version")
 	if err := top.Parse(args); err != nil {
 		return fail(stderr, errs.New(errs.Usage, "%v; run 'mur help' for the list of commands and flags", err))
 	}
 	rest := top.Args()
 	cmds := commands()
+	if *showVersion && !*help {
+		rest = append([]string{"version"}, rest...)
+	}
 	if *help || len(rest) == 0 || rest[0] == "help" {
 		if len(rest) > 1 && rest[0] == "help" {
 			if c := find(cmds, rest[1]); c != nil {
@@ -204,10 +230,36 @@ func dispatch(e *env, path string, cmds []*command, args []string) int {
 		printCommandHelp(e.stdout, path, c, e.g)
 		return 0
 	}
-	if err := c.run(e, fs.Args()); err != nil {
+	err := c.run(e, fs.Args())
+	if e.ctx.Err() != nil && !isExitStatus(err) {
+		err = interrupted(e, err)
+	}
+	if e.g.json && (e.result != nil || (err != nil && !isExitStatus(err))) {
+		if jerr := writeEnvelope(e.stdout, e.result, err); jerr != nil && err == nil {
+			err = jerr
+		}
+	}
+	if err != nil {
 		return fail(e.stderr, err)
 	}
 	return 0
+}
+
+// isExitStatus reports whether err only carries a status to exit with (a guest's own), with
+// nothing to print.
+func isExitStatus(err error) bool {
+	var x *exitCode
+	return errors.As(err, &x) && x.err == nil
+}
+
+// interrupted is the error of a command that Ctrl-C (or SIGTERM) stopped: what it said, if it
+// was already winding down with an error, gives way to one message that says what is kept.
+func interrupted(e *env, err error) error {
+	detail := "what was in flight was removed, and what had finished stays pinned"
+	if e.interrupted != nil {
+		detail = e.interrupted()
+	}
+	return errs.Wrap(err, errs.Interrupted, "stopped by a signal; %s; run the command again to finish", detail)
 }
 
 func find(cmds []*command, name string) *command {
@@ -263,13 +315,18 @@ func fail(stderr io.Writer, err error) int {
 		return x.code
 	}
 	tok := errs.TokenOf(err)
-	if tok == errs.Internal && errors.Is(err, context.Canceled) {
-		fmt.Fprintln(stderr, "mur: interrupted")
-		return 130
-	}
 	fmt.Fprintf(stderr, "mur: %s: %s\n", tok, errs.Message(err))
-	if tok == errs.Usage {
+	return exitStatus(tok)
+}
+
+// exitStatus is the status of a failure with token tok: 2 for usage, 130 when interrupted,
+// else 1.
+func exitStatus(tok errs.Token) int {
+	switch tok {
+	case errs.Usage:
 		return 2
+	case errs.Interrupted:
+		return exitInterrupted
 	}
 	return 1
 }
@@ -293,6 +350,12 @@ func printCommandHelp(w io.Writer, path string, c *command, g *globals) {
 	fmt.Fprintf(w, "Usage: %s %s %s\n\n%s\n", path, c.name, c.args, c.short)
 	if c.long != "" {
 		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(c.long))
+	}
+	if c.examples != "" {
+		fmt.Fprintln(w, "\nExamples:")
+		for _, l := range strings.Split(strings.TrimSpace(c.examples), "\n") {
+			fmt.Fprintf(w, "  %s\n", strings.TrimSpace(l))
+		}
 	}
 	if len(c.subs) > 0 {
 		fmt.Fprintln(w, "\nSubcommands:")

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,24 +14,70 @@ import (
 	"github.com/murmur-nexus/mur/fetch"
 )
 
-// progress renders pull events: a redrawn bar with bytes and speed when stderr is a terminal,
-// and one plain line per finished artifact otherwise, so logs stay readable in CI.
+// progress renders the events of a pull, warm or push the way docker and oras do. On a
+// terminal, each artifact has one line, cut to the terminal's width and redrawn in place: its
+// phase, and while bytes move a bar with size and speed. Elsewhere (a pipe, a CI log) it writes
+// one plain line per phase change, with no escape codes. Colour is used only on a terminal, and
+// never when NO_COLOR is set (https://no-color.org).
 type progress struct {
-	mu     sync.Mutex
-	w      io.Writer
-	tty    bool
-	quiet  bool
-	starts map[string]time.Time
-	last   time.Time
-	drawn  bool
+	mu      sync.Mutex
+	w       io.Writer
+	fd      int // the terminal's, for its width; -1 when w is not a terminal
+	quiet   bool
+	color   bool
+	verb    string // pull, warm or push, for the summary
+	hide    map[fetch.Phase]bool
+	lines   []*artifactLine
+	by      map[string]*artifactLine
+	drawn   int // lines of ours on the screen, below which the cursor sits
+	last    time.Time
+	started time.Time
+	now     func() time.Time
+	// stopped reports whether Ctrl-C came, so that what fails after it reads "stopped".
+	stopped func() bool
 }
 
-func newProgress(w io.Writer, quiet bool) *progress {
-	tty := false
-	if f, ok := w.(*os.File); ok {
-		tty = term.IsTerminal(int(f.Fd()))
+// artifactLine is the state of one artifact's line.
+type artifactLine struct {
+	name         string
+	phase        fetch.Phase
+	bytes, total int64
+	from         string
+	start        time.Time
+	elapsed      time.Duration // of the transfer, once done
+	upload       bool          // a push: "to" the store, not "from" it
+}
+
+// phaseUpload is a push's transfer; fetch has no such phase, since it only pulls.
+const phaseUpload fetch.Phase = "uploading"
+
+func newProgress(w io.Writer, quiet bool, verb string) *progress {
+	p := &progress{w: w, fd: -1, quiet: quiet, verb: verb, by: map[string]*artifactLine{}, now: time.Now, hide: map[fetch.Phase]bool{}}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.fd = int(f.Fd())
+		p.color = os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
 	}
-	return &progress{w: w, tty: tty, quiet: quiet, starts: map[string]time.Time{}}
+	p.started = p.now()
+	return p
+}
+
+// watch makes failures after ctx ends read "stopped": they are the interrupt's, not the
+// artifact's.
+func (p *progress) watch(e *env) *progress {
+	p.stopped = func() bool { return e.ctx.Err() != nil }
+	e.interrupted = p.interrupted
+	return p
+}
+
+func (p *progress) tty() bool { return p.fd >= 0 }
+
+// width is the terminal's current width; a line never reaches the last column, so that no
+// terminal wraps it (a wrapped line is what leaves stale copies behind on each redraw).
+func (p *progress) width() int {
+	if w, _, err := term.GetSize(p.fd); err == nil && w > 0 {
+		return w
+	}
+	return 80
 }
 
 func (p *progress) event(ev fetch.Event) {
@@ -38,52 +86,170 @@ func (p *progress) event(ev fetch.Event) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	now := time.Now()
-	start, ok := p.starts[ev.Name]
+	now := p.now()
+	l, ok := p.by[ev.Name]
 	if !ok {
-		start = now
-		p.starts[ev.Name] = now
-	}
-	switch ev.Phase {
-	case fetch.PhaseFetch:
-		if !p.tty || now.Sub(p.last) < 100*time.Millisecond {
+		if p.hide[ev.Phase] {
 			return
 		}
-		p.last = now
-		fmt.Fprintf(p.w, "\r\033[K%s", bar(ev.Name, ev.Bytes, ev.Total, now.Sub(start)))
-		p.drawn = true
-	case fetch.PhaseDone, fetch.PhaseCached, fetch.PhaseFailed:
-		if p.drawn {
-			fmt.Fprint(p.w, "\r\033[K")
-			p.drawn = false
-		}
-		switch ev.Phase {
-		case fetch.PhaseDone:
-			fmt.Fprintf(p.w, "fetched %s: %s from %s in %s (%s/s)\n", ev.Name, humanBytes(ev.Bytes), ev.From,
-				ev.Elapsed.Round(time.Millisecond), humanBytes(rate(ev.Bytes, ev.Elapsed)))
-		case fetch.PhaseCached:
-			fmt.Fprintf(p.w, "cached  %s: %s\n", ev.Name, humanBytes(ev.Bytes))
+		l = &artifactLine{name: ev.Name, start: now, total: -1}
+		p.by[ev.Name] = l
+		p.lines = append(p.lines, l)
+	}
+	changed := l.phase != ev.Phase
+	l.phase = ev.Phase
+	l.upload = l.upload || ev.Phase == phaseUpload
+	if ev.Total != 0 {
+		l.total = ev.Total
+	}
+	if ev.Bytes > 0 || ev.Phase == fetch.PhaseFetch || ev.Phase == phaseUpload {
+		l.bytes = ev.Bytes
+	}
+	if ev.From != "" {
+		l.from = ev.From
+	}
+	if ev.Phase == fetch.PhaseDone || ev.Phase == fetch.PhaseCached {
+		l.bytes, l.total = ev.Bytes, ev.Bytes
+		l.elapsed = ev.Elapsed
+		if l.elapsed <= 0 {
+			l.elapsed = now.Sub(l.start)
 		}
 	}
+	if !p.tty() {
+		if changed && ev.Phase != fetch.PhaseResolve && ev.Phase != fetch.PhaseVerify {
+			fmt.Fprintln(p.w, p.text(l, now, 0))
+		}
+		return
+	}
+	// Byte counts arrive often; a redraw ten times a second is what a person can read. Every
+	// change of phase is drawn at once, so that the 100% frame and "done" always show.
+	if !changed && now.Sub(p.last) < 100*time.Millisecond {
+		return
+	}
+	p.redraw(now)
 }
 
-func bar(name string, n, total int64, elapsed time.Duration) string {
-	const width = 24
-	speed := humanBytes(rate(n, elapsed)) + "/s"
-	if total <= 0 {
-		return fmt.Sprintf("%s %s %s", name, humanBytes(n), speed)
+// redraw moves the cursor back over the lines drawn before and draws every line again.
+func (p *progress) redraw(now time.Time) {
+	p.last = now
+	width := p.width()
+	var b strings.Builder
+	if p.drawn > 0 {
+		fmt.Fprintf(&b, "\x1b[%dA", p.drawn)
 	}
+	for _, l := range p.lines {
+		b.WriteString("\r\x1b[K")
+		b.WriteString(p.text(l, now, width-1))
+		b.WriteByte('\n')
+	}
+	p.drawn = len(p.lines)
+	io.WriteString(p.w, b.String())
+}
+
+// nameWidth aligns the phases of all lines, within a third of the width.
+func (p *progress) nameWidth(width int) int {
+	n := 0
+	for _, l := range p.lines {
+		n = max(n, len(l.name))
+	}
+	if width > 0 {
+		n = min(n, max(width/3, 10))
+	}
+	return n
+}
+
+// text is one artifact's line, at most width characters (no limit when width is 0).
+func (p *progress) text(l *artifactLine, now time.Time, width int) string {
+	name := l.name
+	status := p.status(l, now, width)
+	if width <= 0 {
+		return name + ": " + status
+	}
+	nw := p.nameWidth(width)
+	if len(name) > nw {
+		// The name's end tells tools of one scope apart; its start says the scope.
+		head := (nw - 1) / 3
+		name = name[:head] + "…" + name[len(name)-(nw-1-head):]
+	}
+	line := fmt.Sprintf("%-*s  %s", nw, name, status)
+	return p.paint(l.phase, cut(line, width))
+}
+
+func (p *progress) status(l *artifactLine, now time.Time, width int) string {
+	switch l.phase {
+	case fetch.PhaseResolve:
+		return "resolving"
+	case fetch.PhaseFetch, phaseUpload:
+		verb := "downloading"
+		if l.phase == phaseUpload {
+			verb = "uploading"
+		}
+		took := now.Sub(l.start)
+		speed := humanBytes(rate(l.bytes, took)) + "/s"
+		if width <= 0 {
+			if l.from != "" && l.phase == fetch.PhaseFetch {
+				return verb + " from " + l.from
+			}
+			return verb
+		}
+		if l.total > 0 {
+			barWidth := min(24, max(width-p.nameWidth(width)-40, 5))
+			return fmt.Sprintf("%s %s %s/%s %s", verb, bar(l.bytes, l.total, barWidth), humanBytes(l.bytes), humanBytes(l.total), speed)
+		}
+		return fmt.Sprintf("%s %s %s", verb, humanBytes(l.bytes), speed)
+	case fetch.PhaseVerify:
+		return "verifying " + humanBytes(l.bytes)
+	case fetch.PhaseCompile:
+		return "compiling"
+	case fetch.PhaseDone:
+		s := fmt.Sprintf("done %s in %s (%s/s)", humanBytes(l.bytes), l.elapsed.Round(time.Millisecond), humanBytes(rate(l.bytes, l.elapsed)))
+		if l.from != "" && l.upload {
+			s += " to " + l.from
+		} else if l.from != "" {
+			s += " from " + l.from
+		}
+		return s
+	case fetch.PhaseCached:
+		return "cached " + humanBytes(l.bytes)
+	case fetch.PhaseFailed:
+		if p.stopped != nil && p.stopped() {
+			return "stopped"
+		}
+		return "failed"
+	}
+	return string(l.phase)
+}
+
+// paint colours a line's status by phase: green when done, red when failed.
+func (p *progress) paint(phase fetch.Phase, s string) string {
+	if !p.color {
+		return s
+	}
+	switch phase {
+	case fetch.PhaseDone, fetch.PhaseCached:
+		return "\x1b[32m" + s + "\x1b[0m"
+	case fetch.PhaseFailed:
+		return "\x1b[31m" + s + "\x1b[0m"
+	}
+	return s
+}
+
+// cut shortens s to width runes.
+func cut(s string, width int) string {
+	r := []rune(s)
+	if len(r) <= width {
+		return s
+	}
+	if width < 1 {
+		return ""
+	}
+	return string(r[:width-1]) + "…"
+}
+
+func bar(n, total int64, width int) string {
 	filled := int(float64(width) * float64(n) / float64(total))
 	filled = min(max(filled, 0), width)
-	b := make([]byte, width)
-	for i := range b {
-		if i < filled {
-			b[i] = '='
-		} else {
-			b[i] = ' '
-		}
-	}
-	return fmt.Sprintf("%s [%s] %s/%s %s", name, b, humanBytes(n), humanBytes(total), speed)
+	return "[" + strings.Repeat("=", filled) + strings.Repeat(" ", width-filled) + "]"
 }
 
 func rate(n int64, d time.Duration) int64 {
@@ -91,4 +257,86 @@ func rate(n int64, d time.Duration) int64 {
 		return 0
 	}
 	return int64(float64(n) / d.Seconds())
+}
+
+// finish draws the last frame and a summary line: how many artifacts, fetched, cached and
+// failed, with the bytes moved and the time taken.
+func (p *progress) finish(err error) {
+	if p.quiet {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	if p.tty() && len(p.lines) > 0 {
+		p.redraw(now)
+	}
+	var fetched, cached, failed, other int
+	var bytes int64
+	for _, l := range p.lines {
+		switch l.phase {
+		case fetch.PhaseDone:
+			fetched++
+			bytes += l.bytes
+		case fetch.PhaseCached:
+			cached++
+		case fetch.PhaseFailed:
+			if p.stopped != nil && p.stopped() {
+				other++
+				continue
+			}
+			failed++
+		default:
+			other++
+		}
+	}
+	if len(p.lines) == 0 {
+		return
+	}
+	verb := map[string]string{"pull": "fetched", "warm": "fetched", "push": "pushed"}[p.verb]
+	var parts []string
+	if fetched > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s (%s)", fetched, verb, humanBytes(bytes)))
+	}
+	for _, c := range []struct {
+		n    int
+		what string
+	}{{cached, "cached"}, {failed, "failed"}, {other, "stopped"}} {
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.what))
+		}
+	}
+	fmt.Fprintf(p.w, "%s: %s: %s in %s\n", p.verb, plural(len(p.lines), "artifact"), strings.Join(parts, ", "), now.Sub(p.started).Round(time.Millisecond))
+}
+
+// interrupted says, for the interrupted: message, which artifacts had finished (and so stay
+// pinned) and which were in flight (and so were removed).
+func (p *progress) interrupted() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var done, inflight []string
+	for _, l := range p.lines {
+		switch l.phase {
+		case fetch.PhaseDone, fetch.PhaseCached:
+			done = append(done, l.name)
+		default:
+			inflight = append(inflight, l.name)
+		}
+	}
+	sort.Strings(done)
+	sort.Strings(inflight)
+	var parts []string
+	if len(inflight) > 0 {
+		verb := " was"
+		if len(inflight) > 1 {
+			verb = " were"
+		}
+		parts = append(parts, strings.Join(inflight, ", ")+verb+" stopped and changed nothing")
+	} else {
+		parts = append(parts, "nothing was in flight")
+	}
+	if len(done) > 0 {
+		parts = append(parts, strings.Join(done, ", ")+" had finished and stays pinned")
+	}
+	return strings.Join(parts, "; ")
 }

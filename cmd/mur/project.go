@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/opencontainers/go-digest"
+	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch"
@@ -97,15 +98,22 @@ func openCAS(h Home) (*cas.Store, error) {
 }
 
 // stores opens the stores of one command: those given with --store first, then the project's
-// and the user's configuration.
-func (p *project) stores(extra []string) ([]fetch.Store, error) {
+// and the user's configuration. --plain-http applies to the --store registries; a configured
+// store is plain HTTP when config.yaml says plain_http: true for it.
+func (p *project) stores(f storeFlags) ([]fetch.Store, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
 	cwd, _ := os.Getwd()
 	var addrs []string
-	for _, a := range extra {
+	plain := map[string]bool{}
+	for _, a := range f.stores {
 		if err := fetch.ValidateStoreAddress(a); err != nil {
 			return nil, err
 		}
-		addrs = append(addrs, fetch.ResolveStore(a, cwd))
+		r := fetch.ResolveStore(a, cwd)
+		addrs = append(addrs, r)
+		plain[r] = f.plainHTTP
 	}
 	addrs = append(addrs, p.cfg.Stores...)
 	seen := map[string]bool{}
@@ -115,7 +123,9 @@ func (p *project) stores(extra []string) ([]fetch.Store, error) {
 			continue
 		}
 		seen[a] = true
-		s, err := ocistore.Open(a, storeOptions())
+		opt := storeOptions()
+		opt.PlainHTTP = plain[a] || p.cfg.PlainHTTP[a]
+		s, err := ocistore.Open(a, opt)
 		if err != nil {
 			return nil, err
 		}
@@ -164,6 +174,24 @@ func (p *project) cacheCap(e *env, pl *fetch.Puller) *fetch.Puller {
 	}
 	pl.Warn = func(msg string) { e.Progress("mur: warning: %s", msg) }
 	return pl
+}
+
+// storeFlags are --store and --plain-http, for the commands that read from stores.
+type storeFlags struct {
+	stores    []string
+	plainHTTP bool
+}
+
+func (f *storeFlags) register(fs *pflag.FlagSet, usage string) {
+	fs.StringArrayVar(&f.stores, "store", nil, usage+" (oci://HOST[:PORT]/PREFIX or oci-layout:PATH)")
+	fs.BoolVar(&f.plainHTTP, "plain-http", false, "speak plain HTTP to the --store registries (mur never does off loopback on its own)")
+}
+
+func (f storeFlags) check() error {
+	if f.plainHTTP && len(f.stores) == 0 {
+		return usagef("--plain-http applies to the registries given with --store; for a store in config.yaml write it as {url: oci://HOST:PORT/PREFIX, plain_http: true}")
+	}
+	return nil
 }
 
 func storeOptions() ocistore.Options {

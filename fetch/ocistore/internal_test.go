@@ -35,7 +35,7 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // Whatever asks, credentials go over plain HTTP only to the registry itself.
 func TestNoCredentialsInTheClearElsewhere(t *testing.T) {
 	sent := 0
-	rt := &httpsOnlyTransport{host: "127.0.0.1:5000", inner: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	rt := &credentialGuard{host: "127.0.0.1:5000", inner: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		sent++
 		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody}, nil
 	})}

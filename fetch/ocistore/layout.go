@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -123,6 +124,71 @@ func (idx layoutIndex) find(refName string) (indexEntry, bool) {
 	return indexEntry{}, false
 }
 
+// lookup finds repo:tag. A layout holds two conventions of ref name: mur's (and oras
+// --oci-layout-path's) repo:tag, and the bare tag that `oras push --oci-layout DIR:TAG` writes.
+// A bare tag says nothing of the repository, so it counts only when the artifact's own manifest
+// (or index) names repo in its dev.murmur.artifact.name annotation.
+func (s *layoutStore) lookup(idx layoutIndex, repo, tag string) (indexEntry, bool) {
+	if e, ok := idx.find(repo + ":" + tag); ok {
+		return e, true
+	}
+	for i := len(idx.entries) - 1; i >= 0; i-- {
+		e := idx.entries[i]
+		if e.Annotations[AnnotationRefName] == tag && s.names(e) == repo {
+			return e, true
+		}
+	}
+	return indexEntry{}, false
+}
+
+// names is the artifact name that entry e's own manifest or index carries, or "".
+func (s *layoutStore) names(e indexEntry) string {
+	raw, err := s.readBlob(s.addr, e.Digest, e.Size)
+	if err != nil {
+		return ""
+	}
+	var doc struct {
+		Annotations map[string]string `json:"annotations"`
+	}
+	if json.Unmarshal(raw, &doc) != nil {
+		return ""
+	}
+	return doc.Annotations[annotationName]
+}
+
+// refsHeld lists index.json's ref names for a not-found message, so that a user who typed the
+// wrong convention or version sees what is there.
+func (idx layoutIndex) refsHeld() string {
+	var refs []string
+	unnamed := 0
+	for _, e := range idx.entries {
+		if r := e.Annotations[AnnotationRefName]; r != "" {
+			refs = append(refs, r)
+		} else {
+			unnamed++
+		}
+	}
+	sort.Strings(refs)
+	const shown = 20
+	out := ""
+	switch {
+	case len(refs) == 0:
+		out = "no ref names"
+	case len(refs) > shown:
+		out = fmt.Sprintf("the refs %s and %d more", strings.Join(refs[:shown], ", "), len(refs)-shown)
+	default:
+		out = "the refs " + strings.Join(refs, ", ")
+	}
+	if unnamed > 0 {
+		what := "entries"
+		if unnamed == 1 {
+			what = "entry"
+		}
+		out += fmt.Sprintf(" (and %d %s without %s, which only a digest can address)", unnamed, what, AnnotationRefName)
+	}
+	return out
+}
+
 // readBlob reads a small blob whole and checks it against its descriptor.
 func (s *layoutStore) readBlob(where string, dgst string, size int64) ([]byte, error) {
 	h, err := v1.NewHash(dgst)
@@ -160,9 +226,9 @@ func (s *layoutStore) root(_ context.Context, repo, tag string) (types.MediaType
 	if !exists {
 		return "", nil, errs.New(errs.NotFound, "%s: the folder holds no OCI layout (no index.json); push there first or check the path", where)
 	}
-	e, ok := idx.find(repo + ":" + tag)
+	e, ok := s.lookup(idx, repo, tag)
 	if !ok {
-		return "", nil, errs.New(errs.NotFound, "%s: no such ref in index.json; check the name and version, or push it there first", where)
+		return "", nil, errs.New(errs.NotFound, "%s: no ref %s:%s (nor a bare tag %s naming %s) in index.json, which holds %s; check the name and version, or push it there first", where, repo, tag, tag, repo, idx.refsHeld())
 	}
 	raw, err := s.readBlob(where, e.Digest, e.Size)
 	if err != nil {
@@ -185,7 +251,12 @@ func (s *layoutStore) tags(repo string) ([]string, error) {
 	var tags []string
 	seen := map[string]bool{}
 	for _, e := range idx.entries {
-		if t, ok := strings.CutPrefix(e.Annotations[AnnotationRefName], repo+":"); ok && !seen[t] {
+		name := e.Annotations[AnnotationRefName]
+		t, ok := strings.CutPrefix(name, repo+":")
+		if !ok && name != "" && !strings.ContainsAny(name, ":/") && s.names(e) == repo {
+			t, ok = name, true
+		}
+		if ok && !seen[t] {
 			seen[t] = true
 			tags = append(tags, t)
 		}
@@ -246,7 +317,7 @@ func (s *layoutStore) payloadSize(ctx context.Context, n ref.Name, d digest.Dige
 			continue
 		}
 		for _, c := range tc.children {
-			if got, err := tc.load(ctx, s, n.String(), tag, c, n); err == nil && got.Digest == d {
+			if got, err := tc.load(ctx, s, n.String(), tag, c, n, ref.VersionFromTag(tag)); err == nil && got.Digest == d {
 				return got.Size
 			}
 		}

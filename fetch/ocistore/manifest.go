@@ -89,10 +89,38 @@ func buildManifest(desc fetch.Descriptor) ([]byte, error) {
 			annotationPlatform: desc.Platform,
 		},
 	}
-	if desc.Title != "" {
-		m.Layers[0].Annotations = map[string]string{annotationTitle: desc.Title}
+	if t := layerTitle(desc); t != "" {
+		m.Layers[0].Annotations = map[string]string{annotationTitle: t}
 	}
 	return json.Marshal(m)
+}
+
+// layerTitle is the file name a tool such as oras writes the layer to. A platform-specific
+// payload carries its platform in the name, so that pulling every manifest of an index into one
+// folder gives distinct files (oras refuses duplicate names).
+func layerTitle(desc fetch.Descriptor) string {
+	if desc.Title == "" || desc.Platform == ref.PlatformAny || desc.Platform == "" {
+		return desc.Title
+	}
+	base, ok := strings.CutSuffix(desc.Title, ".mur.zip")
+	if !ok || strings.HasSuffix(base, "-"+desc.Platform) {
+		return desc.Title
+	}
+	return base + "-" + desc.Platform + ".mur.zip"
+}
+
+// platformFromOCI is the mur platform of an OCI platform field, for manifests that other tools
+// wrote without mur's platform annotation.
+func platformFromOCI(p *v1.Platform) (string, bool) {
+	if p == nil {
+		return ref.PlatformAny, true
+	}
+	arch := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[p.Architecture]
+	tag := p.OS + "-" + arch
+	if arch == "" || ref.ValidatePlatform(tag) != nil {
+		return "", false
+	}
+	return tag, true
 }
 
 // childDescriptor is how an index names one platform's manifest.
@@ -158,7 +186,11 @@ func readTag(ctx context.Context, r manifestReader, repo, tag string) (tagConten
 		if err != nil {
 			return tagContent{}, err
 		}
-		d := childDescriptor(raw, m.Annotations[annotationPlatform])
+		plat := m.Annotations[annotationPlatform]
+		if plat == "" {
+			plat = ref.PlatformAny // a manifest another tool wrote without mur's annotations
+		}
+		d := childDescriptor(raw, plat)
 		return tagContent{children: []v1.Descriptor{d}, raws: map[v1.Hash][]byte{d.Digest: raw}}, nil
 	case types.OCIImageIndex:
 		var idx v1.IndexManifest
@@ -173,10 +205,22 @@ func readTag(ctx context.Context, r manifestReader, repo, tag string) (tagConten
 			if c.MediaType != types.OCIManifestSchema1 {
 				return tagContent{}, errs.New(errs.Integrity, "%s lists a manifest of media type %q; expected only %s manifests of murmur artifacts", where, c.MediaType, types.OCIManifestSchema1)
 			}
-			p := c.Annotations[annotationPlatform]
+			p, ok := c.Annotations[annotationPlatform]
+			if !ok {
+				// Another tool's index names platforms by the OCI platform field only.
+				if p, ok = platformFromOCI(c.Platform); !ok {
+					return tagContent{}, errs.New(errs.Integrity, "%s lists manifest %s for OCI platform %s/%s, which mur has no platform tag for; expected %s (any, %s)", where, c.Digest, c.Platform.OS, c.Platform.Architecture, annotationPlatform, strings.Join(ref.KnownPlatforms, ", "))
+				}
+			}
 			if ref.ValidatePlatform(p) != nil {
 				return tagContent{}, errs.New(errs.Integrity, "%s lists manifest %s with platform annotation %q; expected %s to be any or a known platform", where, c.Digest, p, annotationPlatform)
 			}
+			ann := map[string]string{}
+			for k, v := range c.Annotations {
+				ann[k] = v
+			}
+			ann[annotationPlatform] = p
+			c.Annotations = ann
 			tc.children = append(tc.children, c)
 		}
 		return tc, nil
@@ -196,16 +240,19 @@ func (tc tagContent) pick(platform string) (v1.Descriptor, bool) {
 	return v1.Descriptor{}, false
 }
 
-func (tc tagContent) platforms() []string {
+func (tc tagContent) platforms() string {
 	var ps []string
 	for _, c := range tc.children {
 		ps = append(ps, c.Annotations[annotationPlatform])
 	}
-	return ps
+	if len(ps) == 0 {
+		return "no platform"
+	}
+	return "platforms " + strings.Join(ps, ", ")
 }
 
 // load reads and checks one child manifest.
-func (tc tagContent) load(ctx context.Context, r manifestReader, repo, tag string, c v1.Descriptor, name ref.Name) (fetch.Descriptor, error) {
+func (tc tagContent) load(ctx context.Context, r manifestReader, repo, tag string, c v1.Descriptor, name ref.Name, version string) (fetch.Descriptor, error) {
 	raw, ok := tc.raws[c.Digest]
 	if !ok {
 		var err error
@@ -222,7 +269,7 @@ func (tc tagContent) load(ctx context.Context, r manifestReader, repo, tag strin
 	if err != nil {
 		return fetch.Descriptor{}, err
 	}
-	return describe(m, where, name, c.Annotations[annotationPlatform])
+	return describe(m, where, name, tag, version, c.Annotations[annotationPlatform])
 }
 
 // parseManifest checks the shape of a murmur artifact manifest strictly.
@@ -252,17 +299,32 @@ func parseManifest(raw []byte, where string) (*v1.Manifest, error) {
 	return &m, nil
 }
 
-// describe turns a checked manifest into the descriptor it names.
-func describe(m *v1.Manifest, where string, name ref.Name, indexPlatform string) (fetch.Descriptor, error) {
+// describe turns a checked manifest into the descriptor it names. A manifest that another tool
+// (oras push with mur's artifact and layer types) wrote without mur's annotations is named by
+// where it sits: the repository path gives the name, the tag the version, and a missing platform
+// is the index's, else any. The caller still checks the payload's own murmur.yaml against them.
+func describe(m *v1.Manifest, where string, name ref.Name, tag, asked, indexPlatform string) (fetch.Descriptor, error) {
 	a := m.Annotations
-	if got := a[annotationName]; got != name.String() {
+	if got, ok := a[annotationName]; ok && got != name.String() {
 		return fetch.Descriptor{}, errs.New(errs.Integrity, "%s: annotation %s is %q; expected %q", where, annotationName, got, name)
 	}
-	version := a[annotationVersion]
+	version, ok := a[annotationVersion]
+	if !ok {
+		version = ref.VersionFromTag(tag)
+		if asked != ref.Latest && ref.TagFromVersion(asked) == tag {
+			version = asked // '_' in a tag may stand for '+' or for itself; the request says which
+		}
+	}
 	if err := ref.ValidateVersion(version); err != nil {
 		return fetch.Descriptor{}, errs.New(errs.Integrity, "%s: annotation %s is %q, which is not a valid version", where, annotationVersion, version)
 	}
-	platform := a[annotationPlatform]
+	platform, ok := a[annotationPlatform]
+	if !ok {
+		platform = indexPlatform
+		if platform == "" {
+			platform = ref.PlatformAny
+		}
+	}
 	if ref.ValidatePlatform(platform) != nil {
 		return fetch.Descriptor{}, errs.New(errs.Integrity, "%s: annotation %s is %q; expected any or a known platform", where, annotationPlatform, platform)
 	}
@@ -295,9 +357,9 @@ func resolveTag(ctx context.Context, r manifestReader, repo, tag string, name re
 	}
 	c, ok := tc.pick(platform)
 	if !ok {
-		return fetch.Descriptor{}, errs.New(errs.NotFound, "%s holds %s@%s for platforms %s but not for %s or any; push a payload for %s", r.where(repo, tag), name, version, strings.Join(tc.platforms(), ", "), platform, platform)
+		return fetch.Descriptor{}, errs.New(errs.NotFound, "%s holds %s@%s for %s but not for %s or any; push a payload for %s", r.where(repo, tag), name, version, tc.platforms(), platform, platform)
 	}
-	d, err := tc.load(ctx, r, repo, tag, c, name)
+	d, err := tc.load(ctx, r, repo, tag, c, name, version)
 	if err != nil {
 		return fetch.Descriptor{}, err
 	}
@@ -333,7 +395,7 @@ func planPush(ctx context.Context, r manifestReader, repo, tag string, desc fetc
 	}
 	var keep []v1.Descriptor
 	for _, c := range tc.children {
-		held, err := tc.load(ctx, r, repo, tag, c, desc.Name)
+		held, err := tc.load(ctx, r, repo, tag, c, desc.Name, desc.Version)
 		if err != nil {
 			return pushPlan{}, err
 		}

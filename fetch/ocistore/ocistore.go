@@ -42,6 +42,9 @@ type Options struct {
 	Retries int
 	// UserAgent is sent with every request when set.
 	UserAgent string
+	// PlainHTTP speaks plain HTTP to the registry, as oras's --plain-http does. mur never does
+	// so on its own off loopback: credentials would cross the network in the clear.
+	PlainHTTP bool
 }
 
 // Defaults of Options.

@@ -2,6 +2,7 @@ package ocistore_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -73,14 +74,18 @@ func challengingRegistry(t *testing.T, realm func(self string) string, tokens *t
 // sent there; a realm on the registry's own loopback address is used.
 func TestPlainRealmElsewhereGetsNoCredentials(t *testing.T) {
 	grep := ref.Name{Scope: "acme", Name: "grep"}
-	for _, realmHost := range []string{"localhost", "127.0.0.1"} {
-		t.Run(realmHost, func(t *testing.T) {
+	for _, c := range []struct {
+		realmHost string
+		plainHTTP bool // the store chosen plain HTTP: the realm must still be HTTPS
+	}{{"localhost", false}, {"127.0.0.1", false}, {"localhost", true}} {
+		realmHost := c.realmHost
+		t.Run(fmt.Sprintf("%s plain-http=%v", realmHost, c.plainHTTP), func(t *testing.T) {
 			tokens := startTokenServer(t)
 			port := tokens.Listener.Addr().String()[strings.LastIndex(tokens.Listener.Addr().String(), ":"):]
 			realm := "http://" + realmHost + port + "/token"
 			reg := challengingRegistry(t, func(string) string { return realm }, tokens)
 			addr := "oci://" + reg.Listener.Addr().String() + "/murmur"
-			st, err := ocistore.Open(addr, ocistore.Options{Keychain: staticKeychain{}, Retries: -1})
+			st, err := ocistore.Open(addr, ocistore.Options{Keychain: staticKeychain{}, Retries: -1, PlainHTTP: c.plainHTTP})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -72,6 +72,10 @@ func openRegistry(addr string, opt Options) (fetch.Store, error) {
 		base = newBaseTransport(timeout)
 	}
 	var rt http.RoundTripper = &httpsOnlyTransport{inner: base, host: host}
+	if opt.PlainHTTP {
+		rt = &plainHTTPTransport{inner: base, host: host}
+	}
+	rt = &credentialGuard{inner: rt, host: host}
 	rt = retry.IdleTimeout(rt, timeout)
 	rt = &retry.Transport{Inner: rt, Policy: retry.Policy{Retries: retries, Backoff: 250 * time.Millisecond, MaxWait: 20 * time.Second}}
 	if opt.UserAgent != "" {
@@ -81,6 +85,7 @@ func openRegistry(addr string, opt Options) (fetch.Store, error) {
 	if kc == nil {
 		kc = authn.DefaultKeychain
 	}
+	kc = credentialKeychain{kc}
 	normal := schemeRegistry + host
 	if prefix != "" {
 		normal += "/" + prefix
@@ -144,6 +149,9 @@ func (s *registryStore) classify(err error, what string) error {
 	if errors.As(err, &me) {
 		return err
 	}
+	if d := s.diagnose(err, what); d != nil {
+		return d
+	}
 	var te *transport.Error
 	if errors.As(err, &te) {
 		codes := map[transport.ErrorCode]bool{}
@@ -160,7 +168,7 @@ func (s *registryStore) classify(err error, what string) error {
 		case te.StatusCode == http.StatusTooManyRequests || te.StatusCode >= 500:
 			return errs.Wrap(err, errs.Network, "%s: the registry at %s kept failing with HTTP %d after retries; try again later", what, s.host, te.StatusCode)
 		}
-		return errs.Wrap(err, errs.Network, "%s: the registry at %s answered HTTP %d (%v)", what, s.host, te.StatusCode, te)
+		return errs.Wrap(err, errs.Network, "%s: the registry at %s answered HTTP %d (%s)", what, s.host, te.StatusCode, oneLine(te.Error()))
 	}
 	if errors.Is(err, retry.ErrStalled) {
 		return errs.Wrap(err, errs.Network, "%s: the registry at %s stalled: %v; check the network or raise the timeout", what, s.host, err)
@@ -168,7 +176,7 @@ func (s *registryStore) classify(err error, what string) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return errs.Wrap(err, errs.Network, "%s: interrupted: %v", what, err)
 	}
-	return errs.Wrap(err, errs.Network, "%s: can't reach the registry at %s: %v; check that it is running and reachable", what, s.host, err)
+	return errs.Wrap(err, errs.Network, "%s: can't reach the registry at %s: %s; check that it is running and reachable", what, s.host, oneLine(err.Error()))
 }
 
 // root implements manifestReader.
@@ -249,7 +257,7 @@ func (s *registryStore) Open(ctx context.Context, n ref.Name, d digest.Digest) (
 	}
 	auth, err := s.keychain.Resolve(r)
 	if err != nil {
-		return nil, errs.Wrap(err, errs.Denied, "%s: reading credentials for %s from the docker config: %v", what, s.host, err)
+		return nil, err // credentialKeychain names the file or helper
 	}
 	// The blob is fetched with a plain GET rather than remote.Layer(...).Compressed(), which
 	// hashes every byte to verify it: the caller hashes on its way into the CAS anyway, and one

@@ -35,11 +35,6 @@ func newBaseTransport(timeout time.Duration) *http.Transport {
 // httpsOnlyTransport refuses plain HTTP to anything but the loopback interface.
 // go-containerregistry would also use plain HTTP for private (RFC 1918) addresses and *.local
 // names, where credentials would cross a network in the clear.
-//
-// It also holds credentials to the registry they are for. Plain HTTP carries them only to the
-// exact loopback registry of the store: a token realm that a registry names on another host or
-// port must be HTTPS, since go-containerregistry would send it the docker config's password in
-// the clear (it refuses loopback and private IP literals there, but not "localhost" or a name).
 type httpsOnlyTransport struct {
 	inner http.RoundTripper
 	host  string // the registry's HOST[:PORT]; redirects to storage elsewhere are left alone
@@ -50,8 +45,22 @@ func (t *httpsOnlyTransport) RoundTrip(req *http.Request) (*http.Response, error
 		req = req.Clone(req.Context())
 		req.URL.Scheme = "https"
 	}
+	return t.inner.RoundTrip(req)
+}
+
+// credentialGuard holds credentials to the registry they are for. Plain HTTP carries them only
+// to the store's own registry (a loopback one, or one the user chose plain HTTP for): a token
+// realm that the registry names on another host or port must be HTTPS, since
+// go-containerregistry would send it the docker config's password in the clear (it refuses
+// loopback and private IP literals there, but not "localhost" or a name).
+type credentialGuard struct {
+	inner http.RoundTripper
+	host  string // the registry's HOST[:PORT]
+}
+
+func (t *credentialGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Scheme == "http" && req.URL.Host != t.host && carriesCredentials(req) {
-		return nil, errs.New(errs.Denied, "refusing to send the registry credentials for %s over plain HTTP to %s; over plain HTTP mur sends them only to the loopback registry itself, so serve that endpoint over HTTPS", t.host, req.URL.Host)
+		return nil, errs.New(errs.Denied, "refusing to send the registry credentials for %s over plain HTTP to %s; over plain HTTP mur sends them only to the registry itself, so serve that endpoint over HTTPS", t.host, req.URL.Host)
 	}
 	resp, err := t.inner.RoundTrip(req)
 	if err != nil || req.URL.Host != t.host {

@@ -36,6 +36,7 @@ const (
 	NotExecutable   Token = "not-executable" // a payload mur can't run: a component, an invalid module
 	IO              Token = "io"
 	Denied          Token = "denied"
+	Interrupted     Token = "interrupted" // Ctrl-C or SIGTERM stopped the command
 	Internal        Token = "internal"
 )
 

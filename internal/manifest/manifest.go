@@ -151,7 +151,7 @@ func Load(p string) (*Capsule, error) {
 // Parse parses murmur.yaml's bytes; p names the file in messages.
 func Parse(data []byte, p string) (*Capsule, error) {
 	if !utf8.Valid(data) {
-		return nil, errs.New(errs.InvalidManifest, "%s is not UTF-8; save it as UTF-8", p)
+		return nil, errs.New(errs.InvalidManifest, "%s:%d: the file is not UTF-8 from this line on; save it as UTF-8", p, firstInvalidLine(data))
 	}
 	var doc yaml.Node
 	if err := safeUnmarshal(data, &doc); err != nil {
@@ -164,7 +164,7 @@ func Parse(data []byte, p string) (*Capsule, error) {
 		root = root.Content[0]
 	}
 	if root.Kind == 0 || yamlnode.IsNull(root) {
-		return nil, errs.New(errs.InvalidManifest, "%s is empty; it needs at least name, e.g. name: my-capsule", p)
+		return nil, errs.New(errs.InvalidManifest, "%s:1: the file is empty; it needs at least name, e.g. name: my-capsule", p)
 	}
 	top, err := ps.fields(root, "", "name", "version", "artifacts", "capabilities")
 	if err != nil {
@@ -172,7 +172,7 @@ func Parse(data []byte, p string) (*Capsule, error) {
 	}
 	nameNode := top["name"]
 	if nameNode == nil {
-		return nil, errs.New(errs.InvalidManifest, "%s: no name; add the capsule's name, e.g. name: my-capsule", p)
+		return nil, errs.New(errs.InvalidManifest, "%s:%d: no name; add the capsule's name, e.g. name: my-capsule", p, max(root.Line, 1))
 	}
 	if c.Name, err = ps.str(nameNode, "name"); err != nil {
 		return nil, err
@@ -562,6 +562,22 @@ func contains(ss []string, s string) bool {
 
 // safeUnmarshal turns a panic inside the YAML parser into an error: bad input must never take
 // the process down.
+// firstInvalidLine is the line of the first byte that is not UTF-8.
+func firstInvalidLine(data []byte) int {
+	line := 1
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return line
+		}
+		if r == '\n' {
+			line++
+		}
+		i += size
+	}
+	return line
+}
+
 func safeUnmarshal(data []byte, n *yaml.Node) (err error) {
 	defer func() {
 		if r := recover(); r != nil {

@@ -1,9 +1,11 @@
-// Package guesttest builds the small Go WebAssembly guests that the sandbox and CLI tests run.
+// Package guesttest builds the small WebAssembly guests that the sandbox and CLI tests run.
 //
-// Guests live in sandbox/testdata/guests/<name>/ and are built with GOOS=wasip1 GOARCH=wasm.
-// Building a Go guest takes seconds, so outputs are cached under the user cache folder, keyed by
-// the guest's source and the Go toolchain. Several test packages build at once, so cache entries
-// are written to a temporary name and renamed into place.
+// Go guests live in sandbox/testdata/guests/<name>/ and are built with GOOS=wasip1 GOARCH=wasm.
+// C guests live in sandbox/testdata/cguests/<name>/ and are built against wasi-libc with clang
+// (Debian: clang, lld, wasi-libc, libclang-rt-dev-wasm32), as most non-Go WASI programs are.
+// Building takes seconds, so outputs are cached under the user cache folder, keyed by the guest's
+// source and the toolchain. Several test packages build at once, so cache entries are written to
+// a temporary name and renamed into place.
 package guesttest
 
 import (
@@ -40,10 +42,65 @@ func Build(t testing.TB, name string) []byte {
 	return b
 }
 
-// Cached builds the guest in srcDir unless the cache already holds it, and returns the path of
+// BuildC returns the wasm bytes of C guest name, building it with clang if the cache has no
+// copy. Without clang the test is skipped, except under CI (CI set), where it fails: CI installs
+// the toolchain, and a C guest test that quietly skips there would prove nothing.
+func BuildC(t testing.TB, name string) []byte {
+	t.Helper()
+	if _, err := exec.LookPath(clang); err != nil {
+		msg := "guesttest: C guests need clang with wasi-libc (Debian: apt-get install clang lld wasi-libc libclang-rt-dev-wasm32)"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg + "; CI is set, so this is a failure, not a skip")
+		}
+		t.Skip(msg)
+	}
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatalf("guesttest: %v", err)
+	}
+	srcDir := filepath.Join(root, "sandbox", "testdata", "cguests", name)
+	out, err := cached(srcDir, clangVersion, BuildCDir)
+	if err != nil {
+		t.Fatalf("guesttest: building C guest %s: %v", name, err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatalf("guesttest: %v", err)
+	}
+	return b
+}
+
+const clang = "clang"
+
+// BuildCDir builds the C sources in srcDir for wasm32-wasi into outPath.
+func BuildCDir(srcDir, outPath string) error {
+	srcs, err := filepath.Glob(filepath.Join(srcDir, "*.c"))
+	if err != nil || len(srcs) == 0 {
+		return fmt.Errorf("no C sources in %s", srcDir)
+	}
+	args := append([]string{"--target=wasm32-wasi", "-O2", "-Wall", "-Werror", "-o", outPath}, srcs...)
+	cmd := exec.Command(clang, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %v\n%s", clang, strings.Join(args, " "), err, out.String())
+	}
+	return nil
+}
+
+var clangVersion = sync.OnceValues(func() (string, error) {
+	out, err := exec.Command(clang, "--version").Output()
+	return strings.TrimSpace(string(out)), err
+})
+
+// Cached builds the Go guest in srcDir unless the cache already holds it, and returns the path of
 // the cached .wasm file.
 func Cached(srcDir string) (string, error) {
-	key, err := cacheKey(srcDir)
+	return cached(srcDir, goVersion, BuildDir)
+}
+
+func cached(srcDir string, toolchain func() (string, error), build func(srcDir, outPath string) error) (string, error) {
+	key, err := cacheKey(srcDir, toolchain)
 	if err != nil {
 		return "", err
 	}
@@ -65,7 +122,7 @@ func Cached(srcDir string) (string, error) {
 	}
 	tmp.Close()
 	defer os.Remove(tmp.Name())
-	if err := BuildDir(srcDir, tmp.Name()); err != nil {
+	if err := build(srcDir, tmp.Name()); err != nil {
 		return "", err
 	}
 	if err := os.Rename(tmp.Name(), final); err != nil {
@@ -92,10 +149,10 @@ var goVersion = sync.OnceValues(func() (string, error) {
 	return strings.TrimSpace(string(out)), err
 })
 
-func cacheKey(srcDir string) (string, error) {
-	v, err := goVersion()
+func cacheKey(srcDir string, toolchain func() (string, error)) (string, error) {
+	v, err := toolchain()
 	if err != nil {
-		return "", fmt.Errorf("go env: %v", err)
+		return "", fmt.Errorf("toolchain version: %v", err)
 	}
 	h := sha256.New()
 	fmt.Fprintf(h, "toolchain %s\n", v)

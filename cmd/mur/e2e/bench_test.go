@@ -31,15 +31,15 @@ import (
 // runPeak runs c and returns its peak resident memory in MiB, read from /proc/<pid>/status
 // (VmHWM) while it runs. The rusage of a child would not do: a forked child inherits the high
 // water mark of this test process, which holds the artifacts in memory.
-func runPeak(b *testing.B, c *exec.Cmd) float64 {
-	b.Helper()
+func runPeak(tb testing.TB, c *exec.Cmd) float64 {
+	tb.Helper()
 	var out bytes.Buffer
 	if c.Stdout == nil {
 		c.Stdout = &out
 	}
 	c.Stderr = &out
 	if err := c.Start(); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- c.Wait() }()
@@ -49,7 +49,7 @@ func runPeak(b *testing.B, c *exec.Cmd) float64 {
 		select {
 		case err := <-done:
 			if err != nil {
-				b.Fatalf("%v: %v\n%s", c.Args, err, out.String())
+				tb.Fatalf("%v: %v\n%s", c.Args, err, out.String())
 			}
 			return peak
 		case <-time.After(5 * time.Millisecond):
@@ -243,6 +243,53 @@ func BenchmarkRunHello(b *testing.B) {
 			runTimed(b, w.cmd("run", "hello"))
 		}
 	})
+}
+
+// BenchmarkRunMemory is the peak RSS of `mur run`, a whole process, for a guest that grows to
+// 1 GiB under a 2 GiB cap and for one that stays small under the default cap, beside the bare
+// wazero program (wazero's own memory, which copies on every grow) running the same guest. Each
+// reports the guest's own memory too: the target is mur's peak at most that plus 128 MiB.
+func BenchmarkRunMemory(b *testing.B) {
+	dir := b.TempDir()
+	grow := guesttest.Build(b, "grow")
+	growPath := filepath.Join(dir, "grow.wasm")
+	os.WriteFile(growPath, grow, 0o644)
+	bare := filepath.Join(dir, "barewazero")
+	runTimed(b, exec.Command("go", "build", "-o", bare, "./testdata/barewazero"))
+	bareCache := filepath.Join(dir, "bare-cache")
+	for _, c := range []struct{ name, caps, mib string }{
+		{"1GiB-of-2GiB-cap", "  limits: { memory_mib: 2048 }\n", "1024"},
+		{"16MiB-default-cap", "", "16"},
+	} {
+		w := sandboxWorld(b, c.caps, map[string][]byte{"grow": grow})
+		runTimed(b, w.cmd("pull", "-q"))
+		runTimed(b, exec.Command(bare, bareCache, growPath, "0"))
+		for _, peer := range []struct {
+			name string
+			cmd  func() *exec.Cmd
+		}{
+			{"mur", func() *exec.Cmd { return w.cmd("run", "grow", "--", c.mib) }},
+			{"bare-wazero", func() *exec.Cmd { return exec.Command(bare, bareCache, growPath, c.mib) }},
+		} {
+			b.Run(peer.name+"-"+c.name, func(b *testing.B) {
+				var rss, guest float64
+				for i := 0; i < b.N; i++ {
+					var out bytes.Buffer
+					cmd := peer.cmd()
+					cmd.Stdout = &out
+					rss = max(rss, runPeak(b, cmd))
+					m := guestMemory.FindStringSubmatch(out.String())
+					if m == nil {
+						b.Fatalf("grow %s: %s", c.mib, out.String())
+					}
+					g, _ := strconv.ParseFloat(m[1], 64)
+					guest = max(guest, g)
+				}
+				b.ReportMetric(rss, "maxrss-MiB")
+				b.ReportMetric(guest, "guest-MiB")
+			})
+		}
+	}
 }
 
 // BenchmarkPullJobs pulls 50 small artifacts with --jobs 4 and --jobs 1.

@@ -116,14 +116,16 @@ func TestRunStateAndExplain(t *testing.T) {
 		}
 	}
 	js := w.ok("run", "--explain-scope", "--json", "state")
-	var plan struct {
-		Preopens []struct {
-			Guest, Host string
-			ReadOnly    bool `json:"read_only"`
-		}
+	type mount struct {
+		Guest, Host string
+		ReadOnly    bool `json:"read_only"`
 	}
-	if err := json.Unmarshal([]byte(js.stdout), &plan); err != nil || len(plan.Preopens) != 2 {
+	var plan struct{ Preopens, Subtrees []mount }
+	if err := json.Unmarshal([]byte(js.stdout), &plan); err != nil || len(plan.Preopens) != 1 || plan.Preopens[0].Guest != "/" {
 		t.Fatalf("--explain-scope --json: %v\n%s", err, js)
+	}
+	if len(plan.Subtrees) != 1 || plan.Subtrees[0] != (mount{Guest: "/state", Host: storeDir}) {
+		t.Fatalf("--explain-scope --json routes %+v, want the store at /state\n%s", plan.Subtrees, js)
 	}
 
 	// Damage the staged copy: run must not care, because it loads from the CAS.

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -25,11 +26,17 @@ func TestScripts(t *testing.T) {
 		Dir:                 filepath.Join("..", "testdata", "script"),
 		RequireExplicitExec: true,
 		Cmds:                scriptCmds,
+		Condition:           scriptCondition,
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("PATH", bin+string(os.PathListSeparator)+env.Getenv("PATH"))
 			env.Setenv("MURMUR_HOME", filepath.Join(env.WorkDir, "home"))
 			env.Setenv("HOME", env.WorkDir)
 			env.Setenv("NO_COLOR", "1")
+			// For scripts that run the repository's own scripts (make demo) as users do.
+			env.Setenv("REPO", repoRoot)
+			env.Setenv("GOCACHE", goEnv("GOCACHE"))
+			env.Setenv("GOMODCACHE", goEnv("GOMODCACHE"))
+			env.Setenv("GOFLAGS", "-buildvcs=false")
 			return nil
 		},
 	})
@@ -106,3 +113,15 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 
 // registries lets stopregistry find the registry a script started, by address.
 var registries sync.Map
+
+// repoRoot is the repository's root folder.
+var repoRoot, _ = filepath.Abs(filepath.Join("..", "..", ".."))
+
+// goEnv is `go env NAME`, so that scripts share the test's build caches.
+func goEnv(name string) string {
+	out, err := exec.Command("go", "env", name).Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}

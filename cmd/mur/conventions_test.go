@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"runtime/debug"
+	"strings"
+	"testing"
+
+	"github.com/murmur-nexus/mur/internal/errs"
+)
+
+// every command and subcommand, by its path after "mur".
+func commandPaths() [][]string {
+	var out [][]string
+	for _, c := range commands() {
+		out = append(out, []string{c.name})
+		for _, s := range c.subs {
+			out = append(out, []string{c.name, s.name})
+		}
+	}
+	return out
+}
+
+func TestEveryCommandHasExamples(t *testing.T) {
+	for _, path := range commandPaths() {
+		code, out, _ := runMur(t, append(path, "--help")...)
+		if code != 0 || !strings.Contains(out, "\nExamples:\n  mur ") && !strings.Contains(out, "\nExamples:\n  source <(mur") && !strings.Contains(out, "\nExamples:\n  ") {
+			t.Errorf("mur %s --help has no Examples section (exit %d):\n%s", strings.Join(path, " "), code, out)
+		}
+	}
+}
+
+func TestPlatformOneCheck(t *testing.T) {
+	home := t.TempDir()
+	t.Chdir(t.TempDir())
+	for _, args := range [][]string{
+		{"pull", "acme/x@1.0.0", "--platform", "bogus"},
+		{"verify", "--platform", "bogus"},
+		{"warm", "--platform", "bogus"},
+		{"push", "x.mur.zip", "--scope", "acme", "--store", "oci-layout:s", "--platform", "bogus"},
+		{"index", "x.mur.zip", "--scope", "acme", "--platform", "bogus"},
+	} {
+		code, _, errOut := runMur(t, append([]string{"--home", home}, args...)...)
+		if code != 2 || !strings.Contains(errOut, `mur: usage: --platform "bogus" is not a platform; give one of any, linux-x86_64`) {
+			t.Errorf("mur %s: exit %d, %s", strings.Join(args, " "), code, errOut)
+		}
+	}
+	// "all" is a platform choice only where a command acts on every platform the lock names.
+	if code, _, errOut := runMur(t, "--home", home, "pull", "acme/x@1.0.0", "--platform", "all"); code != 2 || !strings.Contains(errOut, "--platform") {
+		t.Errorf("pull --platform all: exit %d, %s", code, errOut)
+	}
+}
+
+func TestDidYouMean(t *testing.T) {
+	home := t.TempDir()
+	t.Chdir(t.TempDir())
+	code, _, errOut := runMur(t, "--home", home, "pull", "acme/hello:1.0.0")
+	if code != 2 || !strings.Contains(errOut, "did you mean acme/hello@1.0.0?") {
+		t.Errorf("pull acme/hello:1.0.0: exit %d, %s", code, errOut)
+	}
+	code, _, errOut = runMur(t, "--home", home, "run", "acme/hello@1.0.0")
+	if code != 2 || !strings.Contains(errOut, "did you mean 'mur run acme/hello'?") {
+		t.Errorf("run acme/hello@1.0.0: exit %d, %s", code, errOut)
+	}
+	code, _, errOut = runMur(t, "--home", home, "run", "acme/hello:1.0.0")
+	if code != 2 || !strings.Contains(errOut, "did you mean 'mur run acme/hello'?") {
+		t.Errorf("run acme/hello:1.0.0: exit %d, %s", code, errOut)
+	}
+}
+
+func TestJSONEnvelope(t *testing.T) {
+	home := t.TempDir()
+	t.Chdir(t.TempDir())
+	// Success: the command's fields, lists as [], and "error": null.
+	code, out, _ := runMur(t, "--home", home, "--json", "cache", "ls")
+	if code != 0 || !strings.Contains(out, `"blobs": []`) || !strings.Contains(out, `"error": null`) {
+		t.Fatalf("cache ls --json on an empty home: exit %d\n%s", code, out)
+	}
+	// Failure: the same shape, the error as token and message.
+	code, out, _ = runMur(t, "--home", home, "--json", "pull")
+	var env struct {
+		Error *jsonError `json:"error"`
+	}
+	if code != 2 || json.Unmarshal([]byte(out), &env) != nil || env.Error == nil || env.Error.Token != errs.Usage || strings.HasPrefix(env.Error.Message, "usage") {
+		t.Fatalf("pull --json with nothing to pull: exit %d\n%s", code, out)
+	}
+	// A pull that failed per artifact keeps each failure's token out of its message.
+	code, out, _ = runMur(t, "--home", home, "--json", "--offline", "pull", "acme/x@1.0.0")
+	var pull struct {
+		Results []struct {
+			Name  string
+			Error *jsonError
+		}
+		Error *jsonError
+	}
+	if code != 1 || json.Unmarshal([]byte(out), &pull) != nil || len(pull.Results) != 1 || pull.Results[0].Error == nil ||
+		pull.Results[0].Error.Token != errs.Offline || strings.HasPrefix(pull.Results[0].Error.Message, "offline:") || pull.Error == nil {
+		t.Fatalf("pull --json --offline: exit %d\n%s", code, out)
+	}
+}
+
+func TestEmptyLists(t *testing.T) {
+	type inner struct {
+		Tags []string          `json:"tags"`
+		Map  map[string]string `json:"map"`
+	}
+	v := struct {
+		A    []int    `json:"a"`
+		P    *inner   `json:"p"`
+		Nil  *inner   `json:"nil"`
+		In   []inner  `json:"in"`
+		Any  any      `json:"any"`
+		Skip []string `json:"skip,omitempty"`
+		hide []string
+	}{P: &inner{}, In: []inner{{}}, Any: inner{}}
+	var b bytes.Buffer
+	if err := writeEnvelope(&b, v, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"a":[],"p":{"tags":[],"map":{}},"nil":null,"in":[{"tags":[],"map":{}}],"any":{"tags":[],"map":{}},"error":null}`
+	var compact bytes.Buffer
+	json.Compact(&compact, b.Bytes())
+	if compact.String() != want {
+		t.Fatalf("got  %s\nwant %s", compact.String(), want)
+	}
+	b.Reset()
+	if err := writeEnvelope(&b, nil, errors.New("plain")); err != nil || !strings.Contains(b.String(), `"token": "internal"`) {
+		t.Fatalf("%v %s", err, b.String())
+	}
+}
+
+func TestVersionFromBuildInfo(t *testing.T) {
+	bi := &debug.BuildInfo{Main: debug.Module{Path: "github.com/murmur-nexus/mur", Version: "v1.4.0"},
+		Deps:     []*debug.Module{{Path: "github.com/tetratelabs/wazero", Version: "v1.12.0"}},
+		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.modified", Value: "true"}, {Key: "vcs.time", Value: "2026-01-02T03:04:05Z"}}}
+	v := readBuildVersion(bi, true)
+	if got := v.String(); !strings.HasPrefix(got, "mur v1.4.0 (0123456789ab, modified, 2026-01-02T03:04:05Z), go") || !strings.Contains(got, "wazero v1.12.0") {
+		t.Fatalf("version = %q", got)
+	}
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		code, out, _ := runMur(t, args...)
+		if code != 0 || !strings.HasPrefix(out, "mur ") || strings.Contains(out, "mur dev") {
+			t.Errorf("mur %s: exit %d, %q", args[0], code, out)
+		}
+	}
+}
+
+func TestPlural(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		want string
+	}{{0, "0 blobs"}, {1, "1 blob"}, {2, "2 blobs"}} {
+		if got := plural(tc.n, "blob"); got != tc.want {
+			t.Errorf("plural(%d) = %q", tc.n, got)
+		}
+	}
+	if got := plural(1, "entry", "entries") + " " + plural(3, "entry", "entries"); got != "1 entry 3 entries" {
+		t.Errorf("irregular: %q", got)
+	}
+}
+
+func TestCompletion(t *testing.T) {
+	for _, sh := range []string{"bash", "zsh", "fish"} {
+		code, out, _ := runMur(t, "completion", sh)
+		if code != 0 || !strings.Contains(out, "pull") || !strings.Contains(out, "forget-scope") || !strings.Contains(out, "plain-http") {
+			t.Errorf("completion %s: exit %d\n%s", sh, code, out)
+		}
+	}
+	if code, _, errOut := runMur(t, "completion", "tcsh"); code != 2 || !strings.Contains(errOut, "bash, zsh or fish") && !strings.Contains(errOut, "bash, zsh, fish") {
+		t.Errorf("completion tcsh: exit %d, %s", code, errOut)
+	}
+}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/murmur-nexus/mur/internal/ref"
+)
+
+// plural is "1 blob", "2 blobs"; many is the plural form when it is not one+"s".
+func plural(n int, one string, many ...string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	if len(many) > 0 {
+		return fmt.Sprintf("%d %s", n, many[0])
+	}
+	return fmt.Sprintf("%d %ss", n, one)
+}
+
+// checkPlatform is the one check of every command's --platform: empty (this machine's), any,
+// a known platform tag, and "all" where the command can act on every platform the lock names.
+func checkPlatform(value string, allowAll bool) error {
+	if value == "" || (allowAll && value == "all") {
+		return nil
+	}
+	if ref.ValidatePlatform(value) == nil {
+		return nil
+	}
+	choices := "any, " + strings.Join(ref.KnownPlatforms, ", ")
+	if allowAll {
+		choices += ", or all"
+	}
+	return usagef("--platform %q is not a platform; give one of %s (this machine is %s)", value, choices, ref.HostPlatform())
+}
+
+// checkArtifactArg refuses a reference where mur run wants an artifact's name, and a
+// docker-style name:tag anywhere, with the form that was probably meant.
+func checkArtifactArg(arg string) error {
+	if name, version, ok := strings.Cut(arg, "@"); ok {
+		return usagef("mur run takes the artifact's name, and runs the version murmur.lock pins; %q names a version: did you mean 'mur run %s'? (to move the pin, run 'mur pull --update %s@%s' first)", arg, name, name, version)
+	}
+	if name, tag, ok := dockerStyle(arg); ok {
+		return usagef("%q is a docker-style reference; mur run takes the artifact's name: did you mean 'mur run %s'? (the version is the one murmur.lock pins, %s asked for)", arg, name, tag)
+	}
+	return nil
+}
+
+// dockerStyle splits scope/name:tag, the way docker, crane and oras write a reference.
+func dockerStyle(arg string) (name, tag string, ok bool) {
+	i := strings.LastIndexByte(arg, ':')
+	if i < 0 || strings.Contains(arg, "@") || strings.HasSuffix(arg, ".mur.zip") {
+		return "", "", false
+	}
+	name, tag = arg[:i], arg[i+1:]
+	if _, err := ref.ParseName(name); err != nil || tag == "" {
+		return "", "", false
+	}
+	return name, tag, true
+}
+
+// parseRef is ref.ParseRef with a "did you mean" for docker-style name:tag references.
+func parseRef(arg string) (ref.Ref, error) {
+	r, err := ref.ParseRef(arg)
+	if err != nil {
+		if name, tag, ok := dockerStyle(arg); ok {
+			return ref.Ref{}, usagef("reference %q uses docker's name:tag form; mur writes scope/name@version: did you mean %s@%s?", arg, name, tag)
+		}
+	}
+	return r, err
+}

@@ -1,0 +1,59 @@
+package fetch_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/errs/errtest"
+	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/lock"
+)
+
+// downSource is a source whose host can't be reached, as GitHub is for a machine without DNS.
+type downSource struct{}
+
+func (downSource) Label(scope string) (string, bool) {
+	return "github:" + scope + "/murmur-artifacts", true
+}
+func (downSource) Resolve(context.Context, ref.Name, string, string, *lock.ScopePin) (fetch.Sourced, error) {
+	return fetch.Sourced{}, errs.New(errs.Network, "can't reach api.github.com: dial tcp: lookup api.github.com: no such host")
+}
+func (downSource) Fetch(context.Context, ref.Name, string, string, *lock.ScopePin, fetch.Scratch) (fetch.Sourced, error) {
+	return fetch.Sourced{}, errs.New(errs.Network, "can't reach api.github.com: dial tcp: lookup api.github.com: no such host")
+}
+
+func TestEveryPlaceSaysWhyInOneMessage(t *testing.T) {
+	w := newWorld(t)
+	st := layoutStore(t)
+	push(t, st, grep, "1.0.0", "any", pack(t, "grep", "1.0.0", 1))
+	p := w.puller(st)
+	p.Source = downSource{}
+	before := w.state()
+	_, err := w.pull(p, req(grep, "1.0.1"))
+	// The mistyped version's "not found" survives beside the source's DNS error.
+	errtest.WantToken(t, err, errs.Network, "acme/grep@1.0.1 could not be pulled from any of the 2 places asked",
+		"[1] "+st.String()+": not-found: ", "acme/grep:1.0.0", "[2] github:acme/murmur-artifacts: network: can't reach api.github.com")
+	w.assertUnchanged(before)
+}
+
+func TestNoStoreAndSourceDown(t *testing.T) {
+	w := newWorld(t)
+	p := w.puller()
+	p.Source = downSource{}
+	_, err := w.pull(p, req(grep, "1.0.0"))
+	errtest.WantToken(t, err, errs.Network, "acme/grep@1.0.0", "no such host", "no store is configured", `stores: ["oci://`, "--store")
+}
+
+func TestAllNotFoundIsNotFound(t *testing.T) {
+	w := newWorld(t)
+	a, b := layoutStore(t), layoutStore(t)
+	_, err := w.pull(w.puller(a, b), fetch.Request{Asked: "acme/grep@2.0.0", Name: grep, Version: "2.0.0", From: []string{fetch.FromStores}})
+	errtest.WantToken(t, err, errs.NotFound, "acme/grep@2.0.0 was not found in any of the 2 places asked", "[1] "+a.String(), "[2] "+b.String(),
+		"sources were not granted")
+	if strings.Contains(errs.Message(err), "no store is configured") {
+		t.Fatalf("two stores were configured: %s", errs.Message(err))
+	}
+}
