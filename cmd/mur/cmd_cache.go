@@ -184,6 +184,7 @@ then, with --max-size, the least recently used, until the blobs hold at most tha
 payloads and compiled modules go with their blob. Temporary files and staging folders of
 killed pulls go once no process holds them. --dry-run lists what would go, and why.`,
 		examples: `mur cache gc
+mur cache gc --keep murmur.lock
 mur cache gc --older-than 0s --dry-run
 mur cache gc --max-size 20GiB
 mur cache gc --keep a/murmur.lock --keep b/murmur.lock --older-than 168h`,
