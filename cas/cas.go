@@ -7,7 +7,10 @@
 //	records/            the pull records, one JSON object a line
 //	quarantine/         blobs whose content no longer matched their name, moved aside
 //	uses/<hex>          empty files whose mtime is the blob's last use
+//	leases/             one flocked file per process bringing blobs in, naming their digests
+//	roots/<hash>        registered GC roots: each names a file (a murmur.lock) whose pins stay
 //	gc.lock             held exclusively by GC while it removes blobs, shared by commits
+//	roots.lock          held exclusively while GC prunes roots, shared while one is registered
 //
 // Last use lives beside the blob rather than in it, so that recording a use never rewrites a
 // read-only blob and works for blobs that other processes have open.
@@ -49,6 +52,10 @@ type Store struct {
 	records    string
 	quarantine string
 	uses       string
+	leases     string
+	roots      string
+	// durability makes a commit survive a power cut; tests replace it to record the order.
+	durability atomicfile.Durability
 }
 
 // BlobInfo describes one blob in the store.
@@ -73,7 +80,11 @@ func Open(root string) (*Store, error) {
 		records:    filepath.Join(abs, "records"),
 		quarantine: filepath.Join(abs, "quarantine"),
 		uses:       filepath.Join(abs, "uses"),
+		leases:     filepath.Join(abs, "leases"),
+		roots:      filepath.Join(abs, "roots"),
 	}
+	// leases/ and roots/ are made when first used, so that a home an older mur made still opens
+	// for reading where it can't be written.
 	for _, dir := range []string{abs, filepath.Join(abs, "blobs"), s.blobs, s.ingest, s.records, s.quarantine, s.uses} {
 		if err := atomicfile.MkdirPrivate(dir); err != nil {
 			return nil, err

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -66,6 +67,14 @@ func TestReadOnlyHome(t *testing.T) {
 	assertPathError(t, "AppendRecord", err, filepath.Join(root, "records"), "read-only")
 	err = s.Touch(d)
 	assertPathError(t, "Touch", err, filepath.Join(root, "uses"), "read-only")
+	// No lease can be taken (a pull goes on without one: no gc can run here either), and
+	// registering a root is quietly nothing.
+	if _, err := s.NewLease(ctx); !errors.Is(err, syscall.EROFS) {
+		t.Fatalf("NewLease on a read-only store: %v, want EROFS", err)
+	}
+	if err := s.RegisterRoot(ctx, "/project/murmur.lock"); err != nil {
+		t.Fatalf("RegisterRoot on a read-only store: %v", err)
+	}
 	_, err = Open(filepath.Join(mnt, "other"))
 	assertPathError(t, "Open of a new store", err, filepath.Join(mnt, "other"), "")
 }

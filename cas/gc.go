@@ -3,6 +3,7 @@ package cas
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -26,36 +27,74 @@ const IngestGrace = 3 * time.Second
 
 // GCOptions says what GC may remove.
 type GCOptions struct {
-	Keep      map[digest.Digest]bool // blobs never removed, e.g. every digest a lock pins
-	OlderThan time.Duration          // remove other blobs unused for at least this long
-	DryRun    bool                   // report what would go, remove nothing
-	Now       time.Time              // the present; zero means time.Now()
+	Keep map[digest.Digest]bool // blobs never removed, e.g. every digest a lock pins
+	// Pinned, when set, names more blobs never to remove. GC calls it after it has taken its
+	// exclusive lock and read the leases, so that a pin written by a process whose lease GC did
+	// not see (it ended before) is in what Pinned reads: the caller reads the locks of the
+	// registered roots there.
+	Pinned func(ctx context.Context) (map[digest.Digest]bool, error)
+	// OlderThan removes unpinned blobs unused for at least this long; a negative value removes
+	// none by age (a trim to MaxSize alone).
+	OlderThan time.Duration
+	// MaxSize, when positive, then removes unpinned blobs, least recently used first, until the
+	// blobs left hold at most MaxSize bytes.
+	MaxSize int64
+	DryRun  bool      // report what would go, remove nothing
+	Now     time.Time // the present; zero means time.Now()
+	// Evict, when set, is called for each blob just before it is removed (on a dry run, instead),
+	// while it can still be read, so that what derives from it (kept payloads, compiled modules)
+	// goes with it. It returns the paths it removed, or would remove. What it can't remove is
+	// only a cache that costs a recompile; it never stops GC.
+	Evict func(ctx context.Context, d digest.Digest, dryRun bool) []string
+}
+
+// GC rules, as reported for each removed blob.
+const (
+	RuleOlderThan = "older-than"
+	RuleMaxSize   = "max-size"
+)
+
+// RemovedBlob is a blob GC removed, or would remove, and why.
+type RemovedBlob struct {
+	BlobInfo
+	Rule   string `json:"rule"`   // RuleOlderThan or RuleMaxSize
+	Reason string `json:"reason"` // the rule applied to this blob, in words
 }
 
 // GCReport says what GC removed, or would remove on a dry run.
 type GCReport struct {
-	Blobs      []BlobInfo `json:"blobs"`       // blobs removed
-	Ingest     []string   `json:"ingest"`      // leftover temporary files removed
-	Quarantine []string   `json:"quarantine"`  // quarantined files removed
-	Freed      int64      `json:"freed_bytes"` // bytes of all of the above
-	Kept       int        `json:"kept"`        // blobs that stay
-	DryRun     bool       `json:"dry_run"`
+	Blobs      []RemovedBlob `json:"blobs"`       // blobs removed
+	Derived    []string      `json:"derived"`     // what Evict removed with them
+	Ingest     []string      `json:"ingest"`      // leftover temporary files removed
+	Quarantine []string      `json:"quarantine"`  // quarantined files removed
+	Freed      int64         `json:"freed_bytes"` // bytes of blobs, leftovers and quarantined files
+	Kept       int           `json:"kept"`        // blobs that stay
+	Pinned     int           `json:"pinned"`      // of those, blobs a lock or a lease keeps
+	Leases     int           `json:"leases"`      // live leases: pulls in flight
+	Size       int64         `json:"size_bytes"`  // bytes of the blobs that stay
+	// OverMaxSize is set when the blobs that stay still exceed MaxSize: what is pinned alone
+	// is larger than the cap.
+	OverMaxSize bool `json:"over_max_size"`
+	DryRun      bool `json:"dry_run"`
 }
 
-// gcLock is held exclusively while GC removes blobs, and shared by commits, so that a blob a
-// commit found already present (or just renamed) is marked used before GC can judge it.
+// gcLock is held exclusively while GC removes blobs, and shared by commits and by Lease.Add, so
+// that a blob a commit found already present (or just renamed) is marked used before GC can judge
+// it, and a digest added to a lease is seen by every GC that has not finished yet.
 func (s *Store) gcLock() string { return filepath.Join(s.root, "gc.lock") }
 
 // GC removes leftovers of ingests that died (files in ingest/ that no process holds locked and
-// that are older than IngestGrace), quarantined files older than OlderThan, and blobs not in Keep
-// whose last use is at least OlderThan ago. A blob used between the listing and its removal is
-// spared, because its last use is read again just before.
+// that are older than IngestGrace), quarantined files older than OlderThan, and blobs that
+// nothing keeps: first those whose last use is at least OlderThan ago, then, while the rest
+// exceed MaxSize, the least recently used. A blob in Keep, in Pinned's answer or in a live lease
+// is never removed. A blob used between the listing and its removal by age is spared, because
+// its last use is read again just before.
 func (s *Store) GC(ctx context.Context, opt GCOptions) (GCReport, error) {
 	now := opt.Now
 	if now.IsZero() {
 		now = time.Now()
 	}
-	rep := GCReport{Blobs: []BlobInfo{}, Ingest: []string{}, Quarantine: []string{}, DryRun: opt.DryRun}
+	rep := GCReport{Blobs: []RemovedBlob{}, Derived: []string{}, Ingest: []string{}, Quarantine: []string{}, DryRun: opt.DryRun}
 
 	if err := s.gcIngest(ctx, now, opt.DryRun, &rep); err != nil {
 		return rep, err
@@ -68,42 +107,132 @@ func (s *Store) GC(ctx context.Context, opt GCOptions) (GCReport, error) {
 		}
 		defer unlock()
 	}
+	// Leases first, then the pins: a pull that pinned its blobs and then released its lease
+	// before this point wrote its lock before it, so Pinned reads that pin.
+	keep, live, err := s.leased(ctx, now, opt.DryRun)
+	if err != nil {
+		return rep, err
+	}
+	rep.Leases = live
+	for d := range opt.Keep {
+		keep[d] = true
+	}
+	if opt.Pinned != nil {
+		more, err := opt.Pinned(ctx)
+		if err != nil {
+			return rep, err
+		}
+		for d := range more {
+			keep[d] = true
+		}
+	}
 	blobs, err := s.List(ctx)
 	if err != nil {
 		return rep, err
 	}
+	remove := func(b BlobInfo, rule, reason string) error {
+		if opt.Evict != nil {
+			rep.Derived = append(rep.Derived, opt.Evict(ctx, b.Digest, opt.DryRun)...)
+		}
+		if !opt.DryRun {
+			p := s.Path(b.Digest)
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return pathErr(err, "removing", p)
+			}
+			os.Remove(filepath.Join(s.uses, b.Digest.Encoded()))
+		}
+		rep.Blobs = append(rep.Blobs, RemovedBlob{BlobInfo: b, Rule: rule, Reason: reason})
+		rep.Freed += b.Size
+		return nil
+	}
+	var stay []BlobInfo
 	cutoff := now.Add(-opt.OlderThan)
 	for _, b := range blobs {
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		if opt.Keep[b.Digest] || b.LastUse.After(cutoff) {
-			rep.Kept++
+		if keep[b.Digest] {
+			rep.Pinned++
+			stay = append(stay, b)
+			continue
+		}
+		if opt.OlderThan < 0 || b.LastUse.After(cutoff) {
+			stay = append(stay, b)
 			continue
 		}
 		if !opt.DryRun {
 			// Read the last use again: a process may have used the blob since List.
 			if cur, err := s.Stat(b.Digest); err != nil || cur.LastUse.After(cutoff) {
-				rep.Kept++
+				stay = append(stay, b)
 				continue
 			}
-			p := s.Path(b.Digest)
-			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return rep, pathErr(err, "removing", p)
-			}
-			os.Remove(filepath.Join(s.uses, b.Digest.Encoded()))
 		}
-		rep.Blobs = append(rep.Blobs, b)
-		rep.Freed += b.Size
+		reason := fmt.Sprintf("unused since %s, longer than --older-than %s", b.LastUse.Local().Format("2006-01-02 15:04"), opt.OlderThan)
+		if err := remove(b, RuleOlderThan, reason); err != nil {
+			return rep, err
+		}
 	}
+	var size int64
+	for _, b := range stay {
+		size += b.Size
+	}
+	if opt.MaxSize > 0 && size > opt.MaxSize {
+		// Least recently used first; equal times by digest, so that a dry run and the real run
+		// pick the same blobs.
+		sort.SliceStable(stay, func(i, j int) bool {
+			if !stay[i].LastUse.Equal(stay[j].LastUse) {
+				return stay[i].LastUse.Before(stay[j].LastUse)
+			}
+			return stay[i].Digest < stay[j].Digest
+		})
+		var left []BlobInfo
+		for i, b := range stay {
+			if err := ctx.Err(); err != nil {
+				return rep, err
+			}
+			if size <= opt.MaxSize || keep[b.Digest] {
+				left = append(left, b)
+				if size <= opt.MaxSize {
+					left = append(left, stay[i+1:]...)
+					break
+				}
+				continue
+			}
+			reason := fmt.Sprintf("least recently used (last used %s) while the cache held %s, over --max-size %s",
+				b.LastUse.Local().Format("2006-01-02 15:04"), humanSize(size), humanSize(opt.MaxSize))
+			if err := remove(b, RuleMaxSize, reason); err != nil {
+				return rep, err
+			}
+			size -= b.Size
+		}
+		stay = left
+		rep.OverMaxSize = size > opt.MaxSize
+	}
+	rep.Kept = len(stay)
+	rep.Size = size
 	if !opt.DryRun && len(rep.Blobs) > 0 {
 		atomicSyncDirs(s.blobs)
 	}
 
-	if err := s.gcQuarantine(cutoff, opt.DryRun, &rep); err != nil {
-		return rep, err
+	if opt.OlderThan >= 0 {
+		if err := s.gcQuarantine(cutoff, opt.DryRun, &rep); err != nil {
+			return rep, err
+		}
 	}
 	return rep, nil
+}
+
+// humanSize writes n bytes the way people read cache sizes.
+func humanSize(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
 }
 
 func (s *Store) gcIngest(ctx context.Context, now time.Time, dryRun bool, rep *GCReport) error {

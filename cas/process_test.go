@@ -54,6 +54,18 @@ func TestHelperProcess(t *testing.T) {
 				}
 			}
 		}
+	case "lease":
+		// Lease a digest, say so, and hold the lease until killed.
+		l, err := s.NewLease(ctx)
+		if err == nil {
+			err = l.Add(ctx, digest.Digest(os.Getenv("MUR_CAS_TEST_DIGEST")))
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(7)
+		}
+		fmt.Println("leased")
+		select {}
 	case "stall":
 		// Ingest half of a large blob, then hang until killed.
 		src := io.MultiReader(io.LimitReader(newPattern(killSeed, killSize), killSize/2), blockForever{})

@@ -62,6 +62,19 @@ func (s *Store) quarantineFile(path, name string) (string, error) {
 	return dst, nil
 }
 
+// Quarantine moves the blob with digest d aside, whatever its content, and returns where it went:
+// for a blob that can't be read (its mode was changed, its disk sector is bad), which the next
+// pull can then fetch again. A blob that is not there is an errs.NotFound error.
+func (s *Store) Quarantine(d digest.Digest) (string, error) {
+	if err := checkDigest(d); err != nil {
+		return "", err
+	}
+	if _, err := os.Lstat(s.Path(d)); errors.Is(err, fs.ErrNotExist) {
+		return "", errs.Wrap(err, errs.NotFound, "blob %s is not in the store at %s", d, s.root)
+	}
+	return s.quarantineFile(s.Path(d), d.Encoded())
+}
+
 // Verify re-hashes the blob with digest d. A mismatch is an errs.Integrity error and the blob is
 // quarantined.
 func (s *Store) Verify(ctx context.Context, d digest.Digest) error {

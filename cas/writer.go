@@ -288,6 +288,21 @@ func (w *Writer) Digest() digest.Digest {
 	return digest.NewDigest(digest.SHA256, w.hash)
 }
 
+// Sync makes what was written so far durable, so that a caller can overlap the fsync with other
+// work (the pull checks the payload meanwhile) and Commit's own fsync finds nothing left to write.
+func (w *Writer) Sync() error {
+	if err := w.checkOpen(); err != nil {
+		return err
+	}
+	if err := w.flush(); err != nil {
+		return err
+	}
+	if err := w.f.Sync(); err != nil {
+		return pathErr(err, "syncing", w.tmp)
+	}
+	return nil
+}
+
 // stop ends the goroutines; the temporary file stays open.
 func (w *Writer) stop() {
 	w.dispatch()
@@ -346,24 +361,22 @@ func (w *Writer) Commit(ctx context.Context, size int64, want digest.Digest) (di
 		w.s.touchHex(got.Encoded(), time.Now())
 		return got, nil
 	}
-	if err := w.f.Sync(); err != nil {
-		return fail(pathErr(err, "syncing", w.tmp))
-	}
 	if err := w.f.Chmod(0o444); err != nil {
 		return fail(pathErr(err, "setting the mode of", w.tmp))
 	}
-	// Closing releases the flock; from here GC's grace period protects the file until the
-	// rename, which follows at once.
-	if err := w.f.Close(); err != nil {
-		os.Remove(w.tmp)
-		return "", pathErr(err, "closing", w.tmp)
-	}
-	if err := os.Rename(w.tmp, final); err != nil {
-		os.Remove(w.tmp)
-		return "", pathErr(err, "renaming the ingest to", final)
-	}
-	if err := atomicfile.SyncDir(w.s.blobs); err != nil {
+	// fsync, rename, fsync of blobs/: the file is whole on disk before its name says so, and the
+	// name survives a power cut before Commit reports success. The flock stays held across the
+	// rename, so GC never judges the file in between.
+	if err := w.s.durability.Publish(w.f, final); err != nil {
+		w.f.Close()
+		if _, serr := os.Stat(w.tmp); serr == nil {
+			os.Remove(w.tmp)
+			return "", pathErr(err, "syncing and renaming the ingest to", final)
+		}
 		return "", pathErr(err, "syncing", w.s.blobs)
+	}
+	if err := w.f.Close(); err != nil {
+		return "", pathErr(err, "closing", final)
 	}
 	// A failed use marker only makes GC see the blob's mtime, which is now anyway.
 	w.s.touchHex(got.Encoded(), time.Now())

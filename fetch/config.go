@@ -28,6 +28,7 @@ import (
 //
 //	stores: [ "oci://registry.internal:5000/murmur", "oci-layout:/srv/murmur-store" ]
 //	sources: { acme: "github:acme/murmur-tools" }
+//	cache: { max_size: 20GiB }
 //
 // Decisions the SPEC leaves open:
 //   - Both files are optional. A project's stores come first, then the home's, with exact
@@ -39,6 +40,10 @@ import (
 //     is always `github:murmur-nexus/default-artifacts` (writing exactly that is tolerated).
 //   - Config files are written by people, and newer mur may add keys, so unknown keys are ignored
 //     and reported in Config.Warnings instead of failing every command.
+//   - cache.max_size caps the CAS: after each pull, unpinned blobs go, least recently used first,
+//     until the blobs hold at most that many bytes (see GC). It is a number of bytes with an
+//     optional unit, K, M, G or T, each 1024 times the one before, spelled K, KB or KiB alike (as
+//     docker's --keep-storage reads them). A project's value wins over the home's.
 
 // ProjectFile is where a project's config lives, relative to the project folder.
 const ProjectFile = ".murmur/config.yaml"
@@ -55,6 +60,8 @@ type Config struct {
 	Stores []string
 	// Sources maps a scope to the `github:OWNER/REPO` that serves it.
 	Sources map[string]string
+	// MaxCacheSize is cache.max_size in bytes; 0 when neither file sets it.
+	MaxCacheSize int64
 	// PlainHTTP holds the oci:// stores written as {url: …, plain_http: true}: registries the
 	// user chose to reach over plain HTTP (never chosen for them off loopback).
 	PlainHTTP map[string]bool
@@ -109,6 +116,9 @@ func LoadConfig(homeConfigPath, projectDir string) (*Config, error) {
 		}
 		for k, v := range f.sources {
 			c.Sources[k] = v
+		}
+		if f.maxCacheSize > 0 {
+			c.MaxCacheSize = f.maxCacheSize
 		}
 	}
 	return c, nil
@@ -209,10 +219,11 @@ func validateOCI(rest string) error {
 
 // file is one parsed config file, already validated and with its paths resolved.
 type configFile struct {
-	stores    []string
-	plainHTTP map[string]bool
-	sources   map[string]string
-	warnings  []string
+	stores       []string
+	plainHTTP    map[string]bool
+	sources      map[string]string
+	maxCacheSize int64
+	warnings     []string
 }
 
 func readConfigFile(path, baseDir string) (*configFile, error) {
@@ -310,6 +321,28 @@ func parseConfig(data []byte, path, baseDir string) (*configFile, error) {
 				}
 				f.sources[scope] = sv.Value
 			}
+		case "cache":
+			if yamlnode.IsNull(v) {
+				continue
+			}
+			if v.Kind != yaml.MappingNode {
+				return nil, bad("line %d: cache must be a mapping such as { max_size: 20GiB }, found %s", v.Line, yamlnode.Describe(v))
+			}
+			for j := 0; j+1 < len(v.Content); j += 2 {
+				ck, cv := v.Content[j], v.Content[j+1]
+				if ck.Value != "max_size" {
+					f.warnings = append(f.warnings, fmt.Sprintf("%s: line %d: unknown key cache.%s ignored", path, ck.Line, ck.Value))
+					continue
+				}
+				if cv.Kind != yaml.ScalarNode {
+					return nil, bad("line %d: cache.max_size must be a size such as 20GiB, found %s", cv.Line, yamlnode.Describe(cv))
+				}
+				n, err := ParseSize(cv.Value)
+				if err != nil {
+					return nil, bad("line %d: cache.max_size: %s", cv.Line, errs.Message(err))
+				}
+				f.maxCacheSize = n
+			}
 		default:
 			f.warnings = append(f.warnings, fmt.Sprintf("%s: line %d: unknown key %q ignored", path, k.Line, k.Value))
 		}
@@ -368,4 +401,25 @@ func ResolveStore(addr, baseDir string) string {
 		return addr
 	}
 	return SchemeOCILayout + filepath.Join(baseDir, p)
+}
+
+// ParseSize reads a size such as 20GiB, 512M, 1.5G or 1000000 (bytes): a positive number with an
+// optional unit K, M, G or T, each 1024 times the one before, spelled with or without B or iB,
+// in any case.
+func ParseSize(v string) (int64, error) {
+	t := strings.TrimSpace(v)
+	num := strings.TrimRightFunc(t, func(r rune) bool { return r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' })
+	unit := strings.ToLower(strings.TrimSpace(t[len(num):]))
+	num = strings.TrimSpace(num)
+	shift := map[string]uint{"": 0, "b": 0, "k": 10, "kb": 10, "kib": 10, "m": 20, "mb": 20, "mib": 20, "g": 30, "gb": 30, "gib": 30, "t": 40, "tb": 40, "tib": 40}
+	sh, ok := shift[unit]
+	f, err := strconv.ParseFloat(num, 64)
+	if !ok || err != nil || num == "" || strings.ContainsAny(num, "eExXpP_") {
+		return 0, errs.New(errs.Usage, "%q is not a size; write a number of bytes with an optional unit, such as 20GiB, 512M or 1000000", v)
+	}
+	bytes := f * float64(uint64(1)<<sh)
+	if !(bytes >= 1) || bytes > float64(1<<62) {
+		return 0, errs.New(errs.Usage, "%q is not a size mur can use; give at least 1 byte and at most 4 EiB, such as 20GiB", v)
+	}
+	return int64(bytes), nil
 }

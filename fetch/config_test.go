@@ -260,3 +260,44 @@ func TestResolveStore(t *testing.T) {
 		}
 	}
 }
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{
+		"1000000": 1000000, "512M": 512 << 20, "512mb": 512 << 20, "20GiB": 20 << 30, "1.5G": 3 << 29, "2 TB": 2 << 40, "64KiB": 64 << 10, "100B": 100,
+	} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "abc", "-5G", "0", "0.1", "10 parsecs", "1e9", "0x10", "G", "NaN", "Inf", "99999999T"} {
+		if _, err := ParseSize(bad); !errors.Is(err, errs.Usage) {
+			t.Errorf("ParseSize(%q) = %v, want a usage error", bad, err)
+		}
+	}
+}
+
+func TestCacheMaxSize(t *testing.T) {
+	dir := t.TempDir()
+	home := filepath.Join(dir, "home", "config.yaml")
+	proj := filepath.Join(dir, "proj")
+	write(t, home, "cache: { max_size: 20GiB, keep: forever }\n")
+	c, err := LoadConfig(home, proj)
+	if err != nil || c.MaxCacheSize != 20<<30 || len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "cache.keep") {
+		t.Fatalf("home cache = %d, %v, warnings %q", c.MaxCacheSize, err, c.Warnings)
+	}
+	write(t, filepath.Join(proj, ".murmur", "config.yaml"), "cache:\n  max_size: 1G\n")
+	if c, err = LoadConfig(home, proj); err != nil || c.MaxCacheSize != 1<<30 {
+		t.Fatalf("the project's max_size does not win: %d, %v", c.MaxCacheSize, err)
+	}
+	for content, want := range map[string]string{
+		"cache: 5G\n":                 "cache must be a mapping",
+		"cache: { max_size: lots }\n": "cache.max_size",
+		"cache: { max_size: [1] }\n":  "cache.max_size must be a size",
+	} {
+		write(t, filepath.Join(proj, ".murmur", "config.yaml"), content)
+		_, err := LoadConfig(home, proj)
+		if !errors.Is(err, errs.InvalidConfig) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an invalid-config error mentioning %q", content, err, want)
+		}
+	}
+}

@@ -2,11 +2,14 @@ package fetch
 
 import (
 	"context"
+	"hash/crc32"
+	"io"
 
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/internal/artifact"
+	"github.com/murmur-nexus/mur/internal/errs"
 )
 
 // readBlob is the one way the fetch verbs read a packed artifact back from the CAS: its directory
@@ -26,3 +29,36 @@ func readBlob(ctx context.Context, store *cas.Store, d digest.Digest, inflate bo
 	wasm, err := a.ReadPayload()
 	return a, wasm, err
 }
+
+// checkPayload streams the payload of a to its end, so that everything the zip says of it holds
+// before the blob becomes visible: it inflates (for a deflated entry) without passing the
+// decompression ceiling or its declared size, and has the size and CRC-32 the zip records. A
+// zip's reader checks a CRC only when the entry declares a nonzero one and only for what is
+// read through it; this check makes no exception.
+func checkPayload(a *artifact.Archive) error {
+	rc, err := a.OpenPayload()
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	h := crc32.NewIEEE()
+	n, err := io.Copy(h, rc)
+	if err != nil {
+		return err
+	}
+	return payloadMatches(a, n, crcString(h.Sum32()))
+}
+
+// payloadMatches holds a payload that was read (size bytes, checksum crc) to what the zip
+// records for it.
+func payloadMatches(a *artifact.Archive, size int64, crc string) error {
+	if size != a.PayloadSize {
+		return errs.New(errs.InvalidArtifact, "the payload %q is %d bytes, but the zip records %d; the artifact is damaged, %s", a.PayloadName, size, a.PayloadSize, reportIt)
+	}
+	if want := crcString(a.PayloadCRC32()); crc != want {
+		return errs.New(errs.InvalidArtifact, "the payload %q has checksum %s, but the zip records %s; the artifact is damaged, %s", a.PayloadName, crc, want, reportIt)
+	}
+	return nil
+}
+
+const reportIt = "so it can't be installed; report it to its publisher"

@@ -2,8 +2,11 @@ package fetch
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
+
+	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/internal/artifact"
@@ -45,29 +48,51 @@ func PublishFile(path, scope, platform string) (PublishItem, error) {
 	}}, nil
 }
 
-// PublishFromCAS finds what murmur.lock pins for r and publishes the CAS's copy of it.
+// PublishFromCAS finds the blob of r in the CAS and publishes it, mirroring it with the same
+// digest: what murmur.lock (l, which may be nil outside a project) pins for r, or else what the
+// CAS's pull records say was pulled as r, so that `mur push NAME@VERSION` works outside any
+// project. latest is the pinned version, or the highest semantic version the records know.
 func PublishFromCAS(store *cas.Store, l *lock.Lock, r ref.Ref, platform string) (PublishItem, error) {
 	if r.Name.Scope == ref.ScopeLocal {
 		return PublishItem{}, errs.New(errs.Usage, "%s was read from a file on disk, and scope %q can't be published; push the file itself under your scope: 'mur push FILE.mur.zip --scope SCOPE --store STORE'", r.Name, ref.ScopeLocal)
-	}
-	e := l.Find(r.Name.String())
-	if e == nil {
-		return PublishItem{}, errs.New(errs.NotFound, "%s is not in murmur.lock; pull it first ('mur pull %s') or push a file with 'mur push FILE.mur.zip --scope %s'", r.Name, r, r.Name.Scope)
-	}
-	if r.Version != ref.Latest && r.Version != e.ResolvedVersion {
-		return PublishItem{}, errs.New(errs.NotFound, "murmur.lock pins %s at %s, not %s; pull %s first", r.Name, e.ResolvedVersion, r.Version, r)
 	}
 	want := platform
 	if want == ref.PlatformAny {
 		want = ref.HostPlatform()
 	}
-	hex, plat, ok := e.Digest(want)
-	if !ok {
-		return PublishItem{}, errs.New(errs.NotFound, "murmur.lock pins no payload of %s@%s for %s", r.Name, e.ResolvedVersion, want)
+	var e *lock.Entry
+	if l != nil {
+		e = l.Find(r.Name.String())
 	}
-	d, err := ref.DigestFromHex(hex)
-	if err != nil {
-		return PublishItem{}, err
+	var (
+		d       digest.Digest
+		plat    string
+		version string
+	)
+	if e != nil && (r.Version == ref.Latest || r.Version == e.ResolvedVersion) {
+		hex, p, ok := e.Digest(want)
+		if !ok {
+			return PublishItem{}, errs.New(errs.NotFound, "murmur.lock pins no payload of %s@%s for %s", r.Name, e.ResolvedVersion, want)
+		}
+		var err error
+		if d, err = ref.DigestFromHex(hex); err != nil {
+			return PublishItem{}, err
+		}
+		plat, version = p, e.ResolvedVersion
+	} else {
+		rec, err := fromRecords(store, r, want)
+		if err != nil {
+			return PublishItem{}, err
+		}
+		if rec == nil {
+			where := "it is not in murmur.lock"
+			if e != nil {
+				where = fmt.Sprintf("murmur.lock pins %s at %s, not %s", r.Name, e.ResolvedVersion, r.Version)
+			}
+			return PublishItem{}, errs.New(errs.NotFound, "%s: %s, and the pull records of %s name no %s for %s whose blob is here; pull it first ('mur pull %s') or push a file with 'mur push FILE.mur.zip --scope %s'",
+				r, where, store.Root(), r, want, r, r.Name.Scope)
+		}
+		d, plat, version = rec.Digest, rec.Platform, rec.Version
 	}
 	// Verified now, so that a damaged blob is refused before anything is sent, and quarantined.
 	if err := store.Verify(context.Background(), d); err != nil {
@@ -78,9 +103,50 @@ func PublishFromCAS(store *cas.Store, l *lock.Lock, r ref.Ref, platform string) 
 		return PublishItem{}, err
 	}
 	return PublishItem{cas: store, Desc: Descriptor{
-		Name: r.Name, Version: e.ResolvedVersion, Platform: plat, Digest: d, Size: st.Size,
-		Title: artifact.FileName(r.Name.Name, e.ResolvedVersion),
+		Name: r.Name, Version: version, Platform: plat, Digest: d, Size: st.Size,
+		Title: artifact.FileName(r.Name.Name, version),
 	}}, nil
+}
+
+// fromRecords is the latest pull record of r (latest: of its highest semantic version) for
+// platform, exact or "any", whose blob the CAS still holds; nil when there is none.
+func fromRecords(store *cas.Store, r ref.Ref, platform string) (*cas.Record, error) {
+	recs, err := store.Records("")
+	if err != nil {
+		return nil, err
+	}
+	var usable []cas.Record
+	for _, rec := range recs {
+		if rec.Name != r.Name.String() || rec.Outcome == cas.OutcomeFailed || rec.Digest == "" || rec.Version == "" ||
+			(rec.Platform != platform && rec.Platform != ref.PlatformAny) || !store.Has(rec.Digest) {
+			continue
+		}
+		usable = append(usable, rec)
+	}
+	version := r.Version
+	if version == ref.Latest {
+		var versions []string
+		for _, rec := range usable {
+			versions = append(versions, rec.Version)
+		}
+		best, ok := ref.HighestSemver(versions)
+		if !ok {
+			return nil, nil
+		}
+		version = best
+	}
+	var found *cas.Record
+	for i := range usable {
+		rec := &usable[i]
+		if rec.Version != version {
+			continue
+		}
+		// The exact platform wins over "any"; among equals, the most recent record.
+		if found == nil || rec.Platform == platform || found.Platform != platform {
+			found = rec
+		}
+	}
+	return found, nil
 }
 
 // Publish sends it. The store is handed the bytes as they are; it refuses a version it already

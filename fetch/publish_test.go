@@ -1,6 +1,7 @@
 package fetch_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -123,4 +124,47 @@ func TestPublishFromCASPlatforms(t *testing.T) {
 	}
 	_, err = fetch.PublishFromCAS(s, l, grep, "darwin-aarch64")
 	errtest.WantToken(t, err, errs.NotFound, "darwin-aarch64")
+}
+
+// Outside a project there is no lock: the CAS's pull records say what was pulled as what.
+func TestPublishFromRecords(t *testing.T) {
+	s, err := cas.Open(filepath.Join(t.TempDir(), "cas"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	grep := ref.Name{Scope: "acme", Name: "grep"}
+	ingest := func(version string, outcome cas.Outcome, platform string) digest.Digest {
+		blob := zipOf("grep", version, platform)
+		d, err := s.Ingest(context.Background(), bytes.NewReader(blob), -1, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.AppendRecord(cas.Record{Name: grep.String(), Version: version, Platform: platform, Digest: d, Size: int64(len(blob)), Outcome: outcome})
+		return d
+	}
+	v1 := ingest("1.9.0", cas.OutcomePulled, "any")
+	v2 := ingest("1.10.0", cas.OutcomeCacheHit, "any")
+	failed := ingest("2.0.0", cas.OutcomeFailed, "any") // a failed pull pins nothing
+	host := ingest("1.10.0", cas.OutcomePulled, ref.HostPlatform())
+	gone := ingest("3.0.0", cas.OutcomePulled, "any")
+	os.Remove(s.Path(gone)) // gc took it: it can't be pushed
+	_ = failed
+
+	for _, c := range []struct {
+		version, platform string
+		want              digest.Digest
+	}{
+		{"1.9.0", "any", v1},
+		{ref.Latest, "any", host}, // 1.10.0, and this machine's build wins over "any"
+		{"1.10.0", "darwin-x86_64", v2},
+	} {
+		it, err := fetch.PublishFromCAS(s, nil, ref.Ref{Name: grep, Version: c.version}, c.platform)
+		if err != nil || it.Desc.Digest != c.want || it.Desc.Name != grep || it.Desc.Title == "" {
+			t.Fatalf("%s for %s: %+v, %v; want %s", c.version, c.platform, it.Desc, err, c.want)
+		}
+	}
+	for _, version := range []string{"2.0.0", "3.0.0", "4.0.0"} {
+		_, err := fetch.PublishFromCAS(s, nil, ref.Ref{Name: grep, Version: version}, "any")
+		errtest.WantToken(t, err, errs.NotFound, "acme/grep@"+version, "pull records", "mur pull")
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/opencontainers/go-digest"
@@ -106,6 +107,21 @@ type Puller struct {
 	Precompile func(ctx context.Context, wasm []byte) error
 	Events     func(Event)
 	Now        func() time.Time
+	// MaxCacheSize, when positive, trims the CAS after a pull to at most this many bytes (the
+	// cache: {max_size: …} of config.yaml): unpinned blobs go, least recently used first.
+	MaxCacheSize int64
+	// Evict removes what derives from a blob a trim removes (kept payloads, compiled modules);
+	// nil leaves them to `mur cache gc`.
+	Evict func(ctx context.Context, d digest.Digest, dryRun bool) []string
+	// Warn reports what went wrong without failing the pull (a trim that could not run); nil
+	// drops it.
+	Warn func(msg string)
+}
+
+func (p *Puller) warn(format string, args ...any) {
+	if p.Warn != nil {
+		p.Warn(fmt.Sprintf(format, args...))
+	}
 }
 
 func (p *Puller) platform() string {
@@ -137,6 +153,22 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 	}
 	results := make([]Result, len(reqs))
 	errList := make([]error, len(reqs))
+	// The lease keeps every digest this pull learns from GC until the lock pins it.
+	lease, err := p.CAS.NewLease(ctx)
+	if errors.Is(err, syscall.EROFS) {
+		// A read-only home (a restored CI cache): nothing can be brought in, and no gc can run.
+		lease, err = nil, nil
+	}
+	if err != nil {
+		for i := range reqs {
+			results[i] = Result{Name: reqs[i].Name.String(), Error: err.Error()}
+		}
+		return results, err
+	}
+	defer lease.Release()
+	// Staging leftovers of killed pulls go before new ones are made; one that can't be removed
+	// only costs disk space, and gc tries again.
+	sweepStaging(proj, p.now(), false)
 	sem := make(chan struct{}, jobs)
 	var wg sync.WaitGroup
 	for i := range reqs {
@@ -144,7 +176,7 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 		sem <- struct{}{}
 		go func(i int) {
 			defer func() { <-sem; wg.Done() }()
-			res, err := p.pullOne(ctx, proj, reqs[i])
+			res, err := p.pullOne(ctx, proj, reqs[i], lease)
 			if err != nil {
 				res.Name = reqs[i].Name.String()
 				res.Error, res.Err = err.Error(), err
@@ -154,12 +186,30 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 		}(i)
 	}
 	wg.Wait()
+	lease.Release()
+	p.trim(ctx, proj, errList)
 	for _, err := range errList {
 		if err != nil {
 			return results, err
 		}
 	}
 	return results, nil
+}
+
+// trim applies MaxCacheSize once a pull is over. What the pull pinned is safe: the project's lock
+// is registered as a GC root, and is the current project's besides.
+func (p *Puller) trim(ctx context.Context, proj Project, errList []error) {
+	if p.MaxCacheSize <= 0 || !slices.Contains(errList, nil) {
+		return
+	}
+	rep, err := GC(ctx, GCInput{CAS: p.CAS, Project: proj.Dir, OlderThan: -1, MaxSize: p.MaxCacheSize, Evict: p.Evict})
+	if err != nil {
+		p.warn("the cache was not trimmed to cache.max_size (%d bytes): %s; run 'mur cache gc --max-size %d' to see why", p.MaxCacheSize, errs.Message(err), p.MaxCacheSize)
+		return
+	}
+	if rep.OverMaxSize {
+		p.warn("the cache holds %d bytes that locks pin or pulls are bringing in, over cache.max_size (%d bytes); raise it, or remove projects you no longer use and run 'mur cache gc'", rep.Size, p.MaxCacheSize)
+	}
 }
 
 // pinned is what murmur.lock says about a request.
@@ -204,7 +254,7 @@ func (p *Puller) readPin(proj Project, req Request) (pinned, error) {
 	return pin, nil
 }
 
-func (p *Puller) pullOne(ctx context.Context, proj Project, req Request) (res Result, err error) {
+func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *cas.Lease) (res Result, err error) {
 	start := p.now()
 	res = Result{Name: req.Name.String()}
 	// Every failure is recorded, the ones decided before any request (offline, a version the
@@ -230,26 +280,25 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request) (res Re
 		version = pin.version
 	}
 	// A locked pull whose blob is already here makes no request at all.
-	if pin.digest != "" && !req.Update && p.CAS.Has(pin.digest) {
-		st, err := p.CAS.Stat(pin.digest)
-		if err != nil {
+	if pin.digest != "" && !req.Update {
+		if err := lease.Add(ctx, pin.digest); err != nil {
 			return res, err
 		}
-		res.Version, res.Platform, res.Digest, res.Size, res.CacheHit = version, pin.platform, pin.digest.String(), st.Size, true
-		res.Origin = "cas"
-		if err := p.finish(ctx, proj, req, &res, nil, start, false); err != nil {
-			return res, err
+		if p.CAS.Has(pin.digest) {
+			return res, p.cacheHit(ctx, proj, req, &res, &fetched{desc: Descriptor{Name: req.Name, Version: version, Platform: pin.platform, Digest: pin.digest}}, start)
 		}
-		p.emit(Event{Name: res.Name, Phase: PhaseCached, Bytes: st.Size, Total: st.Size, Elapsed: p.now().Sub(start)})
-		return res, nil
 	}
 	if p.Offline {
 		what := req.Name.String() + "@" + version
 		return res, errs.New(errs.Offline, "%s is not in the cache and the network is off (--offline or MUR_OFFLINE); run 'mur warm' (or 'mur pull %s') with network first", what, what)
 	}
-	got, err := p.fetch(ctx, req, version, pin)
+	got, err := p.fetch(ctx, req, version, pin, lease)
 	if err != nil {
 		return res, err
+	}
+	if got.w == nil {
+		// Resolved to a digest the CAS already holds: nothing to download.
+		return res, p.cacheHit(ctx, proj, req, &res, got, start)
 	}
 	defer got.w.Close()
 	p.emit(Event{Name: res.Name, Phase: PhaseVerify, Bytes: got.w.Size(), Total: got.w.Size(), From: got.desc.Origin})
@@ -257,14 +306,35 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request) (res Re
 	res.Version, res.Platform, res.Origin = got.desc.Version, got.desc.Platform, got.desc.Origin
 	res.Size, res.Transferred, res.Release, res.Asset, res.NewPin = got.w.Size(), got.w.Size(), got.release, got.asset, got.newPin
 	res.Digest = got.w.Digest().String()
-	if err := p.finish(ctx, proj, req, &res, got, start, true); err != nil {
+	if err := p.finish(ctx, proj, req, &res, got, start); err != nil {
 		return res, err
 	}
 	p.emit(Event{Name: res.Name, Phase: PhaseDone, Bytes: res.Size, Total: res.Size, From: res.Origin, Elapsed: fetchTook})
 	return res, nil
 }
 
-// fetched is a payload in a CAS scratch that passed every check but the lock's.
+// cacheHit pins and stages a payload the CAS already holds, and records a cache hit: 0 bytes
+// transferred.
+func (p *Puller) cacheHit(ctx context.Context, proj Project, req Request, res *Result, got *fetched, start time.Time) error {
+	st, err := p.CAS.Stat(got.desc.Digest)
+	if err != nil {
+		return err
+	}
+	plat := got.desc.Platform
+	if plat == "" {
+		plat = ref.PlatformAny
+	}
+	res.Version, res.Platform, res.Digest, res.Size, res.CacheHit = got.desc.Version, plat, got.desc.Digest.String(), st.Size, true
+	res.Origin, res.Release, res.Asset, res.NewPin = "cas", got.release, got.asset, got.newPin
+	if err := p.finish(ctx, proj, req, res, got, start); err != nil {
+		return err
+	}
+	p.emit(Event{Name: res.Name, Phase: PhaseCached, Bytes: st.Size, Total: st.Size, Elapsed: p.now().Sub(start)})
+	return nil
+}
+
+// fetched is a payload that passed every check but the lock's: in a CAS scratch, or (w nil) a
+// blob the CAS already holds.
 type fetched struct {
 	w       *cas.Writer
 	desc    Descriptor
@@ -274,7 +344,7 @@ type fetched struct {
 	archive *artifact.Archive
 }
 
-func (p *Puller) fetch(ctx context.Context, req Request, version string, pin pinned) (*fetched, error) {
+func (p *Puller) fetch(ctx context.Context, req Request, version string, pin pinned, lease *cas.Lease) (*fetched, error) {
 	from := req.From
 	if from == nil {
 		from = DefaultFrom
@@ -287,7 +357,7 @@ func (p *Puller) fetch(ctx context.Context, req Request, version string, pin pin
 		case FromStores:
 			for _, st := range p.Stores {
 				asked = append(asked, st.String())
-				got, err := p.fromStore(ctx, st, req, version, pin)
+				got, err := p.fromStore(ctx, st, req, version, pin, lease)
 				if err == nil {
 					return got, nil
 				}
@@ -310,7 +380,7 @@ func (p *Puller) fetch(ctx context.Context, req Request, version string, pin pin
 					return nil, err
 				}
 			}
-			got, err := p.fromSource(ctx, req, version, pin)
+			got, err := p.fromSource(ctx, req, version, pin, lease)
 			if err == nil {
 				return got, nil
 			}
@@ -362,26 +432,43 @@ func allFailed(what, scope string, from []string, haveStores bool, asked []strin
 	return errs.Wrap(errors.Join(failures...), tok, "%s %s any of the %d places asked: %s%s", what, verb, len(failures), strings.Join(reasons, "; "), hint)
 }
 
-func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version string, pin pinned) (*fetched, error) {
-	desc := Descriptor{Name: req.Name, Version: version, Platform: pin.platform, Digest: pin.digest, Size: -1, Origin: st.String()}
-	if pin.digest == "" {
-		d, err := st.Resolve(ctx, req.Name, version, p.platform())
-		if err != nil {
-			return nil, err
-		}
-		desc = d
-		desc.Origin = st.String()
+// resolveAt turns a request into the descriptor st holds for it. A pinned digest is looked up by
+// tag too, for the size the manifest declares (the bound of the download). movedTo is set when
+// the tag now names other bytes for the pinned platform: that is the lock's business only if the
+// pinned blob itself is gone, which Open finds out. Only a tag that serves the pinned platform
+// itself can contradict the pin; an "any" payload for a platform-specific pin means the store does
+// not serve that platform.
+func (p *Puller) resolveAt(ctx context.Context, st Store, req Request, version string, pin pinned) (desc Descriptor, movedTo digest.Digest, err error) {
+	d, err := st.Resolve(ctx, req.Name, version, p.platform())
+	d.Origin = st.String()
+	switch {
+	case pin.digest == "":
+		return d, "", err
+	case err == nil && d.Digest == pin.digest:
+		d.Platform = pin.platform
+		return d, "", nil
+	case err == nil && d.Platform == pin.platform:
+		movedTo = d.Digest
+	}
+	return Descriptor{Name: req.Name, Version: version, Platform: pin.platform, Digest: pin.digest, Size: -1, Origin: st.String()}, movedTo, nil
+}
+
+func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version string, pin pinned, lease *cas.Lease) (*fetched, error) {
+	desc, movedTo, err := p.resolveAt(ctx, st, req, version, pin)
+	if err != nil {
+		return nil, err
+	}
+	if desc.Platform == "" {
+		desc.Platform = ref.PlatformAny
+	}
+	if got, err := p.fromCAS(ctx, desc, lease, st.String(), errs.Integrity); got != nil || err != nil {
+		return got, err
 	}
 	rc, err := st.Open(ctx, req.Name, desc.Digest)
-	if err != nil && pin.digest != "" && errors.Is(err, errs.NotFound) {
-		// The pinned blob is gone; if the tag now names other bytes, that is the lock's business.
-		// Only a tag that serves the pinned platform itself can contradict the pin; an "any"
-		// payload for a platform-specific pin means the store does not serve that platform.
-		if d, rerr := st.Resolve(ctx, req.Name, version, p.platform()); rerr == nil && d.Digest != pin.digest && d.Platform == pin.platform {
-			return nil, errs.New(errs.LockConflict,
-				"%s serves %s@%s as %s, but murmur.lock pins %s; if the new bytes are expected run 'mur pull --update %s@%s', otherwise ask the publisher why the tag moved",
-				st, req.Name, version, d.Digest, pin.digest, req.Name, version)
-		}
+	if err != nil && movedTo != "" && errors.Is(err, errs.NotFound) {
+		return nil, errs.New(errs.LockConflict,
+			"%s serves %s@%s as %s, but murmur.lock pins %s; if the new bytes are expected run 'mur pull --update %s@%s', otherwise ask the publisher why the tag moved",
+			st, req.Name, version, movedTo, pin.digest, req.Name, version)
 	}
 	if err != nil {
 		return nil, err
@@ -397,25 +484,66 @@ func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version s
 			w.Close()
 		}
 	}()
-	if _, err := io.Copy(&progressWriter{w: w, p: p, name: req.Name.String(), total: desc.Size, from: st.String()}, rc); err != nil {
-		return nil, errs.Wrap(err, errs.Network, "reading %s@%s from %s stopped after %d bytes: %v; run the pull again", req.Name, version, st, w.Size(), err)
+	dst := &progressWriter{w: w, p: p, name: req.Name.String(), total: desc.Size, from: st.String()}
+	if _, err := copyBounded(dst, rc, desc.Size); err != nil {
+		if errors.Is(err, errTooLong) {
+			return nil, errs.New(errs.Integrity, "%s declares %d bytes for %s (%s@%s) but sent more; the transfer was stopped after %d bytes and nothing was kept; report it to the store's owner",
+				st, desc.Size, desc.Digest, req.Name, desc.Version, w.Size())
+		}
+		return nil, errs.Wrap(err, errs.Network, "reading %s@%s from %s stopped after %d bytes: %v; run the pull again", req.Name, desc.Version, st, w.Size(), err)
 	}
 	if w.Digest() != desc.Digest || (desc.Size >= 0 && w.Size() != desc.Size) {
 		return nil, errs.New(errs.Integrity, "%s served %d bytes with digest %s for %s@%s, expected %s (%d bytes); nothing was written; report it to the store's owner",
-			st, w.Size(), w.Digest(), req.Name, version, desc.Digest, desc.Size)
+			st, w.Size(), w.Digest(), req.Name, desc.Version, desc.Digest, desc.Size)
 	}
-	a, err := checkPacked(w, req.Name, version, st.String(), errs.Integrity)
+	a, err := checkPacked(w, w.Size(), req.Name, desc.Version, st.String(), errs.Integrity)
 	if err != nil {
 		return nil, err
-	}
-	if desc.Platform == "" {
-		desc.Platform = ref.PlatformAny
 	}
 	ok = true
 	return &fetched{w: w, desc: desc, archive: a}, nil
 }
 
-func (p *Puller) fromSource(ctx context.Context, req Request, version string, pin pinned) (*fetched, error) {
+// fromCAS leases desc's digest and, when the CAS holds it, returns it as fetched without
+// downloading anything, once its packed manifest names what it was resolved as. It returns nil,
+// nil when the CAS does not hold it.
+func (p *Puller) fromCAS(ctx context.Context, desc Descriptor, lease *cas.Lease, origin string, tok errs.Token) (*fetched, error) {
+	if err := lease.Add(ctx, desc.Digest); err != nil {
+		return nil, err
+	}
+	if !p.CAS.Has(desc.Digest) {
+		return nil, nil
+	}
+	blob, err := p.CAS.ReaderAt(ctx, desc.Digest)
+	if errors.Is(err, errs.NotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer blob.Close()
+	a, err := checkPacked(blob, blob.Size(), desc.Name, desc.Version, origin, tok)
+	if err != nil {
+		return nil, err
+	}
+	return &fetched{desc: desc, archive: a}, nil
+}
+
+func (p *Puller) fromSource(ctx context.Context, req Request, version string, pin pinned, lease *cas.Lease) (*fetched, error) {
+	s, err := p.Source.Resolve(ctx, req.Name, version, p.platform(), pin.owner)
+	if err != nil {
+		return nil, err
+	}
+	if pin.digest != "" && s.Digest != pin.digest {
+		return nil, errs.New(errs.LockConflict, "%s serves %s@%s as %s, but murmur.lock pins %s; if the new bytes are expected run 'mur pull --update %s@%s'",
+			s.Origin, req.Name, s.Version, s.Digest, pin.digest, req.Name, s.Version)
+	}
+	if got, err := p.fromCAS(ctx, s.Descriptor, lease, s.Origin, errs.IndexMismatch); got != nil || err != nil {
+		if got != nil {
+			got.release, got.asset, got.newPin = s.Release, s.Asset, s.NewPin
+		}
+		return got, err
+	}
 	w, err := p.CAS.NewWriter(ctx)
 	if err != nil {
 		return nil, err
@@ -426,8 +554,8 @@ func (p *Puller) fromSource(ctx context.Context, req Request, version string, pi
 			w.Close()
 		}
 	}()
-	pw := &progressScratch{progressWriter{w: w, p: p, name: req.Name.String(), total: -1, from: "source"}, w}
-	s, err := p.Source.Fetch(ctx, req.Name, version, p.platform(), pin.owner, pw)
+	pw := &progressScratch{progressWriter{w: w, p: p, name: req.Name.String(), total: s.Size, from: "source"}, w}
+	s, err = p.Source.Fetch(ctx, req.Name, version, p.platform(), pin.owner, pw)
 	if err != nil {
 		return nil, err
 	}
@@ -438,7 +566,7 @@ func (p *Puller) fromSource(ctx context.Context, req Request, version string, pi
 	if w.Digest() != s.Digest {
 		return nil, errs.New(errs.Integrity, "%s reported %s for %s@%s but the bytes hash to %s; nothing was written", s.Origin, s.Digest, req.Name, s.Version, w.Digest())
 	}
-	a, err := checkPacked(w, req.Name, s.Version, s.Origin, errs.IndexMismatch)
+	a, err := checkPacked(w, w.Size(), req.Name, s.Version, s.Origin, errs.IndexMismatch)
 	if err != nil {
 		return nil, err
 	}
@@ -447,9 +575,9 @@ func (p *Puller) fromSource(ctx context.Context, req Request, version string, pi
 }
 
 // checkPacked refuses a payload whose own murmur.yaml names another artifact or version than
-// the one it was served as: a store or source must not swap one tool for another.
-func checkPacked(w *cas.Writer, name ref.Name, version, origin string, tok errs.Token) (*artifact.Archive, error) {
-	a, err := artifact.Read(w, w.Size())
+// the one it was resolved as: a store or source must not swap one tool for another.
+func checkPacked(r io.ReaderAt, size int64, name ref.Name, version, origin string, tok errs.Token) (*artifact.Archive, error) {
+	a, err := artifact.Read(r, size)
 	if err != nil {
 		return nil, errs.Wrap(err, errs.TokenOf(err), "%s@%s from %s: %s", name, version, origin, errs.Message(err))
 	}
@@ -460,12 +588,65 @@ func checkPacked(w *cas.Writer, name ref.Name, version, origin string, tok errs.
 	return a, nil
 }
 
-// finish makes a fetched payload visible and tells the project about it. The lock is checked
-// before the blob is committed, so that a conflict leaves no blob behind.
-func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Result, got *fetched, start time.Time, fresh bool) error {
+// finish makes a payload visible and tells the project about it. Every check of the payload (its
+// CRC-32, its sizes, the decompression ceiling) runs before the lock is touched, and the blob is
+// committed inside the lock's update, after the lock's own checks, so that a failure of any kind
+// leaves no blob, no lock entry and no tools/.
+func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Result, got *fetched, start time.Time) error {
 	hex := strings.TrimPrefix(res.Digest, "sha256:")
-	upsert := func(l *lock.Lock) error {
-		if got != nil && got.newPin != nil {
+	d := digest.Digest(res.Digest)
+	fresh := got.w != nil
+	// tools/ shows what this machine runs; a pull for another platform (a CI warming a mixed
+	// fleet's lock) fills the CAS and the lock but leaves tools/ alone.
+	stage := p.platform() == ref.HostPlatform()
+	var prepared *preparedStage
+	if fresh {
+		// The payload is checked (and staged, when it is this machine's) from the scratch while
+		// the scratch is made durable.
+		src, err := got.w.OpenRead()
+		if err != nil {
+			return err
+		}
+		checked := make(chan error, 1)
+		go func() {
+			defer src.Close()
+			var err error
+			if stage {
+				prepared, err = prepareStage(proj, req.Name, d, src)
+			} else {
+				err = checkPayload(got.archive)
+			}
+			checked <- err
+		}()
+		syncErr := got.w.Sync()
+		if err := <-checked; err != nil {
+			return errs.Wrap(err, errs.TokenOf(err), "%s@%s from %s: %s; nothing was written", req.Name, res.Version, res.Origin, errs.Message(err))
+		}
+		if syncErr != nil {
+			prepared.discard()
+			return syncErr
+		}
+	} else if stage {
+		var err error
+		if prepared, err = prepareFromCAS(ctx, proj, p.CAS, req.Name, d); err != nil {
+			return err
+		}
+	}
+	// The lock is registered as a GC root before it is written and again after, before the lease
+	// that protects its blobs ends, so that no gc run elsewhere takes them, even if this process
+	// is killed in between.
+	lockPath, _ := filepath.Abs(proj.LockPath())
+	warned := false
+	register := func() {
+		if err := p.CAS.RegisterRoot(ctx, lockPath); err != nil && !warned {
+			warned = true
+			res.Warnings = append(res.Warnings, "not registered as a GC root, so 'mur cache gc' run outside this project may remove its blobs: "+errs.Message(err))
+		}
+	}
+	register()
+	size, want := res.Size, d
+	err := lock.Update(ctx, proj.LockPath(), func(l *lock.Lock) error {
+		if got.newPin != nil {
 			// Another process may have pinned the scope since this pull read the lock.
 			if cur, ok := l.Pin(req.Name.Scope); ok {
 				if err := cur.CheckOwner(req.Name.Scope, got.newPin.Source, got.newPin.OwnerID); err != nil {
@@ -481,68 +662,31 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 			// what this platform runs, so it is pinned under this platform's own key.
 			plat = p.platform()
 		}
-		return l.Upsert(req.Name.String(), res.Version, plat, hex, "operator", req.Update)
-	}
-	d := digest.Digest(res.Digest)
-	// tools/ shows what this machine runs; a pull for another platform (a CI warming a mixed
-	// fleet's lock) fills the CAS and the lock but leaves tools/ alone.
-	stage := p.platform() == ref.HostPlatform()
-	// A fresh payload is staged from its scratch while Commit makes the blob durable; the
-	// staged folder is moved into place only once the blob and the lock are.
-	var staging chan stageOutcome
-	if fresh {
-		snap, err := lock.Read(proj.LockPath())
-		if err != nil {
+		if err := l.Upsert(req.Name.String(), res.Version, plat, hex, "operator", req.Update); err != nil {
 			return err
 		}
-		if err := upsert(snap); err != nil {
+		if fresh {
+			// Under the lock's own file lock: the blob appears only once the lock will pin it.
+			_, err := got.w.Commit(ctx, size, want)
 			return err
 		}
-		if stage {
-			src, err := got.w.OpenRead()
-			if err != nil {
-				return err
-			}
-			staging = make(chan stageOutcome, 1)
-			go func() {
-				defer src.Close()
-				st, err := prepareStage(proj, req.Name, d, src)
-				staging <- stageOutcome{st, err}
-			}()
-		}
-		_, err = got.w.Commit(ctx, got.w.Size(), got.w.Digest())
-		if err == nil {
-			err = lock.Update(ctx, proj.LockPath(), upsert)
-		}
-		if err != nil {
-			if staging != nil {
-				if o := <-staging; o.st != nil {
-					o.st.discard()
-				}
-			}
-			return err
-		}
-	} else if err := lock.Update(ctx, proj.LockPath(), upsert); err != nil {
+		return nil
+	})
+	if err != nil {
+		prepared.discard()
 		return err
 	}
 	switch {
-	case staging != nil:
-		o := <-staging
-		if o.err != nil {
-			return o.err
-		}
-		dir, err := o.st.install()
+	case prepared != nil:
+		dir, err := prepared.install()
 		if err != nil {
 			return err
 		}
 		res.Tools = dir
 	case stage:
-		dir, err := Stage(proj, p.CAS, req.Name, d)
-		if err != nil {
-			return err
-		}
-		res.Tools = dir
+		res.Tools = StagedDir(proj, req.Name)
 	}
+	register()
 	p.CAS.Touch(d)
 	if fresh && p.Precompile != nil && got.archive != nil && !got.archive.Component {
 		// The scratch is gone once committed: read the payload back from the blob.
@@ -553,11 +697,6 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 	}
 	p.record(req, res, start, nil)
 	return nil
-}
-
-type stageOutcome struct {
-	st  *preparedStage
-	err error
 }
 
 func (p *Puller) precompile(ctx context.Context, d digest.Digest) error {

@@ -63,16 +63,25 @@ func Stage(proj Project, store *cas.Store, name ref.Name, d digest.Digest) (stri
 	if isStaged(dir, d) {
 		return dir, nil
 	}
-	src, err := store.ReaderAt(context.Background(), d)
-	if err != nil {
-		return "", errs.Wrap(err, errs.TokenOf(err), "can't stage %s: %s; run 'mur pull'", dir, errs.Message(err))
-	}
-	defer src.Close()
-	st, err := prepareStage(proj, name, d, src)
-	if err != nil {
-		return "", err
+	st, err := prepareFromCAS(context.Background(), proj, store, name, d)
+	if err != nil || st == nil {
+		return dir, err
 	}
 	return st.install()
+}
+
+// prepareFromCAS prepares the staged folder of blob d, or returns nil when it is staged already.
+func prepareFromCAS(ctx context.Context, proj Project, store *cas.Store, name ref.Name, d digest.Digest) (*preparedStage, error) {
+	dir := StagedDir(proj, name)
+	if isStaged(dir, d) {
+		return nil, nil
+	}
+	src, err := store.ReaderAt(ctx, d)
+	if err != nil {
+		return nil, errs.Wrap(err, errs.TokenOf(err), "can't stage %s: %s; run 'mur pull'", dir, errs.Message(err))
+	}
+	defer src.Close()
+	return prepareStage(proj, name, d, src)
 }
 
 func isStaged(dir string, d digest.Digest) bool {
@@ -85,6 +94,8 @@ type preparedStage struct {
 	dir, tmp string
 	name     ref.Name
 	d        digest.Digest
+	hold     *os.File // the temporary folder, flocked while it lives (see sweepStaging)
+	created  []string // folders made for it, removed again if it is discarded
 }
 
 // prepareStage writes the staged files of the packed file src (whose digest is d) into a new
@@ -100,15 +111,26 @@ func prepareStage(proj Project, name ref.Name, d digest.Digest, src cas.ReaderAt
 		return nil, err
 	}
 	parent := filepath.Dir(dir)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
+	// A failed pull leaves no tools/: the folders made here go again unless it succeeds.
+	created, err := mkdirAllRecorded(parent, proj.Dir)
+	if err != nil {
 		return nil, errs.Wrap(err, errs.IO, "can't create %s: %v", parent, err)
 	}
 	tmp, err := os.MkdirTemp(parent, atomicfile.TempPrefix+name.Name+"-")
 	if err != nil {
+		removeCreated(created)
+		return nil, errs.Wrap(err, errs.IO, "can't stage %s: %v", dir, err)
+	}
+	hold, err := holdFolder(tmp)
+	if err != nil {
+		os.RemoveAll(tmp)
+		removeCreated(created)
 		return nil, errs.Wrap(err, errs.IO, "can't stage %s: %v", dir, err)
 	}
 	fail := func(err error) (*preparedStage, error) {
 		os.RemoveAll(tmp)
+		hold.Close()
+		removeCreated(created)
 		return nil, errs.Wrap(err, errs.TokenOf(err), "staging %s: %s", dir, errs.Message(err))
 	}
 	m := stagedMarker{Digest: d.String(), Files: map[string]string{}, Sizes: map[string]int64{}}
@@ -116,7 +138,7 @@ func prepareStage(proj Project, name ref.Name, d digest.Digest, src cas.ReaderAt
 		return fail(errs.Wrap(err, errs.IO, "%v", err))
 	}
 	if off, n, ok := a.StoredPayload(); ok {
-		err = copyStored(tmp, a.PayloadName, src, off, n, a.PayloadCRC32(), &m)
+		err = copyStored(tmp, a.PayloadName, src, off, n, &m)
 	} else {
 		var pr io.ReadCloser
 		if pr, err = a.OpenPayload(); err != nil {
@@ -126,7 +148,15 @@ func prepareStage(proj Project, name ref.Name, d digest.Digest, src cas.ReaderAt
 		pr.Close()
 	}
 	if err != nil {
+		if errs.TokenOf(err) == errs.InvalidArtifact {
+			return fail(err)
+		}
 		return fail(errs.Wrap(err, errs.IO, "%v", err))
+	}
+	// What was staged is the payload the zip records, or the pull fails: the staged file's
+	// checksum is what mur verify holds it to later.
+	if err := payloadMatches(a, m.Sizes[a.PayloadName], m.Files[a.PayloadName]); err != nil {
+		return fail(err)
 	}
 	m.Stamps = map[string]string{}
 	for f := range m.Files {
@@ -136,15 +166,22 @@ func prepareStage(proj Project, name ref.Name, d digest.Digest, src cas.ReaderAt
 	if err := os.WriteFile(filepath.Join(tmp, stagedMarkerFile), append(mb, '\n'), 0o644); err != nil {
 		return fail(errs.Wrap(err, errs.IO, "%v", err))
 	}
-	return &preparedStage{dir: dir, tmp: tmp, name: name, d: d}, nil
+	return &preparedStage{dir: dir, tmp: tmp, name: name, d: d, hold: hold, created: created}, nil
 }
 
-// discard removes a prepared folder that will not be installed.
-func (st *preparedStage) discard() { os.RemoveAll(st.tmp) }
+// discard removes a prepared folder that will not be installed; nil is nothing to discard.
+func (st *preparedStage) discard() {
+	if st != nil {
+		os.RemoveAll(st.tmp)
+		st.hold.Close()
+		removeCreated(st.created)
+	}
+}
 
 // install moves the prepared folder into place under the per-tool lock, unless another process
 // staged the same blob meanwhile.
 func (st *preparedStage) install() (string, error) {
+	defer st.hold.Close()
 	defer os.RemoveAll(st.tmp)
 	parent := filepath.Dir(st.dir)
 	unlock, err := lockedfile.Lock(context.Background(), filepath.Join(parent, "."+st.name.Name+".lock"))
@@ -246,8 +283,9 @@ func writeStaged(dir, file string, r io.Reader, m *stagedMarker) error {
 func crcString(c uint32) string { return fmt.Sprintf("crc32:%08x", c) }
 
 // copyStored copies an uncompressed payload out of the packed file in the kernel
-// (copy_file_range); its checksum is the one the verified zip records.
-func copyStored(dir, file string, src cas.ReaderAt, off, n int64, crc uint32, m *stagedMarker) error {
+// (copy_file_range), and computes its checksum from the source range, which the copy has just
+// brought into the page cache: a stored entry has no deflate stream to check it on the way.
+func copyStored(dir, file string, src cas.ReaderAt, off, n int64, m *stagedMarker) error {
 	dst, err := os.OpenFile(filepath.Join(dir, file), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
@@ -267,7 +305,11 @@ func copyStored(dir, file string, src cas.ReaderAt, off, n int64, crc uint32, m 
 	if err != nil {
 		return err
 	}
-	m.Files[file] = crcString(crc)
+	h := crc32.NewIEEE()
+	if _, err := io.Copy(h, io.NewSectionReader(src, off, n)); err != nil {
+		return err
+	}
+	m.Files[file] = crcString(h.Sum32())
 	m.Sizes[file] = n
 	return nil
 }

@@ -75,8 +75,12 @@ type Sourced struct {
 type Source interface {
 	// Label is github:owner/repo of the source serving scope, or false when none serves it.
 	Label(scope string) (string, bool)
-	// Fetch resolves name@version (version may be "latest") for platform through the scope's
-	// index, downloads the payload into scratch, and checks it (SPEC section 8) against the index
-	// and against pin, which is nil when the lock holds no pin for the scope yet.
+	// Resolve finds name@version (version may be "latest") for platform through the scope's
+	// index and makes the checks that come before a download (the index is for the scope, the
+	// repository's owner matches pin, which is nil when the lock holds no pin for the scope yet),
+	// downloading nothing: the pipeline takes the payload from the CAS when it holds the digest.
+	Resolve(ctx context.Context, name ref.Name, version, platform string, pin *lock.ScopePin) (Sourced, error)
+	// Fetch resolves as Resolve does, downloads the payload into scratch, reading no more than
+	// the index declares, and checks it (SPEC section 8) against the index.
 	Fetch(ctx context.Context, name ref.Name, version, platform string, pin *lock.ScopePin, scratch Scratch) (Sourced, error)
 }

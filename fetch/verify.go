@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
@@ -55,6 +58,21 @@ type VerifyReport struct {
 	Problems []Problem `json:"problems"`
 }
 
+// Err is the error of a verification that found problems still standing, nil when there are
+// none: after a repair it says that the lines above tell why, not to run the repair again.
+func (r *VerifyReport) Err(repaired bool) error {
+	n := r.Unrepaired()
+	switch {
+	case n == 0:
+		return nil
+	case repaired:
+		return errs.New(errs.Integrity, "%d of %d problems could not be repaired; each line above says why", n, len(r.Problems))
+	case n == 1:
+		return errs.New(errs.Integrity, "1 problem found; run 'mur verify --repair' to fetch and restore what can be restored")
+	}
+	return errs.New(errs.Integrity, "%d problems found; run 'mur verify --repair' to fetch and restore what can be restored", n)
+}
+
 // Unrepaired counts the problems still standing.
 func (r *VerifyReport) Unrepaired() int {
 	n := 0
@@ -89,35 +107,54 @@ func Verify(ctx context.Context, in VerifyInput) (*VerifyReport, error) {
 	}
 	rep.Blobs = len(blobs)
 
-	// Re-hash every pinned blob, one per core.
+	// Re-hash every pinned blob and read it as an artifact, one per core.
 	bad := make([]error, len(blobs))
-	parallel(len(blobs), func(i int) { bad[i] = in.CAS.Verify(ctx, blobs[i].digest) })
+	parallel(len(blobs), func(i int) { bad[i] = checkBlob(ctx, in.CAS, blobs[i].digest) })
 	var refetch []Request
+	var refetched []int // indexes into rep.Problems, parallel to refetch
 	for i, b := range blobs {
 		if bad[i] == nil {
 			continue
 		}
 		msg := errs.Message(bad[i])
-		if errors.Is(bad[i], errs.NotFound) {
+		canRefetch := b.refetch
+		switch {
+		case errors.Is(bad[i], errs.NotFound):
 			msg = fmt.Sprintf("%s@%s (%s) is pinned but not in the CAS; run 'mur pull' or 'mur verify --repair'", b.name, b.entry.ResolvedVersion, b.digest)
+		case errors.Is(bad[i], errs.InvalidArtifact):
+			// The pinned bytes themselves are wrong: fetching them again gives the same.
+			msg = fmt.Sprintf("%s@%s (%s) hashes right but is not a valid artifact: %s; no store can repair what the lock pins, so pin another build with 'mur pull --update %s@%s'",
+				b.name, b.entry.ResolvedVersion, b.digest, errs.Message(bad[i]), b.name, b.entry.ResolvedVersion)
+			canRefetch = false
+		case !errors.Is(bad[i], errs.Integrity) && in.Repair != nil && b.refetch:
+			// A blob that can't be read (a damaged sector, a mode changed by hand) is moved
+			// aside, so that the repair fetches it again instead of finding it present.
+			if _, qerr := in.CAS.Quarantine(b.digest); qerr != nil && !errors.Is(qerr, errs.NotFound) {
+				msg += "; it could not be moved aside for the repair: " + errs.Message(qerr)
+				canRefetch = false
+			}
 		}
 		rep.Problems = append(rep.Problems, Problem{Kind: "blob", Subject: b.name.String() + " " + b.digest.String(), Problem: msg})
-		if b.refetch {
+		if canRefetch {
 			refetch = append(refetch, Request{Asked: "verify --repair", Name: b.name, Version: b.entry.ResolvedVersion})
+			refetched = append(refetched, len(rep.Problems)-1)
 		}
 	}
 	if in.Repair != nil && len(refetch) > 0 {
 		results, _ := in.Repair.Pull(ctx, in.Project, refetch)
-		for _, r := range results {
+		for j, r := range results {
+			p := &rep.Problems[refetched[j]]
+			d := digest.Digest(strings.TrimPrefix(p.Subject, r.Name+" "))
 			if r.Error != "" {
+				p.Problem += "; not repaired: " + repairFailure(in.Repair, r)
 				continue
 			}
-			for i := range rep.Problems {
-				p := &rep.Problems[i]
-				if p.Kind == "blob" && p.Subject == r.Name+" "+r.Digest {
-					p.Repaired = true
-				}
+			// Repaired only once the blob checks out again.
+			if err := checkBlob(ctx, in.CAS, d); err != nil {
+				p.Problem += "; the repair fetched it, but it still does not check out: " + errs.Message(err)
+				continue
 			}
+			p.Repaired = true
 		}
 	}
 
@@ -126,9 +163,15 @@ func Verify(ctx context.Context, in VerifyInput) (*VerifyReport, error) {
 		if err != nil {
 			rep.Problems = append(rep.Problems, Problem{Kind: "compiled", Subject: "compiled cache", Problem: errs.Message(err)})
 		}
+		// A removed entry is repaired only if a second look no longer finds it.
+		var still []string
+		if in.Repair != nil && len(damaged) > 0 {
+			still, _ = in.Runner.CheckCache(false)
+		}
 		for _, d := range damaged {
+			repaired := in.Repair != nil && !slices.ContainsFunc(still, func(s string) bool { return strings.HasPrefix(d, s) })
 			rep.Problems = append(rep.Problems, Problem{Kind: "compiled", Subject: d,
-				Problem: "damaged compiled entry; 'mur verify --repair' removes it and the next run compiles again", Repaired: in.Repair != nil})
+				Problem: "damaged compiled entry; 'mur verify --repair' removes it and the next run compiles again", Repaired: repaired})
 		}
 	}
 
@@ -194,6 +237,38 @@ func Verify(ctx context.Context, in VerifyInput) (*VerifyReport, error) {
 		}
 	}
 	return rep, nil
+}
+
+// checkBlob re-hashes the blob d and reads it as a packed artifact, payload included: a blob can
+// hash to its name and still not be an artifact mur can install (a planted file, a payload whose
+// CRC-32 or size is not what its zip says). A hash mismatch quarantines the blob.
+func checkBlob(ctx context.Context, store *cas.Store, d digest.Digest) error {
+	if err := store.Verify(ctx, d); err != nil {
+		return err
+	}
+	blob, err := store.ReaderAt(ctx, d)
+	if err != nil {
+		return err
+	}
+	defer blob.Close()
+	a, err := artifact.Read(blob, blob.Size())
+	if err != nil {
+		return err
+	}
+	return checkPayload(a)
+}
+
+// repairFailure says why a repair's pull failed, and when no store or source could serve it,
+// what to do about that.
+func repairFailure(p *Puller, r Result) string {
+	reached := len(p.Stores) > 0 || p.Source != nil
+	switch {
+	case p.Offline:
+		return r.Error + "; --repair needs the network, or a layout store given with --store oci-layout:PATH"
+	case !reached || errors.Is(r.Err, errs.NotFound) || errors.Is(r.Err, errs.Network):
+		return r.Error + "; no store or source could serve it: pass --store oci://HOST/PREFIX or --store oci-layout:PATH that holds it, or add one to config.yaml"
+	}
+	return r.Error
 }
 
 func pinnedBlobs(l *lock.Lock, platform string) ([]pinnedBlob, error) {

@@ -254,10 +254,12 @@ func TestPins(t *testing.T) {
 	}
 }
 
-// fakeCompiler stands in for the sandbox runner.
+// fakeCompiler stands in for the sandbox runner. A repair removes its damaged entries unless
+// stuck, as a real one that can't remove them would.
 type fakeCompiler struct {
 	damaged  []string
 	cacheErr error
+	stuck    bool
 
 	mu          sync.Mutex
 	repairAsked []bool
@@ -268,7 +270,11 @@ func (f *fakeCompiler) CheckCache(repair bool) ([]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.repairAsked = append(f.repairAsked, repair)
-	return f.damaged, f.cacheErr
+	found := f.damaged
+	if repair && !f.stuck {
+		f.damaged = nil
+	}
+	return found, f.cacheErr
 }
 
 func (f *fakeCompiler) Precompile(ctx context.Context, wasm []byte) error {
@@ -304,8 +310,8 @@ func TestCompiledCache(t *testing.T) {
 	if len(rep.Problems) != 1 || !rep.Problems[0].Repaired || rep.RepairedCount() != 1 || rep.Unrepaired() != 0 {
 		t.Fatalf("repair: %+v", rep.Problems)
 	}
-	if len(fc.repairAsked) != 1 || !fc.repairAsked[0] {
-		t.Errorf("CheckCache was asked to repair %v, want once with", fc.repairAsked)
+	if len(fc.repairAsked) != 2 || !fc.repairAsked[0] || fc.repairAsked[1] {
+		t.Errorf("CheckCache was asked to repair %v, want once with, then a look without", fc.repairAsked)
 	}
 	if len(fc.compiled) != 2 {
 		t.Fatalf("repair precompiled %d modules, want both", len(fc.compiled))
@@ -314,6 +320,12 @@ func TestCompiledCache(t *testing.T) {
 		if string(wasm) != artifacttest.EmptyModule {
 			t.Errorf("precompiled %q, want the payload", wasm)
 		}
+	}
+
+	// An entry the repair could not remove is not reported as repaired.
+	in.Runner = &fakeCompiler{damaged: []string{"compiled/v1/ccc"}, stuck: true}
+	if rep = w.run(t, in); len(rep.Problems) != 1 || rep.Problems[0].Repaired {
+		t.Fatalf("an entry that stayed: %+v", rep.Problems)
 	}
 
 	in.Repair = nil
@@ -421,6 +433,131 @@ func TestAllPlatforms(t *testing.T) {
 	in.Repair, in.Platform = nil, "all"
 	if rep := w.run(t, in); len(rep.Problems) != 0 {
 		t.Fatalf("after repair: %+v", rep.Problems)
+	}
+}
+
+// readFails makes the blob d fail every read with EIO, as a bad sector does, while it still looks
+// present: a symlink to /proc/self/mem, which reads at offset 0 fail, whoever runs the test.
+func readFails(t *testing.T, w *verifyWorld, d digest.Digest) {
+	t.Helper()
+	path := w.cas.Path(d)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/proc/self/mem", path); err != nil {
+		t.Fatal(err)
+	}
+	if !w.cas.Has(d) || w.cas.Verify(w.ctx, d) == nil {
+		t.Skip("this system reads /proc/self/mem at offset 0")
+	}
+}
+
+// "(repaired)" only once the repaired blob checks out again: a blob that can't be read is moved
+// aside and fetched again, rather than found present and called repaired.
+func TestRepairOfAnUnreadableBlob(t *testing.T) {
+	w := newVerifyWorld(t)
+	d := w.digests["acme/grep"]
+	readFails(t, w, d)
+	rep := w.run(t, w.input(t))
+	if blobs := problems(rep, "blob"); len(blobs) != 1 || blobs[0].Repaired || !strings.Contains(blobs[0].Problem, "input/output error") {
+		t.Fatalf("an unreadable blob: %+v", rep.Problems)
+	}
+	in := w.input(t)
+	in.Repair = w.repairer()
+	rep = w.run(t, in)
+	if blobs := problems(rep, "blob"); len(blobs) != 1 || !blobs[0].Repaired || rep.Err(true) != nil {
+		t.Fatalf("repair of an unreadable blob: %+v", rep.Problems)
+	}
+	if err := w.cas.Verify(w.ctx, d); err != nil {
+		t.Fatalf("reported repaired, but the blob still fails: %v", err)
+	}
+	w.mustBeClean(t)
+}
+
+// A repair whose fetch succeeds but whose blob still does not check out is not repaired.
+func TestRepairIsCheckedAgain(t *testing.T) {
+	w := newVerifyWorld(t)
+	d := w.digests["acme/grep"]
+	os.Remove(w.cas.Path(d))
+	in := w.input(t)
+	in.Repair = w.repairer()
+	// Right after the blob is committed, the disk gives way under it.
+	in.Repair.Precompile = func(ctx context.Context, wasm []byte) error {
+		os.Remove(w.cas.Path(d))
+		os.Symlink("/proc/self/mem", w.cas.Path(d))
+		return nil
+	}
+	rep := w.run(t, in)
+	blobs := problems(rep, "blob")
+	if len(blobs) != 1 || blobs[0].Repaired || !strings.Contains(blobs[0].Problem, "still does not check out") {
+		t.Fatalf("a repair whose blob fails again: %+v", rep.Problems)
+	}
+}
+
+// A blob that hashes to its name but is not a valid artifact is named as such, with the reason,
+// and no repair is attempted: the pinned bytes are what is wrong.
+func TestPlantedBlobIsNotAnArtifact(t *testing.T) {
+	wasm := artifacttest.Module(1000, 7)
+	for name, c := range map[string]struct {
+		blob   []byte
+		reason string
+	}{
+		"not a zip":          {[]byte("planted by hand, not a zip"), "not a readable zip"},
+		"payload CRC wrong":  {artifacttest.Spec{Name: "planted", Version: "1.0.0", Wasm: wasm}.Lying(true, 12345, uint64(len(wasm))), "checksum"},
+		"payload size wrong": {artifacttest.Spec{Name: "planted", Version: "1.0.0", Wasm: wasm}.Lying(false, 0, uint64(len(wasm))+1), "capsule.wasm"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := newVerifyWorld(t)
+			d, err := w.cas.Ingest(w.ctx, bytes.NewReader(c.blob), -1, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			lock.Update(w.ctx, w.proj.LockPath(), func(l *lock.Lock) error {
+				return l.Upsert("acme/planted", "1.0.0", "any", d.Encoded(), "", false)
+			})
+			in := w.input(t)
+			store := &openCounter{Store: w.layout}
+			in.Repair = &fetch.Puller{CAS: w.cas, Stores: []fetch.Store{store}}
+			rep := w.run(t, in)
+			blobs := problems(rep, "blob")
+			if len(blobs) != 1 || blobs[0].Repaired || !strings.Contains(blobs[0].Problem, "not a valid artifact") ||
+				!strings.Contains(blobs[0].Problem, c.reason) || !strings.Contains(blobs[0].Problem, "--update") {
+				t.Fatalf("a planted blob: %+v", rep.Problems)
+			}
+			if store.opens.Load() != 0 {
+				t.Fatal("the repair fetched bytes that can only be the same invalid ones")
+			}
+			if !w.cas.Has(d) {
+				t.Fatal("the planted blob went; it hashes right and is what the lock pins")
+			}
+		})
+	}
+}
+
+// A repair that can reach no store or source says so, names --store, and the verdict does not
+// send the user back to --repair.
+func TestRepairWithNothingToAsk(t *testing.T) {
+	w := newVerifyWorld(t)
+	d := w.digests["acme/grep"]
+	os.Remove(w.cas.Path(d))
+	in := w.input(t)
+	in.Repair = &fetch.Puller{CAS: w.cas}
+	rep := w.run(t, in)
+	blobs := problems(rep, "blob")
+	if len(blobs) != 1 || blobs[0].Repaired || !strings.Contains(blobs[0].Problem, "not repaired") || !strings.Contains(blobs[0].Problem, "--store") {
+		t.Fatalf("a repair with no store: %+v", rep.Problems)
+	}
+	err := rep.Err(true)
+	if err == nil || strings.Contains(err.Error(), "run 'mur verify --repair'") || !strings.Contains(err.Error(), "could not be repaired") {
+		t.Fatalf("the verdict after a failed repair: %v", err)
+	}
+	if err := rep.Err(false); err == nil || !strings.Contains(err.Error(), "--repair") {
+		t.Fatalf("the verdict without --repair: %v", err)
+	}
+	// Offline, the same, with the network named.
+	in.Repair = &fetch.Puller{CAS: w.cas, Stores: []fetch.Store{w.layout}, Offline: true}
+	if blobs := problems(w.run(t, in), "blob"); len(blobs) != 1 || blobs[0].Repaired || !strings.Contains(blobs[0].Problem, "network") {
+		t.Fatalf("an offline repair: %+v", blobs)
 	}
 }
 

@@ -743,7 +743,7 @@ func TestPrunePayloads(t *testing.T) {
 	for _, name := range []string{keep.Encoded() + ".wasm", doomed.Encoded() + ".wasm", drop.Encoded() + ".wasm", "junk.tmp"} {
 		os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o600)
 	}
-	gc := cas.GCReport{Blobs: []cas.BlobInfo{{Digest: doomed}}}
+	gc := cas.GCReport{Blobs: []cas.RemovedBlob{{BlobInfo: cas.BlobInfo{Digest: doomed}}}}
 	gone, err := PrunePayloads(cacheDir, store, gc, true)
 	if err != nil || len(gone) != 3 {
 		t.Fatalf("dry run: %v, %v", gone, err)

@@ -1,9 +1,8 @@
 package main
 
 import (
-	"errors"
+	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"sort"
 	"strings"
@@ -14,9 +13,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
-	"github.com/murmur-nexus/mur/lock"
 	"github.com/murmur-nexus/mur/sandbox"
 )
 
@@ -174,18 +173,26 @@ func cacheGCCmd() *command {
 	var (
 		keep      []string
 		olderThan time.Duration
+		maxSize   string
 		dryRun    bool
 	)
-	return &command{name: "gc", short: "remove leftovers of killed ingests and blobs no lock keeps that were not used lately",
-		long: `A blob is removed when no lock given with --keep pins it and it was not used for --older-than.
-Temporary files that ingests killed mid-way left in ingest/ are removed once no process holds them.`,
-		examples: `mur cache gc --keep murmur.lock
-mur cache gc --keep a/murmur.lock --keep b/murmur.lock --older-than 168h
-mur cache gc --older-than 0s --dry-run`,
+	return &command{name: "gc", short: "remove blobs nothing pins that were not used lately, or over a size, and leftovers of killed pulls",
+		long: `A blob stays while any project mur pulled into still pins it in its murmur.lock (every pull
+and warm registers its lock), while the current project's lock or one given with --keep pins
+it, or while a pull in flight is bringing it in. Of the rest, blobs unused for --older-than go;
+then, with --max-size, the least recently used, until the blobs hold at most that much. Kept
+payloads and compiled modules go with their blob. Temporary files and staging folders of
+killed pulls go once no process holds them. --dry-run lists what would go, and why.`,
+		examples: `mur cache gc
+mur cache gc --keep murmur.lock
+mur cache gc --older-than 0s --dry-run
+mur cache gc --max-size 20GiB
+mur cache gc --keep a/murmur.lock --keep b/murmur.lock --older-than 168h`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringArrayVar(&keep, "keep", nil, "keep every blob this murmur.lock pins (repeatable)")
-			fs.DurationVar(&olderThan, "older-than", 720*time.Hour, "remove blobs unused for at least this long")
-			fs.BoolVar(&dryRun, "dry-run", false, "list what would be removed, remove nothing")
+			fs.DurationVar(&olderThan, "older-than", 720*time.Hour, "remove unpinned blobs unused for at least this long")
+			fs.StringVar(&maxSize, "max-size", "", "then remove unpinned blobs, least recently used first, down to this size (e.g. 20GiB)")
+			fs.BoolVar(&dryRun, "dry-run", false, "list what would be removed and why, remove nothing")
 		},
 		run: func(e *env, args []string) error {
 			if err := noArgs("gc", args); err != nil {
@@ -194,15 +201,19 @@ mur cache gc --older-than 0s --dry-run`,
 			if olderThan < 0 {
 				return usagef("--older-than is %s; give a duration of zero or more, e.g. 720h", olderThan)
 			}
-			keepSet, err := keepFromLocks(keep)
-			if err != nil {
-				return err
+			var capBytes int64
+			if maxSize != "" {
+				n, err := fetch.ParseSize(maxSize)
+				if err != nil {
+					return usagef("--max-size: %s", errs.Message(err))
+				}
+				capBytes = n
 			}
-			s, err := openCacheStore(e)
+			cwd, err := os.Getwd()
 			if err != nil {
-				return err
+				return errs.Wrap(err, errs.IO, "can't read the current folder: %v", err)
 			}
-			rep, err := s.GC(e.ctx, cas.GCOptions{Keep: keepSet, OlderThan: olderThan, DryRun: dryRun})
+			project, err := findProject(cwd)
 			if err != nil {
 				return err
 			}
@@ -210,63 +221,63 @@ mur cache gc --older-than 0s --dry-run`,
 			if err != nil {
 				return err
 			}
-			payloads, err := sandbox.PrunePayloads(h.Compiled(), s, rep, dryRun)
+			s, err := openCAS(h)
+			if err != nil {
+				return err
+			}
+			rep, err := fetch.GC(e.ctx, fetch.GCInput{
+				CAS: s, Project: project, KeepLocks: keep, OlderThan: olderThan, MaxSize: capBytes, DryRun: dryRun,
+				Evict: func(ctx context.Context, d digest.Digest, dryRun bool) []string {
+					return sandbox.Evict(ctx, h.Compiled(), s, d, dryRun)
+				},
+			})
+			if err != nil {
+				return err
+			}
+			// Kept payloads whose blob went some other way.
+			payloads, err := sandbox.PrunePayloads(h.Compiled(), s, rep.GCReport, dryRun)
 			if err != nil {
 				return err
 			}
 			if e.g.json {
 				return e.JSON(struct {
-					cas.GCReport
+					fetch.GCReport
 					Payloads []string `json:"payloads"`
 				}{rep, payloads})
 			}
-			verb := "removed"
+			verb, forget := "removed", "forgot"
 			if dryRun {
-				verb = "would remove"
+				verb, forget = "would remove", "would forget"
 			}
 			for _, b := range rep.Blobs {
-				fmt.Fprintf(e.stdout, "%s %s (%s, last used %s)\n", verb, b.Digest, humanBytes(b.Size), b.LastUse.Local().Format("2006-01-02"))
+				fmt.Fprintf(e.stdout, "%s %s (%s): %s\n", verb, b.Digest, humanBytes(b.Size), b.Reason)
+			}
+			for _, p := range rep.Derived {
+				fmt.Fprintf(e.stdout, "%s %s, derived from a removed blob\n", verb, p)
 			}
 			for _, p := range rep.Ingest {
-				fmt.Fprintf(e.stdout, "%s leftover %s\n", verb, p)
+				fmt.Fprintf(e.stdout, "%s leftover %s: no process holds it\n", verb, p)
+			}
+			for _, p := range rep.Staging {
+				fmt.Fprintf(e.stdout, "%s staging leftover %s: no process holds it\n", verb, p)
 			}
 			for _, p := range rep.Quarantine {
 				fmt.Fprintf(e.stdout, "%s quarantined %s\n", verb, p)
 			}
 			for _, p := range payloads {
-				fmt.Fprintf(e.stdout, "%s kept payload %s\n", verb, p)
+				fmt.Fprintf(e.stdout, "%s kept payload %s: its blob is gone\n", verb, p)
 			}
-			e.Progress("%s %s and %s, %s; %s kept", verb, plural(len(rep.Blobs), "blob"), plural(len(rep.Ingest)+len(rep.Quarantine), "leftover"), humanBytes(rep.Freed), plural(rep.Kept, "blob"))
+			for _, p := range rep.PrunedRoots {
+				fmt.Fprintf(e.stdout, "%s the GC root %s: the lock is gone, so it pins nothing\n", forget, p)
+			}
+			e.Progress("%s %s and %s, %s; %s kept (%s), %d of them pinned by %s or %s in flight",
+				verb, plural(len(rep.Blobs), "blob"), plural(len(rep.Ingest)+len(rep.Staging)+len(rep.Quarantine), "leftover"), humanBytes(rep.Freed),
+				plural(rep.Kept, "blob"), humanBytes(rep.Size), rep.Pinned, plural(len(rep.Roots), "lock"), plural(rep.Leases, "pull"))
+			if rep.OverMaxSize {
+				e.Progress("mur: warning: the blobs that locks pin or pulls are bringing in hold %s, over --max-size %s; remove projects you no longer use, or raise the size", humanBytes(rep.Size), humanBytes(capBytes))
+			}
 			return nil
 		}}
-}
-
-// keepFromLocks is the set of digests that the given murmur.lock files pin. Unlike a pull, which
-// takes a missing lock for an empty one, gc refuses a lock that isn't there: a typo must not let
-// gc remove what the lock was meant to keep.
-func keepFromLocks(paths []string) (map[digest.Digest]bool, error) {
-	keep := map[digest.Digest]bool{}
-	for _, p := range paths {
-		if _, err := os.Stat(p); err != nil {
-			return nil, errs.Wrap(err, errs.Usage, "--keep %s: %v; give the path of a murmur.lock", p, unwrapPath(err))
-		}
-		l, err := lock.Read(p)
-		if err != nil {
-			return nil, err
-		}
-		for _, d := range l.Digests() {
-			keep[d] = true
-		}
-	}
-	return keep, nil
-}
-
-func unwrapPath(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
 
 func cacheRecordsCmd() *command {

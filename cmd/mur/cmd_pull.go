@@ -81,10 +81,10 @@ func runPull(e *env, f *pullFlags, args []string) error {
 		return err
 	}
 	pr := newProgress(e.stderr, e.g.quiet || e.g.json, "pull").watch(e)
-	puller := &fetch.Puller{
+	puller := p.cacheCap(e, &fetch.Puller{
 		CAS: store, Stores: append(files, stores...), Source: p.source(), Offline: e.Offline(),
 		Platform: f.platform, Jobs: f.jobs, Events: pr.event,
-	}
+	})
 	if !f.noPrecompile {
 		runner, err := sandbox.New(e.ctx, sandbox.Options{CacheDir: p.home.Compiled(), Warn: func(s string) { e.Progress("mur: warning: %s", s) }})
 		if err == nil {

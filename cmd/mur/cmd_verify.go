@@ -6,7 +6,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/fetch"
-	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/sandbox"
 )
 
@@ -60,17 +59,13 @@ mur verify --json`,
 				if err != nil {
 					return err
 				}
-				in.Repair = &fetch.Puller{CAS: store, Stores: st, Source: p.source(), Offline: e.Offline(), Platform: platform}
+				in.Repair = p.cacheCap(e, &fetch.Puller{CAS: store, Stores: st, Source: p.source(), Offline: e.Offline(), Platform: platform})
 			}
 			rep, err := fetch.Verify(e.ctx, in)
 			if err != nil {
 				return err
 			}
-			unrepaired := rep.Unrepaired()
-			var failure error
-			if unrepaired > 0 {
-				failure = errs.New(errs.Integrity, "%s found; run 'mur verify --repair' to fetch and restore what can be restored", plural(unrepaired, "problem"))
-			}
+			failure := rep.Err(repair)
 			if e.g.json {
 				return jsonThen(e, rep, failure)
 			} else {

@@ -42,8 +42,8 @@ func (h Home) Compiled() string { return filepath.Join(h.Root, "compiled") }
 // State is the parent of every state store.
 func (h Home) State() string { return filepath.Join(h.Root, "state") }
 
-// ConfigFile is the user's fetch.yaml.
-func (h Home) ConfigFile() string { return filepath.Join(h.Root, "fetch.yaml") }
+// ConfigFile is the user's config.yaml (SPEC section 13).
+func (h Home) ConfigFile() string { return filepath.Join(h.Root, "config.yaml") }
 
 // Ensure creates the home folder at 0700.
 func (h Home) Ensure() error { return atomicfile.MkdirPrivate(h.Root) }

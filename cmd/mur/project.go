@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/opencontainers/go-digest"
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/cas"
@@ -16,6 +19,7 @@ import (
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/lock"
+	"github.com/murmur-nexus/mur/sandbox"
 	"github.com/murmur-nexus/mur/state"
 )
 
@@ -29,6 +33,9 @@ type project struct {
 }
 
 func (e *env) openProject() (*project, error) {
+	if _, err := networkTimeoutFromEnv(); err != nil {
+		return nil, err
+	}
 	cwd, err := os.Getwd()
 	if err != nil {
 		return nil, errs.Wrap(err, errs.IO, "can't read the current folder: %v", err)
@@ -137,13 +144,36 @@ func (p *project) source() fetch.Source {
 }
 
 // networkTimeout is MUR_NETWORK_TIMEOUT: how long a registry or GitHub may stay silent before
-// mur gives up on a request. Unset or invalid means each client's default.
+// mur gives up on a request; 0 (unset) means each client's default. openProject refuses an
+// invalid value, so every command that reaches the network has checked it.
 func networkTimeout() time.Duration {
-	d, err := time.ParseDuration(os.Getenv("MUR_NETWORK_TIMEOUT"))
-	if err != nil || d <= 0 {
-		return 0
-	}
+	d, _ := networkTimeoutFromEnv()
 	return d
+}
+
+// networkTimeoutFromEnv reads MUR_NETWORK_TIMEOUT: unset or empty is 0; anything but a positive
+// duration is a usage error, rather than a silent fall back to the default.
+func networkTimeoutFromEnv() (time.Duration, error) {
+	v := strings.TrimSpace(os.Getenv("MUR_NETWORK_TIMEOUT"))
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, usagef("MUR_NETWORK_TIMEOUT is %q; expected a positive duration such as 30s or 2m, or unset it for the default of %s", v, ocistore.DefaultTimeout)
+	}
+	return d, nil
+}
+
+// cacheCap makes a puller trim the CAS to cache.max_size after it pulls, removing what the
+// compiled cache derives from each blob that goes, and report what it could not do.
+func (p *project) cacheCap(e *env, pl *fetch.Puller) *fetch.Puller {
+	pl.MaxCacheSize = p.cfg.MaxCacheSize
+	pl.Evict = func(ctx context.Context, d digest.Digest, dryRun bool) []string {
+		return sandbox.Evict(ctx, p.home.Compiled(), pl.CAS, d, dryRun)
+	}
+	pl.Warn = func(msg string) { e.Progress("mur: warning: %s", msg) }
+	return pl
 }
 
 // storeFlags are --store and --plain-http, for the commands that read from stores.

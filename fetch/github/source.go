@@ -176,43 +176,96 @@ func (s *Source) repo(ctx context.Context, owner, repo string) (*Repository, err
 	return v.(*Repository), nil
 }
 
-// Fetch downloads name@version for platform into scratch and checks it against the index, in the
-// order of SPEC section 8: the index is for the scope; it lists the name, version and platform
-// (the exact platform, then any); the repository's owner id equals pin's (or, without a pin, the
-// result carries a NewPin); the entry's release holds its asset; and the bytes have the entry's
-// size and SHA-256 and GitHub's own digest. It writes nothing but scratch, which the caller
-// discards on error. The packed manifest and the lock's digest are the pipeline's to check.
-func (s *Source) Fetch(ctx context.Context, name ref.Name, version, platform string, pin *lock.ScopePin, scratch fetch.Scratch) (fetch.Sourced, error) {
+// resolved is an index entry that passed the checks made before any download.
+type resolved struct {
+	si          *scopeIndex
+	label       string
+	owner, repo string
+	where       string
+	entry       IndexEntry
+	gh          *Repository // whether its assets need the API and the token
+	newPin      *lock.ScopePin
+}
+
+func (r *resolved) sourced(name ref.Name, got digest.Digest) fetch.Sourced {
+	return fetch.Sourced{
+		Descriptor: fetch.Descriptor{
+			Name:     name,
+			Version:  r.entry.Version,
+			Platform: r.entry.Platform,
+			Digest:   got,
+			Size:     r.entry.Size,
+			Origin:   r.label,
+			Title:    r.entry.Asset,
+		},
+		Release: r.entry.Release,
+		Asset:   r.entry.Asset,
+		OwnerID: r.gh.Owner.ID,
+		RepoID:  r.gh.ID,
+		NewPin:  r.newPin,
+	}
+}
+
+// resolveEntry makes the checks of SPEC section 8 that come before a download: the index is for
+// the scope; it lists the name, version and platform (the exact platform, then any); and the
+// repository's owner id equals pin's (or, without a pin, the result carries a NewPin).
+func (s *Source) resolveEntry(ctx context.Context, name ref.Name, version, platform string, pin *lock.ScopePin) (*resolved, error) {
 	if err := ref.ValidatePlatform(platform); err != nil {
-		return fetch.Sourced{}, err
+		return nil, err
 	}
 	si, label, err := s.index(ctx, name.Scope)
 	if err != nil {
-		return fetch.Sourced{}, err
+		return nil, err
 	}
 	_, owner, repo, _ := s.resolve(name.Scope)
-	where := "the index on release " + si.latest.TagName + " of " + label
-
+	r := &resolved{si: si, label: label, owner: owner, repo: repo, where: "the index on release " + si.latest.TagName + " of " + label}
 	entry, ok := si.ix.Lookup(name.String(), version, platform)
 	if !ok {
-		return fetch.Sourced{}, s.missing(si.ix, where, name, version, platform)
+		return nil, s.missing(si.ix, r.where, name, version, platform)
 	}
-	what := name.String() + "@" + entry.Version
+	r.entry = entry
+	gh, err := s.repo(ctx, owner, repo)
+	if err != nil {
+		return nil, err
+	}
+	if pin != nil {
+		if err := pin.CheckOwner(name.Scope, label, gh.Owner.ID); err != nil {
+			return nil, err
+		}
+	} else {
+		r.newPin = &lock.ScopePin{Source: label, OwnerID: gh.Owner.ID, RepoID: gh.ID}
+	}
+	r.gh = gh
+	return r, nil
+}
 
-	r, err := s.repo(ctx, owner, repo)
+// Resolve finds name@version for platform in the scope's index and makes every check that comes
+// before a download (see resolveEntry), without downloading: the pipeline takes the payload from
+// the CAS when it already holds the entry's digest.
+func (s *Source) Resolve(ctx context.Context, name ref.Name, version, platform string, pin *lock.ScopePin) (fetch.Sourced, error) {
+	r, err := s.resolveEntry(ctx, name, version, platform, pin)
 	if err != nil {
 		return fetch.Sourced{}, err
 	}
-	var newPin *lock.ScopePin
-	if pin != nil {
-		if err := pin.CheckOwner(name.Scope, label, r.Owner.ID); err != nil {
-			return fetch.Sourced{}, err
-		}
-	} else {
-		newPin = &lock.ScopePin{Source: label, OwnerID: r.Owner.ID, RepoID: r.ID}
-	}
+	// ParseIndex accepted only 64 lowercase hex digits.
+	d, _ := ref.DigestFromHex(r.entry.SHA256)
+	return r.sourced(name, d), nil
+}
 
-	rel := si.latest
+// Fetch downloads name@version for platform into scratch and checks it against the index, in the
+// order of SPEC section 8: the checks of Resolve; the entry's release holds its asset; and the
+// bytes have the entry's size and SHA-256 and GitHub's own digest. The download is bounded by the
+// index's size: one byte more stops it. It writes nothing but scratch, which the caller discards
+// on error. The packed manifest and the lock's digest are the pipeline's to check.
+func (s *Source) Fetch(ctx context.Context, name ref.Name, version, platform string, pin *lock.ScopePin, scratch fetch.Scratch) (fetch.Sourced, error) {
+	r, err := s.resolveEntry(ctx, name, version, platform, pin)
+	if err != nil {
+		return fetch.Sourced{}, err
+	}
+	entry, label, owner, repo, where := r.entry, r.label, r.owner, r.repo, r.where
+	what := name.String() + "@" + entry.Version
+
+	rel := r.si.latest
 	if entry.Release != rel.TagName {
 		rel, err = s.c.ReleaseByTag(ctx, owner, repo, entry.Release)
 		if errors.Is(err, errs.NotFound) {
@@ -231,7 +284,7 @@ func (s *Source) Fetch(ctx context.Context, name ref.Name, version, platform str
 		return fetch.Sourced{}, errs.New(errs.Integrity, "%s from %s: GitHub says the asset is %d bytes, but the index says %d; the asset changed after the index was written, so nothing was installed; tell its publisher", what, from, asset.Size, entry.Size)
 	}
 
-	if _, err := s.c.DownloadAsset(ctx, owner, repo, asset, r.NeedsToken(), entry.Size, scratch); err != nil {
+	if _, err := s.c.DownloadAsset(ctx, owner, repo, asset, r.gh.NeedsToken(), entry.Size, scratch); err != nil {
 		return fetch.Sourced{}, err
 	}
 	if got := scratch.Size(); got != entry.Size {
@@ -248,23 +301,7 @@ func (s *Source) Fetch(ctx context.Context, name ref.Name, version, platform str
 	if want, bad := githubDigestMismatch(asset, got); bad {
 		return fetch.Sourced{}, errs.New(errs.Integrity, "%s from %s has %s, but GitHub's digest for the asset is %s; nothing was installed; tell its publisher", what, from, got, want)
 	}
-
-	return fetch.Sourced{
-		Descriptor: fetch.Descriptor{
-			Name:     name,
-			Version:  entry.Version,
-			Platform: entry.Platform,
-			Digest:   got,
-			Size:     entry.Size,
-			Origin:   label,
-			Title:    entry.Asset,
-		},
-		Release: entry.Release,
-		Asset:   entry.Asset,
-		OwnerID: r.Owner.ID,
-		RepoID:  r.ID,
-		NewPin:  newPin,
-	}, nil
+	return r.sourced(name, got), nil
 }
 
 // missing explains a failed look-up, listing what the index has for the name.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -445,10 +446,19 @@ func checkPushDescriptor(store string, desc fetch.Descriptor) error {
 	return nil
 }
 
+// referrerTag matches the tags of the OCI referrers tag schema (sha256-<hex>, with a suffix
+// such as .sig or .att for cosign's): they name a digest's referrers, never a version.
+var referrerTag = regexp.MustCompile(`^sha256-[0-9a-f]{64}($|[.-])`)
+
 // latestTag picks the tag of the highest semantic version among tags.
-func latestTag(where string, name ref.Name, tags []string) (string, error) {
+func latestTag(where string, name ref.Name, all []string) (string, error) {
 	byVersion := map[string]string{}
-	var versions []string
+	var versions, tags []string
+	for _, t := range all {
+		if !referrerTag.MatchString(t) {
+			tags = append(tags, t)
+		}
+	}
 	for _, t := range tags {
 		v := ref.VersionFromTag(t)
 		byVersion[v] = t

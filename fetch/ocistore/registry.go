@@ -75,6 +75,7 @@ func openRegistry(addr string, opt Options) (fetch.Store, error) {
 	if opt.PlainHTTP {
 		rt = &plainHTTPTransport{inner: base, host: host}
 	}
+	rt = &credentialGuard{inner: rt, host: host}
 	rt = retry.IdleTimeout(rt, timeout)
 	rt = &retry.Transport{Inner: rt, Policy: retry.Policy{Retries: retries, Backoff: 250 * time.Millisecond, MaxWait: 20 * time.Second}}
 	if opt.UserAgent != "" {

@@ -16,12 +16,60 @@ import (
 // TempPrefix starts the name of every temporary file, so that leftovers are recognisable.
 const TempPrefix = ".mur-tmp-"
 
+// Durability is the three steps that make a write survive a power cut, in the order Commit
+// takes them: fsync the temporary file, rename it to its final name, fsync the folder. A rename
+// before the file's fsync can leave an empty file at the final name after a crash; no folder fsync
+// can lose the rename. Its zero value is the real system calls. It exists as a seam: a test
+// replaces a step to record the order, or to make it fail, which no real file system lets it do
+// on demand.
+type Durability struct {
+	Sync    func(f *os.File) error
+	Rename  func(oldpath, newpath string) error
+	SyncDir func(dir string) error
+}
+
+func (d Durability) sync(f *os.File) error {
+	if d.Sync != nil {
+		return d.Sync(f)
+	}
+	return f.Sync()
+}
+
+func (d Durability) rename(oldpath, newpath string) error {
+	if d.Rename != nil {
+		return d.Rename(oldpath, newpath)
+	}
+	return os.Rename(oldpath, newpath)
+}
+
+func (d Durability) syncDir(dir string) error {
+	if d.SyncDir != nil {
+		return d.SyncDir(dir)
+	}
+	return SyncDir(dir)
+}
+
+// Publish makes the temporary file f, already written and closed or not, durable and visible at
+// final: fsync, rename, fsync of final's folder, in that order. It is Commit's sequence for a
+// caller that manages the temporary file itself (the CAS, whose final name is known only once the
+// bytes are hashed). f is not closed; on failure the temporary file is left to the caller.
+func (d Durability) Publish(f *os.File, final string) error {
+	if err := d.sync(f); err != nil {
+		return err
+	}
+	if err := d.rename(f.Name(), final); err != nil {
+		return err
+	}
+	return d.syncDir(filepath.Dir(final))
+}
+
 // File is a temporary file that becomes Final on Commit.
 type File struct {
 	*os.File
 	final string
 	perm  os.FileMode
 	done  bool
+	ops   Durability
 }
 
 // Create opens a temporary file in tmpDir that Commit will rename to final. tmpDir must be on the
@@ -50,7 +98,7 @@ func (f *File) Commit() error {
 		os.Remove(tmp)
 		return err
 	}
-	if err := f.Sync(); err != nil {
+	if err := f.ops.sync(f.File); err != nil {
 		return fail(err)
 	}
 	if err := f.Chmod(f.perm); err != nil {
@@ -60,11 +108,11 @@ func (f *File) Commit() error {
 		os.Remove(tmp)
 		return err
 	}
-	if err := os.Rename(tmp, f.final); err != nil {
+	if err := f.ops.rename(tmp, f.final); err != nil {
 		os.Remove(tmp)
 		return err
 	}
-	return SyncDir(filepath.Dir(f.final))
+	return f.ops.syncDir(filepath.Dir(f.final))
 }
 
 // Abort removes the temporary file. It is safe to call after Commit, so callers can defer it.

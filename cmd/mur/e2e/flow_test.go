@@ -148,12 +148,28 @@ func TestRunStateAndExplain(t *testing.T) {
 	w.ok("verify", "--repair")
 	w.ok("verify")
 
-	// The payload kept for warm starts goes with its blob when gc removes the blob.
+	// The payload kept for warm starts goes with its blob when gc removes the blob, which it
+	// does once no lock pins it.
 	payloads := filepath.Join(w.home, "compiled", "payloads")
 	if ents, _ := os.ReadDir(payloads); len(ents) != 1 {
 		t.Fatalf("kept payloads after two runs: %v", ents)
 	}
 	w.ok("cache", "gc", "--older-than", "0s")
+	if ents, _ := os.ReadDir(payloads); len(ents) != 1 {
+		t.Fatalf("gc in the project removed what its lock pins: %v", ents)
+	}
+	compiled := func() []string {
+		m, _ := filepath.Glob(filepath.Join(w.home, "compiled", "wazero-*", "*"))
+		return m
+	}
+	if len(compiled()) != 1 {
+		t.Fatalf("compiled entries before gc: %v", compiled())
+	}
+	os.Remove(filepath.Join(w.project, "murmur.lock"))
+	w.ok("cache", "gc", "--older-than", "0s")
+	if m := compiled(); len(m) != 0 {
+		t.Fatalf("the compiled module stayed after gc removed its blob: %v", m)
+	}
 	if ents, _ := os.ReadDir(payloads); len(ents) != 0 {
 		t.Fatalf("kept payloads after gc removed their blob: %v", ents)
 	}

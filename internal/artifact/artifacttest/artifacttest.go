@@ -13,6 +13,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/klauspost/compress/flate"
+	"github.com/klauspost/compress/zip"
+
 	"github.com/murmur-nexus/mur/internal/artifact"
 )
 
@@ -118,4 +121,44 @@ func FileSum(t testing.TB, path string) (string, int64) {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:]), int64(len(b))
+}
+
+// Lying packs s with a payload entry whose zip header records crc and size instead of the
+// payload's own, the way a damaged or hostile archive does: its directory reads, and only reading
+// the payload to its end can tell. stored writes the payload as it is (zip method Store), else
+// deflated.
+func (s Spec) Lying(stored bool, crc uint32, size uint64) []byte {
+	wasm := s.Wasm
+	if wasm == nil {
+		wasm = []byte(EmptyModule)
+	}
+	payload := s.Payload
+	if payload == "" {
+		payload = "capsule.wasm"
+	}
+	var out bytes.Buffer
+	zw := zip.NewWriter(&out)
+	mw, err := zw.CreateHeader(&zip.FileHeader{Name: artifact.ManifestName, Method: zip.Deflate})
+	if err != nil {
+		panic(err)
+	}
+	mw.Write([]byte(s.Manifest()))
+	body, method := wasm, zip.Store
+	if !stored {
+		var c bytes.Buffer
+		fw, _ := flate.NewWriter(&c, flate.DefaultCompression)
+		fw.Write(wasm)
+		fw.Close()
+		body, method = c.Bytes(), zip.Deflate
+	}
+	pw, err := zw.CreateRaw(&zip.FileHeader{Name: payload, Method: method, CRC32: crc,
+		CompressedSize64: uint64(len(body)), UncompressedSize64: size})
+	if err != nil {
+		panic(err)
+	}
+	pw.Write(body)
+	if err := zw.Close(); err != nil {
+		panic(err)
+	}
+	return out.Bytes()
 }
