@@ -111,7 +111,8 @@ func TestPullReusesTheCASFromASource(t *testing.T) {
 	p.Source = githubSource(fake)
 	first.mustPull(p, req(grep, "1.2.0"))
 	// Every download of the asset, through its link or the API, ends at the storage host.
-	downloads := fake.Counts().Storage
+	object := "/objects/" + strconv.FormatInt(fake.AssetID("acme", "murmur-artifacts", "v1.2.0", "grep-1.2.0.mur.zip"), 10)
+	downloads := fake.Count(githubtest.Storage, object)
 	if downloads != 1 {
 		t.Fatalf("the first pull asked for the asset %d times", downloads)
 	}
@@ -120,7 +121,7 @@ func TestPullReusesTheCASFromASource(t *testing.T) {
 	p = second.puller()
 	p.Source = githubSource(fake)
 	res := second.mustPull(p, req(grep, "1.2.0"))
-	if n := fake.Counts().Storage; n != downloads {
+	if n := fake.Count(githubtest.Storage, object); n != downloads {
 		t.Fatalf("the second pull downloaded the asset again (%d requests for it, then %d)", downloads, n)
 	}
 	if !res[0].CacheHit || res[0].Transferred != 0 || res[0].NewPin == nil {
