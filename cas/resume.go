@@ -312,6 +312,15 @@ func (w *Writer) Resumed() (Resumed, bool) {
 	return *w.res.found, true
 }
 
+// Held is how many bytes of the blob the ingest holds: Size, and while it is written at offsets,
+// the ranges beyond.
+func (w *Writer) Held() int64 {
+	if w.parts != nil {
+		return w.parts.Held()
+	}
+	return w.size
+}
+
 // Resumable reports whether a later pull can continue this ingest once it is kept: false for
 // the ordinary ingest OpenResumable falls back to while another process holds the digest.
 func (w *Writer) Resumable() bool { return w.res != nil }

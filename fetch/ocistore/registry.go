@@ -255,14 +255,10 @@ func (s *registryStore) Open(ctx context.Context, n ref.Name, d digest.Digest) (
 	if err != nil {
 		return nil, err
 	}
-	auth, err := s.keychain.Resolve(r)
-	if err != nil {
-		return nil, err // credentialKeychain names the file or helper
-	}
 	// The blob is fetched with a plain GET rather than remote.Layer(...).Compressed(), which
 	// hashes every byte to verify it: the caller hashes on its way into the CAS anyway, and one
 	// hash instead of two is what makes a cold pull fast.
-	rt, err := transport.NewWithContext(ctx, r.Registry, auth, s.rt, []string{r.Scope(transport.PullScope)})
+	rt, err := s.client(ctx, r)
 	if err != nil {
 		return nil, s.classify(err, what)
 	}
