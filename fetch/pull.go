@@ -537,6 +537,7 @@ func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version s
 		h.verdict(ctx, st, err)
 	}
 	if err != nil {
+		h.failed(ctx, st, err)
 		return nil, err
 	}
 	if desc.Platform == "" {

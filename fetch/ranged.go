@@ -35,7 +35,7 @@ type Ranger interface {
 	// Open asks for bytes off to end of the blob, both inclusive. Off 0 and end -1 ask for the
 	// whole blob, without a Range header. A validator that is not empty is sent as If-Range.
 	// A 206 whose Content-Range is not exactly the range asked for, or a 416, is an error
-	// wrapping ErrNoRanges; a 200 is the whole blob, and Part.Start says so.
+	// wrapping ErrNoRanges; a 200 is the whole blob, and Part.Whole says so.
 	Open(ctx context.Context, off, end int64, validator string) (Part, error)
 }
 
@@ -43,9 +43,9 @@ type Ranger interface {
 // breaks off before the length the server announced.
 type Part struct {
 	Body io.ReadCloser
-	// Start is the offset of the body's first byte in the blob: the off asked for when the
-	// server honoured the range, 0 when it sent the whole blob.
-	Start int64
+	// Whole is set when the server sent the whole blob (200) instead of the range asked for:
+	// it ignores Range, or If-Range found the blob changed.
+	Whole bool
 	// Validator is the server's strong ETag for the blob, "" when it gave none.
 	Validator string
 }
@@ -171,7 +171,10 @@ var errStartOver = errors.New("start over")
 
 // run fetches every byte the ingest lacks.
 func (f *filler) run(ctx context.Context) error {
-	defer func() { f.xfer.bytes = f.got.Load() }()
+	defer func() {
+		f.xfer.bytes = f.got.Load()
+		f.xfer.conns = max(f.xfer.conns, 1)
+	}()
 	for restarts := 0; ; restarts++ {
 		var err error
 		if f.size >= f.p.parallelMin() && f.p.connections() > 1 {
@@ -242,7 +245,7 @@ func (f *filler) stream(ctx context.Context, first *Part) error {
 				return err
 			}
 		}
-		if part.Start != off {
+		if part.Whole && off > 0 {
 			// The whole blob: the server ignores Range, or If-Range found it changed.
 			why := "the server ignores Range"
 			if f.changed(part) {
@@ -330,7 +333,7 @@ func (f *filler) parallel(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if part.Start != first.Start {
+	if part.Whole {
 		why := "the server ignores Range"
 		if f.changed(part) {
 			why = fmt.Sprintf("its ETag changed from %s to %s", f.w.Validator(), part.Validator)
@@ -486,7 +489,7 @@ func (pf *pieces) fetch(ctx context.Context, piece cas.Span, open *Part, buf []b
 		if err != nil {
 			return piece, err
 		}
-		if part.Start != piece.Start || (part.Validator != "" && pf.validator != "" && part.Validator != pf.validator) {
+		if part.Whole || (part.Validator != "" && pf.validator != "" && part.Validator != pf.validator) {
 			part.Body.Close()
 			return piece, fmt.Errorf("%w: bytes %d-%d came back as the whole blob or with another ETag (%s)", ErrNoRanges, piece.Start, piece.End-1, part.Validator)
 		}

@@ -174,9 +174,9 @@ func (r *assetRanger) part(resp *http.Response, off, end int64) (fetch.Part, err
 			return fetch.Part{}, errs.Wrap(fmt.Errorf("%w: asked for %s, got Content-Range %q", fetch.ErrNoRanges, want, got), errs.Network,
 				"%s answered a request for bytes %d-%d of %s with Content-Range %q", where, off, end, r.what, got)
 		}
-		return fetch.Part{Body: &assetBody{body: resp.Body, want: end - off + 1, what: r.what, where: where}, Start: off, Validator: etag}, nil
+		return fetch.Part{Body: &assetBody{body: resp.Body, want: end - off + 1, what: r.what, where: where}, Validator: etag}, nil
 	case resp.StatusCode == http.StatusOK:
-		return fetch.Part{Body: &assetBody{body: resp.Body, want: resp.ContentLength, what: r.what, where: where}, Validator: etag}, nil
+		return fetch.Part{Body: &assetBody{body: resp.Body, want: resp.ContentLength, what: r.what, where: where}, Whole: true, Validator: etag}, nil
 	case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable:
 		resp.Body.Close()
 		return fetch.Part{}, errs.Wrap(fmt.Errorf("%w: bytes %d-%d: HTTP 416", fetch.ErrNoRanges, off, end), errs.Network,

@@ -74,9 +74,9 @@ func (b *blobRanger) Open(ctx context.Context, off, end int64, validator string)
 			return fetch.Part{}, errs.Wrap(fmt.Errorf("%w: asked for %s, got Content-Range %q and %d bytes", fetch.ErrNoRanges, want, got, resp.ContentLength),
 				errs.Network, "%s: the registry answered a request for bytes %d-%d with Content-Range %q", b.what, off, end, got)
 		}
-		return fetch.Part{Body: &blobReader{body: resp.Body, want: end - off + 1, what: b.what, store: b.s}, Start: off, Validator: etag}, nil
+		return fetch.Part{Body: &blobReader{body: resp.Body, want: end - off + 1, what: b.what, store: b.s}, Validator: etag}, nil
 	case resp.StatusCode == http.StatusOK:
-		return fetch.Part{Body: &blobReader{body: resp.Body, want: resp.ContentLength, what: b.what, store: b.s}, Start: 0, Validator: etag}, nil
+		return fetch.Part{Body: &blobReader{body: resp.Body, want: resp.ContentLength, what: b.what, store: b.s}, Whole: true, Validator: etag}, nil
 	case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable:
 		// Its body is not worth reading: docker-registry announces the blob's length and sends a
 		// line of text.
