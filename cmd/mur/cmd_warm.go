@@ -12,8 +12,8 @@ import (
 
 func warmCmd() *command {
 	var (
-		platform string
-		layout   string
+		platform    string
+		layout      string
 		stores      storeFlags
 		jobs        int
 		connections int
