@@ -275,7 +275,8 @@ func (f *filler) stream(ctx context.Context, first *Part) error {
 		case errors.Is(err, errTooLong):
 			return errs.New(errs.Integrity, "%s declares %d bytes for %s (%s) but sent more; the transfer was stopped after %d bytes and nothing was kept; report it to its owner", f.from, f.size, f.dg, f.name, f.size)
 		case err == nil && f.w.Size() < f.size:
-			err = errs.Wrap(io.ErrUnexpectedEOF, errs.Network, "%s ended the body at byte %d of %d", f.from, f.w.Size(), f.size)
+			// The answer ended as its server meant it to: that object is not the blob.
+			return errs.New(errs.Integrity, "%s sent %s (%s) whole at %d bytes, but %d are declared; nothing was kept; report it to its owner", f.from, f.name, f.dg, f.w.Size(), f.size)
 		}
 		if err == nil {
 			return nil
@@ -325,7 +326,7 @@ func (f *filler) parallel(ctx context.Context) error {
 	first := queue[0]
 	part, err := f.r.Open(ctx, first.Start, first.End-1, f.w.Validator())
 	if errors.Is(err, ErrNoRanges) {
-		if err := f.restart("asked for bytes %d-%d and got an answer that does not fit (%v); fetched it as one stream from byte 0", first.Start, first.End-1, err); err != nil {
+		if err := f.restart("asked for bytes %d-%d and got an answer that does not fit (%v); started over from byte 0, as one stream", first.Start, first.End-1, err); err != nil {
 			return err
 		}
 		return f.stream(ctx, nil)
@@ -338,7 +339,7 @@ func (f *filler) parallel(ctx context.Context) error {
 		if f.changed(part) {
 			why = fmt.Sprintf("its ETag changed from %s to %s", f.w.Validator(), part.Validator)
 		}
-		if err := f.restart("asked for bytes %d-%d and got the whole blob (%s); fetched it as one stream from byte 0", first.Start, first.End-1, why); err != nil {
+		if err := f.restart("asked for bytes %d-%d and got the whole blob (%s); started over from byte 0, as one stream", first.Start, first.End-1, why); err != nil {
 			part.Body.Close()
 			return err
 		}
@@ -399,7 +400,7 @@ func (pf *pieces) run(ctx context.Context, first cas.Span, part Part) error {
 		if errors.Is(err, ErrNoRanges) {
 			// The server served ranges, then stopped: whatever it does now, one stream from
 			// the start is what every server can do.
-			if err := pf.f.restart("the server stopped serving byte ranges mid-transfer (%v); started over as one stream", err); err != nil {
+			if err := pf.f.restart("the server stopped serving byte ranges mid-transfer (%v); started over from byte 0, as one stream", err); err != nil {
 				return err
 			}
 			return pf.f.stream(ctx, nil)
