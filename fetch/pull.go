@@ -413,9 +413,7 @@ func (p *Puller) fetch(ctx context.Context, req Request, version string, pin pin
 			got, err = p.fromSource(ctx, req, version, pin, lease)
 		}
 		if err == nil {
-			if got.skipped == nil {
-				got.skipped = skipped
-			}
+			got.skipped = skipped
 			return got, nil
 		}
 		if pl.store != nil && errors.Is(err, errs.LockConflict) {
