@@ -203,3 +203,18 @@ func TestParseFallback(t *testing.T) {
 		t.Errorf("sometimes: %v", err)
 	}
 }
+
+// A pinned pull from a store that does not answer costs one timeout: the blob is not asked for
+// after the tag went unanswered.
+func TestChainPinnedSilentStoreCostsOneTimeout(t *testing.T) {
+	c := newChainWorld(t)
+	w := newWorld(t)
+	w.mustPull(w.puller(c.good), req(grep, "1.0.0"))
+	w2 := newWorld(t)
+	w2.proj = w.proj
+	_, err := w2.pull(w2.puller(c.silent), req(grep, "1.0.0"))
+	errtest.WantToken(t, err, errs.Network, c.silent.String())
+	if n := c.silentProxy.Requests(""); n != 1 {
+		t.Errorf("a pinned pull asked a silent store %d times, want 1", n)
+	}
+}

@@ -76,17 +76,22 @@ func TestWriteThroughSkipsWhatCameFromTheMirror(t *testing.T) {
 	p := pack(t, "grep", "1.0.0", 403)
 	push(t, src, grep, "1.0.0", "any", p)
 	push(t, mirror, grep, "1.0.0", "any", p)
+	push(t, mirror, seed, "1.0.0", "any", pack(t, "seed", "1.0.0", 413))
 	w := newWorld(t)
 	uploads := px.Requests("/v2/murmur/acme/grep/blobs/uploads/")
-	res := w.mustPull(w.mirroring(mirror, mirror, src), req(grep, "1.0.0"))[0]
-	if res.Origin != mirror.String() || res.Mirror != nil {
-		t.Fatalf("result %+v", res)
+	pl := w.mirroring(mirror, mirror, src)
+	pl.Jobs = 1 // the second artifact's pull record comes after the records were read
+	both := w.mustPull(pl, req(grep, "1.0.0"), req(seed, "1.0.0"))
+	for _, r := range both {
+		if r.Origin != mirror.String() || r.Mirror != nil {
+			t.Fatalf("result %+v", r)
+		}
 	}
 	if n := px.Requests("/v2/murmur/acme/grep/blobs/uploads/") - uploads; n != 0 {
 		t.Fatalf("the pull pushed to the mirror it pulled from (%d upload requests)", n)
 	}
 	// A cache hit of it later knows from the records that the mirror has it.
-	res = w.mustPull(w.mirroring(mirror, src), req(grep, "1.0.0"))[0]
+	res := w.mustPull(w.mirroring(mirror, src), req(grep, "1.0.0"))[0]
 	if !res.CacheHit || res.Mirror != nil {
 		t.Fatalf("result %+v", res)
 	}

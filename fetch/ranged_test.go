@@ -171,8 +171,9 @@ type rangeServer struct {
 	mu         sync.Mutex
 	data       []byte
 	etag       string
-	ignoreIf   bool // answer ranges whatever If-Range says, with the current ETag
-	shiftRange bool // answer with a Content-Range one byte off
+	ignoreIf   bool  // answer ranges whatever If-Range says, with the current ETag
+	shiftRange bool  // answer with a Content-Range one byte off
+	flipAfter  int64 // after this many requests the ETag becomes `"flipped"`; 0: never
 	requests   atomic.Int64
 	srv        *httptest.Server
 }
@@ -180,9 +181,12 @@ type rangeServer struct {
 func newRangeServer(t *testing.T, data []byte, etag string) *rangeServer {
 	rs := &rangeServer{data: data, etag: etag}
 	rs.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rs.requests.Add(1)
+		n := rs.requests.Add(1)
 		rs.mu.Lock()
 		data, etag, ignoreIf, shift := rs.data, rs.etag, rs.ignoreIf, rs.shiftRange
+		if rs.flipAfter > 0 && n > rs.flipAfter {
+			etag = `"flipped"`
+		}
 		rs.mu.Unlock()
 		w.Header().Set("ETag", etag)
 		if ignoreIf {
@@ -480,5 +484,31 @@ func TestRangedKeptRecordNamesItsStore(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(w.cas.Root(), "ingest", "resume-"+p.digest().Encoded()+".json"))
 	if err != nil || !strings.Contains(string(b), st.String()) || !strings.Contains(string(b), p.digest().String()) {
 		t.Fatalf("record %s (%v)", b, err)
+	}
+}
+
+// Parallel too: a kept download whose ETag changed is started over, whether the server honours
+// If-Range (the probe gets the whole blob) or ignores it (the probe's 206 carries the new ETag).
+func TestParallelETagChangedStartsOver(t *testing.T) {
+	for _, ignoreIf := range []bool{false, true} {
+		w, st, p := rangeWorld(t, 1<<20, `"new"`)
+		st.srv.ignoreIf = ignoreIf
+		w.keep(p, 300_000, st.String(), `"old"`)
+		res := w.mustPull(w.parallelPuller(st, 4, 4), req(grep, "1.0.0"))[0]
+		if res.Digest != p.digest().String() || res.Resumed != 0 || !hasNote(res, `ETag changed from "old" to "new"`) {
+			t.Fatalf("ignoreIf %v: result %+v", ignoreIf, res)
+		}
+	}
+}
+
+// A server whose ETag changes in the middle of a parallel download: the pieces that come back
+// with the new one are not spliced on, and the blob is fetched again as one stream.
+func TestParallelETagChangesMidway(t *testing.T) {
+	w, st, p := rangeWorld(t, 1<<20, `"v1"`)
+	st.srv.ignoreIf = true
+	st.srv.flipAfter = 3
+	res := w.mustPull(w.parallelPuller(st, 2, 2), req(grep, "1.0.0"))[0]
+	if res.Digest != p.digest().String() || !hasNote(res, "stopped serving byte ranges") {
+		t.Fatalf("result %+v", res)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -150,5 +151,45 @@ func TestAssetBodyBreaksOffAsNetwork(t *testing.T) {
 	n, err := io.Copy(io.Discard, p.Body)
 	if n != 50 || errs.TokenOf(err) != errs.Network || !strings.Contains(err.Error(), "broke off after 50") {
 		t.Fatalf("read %d: %v", n, err)
+	}
+}
+
+// A download link that answers with something that is not the asset (a login page, a body of
+// another length) sends the ranger to the API, as it does DownloadAsset.
+func TestAssetRangerLinkAnswersSomethingElse(t *testing.T) {
+	payload := []byte("the real asset")
+	for name, answer := range map[string]func(w http.ResponseWriter){
+		"login page": func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			w.(http.Flusher).Flush()
+			_, _ = w.Write([]byte("<html>Sign in</html>"))
+		},
+		"wrong length": func(w http.ResponseWriter) { _, _ = w.Write([]byte("short")) },
+		"redirect loop": func(w http.ResponseWriter) {
+			w.Header().Set("Location", "/o/r/releases/download/v1/a")
+			w.WriteHeader(http.StatusFound)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			api := 0
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch r.URL.Path {
+				case "/o/r/releases/download/v1/a":
+					answer(w)
+				case "/repos/o/r/releases/assets/9":
+					api++
+					_, _ = w.Write(payload)
+				default:
+					http.NotFound(w, r)
+				}
+			}))
+			defer srv.Close()
+			c := NewClient(ClientOptions{BaseURL: srv.URL, Retries: -1})
+			a := Asset{ID: 9, Name: "a", Size: int64(len(payload)), BrowserDownloadURL: srv.URL + "/o/r/releases/download/v1/a"}
+			r := c.AssetRanger("o", "r", a, false)
+			if got := readRange(t, r, 0, -1, ""); got != string(payload) || api != 1 {
+				t.Fatalf("%q after %d API requests", got, api)
+			}
+		})
 	}
 }
