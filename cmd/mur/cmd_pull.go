@@ -110,6 +110,17 @@ func runPull(e *env, f *pullFlags, args []string) error {
 			Results []pullResult `json:"results"`
 		}{out}, err)
 	} else {
+		// A store that failed other than by lacking the artifact is worth a line, once per
+		// command: the chain fell through it (fallback: any-error).
+		warned := map[string]bool{}
+		for _, r := range results {
+			for _, s := range r.Skipped {
+				if s.Token != "not-found" && !warned[s.Place] {
+					warned[s.Place] = true
+					e.Progress("mur: warning: %s: skipped %s: %s: %s", r.Name, s.Place, s.Token, s.Reason)
+				}
+			}
+		}
 		for _, r := range results {
 			if r.Error != "" {
 				continue

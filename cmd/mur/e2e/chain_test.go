@@ -96,6 +96,18 @@ func TestReliabilityMirrorChain(t *testing.T) {
 		if r := w.mur("verify"); r.code != 0 {
 			t.Fatalf("verify: %s", r)
 		}
+		// Without --json, each store the chain fell through for a failure is one warning.
+		os.RemoveAll(w.home)
+		os.Remove(filepath.Join(w.project, "murmur.lock"))
+		r := w.ok("pull", "--no-precompile")
+		for _, a := range chain[:3] {
+			if n := strings.Count(r.stderr, "skipped "+a+": "); n != 1 {
+				t.Errorf("%d warnings about %s: %s", n, a, r.stderr)
+			}
+		}
+		if !strings.Contains(r.stderr, "skipped "+chain[2]+": integrity: ") {
+			t.Errorf("no integrity warning naming the store with wrong bytes: %s", r.stderr)
+		}
 	})
 
 	t.Run("not-found", func(t *testing.T) {
