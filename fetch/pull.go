@@ -150,6 +150,10 @@ type Puller struct {
 	MirrorRequired bool
 
 	hashLast bool // hash a parallel download once it is whole, not as it grows (benchmarks)
+	// splitWhen, when set, replaces the rule that splits a slow stream; piecesFirst skips the
+	// stream (tests).
+	splitWhen   func(n int64, elapsed time.Duration) bool
+	piecesFirst bool
 }
 
 func (p *Puller) warn(format string, args ...any) {

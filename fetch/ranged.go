@@ -7,6 +7,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 
@@ -22,7 +23,13 @@ import (
 //     bytes are re-hashed first, as containerd does), with Range: bytes=N-M and If-Range;
 //   - continues a body that breaks off mid-transfer instead of failing the pull;
 //   - fetches a large blob over several connections into a preallocated ingest file, hashed in
-//     order as the bytes from its start come in.
+//     order as the bytes from its start come in, when one connection turns out slow.
+//
+// A large blob starts as one stream, the fastest way on a fast link (no second copy, no reading
+// back to hash): where one connection brings less than fastLink after splitAfter, which is what a
+// server or CDN capping each connection looks like, the stream stops where it is and the rest is
+// fetched in pieces over several connections. A kept download that already holds pieces beyond
+// its start goes straight to pieces.
 //
 // Only a 206 whose Content-Range is exactly the range asked for is taken as a piece; a server
 // that answers with the whole blob (it ignores Range, or If-Range found the content changed)
@@ -85,7 +92,24 @@ const (
 	// maxResumes bounds how often one transfer continues after a break: a link that breaks
 	// this often is better reported.
 	maxResumes = 5
+	// splitAfter and fastLink: a large blob's single stream that brings less than fastLink
+	// bytes a second, measured after splitAfter, is split over several connections. A loopback
+	// or LAN registry streams faster than that; a connection capped by a server or a CDN, or a
+	// long-haul link, does not.
+	splitAfter = 250 * time.Millisecond
+	fastLink   = 128 << 20
 )
+
+// errSplit stops a large blob's single stream so that the rest is fetched in pieces.
+var errSplit = errors.New("one connection is slow: split")
+
+// slowLink reports whether a stream that brought n bytes in elapsed should be split.
+func (p *Puller) slowLink(n int64, elapsed time.Duration) bool {
+	if p.splitWhen != nil {
+		return p.splitWhen(n, elapsed)
+	}
+	return elapsed >= splitAfter && float64(n) < fastLink*elapsed.Seconds()
+}
 
 func (p *Puller) connections() int {
 	if p.Connections < 1 {
@@ -177,10 +201,18 @@ func (f *filler) run(ctx context.Context) error {
 	}()
 	for restarts := 0; ; restarts++ {
 		var err error
-		if f.size >= f.p.parallelMin() && f.p.connections() > 1 {
+		kept, _ := f.w.Resumed()
+		switch {
+		case f.size < f.p.parallelMin() || f.p.connections() < 2:
+			err = f.stream(ctx, nil, false)
+		case kept.Held > kept.Offset || f.p.piecesFirst:
+			// Pieces beyond the start were kept: only pieces can use them.
 			err = f.parallel(ctx)
-		} else {
-			err = f.stream(ctx, nil)
+		default:
+			err = f.stream(ctx, nil, true)
+			if errors.Is(err, errSplit) {
+				err = f.parallel(ctx)
+			}
 		}
 		if errors.Is(err, errStartOver) && restarts < 2 {
 			continue
@@ -217,8 +249,10 @@ func resumable(ctx context.Context, err error) bool {
 }
 
 // stream fetches the rest of the blob over one connection, continuing after a break. first,
-// when set, is an answer already open on the whole blob.
-func (f *filler) stream(ctx context.Context, first *Part) error {
+// when set, is an answer already open on the whole blob. With split, it asks for a closed range
+// even from byte 0, so that the answer says whether the server serves ranges, and stops with
+// errSplit when the connection proves slow and the server does.
+func (f *filler) stream(ctx context.Context, first *Part, split bool) error {
 	resumes := 0
 	for {
 		off := f.w.Size()
@@ -230,7 +264,7 @@ func (f *filler) stream(ctx context.Context, first *Part) error {
 			part, first = *first, nil
 		} else {
 			var err error
-			if off == 0 {
+			if off == 0 && !split {
 				part, err = f.r.Open(ctx, 0, -1, "")
 			} else {
 				part, err = f.r.Open(ctx, off, f.size-1, f.w.Validator())
@@ -262,16 +296,19 @@ func (f *filler) stream(ctx context.Context, first *Part) error {
 			}
 			continue
 		}
+		if part.Whole {
+			split = false // a server that ignores ranges can only stream
+		}
 		if err := f.w.SetValidator(part.Validator); err != nil {
 			part.Body.Close()
 			return err
 		}
-		dst := &countingWriter{w: f.w, f: f}
+		dst := &countingWriter{w: f.w, f: f, split: split, start: time.Now()}
 		_, err := copyBounded(dst, part.Body, f.size-f.w.Size())
 		part.Body.Close()
 		switch {
 		case dst.err != nil:
-			return dst.err
+			return dst.err // errSplit, or the ingest's own failure
 		case errors.Is(err, errTooLong):
 			return errs.New(errs.Integrity, "%s declares %d bytes for %s (%s) but sent more; the transfer was stopped after %d bytes and nothing was kept; report it to its owner", f.from, f.size, f.dg, f.name, f.size)
 		}
@@ -288,16 +325,25 @@ func (f *filler) stream(ctx context.Context, first *Part) error {
 	}
 }
 
-// countingWriter writes into the ingest, counts for progress, and keeps the ingest's own error
-// apart from the body's.
+// countingWriter writes into the ingest, counts for progress, keeps the ingest's own error
+// apart from the body's, and with split, stops a stream that proves slow. Bytes the body read
+// ahead beyond that point are dropped: the pieces fetch them again.
 type countingWriter struct {
-	w   *cas.Writer
-	f   *filler
-	err error
+	w     *cas.Writer
+	f     *filler
+	err   error
+	split bool
+	start time.Time
+	n     int64
 }
 
 func (c *countingWriter) Write(b []byte) (int, error) {
+	if c.split && c.f.p.slowLink(c.n, time.Since(c.start)) {
+		c.err = errSplit
+		return 0, errSplit
+	}
 	n, err := c.w.Write(b)
+	c.n += int64(n)
 	c.f.received(int64(n))
 	if err != nil {
 		c.err = err
@@ -328,7 +374,7 @@ func (f *filler) parallel(ctx context.Context) error {
 		if err := f.restart("asked for bytes %d-%d and got an answer that does not fit (%v); started over from byte 0, as one stream", first.Start, first.End-1, err); err != nil {
 			return err
 		}
-		return f.stream(ctx, nil)
+		return f.stream(ctx, nil, false)
 	}
 	if err != nil {
 		return err
@@ -342,7 +388,7 @@ func (f *filler) parallel(ctx context.Context) error {
 			part.Body.Close()
 			return err
 		}
-		return f.stream(ctx, &part)
+		return f.stream(ctx, &part, false)
 	}
 	if f.changed(part) {
 		part.Body.Close()
@@ -404,7 +450,7 @@ func (pf *pieces) run(ctx context.Context, first cas.Span, part Part) error {
 			if err := pf.f.restart("the server stopped serving byte ranges mid-transfer (%v); started over from byte 0, as one stream", err); err != nil {
 				return err
 			}
-			return pf.f.stream(ctx, nil)
+			return pf.f.stream(ctx, nil, false)
 		}
 		return err
 	}

@@ -43,6 +43,7 @@ func BenchmarkParallelHash128MiB(b *testing.B) {
 					proj := filepath.Join(root, "project")
 					os.Mkdir(proj, 0o755)
 					pl := &fetch.Puller{CAS: s, Stores: []fetch.Store{st}, Platform: "linux-x86_64", Jobs: 4}
+					fetch.PiecesFirst(pl)
 					switch mode {
 					case "last":
 						fetch.HashLast(pl)

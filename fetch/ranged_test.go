@@ -301,7 +301,49 @@ func TestRangedWrongContentRangeStartsOver(t *testing.T) {
 func (w *world) parallelPuller(st fetch.Store, conns, jobs int) *fetch.Puller {
 	pl := w.puller(st)
 	pl.Connections, pl.Jobs, pl.ParallelMin, pl.Chunk = conns, jobs, 256<<10, 64<<10
+	fetch.PiecesFirst(pl)
 	return pl
+}
+
+// A large blob starts as one stream; one that proves slow is split, and the rest comes in pieces
+// over several connections, continuing after what the stream wrote.
+func TestParallelSplitsASlowStream(t *testing.T) {
+	reg := registrytest.Start(t)
+	px := proxytest.Start(t, reg.Addr(), proxytest.Options{})
+	st := openStore(t, "oci://"+px.Addr()+"/murmur", ocistore.Options{})
+	p := packSized(t, "grep", "1.0.0", 6<<20, 214)
+	push(t, st, grep, "1.0.0", "any", p)
+	px.Set(proxytest.Options{PathContains: "/blobs/", BytesPerSecond: 8 << 20})
+	pushed := px.Requests(blobPath(p))
+	w := newWorld(t)
+	pl := w.puller(st)
+	pl.ParallelMin, pl.Chunk = 1<<20, 1<<20
+	fetch.SplitAt(pl, 1<<20)
+	res := w.mustPull(pl, req(grep, "1.0.0"))[0]
+	if res.Digest != p.digest().String() || res.Connections < 2 {
+		t.Fatalf("result %+v", res)
+	}
+	if n := px.Requests(blobPath(p)) - pushed; n < 3 || n > 7 {
+		t.Errorf("%d blob requests, want the stream and a piece per MiB after it", n)
+	}
+	if served := px.BytesServed(blobPath(p)); served > int64(len(p.zip))+4<<20 {
+		t.Errorf("%d bytes served for a %d-byte blob", served, len(p.zip))
+	}
+}
+
+// A fast stream is not split: one connection.
+func TestParallelFastStreamStaysOne(t *testing.T) {
+	reg := registrytest.StartFaulty(t)
+	st := openStore(t, "oci://"+reg.Addr()+"/murmur", ocistore.Options{})
+	p := packSized(t, "grep", "1.0.0", 2<<20, 215)
+	push(t, st, grep, "1.0.0", "any", p)
+	w := newWorld(t)
+	pl := w.puller(st)
+	pl.ParallelMin, pl.Chunk = 1<<20, 256<<10
+	res := w.mustPull(pl, req(grep, "1.0.0"))[0]
+	if res.Digest != p.digest().String() || res.Connections != 1 {
+		t.Fatalf("result %+v", res)
+	}
 }
 
 // A large blob is fetched over several connections, each asking for pieces.
@@ -510,5 +552,23 @@ func TestParallelETagChangesMidway(t *testing.T) {
 	res := w.mustPull(w.parallelPuller(st, 2, 2), req(grep, "1.0.0"))[0]
 	if res.Digest != p.digest().String() || !hasNote(res, "stopped serving byte ranges") {
 		t.Fatalf("result %+v", res)
+	}
+}
+
+func TestSlowLinkRule(t *testing.T) {
+	for _, c := range []struct {
+		n       int64
+		elapsed time.Duration
+		slow    bool
+	}{
+		{16 << 20, time.Second, true},            // a capped connection
+		{200 << 20, time.Second, false},          // loopback, a LAN
+		{1 << 10, 100 * time.Millisecond, false}, // too early to tell
+		{40 << 20, 250 * time.Millisecond, false},
+		{20 << 20, 250 * time.Millisecond, true},
+	} {
+		if got := fetch.SlowLink(c.n, c.elapsed); got != c.slow {
+			t.Errorf("%d bytes in %s: slow %v, want %v", c.n, c.elapsed, got, c.slow)
+		}
 	}
 }

@@ -114,7 +114,8 @@ func TestReliabilityResumeAfterKill(t *testing.T) {
 		res := pullResults(t, w.ok("--json", "pull", "--no-precompile"))
 		total := served()
 		t.Logf("256 MiB blob: killed after %d bytes served, resumed at %d, %d bytes served in all (%.3f× the blob)", killed, res[0].Resumed, total, float64(total)/float64(fi.Size()))
-		if res[0].Resumed < fi.Size()/3 || res[0].Digest != fileDigest(t, big) {
+		// What the kill left (the bytes from the start, and pieces beyond) is not fetched again.
+		if res[0].Resumed == 0 || res[0].Transferred > fi.Size()*7/10 || res[0].Digest != fileDigest(t, big) {
 			t.Fatalf("result %+v", res[0])
 		}
 		if float64(total) > 1.1*float64(fi.Size()) {
@@ -178,7 +179,7 @@ func TestReliabilityResumeFromGitHub(t *testing.T) {
 	res := pullResults(t, w.ok("--json", "pull", "--no-precompile"))
 	total := px.BytesServed(object)
 	t.Logf("256 MiB asset: resumed at %d, %d bytes served by storage in all (%.3f× the asset)", res[0].Resumed, total, float64(total)/float64(len(data)))
-	if res[0].Resumed < int64(len(data))/3 || res[0].Digest != digest.FromBytes(data).String() {
+	if res[0].Resumed == 0 || res[0].Transferred > int64(len(data))*7/10 || res[0].Digest != digest.FromBytes(data).String() {
 		t.Fatalf("result %+v", res[0])
 	}
 	if float64(total) > 1.1*float64(len(data)) {
@@ -244,8 +245,9 @@ func TestPullParallelConnections(t *testing.T) {
 		if res[0].Digest != fileDigest(t, f) || res[0].Connections != c.conns {
 			t.Errorf("%v: %d connections, want %d", c.args, res[0].Connections, c.conns)
 		}
-		if c.conns > 1 && px.Requests(blob)-before != pieces {
-			t.Errorf("%v: %d requests for the blob, want one per 16 MiB piece (%d)", c.args, px.Requests(blob)-before, pieces)
+		// One stream first, split once it proves slow; then a request per 16 MiB piece of the rest.
+		if n := px.Requests(blob) - before; c.conns > 1 && (n < 2 || n > pieces+1) {
+			t.Errorf("%v: %d requests for the blob, want the stream and at most one per 16 MiB piece (%d)", c.args, n, pieces)
 		}
 	}
 }
