@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/sandbox"
@@ -84,7 +85,7 @@ mur warm --store oci://registry.internal:5000/murmur`,
 				return jsonThen(e, rep, err)
 			} else if err == nil {
 				fmt.Fprintf(e.stdout, "warm: %s ready (%d fetched, %s; %d already cached), %d compiled\n",
-					plural(rep.Artifacts, "artifact"), rep.Fetched, humanBytes(rep.Bytes), rep.Cached, rep.Compiled)
+					plural(rep.Artifacts, "artifact"), rep.Fetched, cas.FormatSize(rep.Bytes), rep.Cached, rep.Compiled)
 			}
 			return err
 		},
