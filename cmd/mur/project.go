@@ -118,12 +118,14 @@ func (p *project) stores(f storeFlags) ([]fetch.Store, error) {
 	addrs = append(addrs, p.cfg.Stores...)
 	seen := map[string]bool{}
 	var out []fetch.Store
+	pool := ocistore.NewPool() // one authenticated transport per registry for this command
 	for _, a := range addrs {
 		if seen[a] {
 			continue
 		}
 		seen[a] = true
 		opt := storeOptions()
+		opt.Pool = pool
 		opt.PlainHTTP = plain[a] || p.cfg.PlainHTTP[a]
 		s, err := ocistore.Open(a, opt)
 		if err != nil {
