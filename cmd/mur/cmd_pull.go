@@ -90,6 +90,7 @@ func runPull(e *env, f *pullFlags, args []string) error {
 		if err == nil {
 			defer closeRunner(e, runner)
 			puller.Precompile = interruptible(runner.Precompile)
+			puller.Compiled = runner
 		}
 	}
 	results, err := puller.Pull(e.ctx, p.Project, reqs)
