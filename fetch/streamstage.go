@@ -43,6 +43,7 @@ type streamStage struct {
 	full chan []byte
 	free chan []byte
 	seen int64 // bytes written to it
+	made int   // buffers made so far
 	off  atomic.Bool
 
 	done    chan struct{}
@@ -70,11 +71,23 @@ func newStreamStage(proj Project, name ref.Name, d digest.Digest, key hash.Hash)
 		return nil
 	}
 	s := &streamStage{st: st, key: key, full: make(chan []byte, streamBuffers), free: make(chan []byte, streamBuffers), done: make(chan struct{})}
-	for range streamBuffers {
-		s.free <- make([]byte, streamChunk)
-	}
 	go s.follow()
 	return s
+}
+
+// buffer takes a free buffer, or makes one while fewer than streamBuffers exist: a small blob
+// needs only one.
+func (s *streamStage) buffer() []byte {
+	select {
+	case b := <-s.free:
+		return b
+	default:
+	}
+	if s.made < streamBuffers {
+		s.made++
+		return make([]byte, streamChunk)
+	}
+	return <-s.free
 }
 
 // Write hands p to the stream's goroutine; once the stream has staged the payload or given up,
@@ -83,7 +96,7 @@ func (s *streamStage) Write(p []byte) (int, error) {
 	n := len(p)
 	s.seen += int64(n)
 	for len(p) > 0 && !s.off.Load() {
-		buf := <-s.free
+		buf := s.buffer()
 		m := copy(buf, p)
 		s.full <- buf[:m]
 		p = p[m:]

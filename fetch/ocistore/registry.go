@@ -361,8 +361,14 @@ func (b *blobReader) WriteTo(w io.Writer) (int64, error) {
 	}
 	full := make(chan chunk, readAheadChunks-1)
 	free := make(chan []byte, readAheadChunks)
+	// A small blob needs no more than its own size: a project of many small artifacts would
+	// otherwise allocate and clear megabytes per blob.
+	size := readAheadChunk
+	if b.want >= 0 && b.want < readAheadChunk {
+		size = int(b.want) + 1 // one more, so that the read that finds EOF has room
+	}
 	for i := 0; i < readAheadChunks; i++ {
-		free <- make([]byte, readAheadChunk)
+		free <- make([]byte, size)
 	}
 	done := make(chan struct{})
 	defer close(done)
