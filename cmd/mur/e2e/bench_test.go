@@ -186,15 +186,15 @@ func BenchmarkPullPeakRSS(b *testing.B) {
 	reg := registrytest.Start(b)
 	store := "oci://" + reg.Addr() + "/murmur"
 	for _, c := range []struct {
-		name string
-		size int
-	}{{"64MiB", 64 << 20}, {"1GiB", 1 << 30}} {
+		name, artifact string
+		size           int
+	}{{"64MiB", "rss64m", 64 << 20}, {"1GiB", "rss1g", 1 << 30}} {
 		b.Run(c.name, func(b *testing.B) {
 			dir := b.TempDir()
 			w := newWorld(b)
 			b.Setenv("MURMUR_MAX_ARTIFACT_DECOMPRESSED_BYTES", "2147483648") // for packing it here
 			w.env = append(w.env, "MURMUR_MAX_ARTIFACT_DECOMPRESSED_BYTES=2147483648")
-			f := artifacttest.File(b, dir, "rss", "1.0.0", artifacttest.Module(c.size, 3))
+			f := artifacttest.File(b, dir, c.artifact, "1.0.0", artifacttest.Module(c.size, 3))
 			runTimed(b, w.cmd("push", f, "--scope", "bench", "--store", store))
 			os.Remove(f)
 			var rss float64
@@ -202,7 +202,7 @@ func BenchmarkPullPeakRSS(b *testing.B) {
 				os.RemoveAll(w.home)
 				os.Remove(filepath.Join(w.project, "murmur.lock"))
 				os.RemoveAll(filepath.Join(w.project, "tools"))
-				rss = max(rss, runPeak(b, w.cmd("pull", "-q", "--no-precompile", "--store", store, "bench/rss@1.0.0")))
+				rss = max(rss, runPeak(b, w.cmd("pull", "-q", "--no-precompile", "--store", store, "bench/"+c.artifact+"@1.0.0")))
 			}
 			b.ReportMetric(rss, "maxrss-MiB")
 		})
