@@ -3,6 +3,7 @@ package fetch
 import (
 	"bufio"
 	"encoding/binary"
+	"fmt"
 	"hash"
 	"hash/crc32"
 	"io"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/klauspost/compress/flate"
 	"github.com/opencontainers/go-digest"
+	"golang.org/x/sys/unix"
 
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -22,13 +24,15 @@ import (
 
 // Single-pass staging. A packed artifact's local entries come before its central directory, so
 // the payload's bytes pass by while the blob downloads: a streamStage writes them (inflated, for
-// a deflated entry) into the staging folder as they arrive, instead of reading the whole blob
-// back once it is in. It trusts nothing it sees on the way. Once the blob is in and verified,
-// adopt holds what was streamed to what the zip's central directory says of the payload (which
-// entry, where its data starts, how it is stored, how many bytes it spans, its size and CRC-32),
-// and anything that does not match, or any zip the stream could not follow, falls back to
-// staging from the blob as before. The staged folder becomes visible only as any staging does:
-// after the commit, in finish.
+// a deflated entry) into an unnamed file (O_TMPFILE) in the project's folder as they arrive,
+// instead of reading the whole blob back once it is in. An unnamed file is nothing anyone sees,
+// and a pull killed during its download leaves nothing behind: the kernel frees it. It trusts
+// nothing it sees on the way. Once the blob is in and verified, adopt holds what was streamed to
+// what the zip's central directory says of the payload (which entry, where its data starts, how
+// it is stored, how many bytes it spans, its size and CRC-32), and only then links the file into
+// a staging folder. Anything that does not match, any zip the stream could not follow, or a file
+// system without O_TMPFILE falls back to staging from the blob as before. The staged folder
+// becomes visible only as any staging does: after the commit, in finish.
 
 // streamChunk is how much of the download a streamStage holds at most, per buffer.
 const (
@@ -38,7 +42,10 @@ const (
 
 // streamStage follows a blob's bytes from its first one, as an io.Writer beside the CAS ingest.
 type streamStage struct {
-	st   *preparedStage
+	proj Project
+	name ref.Name
+	d    digest.Digest
+	file *os.File  // the unnamed file the payload is written to
 	key  hash.Hash // fed the payload, when the compiled cache wants its key; may be nil
 	full chan []byte
 	free chan []byte
@@ -63,14 +70,15 @@ type streamResult struct {
 	crc        uint32
 }
 
-// newStreamStage opens a staging folder for name and starts following the stream. It returns nil
-// when the folder can't be made; the pull then stages from the blob, which reports why.
+// newStreamStage opens an unnamed file in the project's folder and starts following the stream.
+// It returns nil when the file can't be made (no O_TMPFILE there); the pull then stages from
+// the blob.
 func newStreamStage(proj Project, name ref.Name, d digest.Digest, key hash.Hash) *streamStage {
-	st, err := openStageDir(proj, name, d)
+	f, err := os.OpenFile(proj.Dir, os.O_RDWR|unix.O_TMPFILE|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		return nil
 	}
-	s := &streamStage{st: st, key: key, full: make(chan []byte, streamBuffers), free: make(chan []byte, streamBuffers), done: make(chan struct{})}
+	s := &streamStage{proj: proj, name: name, d: d, file: f, key: key, full: make(chan []byte, streamBuffers), free: make(chan []byte, streamBuffers), done: make(chan struct{})}
 	go s.follow()
 	return s
 }
@@ -111,7 +119,7 @@ func (s *streamStage) finish() streamResult {
 	return s.result
 }
 
-// abandon discards the folder; safe after finish and more than once.
+// abandon drops what was streamed; safe after finish and more than once.
 func (s *streamStage) abandon() {
 	s.discard.Do(func() {
 		s.off.Store(true)
@@ -120,28 +128,36 @@ func (s *streamStage) abandon() {
 		default:
 			s.finish()
 		}
-		s.st.discard()
+		s.file.Close()
 	})
 }
 
-// adopt returns the staged folder if what was streamed is the payload of a, the blob of size
-// bytes, else nil (and discards the folder). Every check staging from the blob makes is made here
-// too, on what the stream wrote.
+// adopt returns a staged folder holding what was streamed if it is the payload of a, the blob of
+// size bytes, else nil. Every check staging from the blob makes is made here too, on what the
+// stream wrote.
 func (s *streamStage) adopt(a *artifact.Archive, size int64) *preparedStage {
+	defer s.abandon()
 	r := s.finish()
 	offset, method, csize, ok := a.PayloadEntry()
 	if !ok || !r.ok || s.seen != size || r.name != a.PayloadName || r.dataOffset != offset ||
 		r.deflated != (method == payloadDeflated) || r.consumed > csize || (!r.deflated && r.consumed != csize) {
-		s.abandon()
 		return nil
 	}
-	if err := s.st.complete(a, r.size, r.crc); err != nil {
+	st, err := openStageDir(s.proj, s.name, s.d)
+	if err != nil {
+		return nil
+	}
+	// The unnamed file gets its name only now. linkat through /proc needs no privilege, unlike
+	// AT_EMPTY_PATH; a project on two file systems (tools/ a mount point) falls back.
+	if err := unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", s.file.Fd()), unix.AT_FDCWD, filepath.Join(st.tmp, r.name), unix.AT_SYMLINK_FOLLOW); err != nil {
+		st.discard()
+		return nil
+	}
+	if err := st.complete(a, r.size, r.crc); err != nil {
 		// The payload is not what the zip records: staging from the blob words the refusal.
-		s.abandon()
+		st.discard()
 		return nil
 	}
-	st := s.st
-	s.st = nil // the pull owns it now; abandon leaves it alone
 	return st
 }
 
@@ -218,12 +234,9 @@ func (s *streamStage) follow() {
 	}
 }
 
-// stage writes the entry whose data starts at start into the staging folder.
+// stage writes the entry whose data starts at start into the unnamed file.
 func (s *streamStage) stage(br *bufio.Reader, name string, start int64, deflated bool, csize, limit int64, pos func() int64) {
-	f, err := os.OpenFile(filepath.Join(s.st.tmp, name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
-		return
-	}
+	f := s.file
 	crc := crc32.NewIEEE()
 	var src io.Reader = io.LimitReader(br, csize)
 	if deflated {
@@ -232,9 +245,6 @@ func (s *streamStage) stage(br *bufio.Reader, name string, start int64, deflated
 		src = fr
 	}
 	n, err := io.CopyBuffer(sums(f, crc, s.key), io.LimitReader(src, limit+1), make([]byte, 256<<10))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil || n > limit {
 		return
 	}
