@@ -66,7 +66,7 @@ mur warm --store oci://registry.internal:5000/murmur`,
 				From:   func(name string) ([]string, error) { return p.installFrom(name, nil) },
 				Puller: p.cacheCap(e, &fetch.Puller{CAS: store, Stores: sts, Source: p.source(), Offline: e.Offline(), Jobs: jobs, Events: pr.event}),
 			}
-			runner, err := sandbox.New(e.ctx, sandbox.Options{CacheDir: p.home.Compiled(), Warn: func(s string) { e.Progress("mur: warning: %s", s) }})
+			runner, err := sandbox.New(e.ctx, p.runnerOptions(func(s string) { e.Progress("mur: warning: %s", s) }))
 			if err != nil {
 				return err
 			}
