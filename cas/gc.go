@@ -213,7 +213,7 @@ func (s *Store) GC(ctx context.Context, opt GCOptions) (GCReport, error) {
 				continue
 			}
 			reason := fmt.Sprintf("least recently used (last used %s) while the cache held %s, over --max-size %s",
-				b.LastUse.Local().Format("2006-01-02 15:04"), humanSize(size), humanSize(opt.MaxSize))
+				b.LastUse.Local().Format("2006-01-02 15:04"), FormatSize(size), FormatSize(opt.MaxSize))
 			if err := remove(b, RuleMaxSize, reason); err != nil {
 				return rep, err
 			}
@@ -234,19 +234,6 @@ func (s *Store) GC(ctx context.Context, opt GCOptions) (GCReport, error) {
 		}
 	}
 	return rep, nil
-}
-
-// humanSize writes n bytes the way people read cache sizes.
-func humanSize(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }
 
 func (s *Store) gcIngest(ctx context.Context, now time.Time, opt GCOptions, rep *GCReport) error {

@@ -16,6 +16,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/internal/yamlnode"
 	"github.com/murmur-nexus/mur/lock"
 
@@ -395,7 +396,7 @@ func parseConfig(data []byte, path, baseDir string) (*configFile, error) {
 				if cv.Kind != yaml.ScalarNode {
 					return nil, bad("line %d: cache.max_size must be a size such as 20GiB, found %s", cv.Line, yamlnode.Describe(cv))
 				}
-				n, err := ParseSize(cv.Value)
+				n, err := cas.ParseSize(cv.Value)
 				if err != nil {
 					return nil, bad("line %d: cache.max_size: %s", cv.Line, errs.Message(err))
 				}
@@ -480,25 +481,4 @@ func ResolveStore(addr, baseDir string) string {
 		return addr
 	}
 	return SchemeOCILayout + filepath.Join(baseDir, p)
-}
-
-// ParseSize reads a size such as 20GiB, 512M, 1.5G or 1000000 (bytes): a positive number with an
-// optional unit K, M, G or T, each 1024 times the one before, spelled with or without B or iB,
-// in any case.
-func ParseSize(v string) (int64, error) {
-	t := strings.TrimSpace(v)
-	num := strings.TrimRightFunc(t, func(r rune) bool { return r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' })
-	unit := strings.ToLower(strings.TrimSpace(t[len(num):]))
-	num = strings.TrimSpace(num)
-	shift := map[string]uint{"": 0, "b": 0, "k": 10, "kb": 10, "kib": 10, "m": 20, "mb": 20, "mib": 20, "g": 30, "gb": 30, "gib": 30, "t": 40, "tb": 40, "tib": 40}
-	sh, ok := shift[unit]
-	f, err := strconv.ParseFloat(num, 64)
-	if !ok || err != nil || num == "" || strings.ContainsAny(num, "eExXpP_") {
-		return 0, errs.New(errs.Usage, "%q is not a size; write a number of bytes with an optional unit, such as 20GiB, 512M or 1000000", v)
-	}
-	bytes := f * float64(uint64(1)<<sh)
-	if !(bytes >= 1) || bytes > float64(1<<62) {
-		return 0, errs.New(errs.Usage, "%q is not a size mur can use; give at least 1 byte and at most 4 EiB, such as 20GiB", v)
-	}
-	return int64(bytes), nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/lock"
 )
@@ -271,13 +272,13 @@ func TestParseSize(t *testing.T) {
 	for in, want := range map[string]int64{
 		"1000000": 1000000, "512M": 512 << 20, "512mb": 512 << 20, "20GiB": 20 << 30, "1.5G": 3 << 29, "2 TB": 2 << 40, "64KiB": 64 << 10, "100B": 100,
 	} {
-		if got, err := ParseSize(in); err != nil || got != want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		if got, err := cas.ParseSize(in); err != nil || got != want {
+			t.Errorf("cas.ParseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
 	for _, bad := range []string{"", "abc", "-5G", "0", "0.1", "10 parsecs", "1e9", "0x10", "G", "NaN", "Inf", "99999999T"} {
-		if _, err := ParseSize(bad); !errors.Is(err, errs.Usage) {
-			t.Errorf("ParseSize(%q) = %v, want a usage error", bad, err)
+		if _, err := cas.ParseSize(bad); !errors.Is(err, errs.Usage) {
+			t.Errorf("cas.ParseSize(%q) = %v, want a usage error", bad, err)
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 
 	"github.com/opencontainers/go-digest"
 
@@ -15,20 +17,28 @@ import (
 // ranges and the size is known (resumable, and parallel for large blobs), else as one stream. On
 // error the ingest is closed; its bytes stay for the next pull when the failure says nothing
 // against them (a broken connection, a stall, an interrupt).
-func (p *Puller) download(ctx context.Context, st Store, req Request, desc Descriptor) (*cas.Writer, transfer, error) {
+//
+// For a payload of this machine's platform the bytes are also followed by a streamStage
+// (single-pass staging, fed key) as long as they arrive in order from the blob's first byte: an
+// ingest that continues kept bytes, starts over or is split into pieces is staged from the blob
+// once it is in, and the returned stream is nil.
+func (p *Puller) download(ctx context.Context, st Store, req Request, desc Descriptor, key hash.Hash) (*cas.Writer, transfer, *streamStage, error) {
 	rs, ok := st.(RangeStore)
 	if !ok || desc.Size <= 0 {
-		return p.downloadStream(ctx, st, req, desc)
+		return p.downloadStream(ctx, st, req, desc, key)
 	}
 	r, err := rs.Ranger(ctx, req.Name, desc.Digest, desc.Size)
 	if err != nil {
-		return nil, transfer{}, err
+		return nil, transfer{}, nil, err
 	}
 	w, err := p.CAS.OpenResumable(ctx, cas.ResumeInfo{Digest: desc.Digest, Size: desc.Size, Store: st.String()})
 	if err != nil {
-		return nil, transfer{}, err
+		return nil, transfer{}, nil, err
 	}
 	f := p.newFiller(w, r, desc.Digest, desc.Size, st.String(), req.Name.String())
+	if req.stageTo != nil && w.Held() == 0 {
+		f.tee = newStreamStage(*req.stageTo, req.Name, desc.Digest, key)
+	}
 	for attempt := 0; ; attempt++ {
 		err = f.run(ctx)
 		if err == nil && w.Digest() != desc.Digest && f.xfer.resumed > 0 && attempt == 0 {
@@ -40,9 +50,10 @@ func (p *Puller) download(ctx context.Context, st Store, req Request, desc Descr
 		break
 	}
 	if err != nil {
-		return nil, f.xfer, p.dropOrKeep(ctx, w, err, "reading %s@%s from %s", req.Name, desc.Version, st)
+		f.untee()
+		return nil, f.xfer, nil, p.dropOrKeep(ctx, w, err, "reading %s@%s from %s", req.Name, desc.Version, st)
 	}
-	return w, f.xfer, nil
+	return w, f.xfer, f.tee, nil
 }
 
 // dropOrKeep closes an ingest whose download failed with err, keeping its bytes for the next pull
@@ -69,26 +80,37 @@ func (p *Puller) dropOrKeep(ctx context.Context, w *cas.Writer, err error, forma
 
 // downloadStream is the download of a store that serves no ranges: one stream, bounded by the
 // declared size, that a break fails.
-func (p *Puller) downloadStream(ctx context.Context, st Store, req Request, desc Descriptor) (*cas.Writer, transfer, error) {
+func (p *Puller) downloadStream(ctx context.Context, st Store, req Request, desc Descriptor, key hash.Hash) (*cas.Writer, transfer, *streamStage, error) {
 	rc, err := st.Open(ctx, req.Name, desc.Digest)
 	if err != nil {
-		return nil, transfer{}, err
+		return nil, transfer{}, nil, err
 	}
 	defer rc.Close()
 	w, err := p.CAS.NewWriter(ctx)
 	if err != nil {
-		return nil, transfer{}, err
+		return nil, transfer{}, nil, err
 	}
-	dst := &progressWriter{w: w, p: p, name: req.Name.String(), total: desc.Size, from: st.String()}
+	var stream *streamStage
+	if req.stageTo != nil {
+		stream = newStreamStage(*req.stageTo, req.Name, desc.Digest, key)
+	}
+	var sink io.Writer = w
+	if stream != nil {
+		sink = io.MultiWriter(w, stream)
+	}
+	dst := &progressWriter{w: sink, p: p, name: req.Name.String(), total: desc.Size, from: st.String()}
 	if _, err := copyBounded(dst, rc, desc.Size); err != nil {
 		w.Close()
+		if stream != nil {
+			stream.abandon()
+		}
 		if errors.Is(err, errTooLong) {
-			return nil, transfer{}, errs.New(errs.Integrity, "%s declares %d bytes for %s (%s@%s) but sent more; the transfer was stopped after %d bytes and nothing was kept; report it to the store's owner",
+			return nil, transfer{}, nil, errs.New(errs.Integrity, "%s declares %d bytes for %s (%s@%s) but sent more; the transfer was stopped after %d bytes and nothing was kept; report it to the store's owner",
 				st, desc.Size, desc.Digest, req.Name, desc.Version, w.Size())
 		}
-		return nil, transfer{}, errs.Wrap(err, errs.Network, "reading %s@%s from %s stopped after %d bytes: %v; run the pull again", req.Name, desc.Version, st, w.Size(), err)
+		return nil, transfer{}, nil, errs.Wrap(err, errs.Network, "reading %s@%s from %s stopped after %d bytes: %v; run the pull again", req.Name, desc.Version, st, w.Size(), err)
 	}
-	return w, transfer{bytes: w.Size(), conns: 1}, nil
+	return w, transfer{bytes: w.Size(), conns: 1}, stream, nil
 }
 
 // rangedScratch is the Scratch a source fetches into: Fill for a source whose server serves

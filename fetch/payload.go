@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"context"
+	"hash"
 	"hash/crc32"
 	"io"
 
@@ -34,15 +35,19 @@ func readBlob(ctx context.Context, store *cas.Store, d digest.Digest, inflate bo
 // before the blob becomes visible: it inflates (for a deflated entry) without passing the
 // decompression ceiling or its declared size, and has the size and CRC-32 the zip records. A
 // zip's reader checks a CRC only when the entry declares a nonzero one and only for what is
-// read through it; this check makes no exception.
-func checkPayload(a *artifact.Archive) error {
+// read through it; this check makes no exception. key, when not nil, is fed the payload.
+func checkPayload(a *artifact.Archive, key hash.Hash) error {
 	rc, err := a.OpenPayload()
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
 	h := crc32.NewIEEE()
-	n, err := io.Copy(h, rc)
+	var w io.Writer = h
+	if key != nil {
+		w = io.MultiWriter(h, key)
+	}
+	n, err := io.Copy(w, rc)
 	if err != nil {
 		return err
 	}

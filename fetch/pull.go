@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"path/filepath"
 	"slices"
@@ -46,6 +47,10 @@ type Request struct {
 	Version string   // exact, or ref.Latest
 	From    []string // install.from, already narrowed by --from; nil means DefaultFrom
 	Update  bool     // --update: move the lock to what the request resolves to
+
+	// stageTo is set by the pull for a payload of this machine's platform: a store's download
+	// is staged there as it arrives (streamstage.go).
+	stageTo *Project
 }
 
 // Result is what one pull did.
@@ -78,6 +83,9 @@ type Result struct {
 	Connections int `json:"connections,omitempty"`
 	// Mirror is the write-through of the artifact to the mirror registry, when one is set.
 	Mirror *MirrorPush `json:"mirror,omitempty"`
+
+	compile digest.Digest // a fresh payload waiting for the compile queue
+	took    time.Duration // the pull's own time, before any compile
 }
 
 // Phase is where one artifact's pull stands.
@@ -117,8 +125,12 @@ type Puller struct {
 	// Precompile compiles a fresh payload into the compiled cache; nil skips. A failure is a
 	// warning: the blob is pinned and valid, and `mur run` reports why it can't execute it.
 	Precompile func(ctx context.Context, wasm []byte) error
-	Events     func(Event)
-	Now        func() time.Time
+	// Compiled, when set with Precompile, tells which payloads the compiled cache holds
+	// already, by a key the pull computes as it streams the payload anyway; those are not
+	// read back or compiled again.
+	Compiled CompiledCache
+	Events   func(Event)
+	Now      func() time.Time
 	// MaxCacheSize, when positive, trims the CAS after a pull to at most this many bytes (the
 	// cache: {max_size: …} of config.yaml): unpinned blobs go, least recently used first.
 	MaxCacheSize int64
@@ -154,6 +166,22 @@ type Puller struct {
 	// stream (tests).
 	splitWhen   func(n int64, elapsed time.Duration) bool
 	piecesFirst bool
+}
+
+// CompiledCache is the part of the sandbox runner that lets a pull skip what is compiled already.
+type CompiledCache interface {
+	// ModuleKey returns a hash that, fed a payload, sums to the key of its compiled form.
+	ModuleKey() hash.Hash
+	// HasCompiled reports whether the compiled cache holds a sound entry under key.
+	HasCompiled(key []byte) bool
+}
+
+// moduleKey is a fresh key hash, or nil when the pull compiles nothing or can't ask.
+func (p *Puller) moduleKey() hash.Hash {
+	if p.Precompile == nil || p.Compiled == nil {
+		return nil
+	}
+	return p.Compiled.ModuleKey()
 }
 
 func (p *Puller) warn(format string, args ...any) {
@@ -208,6 +236,16 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 	// only costs disk space, and gc tries again.
 	sweepStaging(proj, p.now(), false)
 	p.health()
+	// Payloads are compiled one after another as their downloads finish, beside the downloads
+	// still running: each compile spreads over every core by itself, and holds no --jobs slot.
+	compiles := make(chan int, len(reqs))
+	compiled := make(chan struct{})
+	go func() {
+		defer close(compiled)
+		for i := range compiles {
+			p.compile(ctx, &results[i])
+		}
+	}()
 	sem := make(chan struct{}, jobs)
 	ctx = withSlots(ctx, sem)
 	mirrored := p.mirrorState()
@@ -227,9 +265,14 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 				p.emit(Event{Name: res.Name, Phase: PhaseFailed})
 			}
 			results[i], errList[i] = res, err
+			if err == nil && res.compile != "" {
+				compiles <- i
+			}
 		}(i)
 	}
 	wg.Wait()
+	close(compiles)
+	<-compiled
 	lease.Release()
 	p.trim(ctx, proj, errList)
 	for _, err := range errList {
@@ -323,6 +366,9 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 	if pin.version != "" {
 		version = pin.version
 	}
+	if p.platform() == ref.HostPlatform() {
+		req.stageTo = &proj
+	}
 	// A locked pull whose blob is already here makes no request at all.
 	if pin.digest != "" && !req.Update {
 		if err := lease.Add(ctx, pin.digest); err != nil {
@@ -354,8 +400,27 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 	if err := p.finish(ctx, proj, req, &res, got, start); err != nil {
 		return res, err
 	}
+	res.took = fetchTook
+	if res.compile != "" {
+		// Done once it is compiled.
+		p.emit(Event{Name: res.Name, Phase: PhaseCompile, Bytes: res.Size, Total: res.Size, From: res.Origin})
+		return res, nil
+	}
 	p.emit(Event{Name: res.Name, Phase: PhaseDone, Bytes: res.Size, Total: res.Size, From: res.Origin, Elapsed: fetchTook})
 	return res, nil
+}
+
+// compile precompiles a fresh payload the pull queued, then reports it done. A failure is a
+// warning: the blob is pinned and valid, and `mur run` reports why it can't execute it.
+func (p *Puller) compile(ctx context.Context, res *Result) {
+	d := res.compile
+	res.compile = ""
+	if ctx.Err() == nil {
+		if err := p.precompile(ctx, d); err != nil {
+			res.Warnings = append(res.Warnings, "not precompiled: "+err.Error())
+		}
+	}
+	p.emit(Event{Name: res.Name, Phase: PhaseDone, Bytes: res.Size, Total: res.Size, From: res.Origin, Elapsed: res.took})
 }
 
 // cacheHit pins and stages a payload the CAS already holds, and records a cache hit: 0 bytes
@@ -388,8 +453,10 @@ type fetched struct {
 	asset   string
 	newPin  *lock.ScopePin
 	archive *artifact.Archive
-	xfer    transfer  // what fetching w took
-	skipped []Skipped // the places asked before this one, and why they did not answer
+	xfer    transfer     // what fetching w took
+	skipped []Skipped    // the places asked before this one, and why they did not answer
+	stream  *streamStage // the payload, staged as it downloaded; nil when it was not
+	key     hash.Hash    // the compiled cache's key, fed by stream
 }
 
 func (p *Puller) fetch(ctx context.Context, req Request, version string, pin pinned, lease *cas.Lease) (*fetched, error) {
@@ -548,7 +615,8 @@ func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version s
 	if got, err := p.fromCAS(ctx, desc, lease, st.String(), errs.Integrity); got != nil || err != nil {
 		return got, err
 	}
-	w, xfer, err := p.download(ctx, st, req, desc)
+	key := p.moduleKey()
+	w, xfer, stream, err := p.download(ctx, st, req, desc, key)
 	if err != nil && movedTo != "" && errors.Is(err, errs.NotFound) {
 		return nil, errs.New(errs.LockConflict,
 			"%s serves %s@%s as %s, but murmur.lock pins %s; if the new bytes are expected run 'mur pull --update %s@%s', otherwise ask the publisher why the tag moved",
@@ -562,6 +630,9 @@ func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version s
 	defer func() {
 		if !ok {
 			w.Close()
+			if stream != nil {
+				stream.abandon()
+			}
 		}
 	}()
 	if w.Digest() != desc.Digest || (desc.Size >= 0 && w.Size() != desc.Size) {
@@ -573,7 +644,10 @@ func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version s
 		return nil, err
 	}
 	ok = true
-	return &fetched{w: w, desc: desc, archive: a, xfer: xfer}, nil
+	if stream == nil {
+		key = nil
+	}
+	return &fetched{w: w, desc: desc, archive: a, xfer: xfer, stream: stream, key: key}, nil
 }
 
 // fromCAS leases desc's digest and, when the CAS holds it, returns it as fetched without
@@ -673,21 +747,38 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 	// fleet's lock) fills the CAS and the lock but leaves tools/ alone.
 	stage := p.platform() == ref.HostPlatform()
 	var prepared *preparedStage
+	var key []byte // the compiled cache's key of the payload, when the pull could ask
 	if fresh {
-		// The payload is checked (and staged, when it is this machine's) from the scratch while
-		// the scratch is made durable.
+		// The payload is checked (and staged, when it is this machine's) while the scratch is
+		// made durable: from what the download staged as it arrived, else from the scratch.
 		src, err := got.w.OpenRead()
 		if err != nil {
+			if got.stream != nil {
+				got.stream.abandon()
+			}
 			return err
 		}
 		checked := make(chan error, 1)
 		go func() {
 			defer src.Close()
 			var err error
+			if stage && got.stream != nil {
+				if prepared = got.stream.adopt(got.archive, got.w.Size()); prepared != nil {
+					if got.key != nil {
+						key = got.key.Sum(nil)
+					}
+					checked <- nil
+					return
+				}
+			}
+			h := p.moduleKey()
 			if stage {
-				prepared, err = prepareStage(proj, req.Name, d, src)
+				prepared, err = prepareStage(proj, req.Name, d, src, h)
 			} else {
-				err = checkPayload(got.archive)
+				err = checkPayload(got.archive, h)
+			}
+			if err == nil && h != nil {
+				key = h.Sum(nil)
 			}
 			checked <- err
 		}()
@@ -761,12 +852,10 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 	}
 	register()
 	p.CAS.Touch(d)
-	if fresh && p.Precompile != nil && got.archive != nil && !got.archive.Component {
-		// The scratch is gone once committed: read the payload back from the blob.
-		p.emit(Event{Name: res.Name, Phase: PhaseCompile, Bytes: res.Size, Total: res.Size, From: res.Origin})
-		if err := p.precompile(ctx, d); err != nil {
-			res.Warnings = append(res.Warnings, "not precompiled: "+err.Error())
-		}
+	if fresh && p.Precompile != nil && got.archive != nil && !got.archive.Component &&
+		(key == nil || !p.Compiled.HasCompiled(key)) {
+		// Queued: Pull compiles it from the blob (the scratch is gone once committed).
+		res.compile = d
 	}
 	p.record(req, res, start, nil)
 	return nil

@@ -158,6 +158,7 @@ type filler struct {
 	from  string // the store or source, for notes and messages
 	name  string // the artifact, for progress events
 	xfer  transfer
+	tee   *streamStage // follows the bytes while they arrive in order from byte 0; nil after
 	got   atomic.Int64 // bytes received, for progress
 	evMu  sync.Mutex
 	lastE int64
@@ -224,8 +225,17 @@ func (f *filler) run(ctx context.Context) error {
 	}
 }
 
+// untee stops single-pass staging: the bytes no longer arrive in order from the blob's start.
+func (f *filler) untee() {
+	if f.tee != nil {
+		f.tee.abandon()
+		f.tee = nil
+	}
+}
+
 // restart drops what the ingest holds, for the reason given.
 func (f *filler) restart(format string, args ...any) error {
+	f.untee()
 	if f.w.Held() > 0 || f.xfer.resumed > 0 {
 		f.note(format, args...)
 	}
@@ -347,12 +357,15 @@ func (c *countingWriter) Write(b []byte) (int, error) {
 	c.f.received(int64(n))
 	if err != nil {
 		c.err = err
+	} else if c.f.tee != nil {
+		c.f.tee.Write(b[:n]) // takes every byte; a stream that gave up only counts
 	}
 	return n, err
 }
 
 // parallel fetches what the ingest lacks in pieces, over up to Connections connections.
 func (f *filler) parallel(ctx context.Context) error {
+	f.untee()
 	parts, err := f.w.Parts(f.size, f.p.hashLast)
 	if err != nil {
 		return err

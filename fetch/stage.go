@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"hash/crc32"
 	"io"
 	"io/fs"
@@ -81,7 +82,7 @@ func prepareFromCAS(ctx context.Context, proj Project, store *cas.Store, name re
 		return nil, errs.Wrap(err, errs.TokenOf(err), "can't stage %s: %s; run 'mur pull'", dir, errs.Message(err))
 	}
 	defer src.Close()
-	return prepareStage(proj, name, d, src)
+	return prepareStage(proj, name, d, src, nil)
 }
 
 func isStaged(dir string, d digest.Digest) bool {
@@ -100,16 +101,47 @@ type preparedStage struct {
 
 // prepareStage writes the staged files of the packed file src (whose digest is d) into a new
 // temporary folder beside tools/<scope>/<name>/. It takes no lock and changes nothing anyone
-// reads, so a pull can run it while the blob it came from is still being made durable.
-func prepareStage(proj Project, name ref.Name, d digest.Digest, src cas.ReaderAt) (*preparedStage, error) {
-	if err := checkStageDirs(proj, name); err != nil {
-		return nil, err
-	}
-	dir := StagedDir(proj, name)
+// reads, so a pull can run it while the blob it came from is still being made durable. key, when
+// not nil, is fed the payload as it is written (the compiled cache's key of it).
+func prepareStage(proj Project, name ref.Name, d digest.Digest, src cas.ReaderAt, key hash.Hash) (*preparedStage, error) {
 	a, err := artifact.Read(src, src.Size())
 	if err != nil {
 		return nil, err
 	}
+	st, err := openStageDir(proj, name, d)
+	if err != nil {
+		return nil, err
+	}
+	crc := crc32.NewIEEE()
+	var n int64
+	if off, size, ok := a.StoredPayload(); ok {
+		n, err = copyStored(st.tmp, a.PayloadName, src, off, size, crc, key)
+	} else {
+		var pr io.ReadCloser
+		if pr, err = a.OpenPayload(); err != nil {
+			return st.fail(err)
+		}
+		n, err = writeStaged(st.tmp, a.PayloadName, pr, crc, key)
+		pr.Close()
+	}
+	if err != nil {
+		if errs.TokenOf(err) == errs.InvalidArtifact {
+			return st.fail(err)
+		}
+		return st.fail(errs.Wrap(err, errs.IO, "%v", err))
+	}
+	if err := st.complete(a, n, crc.Sum32()); err != nil {
+		return st.fail(err)
+	}
+	return st, nil
+}
+
+// openStageDir makes the temporary folder a staging fills, flocked while it lives.
+func openStageDir(proj Project, name ref.Name, d digest.Digest) (*preparedStage, error) {
+	if err := checkStageDirs(proj, name); err != nil {
+		return nil, err
+	}
+	dir := StagedDir(proj, name)
 	parent := filepath.Dir(dir)
 	// A failed pull leaves no tools/: the folders made here go again unless it succeeds.
 	created, err := mkdirAllRecorded(parent, proj.Dir)
@@ -127,46 +159,39 @@ func prepareStage(proj Project, name ref.Name, d digest.Digest, src cas.ReaderAt
 		removeCreated(created)
 		return nil, errs.Wrap(err, errs.IO, "can't stage %s: %v", dir, err)
 	}
-	fail := func(err error) (*preparedStage, error) {
-		os.RemoveAll(tmp)
-		hold.Close()
-		removeCreated(created)
-		return nil, errs.Wrap(err, errs.TokenOf(err), "staging %s: %s", dir, errs.Message(err))
+	return &preparedStage{dir: dir, tmp: tmp, name: name, d: d, hold: hold, created: created}, nil
+}
+
+// fail discards the folder and words err as a staging failure.
+func (st *preparedStage) fail(err error) (*preparedStage, error) {
+	st.discard()
+	return nil, errs.Wrap(err, errs.TokenOf(err), "staging %s: %s", st.dir, errs.Message(err))
+}
+
+// complete adds murmur.yaml and the marker to a folder that holds the payload of a (size bytes,
+// checksum crc), once the payload is the one the zip records: the staged file's checksum is what
+// mur verify holds it to later.
+func (st *preparedStage) complete(a *artifact.Archive, size int64, crc uint32) error {
+	m := stagedMarker{Digest: st.d.String(), Files: map[string]string{}, Sizes: map[string]int64{}}
+	if err := payloadMatches(a, size, crcString(crc)); err != nil {
+		return err
 	}
-	m := stagedMarker{Digest: d.String(), Files: map[string]string{}, Sizes: map[string]int64{}}
-	if err := writeStaged(tmp, "murmur.yaml", bytes.NewReader(a.ManifestBytes), &m); err != nil {
-		return fail(errs.Wrap(err, errs.IO, "%v", err))
-	}
-	if off, n, ok := a.StoredPayload(); ok {
-		err = copyStored(tmp, a.PayloadName, src, off, n, &m)
-	} else {
-		var pr io.ReadCloser
-		if pr, err = a.OpenPayload(); err != nil {
-			return fail(err)
-		}
-		err = writeStaged(tmp, a.PayloadName, pr, &m)
-		pr.Close()
-	}
+	m.Files[a.PayloadName], m.Sizes[a.PayloadName] = crcString(crc), size
+	yaml := crc32.NewIEEE()
+	n, err := writeStaged(st.tmp, "murmur.yaml", bytes.NewReader(a.ManifestBytes), yaml, nil)
 	if err != nil {
-		if errs.TokenOf(err) == errs.InvalidArtifact {
-			return fail(err)
-		}
-		return fail(errs.Wrap(err, errs.IO, "%v", err))
+		return errs.Wrap(err, errs.IO, "%v", err)
 	}
-	// What was staged is the payload the zip records, or the pull fails: the staged file's
-	// checksum is what mur verify holds it to later.
-	if err := payloadMatches(a, m.Sizes[a.PayloadName], m.Files[a.PayloadName]); err != nil {
-		return fail(err)
-	}
+	m.Files["murmur.yaml"], m.Sizes["murmur.yaml"] = crcString(yaml.Sum32()), n
 	m.Stamps = map[string]string{}
 	for f := range m.Files {
-		m.Stamps[f] = stamp(filepath.Join(tmp, f))
+		m.Stamps[f] = stamp(filepath.Join(st.tmp, f))
 	}
 	mb, _ := json.MarshalIndent(m, "", "  ")
-	if err := os.WriteFile(filepath.Join(tmp, stagedMarkerFile), append(mb, '\n'), 0o644); err != nil {
-		return fail(errs.Wrap(err, errs.IO, "%v", err))
+	if err := os.WriteFile(filepath.Join(st.tmp, stagedMarkerFile), append(mb, '\n'), 0o644); err != nil {
+		return errs.Wrap(err, errs.IO, "%v", err)
 	}
-	return &preparedStage{dir: dir, tmp: tmp, name: name, d: d, hold: hold, created: created}, nil
+	return nil
 }
 
 // discard removes a prepared folder that will not be installed; nil is nothing to discard.
@@ -262,22 +287,24 @@ func filesPresent(dir string, m stagedMarker) bool {
 // Staged files are a derived view of a verified blob, so they are written without fsync: a
 // crash can leave one short, which the size check on the next pull and `mur verify` notice, and
 // restaging restores. The blob itself, in the CAS, is durable.
-func writeStaged(dir, file string, r io.Reader, m *stagedMarker) error {
+func writeStaged(dir, file string, r io.Reader, crc, key hash.Hash) (int64, error) {
 	f, err := os.OpenFile(filepath.Join(dir, file), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	h := crc32.NewIEEE()
-	n, err := io.Copy(io.MultiWriter(f, h), r)
+	n, err := io.CopyBuffer(sums(f, crc, key), r, make([]byte, 256<<10))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return err
+	return n, err
+}
+
+// sums is w, with what is written to it also summed into crc and, when not nil, key.
+func sums(w io.Writer, crc, key hash.Hash) io.Writer {
+	if key == nil {
+		return io.MultiWriter(w, crc)
 	}
-	m.Files[file] = crcString(h.Sum32())
-	m.Sizes[file] = n
-	return nil
+	return io.MultiWriter(w, crc, key)
 }
 
 func crcString(c uint32) string { return fmt.Sprintf("crc32:%08x", c) }
@@ -285,10 +312,10 @@ func crcString(c uint32) string { return fmt.Sprintf("crc32:%08x", c) }
 // copyStored copies an uncompressed payload out of the packed file in the kernel
 // (copy_file_range), and computes its checksum from the source range, which the copy has just
 // brought into the page cache: a stored entry has no deflate stream to check it on the way.
-func copyStored(dir, file string, src cas.ReaderAt, off, n int64, m *stagedMarker) error {
+func copyStored(dir, file string, src cas.ReaderAt, off, n int64, crc, key hash.Hash) (int64, error) {
 	dst, err := os.OpenFile(filepath.Join(dir, file), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var copied int64
 	if rc, ok := src.(cas.RangeCopier); ok {
@@ -303,15 +330,16 @@ func copyStored(dir, file string, src cas.ReaderAt, off, n int64, m *stagedMarke
 		err = fmt.Errorf("copied %d of %d bytes", copied, n)
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
-	h := crc32.NewIEEE()
+	h := io.Writer(crc)
+	if key != nil {
+		h = io.MultiWriter(crc, key)
+	}
 	if _, err := io.Copy(h, io.NewSectionReader(src, off, n)); err != nil {
-		return err
+		return 0, err
 	}
-	m.Files[file] = crcString(h.Sum32())
-	m.Sizes[file] = n
-	return nil
+	return n, nil
 }
 
 func checksumFile(path string) (string, error) {

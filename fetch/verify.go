@@ -255,7 +255,7 @@ func checkBlob(ctx context.Context, store *cas.Store, d digest.Digest) error {
 	if err != nil {
 		return err
 	}
-	return checkPayload(a)
+	return checkPayload(a, nil)
 }
 
 // repairFailure says why a repair's pull failed, and when no store or source could serve it,

@@ -120,6 +120,9 @@ func Read(path string) (*Lock, error) {
 // lock that stays empty is not created.
 func Update(ctx context.Context, path string, fn func(*Lock) error) error {
 	unlock, err := lockedfile.Lock(ctx, GuardPath(path))
+	if errs.TokenOf(err) == errs.Denied {
+		return err
+	}
 	if err != nil {
 		return errs.Wrap(err, errs.IO, "can't lock %s for writing: %v", path, err)
 	}

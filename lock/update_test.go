@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/errs/errtest"
 )
 
 func TestUpdateWritesAndSkipsNoOps(t *testing.T) {
@@ -427,5 +428,21 @@ func TestUpdateNeverWritesAnUnreadableLock(t *testing.T) {
 	must(t, err)
 	if !bytes.Equal(before, after) {
 		t.Fatal("unreadable lock written")
+	}
+}
+
+// TestUpdateRefusesASymlinkedGuard: a cloned project may commit .murmur.lock.lck as a symlink;
+// Update refuses it and creates nothing where it points.
+func TestUpdateRefusesASymlinkedGuard(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, FileName)
+	target := filepath.Join(t.TempDir(), "victim")
+	if err := os.Symlink(target, GuardPath(path)); err != nil {
+		t.Fatal(err)
+	}
+	err := Update(context.Background(), path, func(l *Lock) error { return nil })
+	errtest.WantToken(t, err, errs.Denied, GuardPath(path), target)
+	if _, err := os.Lstat(target); !os.IsNotExist(err) {
+		t.Fatalf("the guard's target was created: %v", err)
 	}
 }

@@ -104,6 +104,8 @@ func BenchmarkColdCompile(b *testing.B) {
 	}
 }
 
+// BenchmarkWarmCompile loads a compiled module from a warm cache the way a run does (Precompile
+// would find the entry and skip the load).
 func BenchmarkWarmCompile(b *testing.B) {
 	wasm := guesttest.Build(b, "hello")
 	dir := warmDir(b, wasm)
@@ -114,9 +116,13 @@ func BenchmarkWarmCompile(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := r.Precompile(ctx, wasm); err != nil {
+		rt := wazero.NewRuntimeWithConfig(ctx, r.runtimeConfig())
+		cm, err := r.compile(ctx, rt, wasm)
+		if err != nil {
 			b.Fatal(err)
 		}
+		cm.Close(ctx)
+		rt.Close(ctx)
 		r.Close(ctx)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"hash/crc32"
 	"io"
 	"io/fs"
@@ -337,14 +338,13 @@ func checkEntry(p, version string, headerOnly bool) error {
 // lets a run check its own entry before wazero maps it as code. A test pins this derivation,
 // so a wazero upgrade that changes it fails loudly instead of silently skipping the check.
 func entryName(wasm []byte, ensureTermination bool) string {
-	h := sha256.New()
+	h := newModuleKey(ensureTermination)
 	h.Write(wasm)
-	if ensureTermination {
-		h.Write([]byte{1})
-	} else {
-		h.Write([]byte{0})
-	}
-	id := h.Sum(nil)
+	return entryNameOf(h.Sum(nil))
+}
+
+// entryNameOf is the entry's file name for a module ID.
+func entryNameOf(id []byte) string {
 	k := sha256.New()
 	k.Write(id)
 	k.Write([]byte("WAZEVO"))
@@ -352,6 +352,30 @@ func entryName(wasm []byte, ensureTermination bool) string {
 	binary.LittleEndian.PutUint64(flags[:], cpuFeatureFlags())
 	k.Write(flags[:])
 	return hex.EncodeToString(k.Sum(nil))
+}
+
+// moduleKey is wazero's module ID as a streaming hash: sha256 of the bytes, then the
+// ensure-termination flag, which Sum appends to a copy so that the hash can go on.
+type moduleKey struct {
+	hash.Hash
+	flag byte
+}
+
+func newModuleKey(ensureTermination bool) hash.Hash {
+	k := &moduleKey{Hash: sha256.New()}
+	if ensureTermination {
+		k.flag = 1
+	}
+	return k
+}
+
+func (k *moduleKey) Sum(b []byte) []byte {
+	c, err := k.Hash.(hash.Cloner).Clone()
+	if err != nil {
+		panic(err) // sha256 always clones
+	}
+	c.Write([]byte{k.flag})
+	return c.Sum(b)
 }
 
 // cpuFeatureFlags mirrors wazero's internal/platform flags.

@@ -8,8 +8,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/tetratelabs/wazero/experimental"
 
 	"github.com/murmur-nexus/mur/sandbox/guesttest"
 )
@@ -403,5 +406,92 @@ func TestEntryWithoutCodeIsSound(t *testing.T) {
 	}
 	if bad, err := r.CheckCache(false); err != nil || len(bad) != 0 {
 		t.Fatalf("CheckCache on an entry without code = %v, %v", bad, err)
+	}
+}
+
+// TestPrecompileSkipsWhatIsCompiled damages the code of a compiled entry, where only wazero's
+// checksum would notice: a second Precompile of the module must not load (and so repair) it,
+// because it must not decode the module or load the entry at all once the cache holds it.
+func TestPrecompileSkipsWhatIsCompiled(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "compiled")
+	wasm := openWriteModule(3, "skip", "me")
+	if err := newRunner(t, Options{CacheDir: dir}).Precompile(context.Background(), wasm); err != nil {
+		t.Fatal(err)
+	}
+	files := entryFiles(t, dir)
+	if len(files) != 1 {
+		t.Fatalf("entries %v", files)
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-12] ^= 0xff // in the code, behind the offsets the header check reads
+	if err := os.WriteFile(files[0], b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var w warnings
+	r := newRunner(t, Options{CacheDir: dir, Warn: w.add})
+	if err := r.Precompile(context.Background(), wasm); err != nil {
+		t.Fatal(err)
+	}
+	after, err := os.ReadFile(files[0])
+	if err != nil || !bytes.Equal(after, b) || len(w.list) != 0 {
+		t.Fatalf("the entry was loaded again (err %v, changed %v, warnings %v)", err, !bytes.Equal(after, b), w.list)
+	}
+	// A run does load it, finds the damage, and compiles afresh.
+	res := run(t, r, wasm, Config{Args: []string{"skip"}})
+	if res.err != nil || len(w.list) == 0 {
+		t.Fatalf("run: %v, warnings %v", res.err, w.list)
+	}
+}
+
+// TestHasCompiled asks for a module by the key streamed over its bytes in pieces.
+func TestHasCompiled(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "compiled")
+	wasm := openWriteModule(3, "has", "compiled")
+	r := newRunner(t, Options{CacheDir: dir})
+	key := func() []byte {
+		h := r.ModuleKey()
+		h.Write(wasm[:5])
+		h.Write(wasm[5:])
+		first := h.Sum(nil)
+		if again := h.Sum(nil); !bytes.Equal(first, again) {
+			t.Fatalf("Sum changed the key: %x then %x", first, again)
+		}
+		return first
+	}()
+	if r.HasCompiled(key) {
+		t.Fatal("HasCompiled before anything was compiled")
+	}
+	if err := r.Precompile(context.Background(), wasm); err != nil {
+		t.Fatal(err)
+	}
+	r = newRunner(t, Options{CacheDir: dir})
+	if !r.HasCompiled(key) {
+		t.Fatal("HasCompiled is false for a module just compiled")
+	}
+	other := r.ModuleKey()
+	other.Write(wasm[1:])
+	if r.HasCompiled(other.Sum(nil)) {
+		t.Error("HasCompiled is true for other bytes")
+	}
+	files := entryFiles(t, dir)
+	if err := os.Truncate(files[0], 20); err != nil {
+		t.Fatal(err)
+	}
+	if r.HasCompiled(key) {
+		t.Error("HasCompiled is true for a truncated entry")
+	}
+}
+
+func TestCompileWorkers(t *testing.T) {
+	ctx := context.Background()
+	want := min(runtime.GOMAXPROCS(0), MaxCompileWorkers)
+	if got := experimental.GetCompilationWorkers((&Runner{}).compileContext(ctx)); got != want {
+		t.Errorf("default workers %d, want %d", got, want)
+	}
+	if got := experimental.GetCompilationWorkers((&Runner{opt: Options{CompileWorkers: 1}}).compileContext(ctx)); got != 1 {
+		t.Errorf("CompileWorkers 1 gave %d", got)
 	}
 }

@@ -45,10 +45,12 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -126,6 +128,24 @@ type Options struct {
 	// Warn receives one sentence when the cache can't be used or had to be repaired. Concurrent
 	// runs may call it concurrently.
 	Warn func(string)
+	// CompileWorkers is how many goroutines compile one module's functions; 0 means one per
+	// core this process may use (GOMAXPROCS), at most MaxCompileWorkers.
+	CompileWorkers int
+}
+
+// MaxCompileWorkers bounds the default number of compilation workers: past a handful, the
+// serial relocation at the end of wazero's compile dominates, and each worker costs memory.
+const MaxCompileWorkers = 8
+
+// compileContext carries the number of compilation workers, which wazero reads from the context
+// of CompileModule only. They are not part of the cache key: a module compiled with any number
+// of them serves every run.
+func (r *Runner) compileContext(ctx context.Context) context.Context {
+	n := r.opt.CompileWorkers
+	if n <= 0 {
+		n = min(runtime.GOMAXPROCS(0), MaxCompileWorkers)
+	}
+	return experimental.WithCompilationWorkers(ctx, n)
 }
 
 // Runner compiles and runs modules. It is safe for concurrent use.
@@ -175,10 +195,15 @@ func (r *Runner) warn(s string) {
 	}
 }
 
-// Precompile compiles wasm into the cache, so that a later Run starts warm.
+// Precompile compiles wasm into the cache, so that a later Run starts warm. A module whose entry
+// the cache already holds, whole, is not decoded at all: that is a hash of its bytes and one
+// small read, where wazero would decode the module and load the entry.
 func (r *Runner) Precompile(ctx context.Context, wasm []byte) error {
 	if err := preflight(wasm); err != nil {
 		return err
+	}
+	if r.entryDir != "" && checkEntry(filepath.Join(r.entryDir, entryName(wasm, true)), wazeroVersion(), true) == nil {
+		return nil
 	}
 	rt := wazero.NewRuntimeWithConfig(ctx, r.runtimeConfig())
 	defer rt.Close(ctx)
@@ -360,6 +385,7 @@ func (r *Runner) compile(ctx context.Context, rt wazero.Runtime, wasm []byte) (w
 	if r.entryDir != "" {
 		r.checkOwnEntry(wasm)
 	}
+	ctx = r.compileContext(ctx)
 	cm, err := rt.CompileModule(ctx, wasm)
 	if err != nil && r.entryDir != "" && isCacheError(err) {
 		r.repair(err)
@@ -429,6 +455,20 @@ func (r *Runner) CheckCache(repair bool) ([]string, error) {
 	r.repairMu.Lock()
 	defer r.repairMu.Unlock()
 	return scanEntries(r.entryDir, repair)
+}
+
+// ModuleKey returns a hash that, fed a payload, sums to the key of the payload's compiled form in
+// the cache (wazero's module ID), so that a caller streaming the payload anyway can ask
+// HasCompiled without a second pass over it.
+func (r *Runner) ModuleKey() hash.Hash { return newModuleKey(true) }
+
+// HasCompiled reports whether the compiled cache holds a whole entry under key (from ModuleKey),
+// by a few small reads and without decoding anything.
+func (r *Runner) HasCompiled(key []byte) bool {
+	if r.entryDir == "" {
+		return false
+	}
+	return checkEntry(filepath.Join(r.entryDir, entryNameOf(key)), wazeroVersion(), true) == nil
 }
 
 // CacheInUse reports whether runs use the compiled cache folder.

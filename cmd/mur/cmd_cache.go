@@ -92,7 +92,7 @@ mur cache ls --json`,
 				if n == "" {
 					n = "-"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Digest, humanBytes(c.Size), c.LastUse.Local().Format("2006-01-02 15:04"), n)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Digest, cas.FormatSize(c.Size), c.LastUse.Local().Format("2006-01-02 15:04"), n)
 			}
 			return tw.Flush()
 		}}
@@ -164,7 +164,7 @@ mur cache verify --json`,
 					fmt.Fprintln(e.stdout, line)
 				}
 			}
-			e.Progress("checked %s, %s in %s", plural(rep.Checked, "blob"), humanBytes(rep.Bytes), time.Since(start).Round(time.Millisecond))
+			e.Progress("checked %s, %s in %s", plural(rep.Checked, "blob"), cas.FormatSize(rep.Bytes), time.Since(start).Round(time.Millisecond))
 			return failure
 		}}
 }
@@ -203,7 +203,7 @@ mur cache gc --keep a/murmur.lock --keep b/murmur.lock --older-than 168h`,
 			}
 			var capBytes int64
 			if maxSize != "" {
-				n, err := fetch.ParseSize(maxSize)
+				n, err := cas.ParseSize(maxSize)
 				if err != nil {
 					return usagef("--max-size: %s", errs.Message(err))
 				}
@@ -250,7 +250,7 @@ mur cache gc --keep a/murmur.lock --keep b/murmur.lock --older-than 168h`,
 				verb, forget = "would remove", "would forget"
 			}
 			for _, b := range rep.Blobs {
-				fmt.Fprintf(e.stdout, "%s %s (%s): %s\n", verb, b.Digest, humanBytes(b.Size), b.Reason)
+				fmt.Fprintf(e.stdout, "%s %s (%s): %s\n", verb, b.Digest, cas.FormatSize(b.Size), b.Reason)
 			}
 			for _, p := range rep.Derived {
 				fmt.Fprintf(e.stdout, "%s %s, derived from a removed blob\n", verb, p)
@@ -271,10 +271,10 @@ mur cache gc --keep a/murmur.lock --keep b/murmur.lock --older-than 168h`,
 				fmt.Fprintf(e.stdout, "%s the GC root %s: the lock is gone, so it pins nothing\n", forget, p)
 			}
 			e.Progress("%s %s and %s, %s; %s kept (%s), %d of them pinned by %s or %s in flight",
-				verb, plural(len(rep.Blobs), "blob"), plural(len(rep.Ingest)+len(rep.Staging)+len(rep.Quarantine), "leftover"), humanBytes(rep.Freed),
-				plural(rep.Kept, "blob"), humanBytes(rep.Size), rep.Pinned, plural(len(rep.Roots), "lock"), plural(rep.Leases, "pull"))
+				verb, plural(len(rep.Blobs), "blob"), plural(len(rep.Ingest)+len(rep.Staging)+len(rep.Quarantine), "leftover"), cas.FormatSize(rep.Freed),
+				plural(rep.Kept, "blob"), cas.FormatSize(rep.Size), rep.Pinned, plural(len(rep.Roots), "lock"), plural(rep.Leases, "pull"))
 			if rep.OverMaxSize {
-				e.Progress("mur: warning: the blobs that locks pin or pulls are bringing in hold %s, over --max-size %s; remove projects you no longer use, or raise the size", humanBytes(rep.Size), humanBytes(capBytes))
+				e.Progress("mur: warning: the blobs that locks pin or pulls are bringing in hold %s, over --max-size %s; remove projects you no longer use, or raise the size", cas.FormatSize(rep.Size), cas.FormatSize(capBytes))
 			}
 			return nil
 		}}
@@ -335,7 +335,7 @@ mur cache records --json`,
 				if je := recordError(r.Error); je != nil {
 					outcome += ": " + string(je.Token)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Time.Local().Format(time.RFC3339), outcome, r.Ref, d, humanBytes(r.Size), strings.TrimSpace(src))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Time.Local().Format(time.RFC3339), outcome, r.Ref, d, cas.FormatSize(r.Size), strings.TrimSpace(src))
 			}
 			return tw.Flush()
 		}}
@@ -385,16 +385,4 @@ du -sh "$(mur cache path)"`,
 			_, err = fmt.Fprintln(e.stdout, h.CAS())
 			return err
 		}}
-}
-
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }

@@ -93,10 +93,11 @@ func runPull(e *env, f *pullFlags, args []string) error {
 		return err
 	}
 	if !f.noPrecompile {
-		runner, err := sandbox.New(e.ctx, sandbox.Options{CacheDir: p.home.Compiled(), Warn: func(s string) { e.Progress("mur: warning: %s", s) }})
+		runner, err := sandbox.New(e.ctx, p.runnerOptions(func(s string) { e.Progress("mur: warning: %s", s) }))
 		if err == nil {
 			defer closeRunner(e, runner)
 			puller.Precompile = interruptible(runner.Precompile)
+			puller.Compiled = runner
 		}
 	}
 	results, err := puller.Pull(e.ctx, p.Project, reqs)

@@ -97,10 +97,9 @@ func runArtifact(e *env, artifact string, guestArgs []string, workdir string, ti
 	if err != nil {
 		return fail(sandbox.StatusRunnerFailed, err)
 	}
-	runner, err := sandbox.New(e.ctx, sandbox.Options{
-		CacheDir: p.home.Compiled(), GuestWritable: plan.Writable(),
-		Warn: func(s string) { e.Progress("mur: warning: %s", s) },
-	})
+	opt := p.runnerOptions(func(s string) { e.Progress("mur: warning: %s", s) })
+	opt.GuestWritable = plan.Writable()
+	runner, err := sandbox.New(e.ctx, opt)
 	if err != nil {
 		return fail(sandbox.StatusRunnerFailed, err)
 	}

@@ -49,7 +49,7 @@ mur verify --json`,
 				Project: p.Project, Lock: l, CAS: store, Platform: platform,
 				SourceFor: p.cfg.SourceFor,
 			}
-			runner, rerr := sandbox.New(e.ctx, sandbox.Options{CacheDir: p.home.Compiled()})
+			runner, rerr := sandbox.New(e.ctx, p.runnerOptions(nil))
 			if rerr == nil {
 				defer runner.Close(e.ctx)
 				in.Runner = runner

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/sandbox"
@@ -73,7 +74,7 @@ mur warm --mirror oci://registry.internal:5000/murmur   # the fleet's warming ma
 				From:   func(name string) ([]string, error) { return p.installFrom(name, nil) },
 				Puller: puller,
 			}
-			runner, err := sandbox.New(e.ctx, sandbox.Options{CacheDir: p.home.Compiled(), Warn: func(s string) { e.Progress("mur: warning: %s", s) }})
+			runner, err := sandbox.New(e.ctx, p.runnerOptions(func(s string) { e.Progress("mur: warning: %s", s) }))
 			if err != nil {
 				return err
 			}
@@ -92,7 +93,7 @@ mur warm --mirror oci://registry.internal:5000/murmur   # the fleet's warming ma
 				return jsonThen(e, rep, err)
 			} else if err == nil {
 				fmt.Fprintf(e.stdout, "warm: %s ready (%d fetched, %s; %d already cached), %d compiled\n",
-					plural(rep.Artifacts, "artifact"), rep.Fetched, humanBytes(rep.Bytes), rep.Cached, rep.Compiled)
+					plural(rep.Artifacts, "artifact"), rep.Fetched, cas.FormatSize(rep.Bytes), rep.Cached, rep.Compiled)
 			}
 			return err
 		},

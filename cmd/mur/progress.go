@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch"
 )
 
@@ -185,7 +186,7 @@ func (p *progress) status(l *artifactLine, now time.Time, width int) string {
 			verb = "uploading"
 		}
 		took := now.Sub(l.start)
-		speed := humanBytes(rate(l.bytes, took)) + "/s"
+		speed := cas.FormatSize(rate(l.bytes, took)) + "/s"
 		if width <= 0 {
 			if l.from != "" && l.phase == fetch.PhaseFetch {
 				return verb + " from " + l.from
@@ -194,15 +195,15 @@ func (p *progress) status(l *artifactLine, now time.Time, width int) string {
 		}
 		if l.total > 0 {
 			barWidth := min(24, max(width-p.nameWidth(width)-40, 5))
-			return fmt.Sprintf("%s %s %s/%s %s", verb, bar(l.bytes, l.total, barWidth), humanBytes(l.bytes), humanBytes(l.total), speed)
+			return fmt.Sprintf("%s %s %s/%s %s", verb, bar(l.bytes, l.total, barWidth), cas.FormatSize(l.bytes), cas.FormatSize(l.total), speed)
 		}
-		return fmt.Sprintf("%s %s %s", verb, humanBytes(l.bytes), speed)
+		return fmt.Sprintf("%s %s %s", verb, cas.FormatSize(l.bytes), speed)
 	case fetch.PhaseVerify:
-		return "verifying " + humanBytes(l.bytes)
+		return "verifying " + cas.FormatSize(l.bytes)
 	case fetch.PhaseCompile:
 		return "compiling"
 	case fetch.PhaseDone:
-		s := fmt.Sprintf("done %s in %s (%s/s)", humanBytes(l.bytes), l.elapsed.Round(time.Millisecond), humanBytes(rate(l.bytes, l.elapsed)))
+		s := fmt.Sprintf("done %s in %s (%s/s)", cas.FormatSize(l.bytes), l.elapsed.Round(time.Millisecond), cas.FormatSize(rate(l.bytes, l.elapsed)))
 		if l.from != "" && l.upload {
 			s += " to " + l.from
 		} else if l.from != "" {
@@ -210,7 +211,7 @@ func (p *progress) status(l *artifactLine, now time.Time, width int) string {
 		}
 		return s
 	case fetch.PhaseCached:
-		return "cached " + humanBytes(l.bytes)
+		return "cached " + cas.FormatSize(l.bytes)
 	case fetch.PhaseFailed:
 		if p.stopped != nil && p.stopped() {
 			return "stopped"
@@ -296,7 +297,7 @@ func (p *progress) finish(err error) {
 	verb := map[string]string{"pull": "fetched", "warm": "fetched", "push": "pushed"}[p.verb]
 	var parts []string
 	if fetched > 0 {
-		parts = append(parts, fmt.Sprintf("%d %s (%s)", fetched, verb, humanBytes(bytes)))
+		parts = append(parts, fmt.Sprintf("%d %s (%s)", fetched, verb, cas.FormatSize(bytes)))
 	}
 	for _, c := range []struct {
 		n    int

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +35,9 @@ type project struct {
 
 func (e *env) openProject() (*project, error) {
 	if _, err := networkTimeoutFromEnv(); err != nil {
+		return nil, err
+	}
+	if _, err := compileWorkersFromEnv(); err != nil {
 		return nil, err
 	}
 	cwd, err := os.Getwd()
@@ -118,12 +122,14 @@ func (p *project) stores(f storeFlags) ([]fetch.Store, error) {
 	addrs = append(addrs, p.cfg.Stores...)
 	seen := map[string]bool{}
 	var out []fetch.Store
+	pool := ocistore.NewPool() // one authenticated transport per registry for this command
 	for _, a := range addrs {
 		if seen[a] {
 			continue
 		}
 		seen[a] = true
 		opt := storeOptions()
+		opt.Pool = pool
 		opt.PlainHTTP = plain[a] || p.cfg.PlainHTTP[a]
 		s, err := ocistore.Open(a, opt)
 		if err != nil {
@@ -191,6 +197,27 @@ func (p *project) chain(pl *fetch.Puller, f storeFlags, connections int) (*fetch
 	}
 	pl.Mirror, pl.MirrorRequired = m, p.cfg.MirrorRequired
 	return pl, nil
+}
+
+// runnerOptions are the sandbox options every command that compiles or runs uses: the home's
+// compiled cache and MUR_COMPILE_WORKERS.
+func (p *project) runnerOptions(warn func(string)) sandbox.Options {
+	n, _ := compileWorkersFromEnv()
+	return sandbox.Options{CacheDir: p.home.Compiled(), Warn: warn, CompileWorkers: n}
+}
+
+// compileWorkersFromEnv reads MUR_COMPILE_WORKERS: unset or empty is 0 (one per core, at most
+// sandbox.MaxCompileWorkers); anything but a positive whole number is a usage error.
+func compileWorkersFromEnv() (int, error) {
+	v := strings.TrimSpace(os.Getenv("MUR_COMPILE_WORKERS"))
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 || n > 256 {
+		return 0, usagef("MUR_COMPILE_WORKERS is %q; expected a whole number from 1 to 256, or unset it for one per core (at most %d)", v, sandbox.MaxCompileWorkers)
+	}
+	return n, nil
 }
 
 // cacheCap makes a puller trim the CAS to cache.max_size after it pulls, removing what the

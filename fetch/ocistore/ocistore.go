@@ -45,6 +45,9 @@ type Options struct {
 	// PlainHTTP speaks plain HTTP to the registry, as oras's --plain-http does. mur never does
 	// so on its own off loopback: credentials would cross the network in the clear.
 	PlainHTTP bool
+	// Pool, when set, shares one authenticated transport per registry among the stores opened
+	// with it; nil gives the store its own.
+	Pool *Pool
 }
 
 // Defaults of Options.

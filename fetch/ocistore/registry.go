@@ -36,6 +36,7 @@ type registryStore struct {
 	keychain authn.Keychain
 	rt       http.RoundTripper // bounded, retrying; go-containerregistry adds auth on top
 	timeout  time.Duration
+	auth     *registryAuth // shared by every pull-side request to this registry (auth.go)
 }
 
 func openRegistry(addr string, opt Options) (fetch.Store, error) {
@@ -90,7 +91,16 @@ func openRegistry(addr string, opt Options) (fetch.Store, error) {
 	if prefix != "" {
 		normal += "/" + prefix
 	}
-	return &registryStore{addr: normal, host: host, prefix: prefix, nameOpts: nameOpts, keychain: kc, rt: rt, timeout: timeout}, nil
+	reg, err := name.NewRegistry(host, nameOpts...)
+	if err != nil {
+		return nil, bad(fmt.Sprintf("%q is not a valid registry (%v)", host, err))
+	}
+	key := host
+	if opt.PlainHTTP {
+		key += " plain-http"
+	}
+	auth := opt.Pool.get(key, func() *registryAuth { return newRegistryAuth(reg, rt, kc) })
+	return &registryStore{addr: normal, host: host, prefix: prefix, nameOpts: nameOpts, keychain: kc, rt: rt, timeout: timeout, auth: auth}, nil
 }
 
 // hostOnly strips the port and the IPv6 brackets from HOST[:PORT].
@@ -126,8 +136,21 @@ func (s *registryStore) where(repo, tag string) string {
 	return w
 }
 
-// options are go-containerregistry's remote options for one call. Its own retries are off:
-// s.rt retries, and honours Retry-After.
+// pullOptions are go-containerregistry's remote options for reading repository r: through the
+// registry's one authenticated transport, so that the call neither pings nor fetches a token.
+func (s *registryStore) pullOptions(ctx context.Context, r name.Repository) ([]remote.Option, error) {
+	rt, err := s.client(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	// A transport.Wrapper is used as it is: go-containerregistry adds no retries or user agent
+	// of its own around it (s.rt has both).
+	return []remote.Option{remote.WithContext(ctx), remote.WithTransport(rt), remote.WithJobs(1)}, nil
+}
+
+// options are go-containerregistry's remote options for one call that writes (a push), which
+// needs the push scope and so authenticates for itself. Its own retries are off: s.rt retries,
+// and honours Retry-After.
 func (s *registryStore) options(ctx context.Context) []remote.Option {
 	return []remote.Option{
 		remote.WithContext(ctx),
@@ -185,7 +208,11 @@ func (s *registryStore) root(ctx context.Context, repo, tag string) (types.Media
 	if err != nil {
 		return "", nil, err
 	}
-	d, err := remote.Get(r.Tag(tag), s.options(ctx)...)
+	opts, err := s.pullOptions(ctx, r)
+	if err != nil {
+		return "", nil, s.classify(err, s.where(repo, tag))
+	}
+	d, err := remote.Get(r.Tag(tag), opts...)
 	if err != nil {
 		return "", nil, s.classify(err, s.where(repo, tag))
 	}
@@ -211,7 +238,11 @@ func (s *registryStore) child(ctx context.Context, repo string, c v1.Descriptor)
 	if err != nil {
 		return nil, err
 	}
-	d, err := remote.Get(r.Digest(c.Digest.String()), s.options(ctx)...)
+	opts, err := s.pullOptions(ctx, r)
+	if err != nil {
+		return nil, s.classify(err, s.where(repo, "")+"@"+c.Digest.String())
+	}
+	d, err := remote.Get(r.Digest(c.Digest.String()), opts...)
 	if err != nil {
 		return nil, s.classify(err, s.where(repo, "")+"@"+c.Digest.String())
 	}
@@ -226,7 +257,11 @@ func (s *registryStore) Resolve(ctx context.Context, n ref.Name, version, platfo
 		if err != nil {
 			return fetch.Descriptor{}, err
 		}
-		tags, err := remote.List(r, s.options(ctx)...)
+		opts, err := s.pullOptions(ctx, r)
+		if err != nil {
+			return fetch.Descriptor{}, s.classify(err, fmt.Sprintf("listing the versions of %s at %s", n, s.where(repo, "")))
+		}
+		tags, err := remote.List(r, opts...)
 		if err != nil {
 			return fetch.Descriptor{}, s.classify(err, fmt.Sprintf("listing the versions of %s at %s", n, s.where(repo, "")))
 		}
@@ -326,8 +361,14 @@ func (b *blobReader) WriteTo(w io.Writer) (int64, error) {
 	}
 	full := make(chan chunk, readAheadChunks-1)
 	free := make(chan []byte, readAheadChunks)
+	// A small blob needs no more than its own size: a project of many small artifacts would
+	// otherwise allocate and clear megabytes per blob.
+	size := readAheadChunk
+	if b.want >= 0 && b.want < readAheadChunk {
+		size = int(b.want) + 1 // one more, so that the read that finds EOF has room
+	}
 	for i := 0; i < readAheadChunks; i++ {
-		free <- make([]byte, readAheadChunk)
+		free <- make([]byte, size)
 	}
 	done := make(chan struct{})
 	defer close(done)

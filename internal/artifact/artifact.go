@@ -350,6 +350,17 @@ func (a *Archive) StoredPayload() (offset, size int64, ok bool) {
 	return off, a.PayloadSize, true
 }
 
+// PayloadEntry is how the payload lies in the packed file: where its data starts, its zip method
+// (0 stored, 8 deflated) and how many bytes of the file its data spans. ok is false when its
+// local header can't be read.
+func (a *Archive) PayloadEntry() (dataOffset int64, method uint16, compressedSize int64, ok bool) {
+	off, err := a.payload.DataOffset()
+	if err != nil {
+		return 0, 0, 0, false
+	}
+	return off, a.payload.Method, int64(a.payload.CompressedSize64), true
+}
+
 // PayloadCRC32 is the IEEE CRC-32 the zip records for the payload. It is as trustworthy as the
 // packed file: once the file's SHA-256 is verified, so is this checksum of the payload.
 func (a *Archive) PayloadCRC32() uint32 { return a.payload.CRC32 }

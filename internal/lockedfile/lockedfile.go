@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/murmur-nexus/mur/internal/errs"
 )
 
 // Unlock releases a lock taken by Lock or RLock.
@@ -27,7 +29,13 @@ func RLock(ctx context.Context, path string) (Unlock, error) {
 }
 
 func lock(ctx context.Context, path string, how int) (Unlock, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	// A lock file is mur's own and never a link: one planted in a cloned project would have mur
+	// create a file wherever it points.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	if errors.Is(err, unix.ELOOP) {
+		target, _ := os.Readlink(path)
+		return nil, errs.New(errs.Denied, "the lock file %s is a symlink to %s, and mur never locks through a link; remove the symlink (its target is untouched) and run again", path, target)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,9 @@ package lockedfile
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -57,5 +59,23 @@ func TestLockWaitIsCancellable(t *testing.T) {
 	}
 	if _, err := RLock(ctx, p); err == nil {
 		t.Fatal("shared lock granted while exclusive held")
+	}
+}
+
+// TestLockRefusesASymlink: a lock path that is a symlink (planted in a cloned project, say) is
+// refused, and nothing is created where it points.
+func TestLockRefusesASymlink(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "elsewhere", "victim")
+	os.MkdirAll(filepath.Dir(target), 0o755)
+	p := filepath.Join(dir, ".murmur.lock.lck")
+	if err := os.Symlink(target, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Lock(context.Background(), p); err == nil || !strings.Contains(err.Error(), "symlink") {
+		t.Fatalf("Lock through a symlink: %v", err)
+	}
+	if _, err := os.Lstat(target); !os.IsNotExist(err) {
+		t.Fatalf("the symlink's target was created: %v", err)
 	}
 }

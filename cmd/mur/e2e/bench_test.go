@@ -13,8 +13,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -75,6 +77,10 @@ func runTimed(b *testing.B, c *exec.Cmd) {
 	}
 }
 
+// benchPull pulls one artifact of size bytes cold (durable in the CAS, staged in tools/) and
+// fetches the same blob with `crane blob`, alternately, so that both see the same machine. Each
+// side's median, fastest and slowest run and peak RSS are reported as metrics; ns/op is the
+// sum of both and means nothing. A benchmark run (b.N > 1) makes at least 7 pairs.
 func benchPull(b *testing.B, size int) {
 	reg := registrytest.Start(b)
 	dir := b.TempDir()
@@ -84,47 +90,183 @@ func benchPull(b *testing.B, size int) {
 	c := w.cmd("push", f, "--scope", "bench", "--store", store)
 	runTimed(b, c)
 	digest := sha256File(b, f)
-
+	os.Remove(f)
 	crane := cranePath(b)
-	// mur as it comes (a blob of 64 MiB or more over 4 connections), and over one stream: on
-	// loopback there is no per-connection limit to beat, only CPU to share.
-	for _, v := range []struct{ name, conns string }{{"mur", "4"}, {"mur-one-stream", "1"}} {
-		b.Run(v.name, func(b *testing.B) {
-			b.SetBytes(int64(size))
-			var rss float64
-			for i := 0; i < b.N; i++ {
-				b.StopTimer()
-				os.RemoveAll(w.home)
-				os.Remove(filepath.Join(w.project, "murmur.lock"))
-				os.RemoveAll(filepath.Join(w.project, "tools"))
-				b.StartTimer()
-				rss = max(rss, runPeak(b, w.cmd("pull", "-q", "--no-precompile", "--connections", v.conns, "--store", store, "bench/big@1.0.0")))
-			}
-			b.ReportMetric(rss, "maxrss-MiB")
-		})
+	runs := b.N
+	if runs > 1 {
+		runs = max(runs, 7)
 	}
-	b.Run("crane", func(b *testing.B) {
-		b.SetBytes(int64(size))
-		var rss float64
-		for i := 0; i < b.N; i++ {
-			out := filepath.Join(dir, "crane.out")
-			os.Remove(out)
-			f, err := os.Create(out)
-			if err != nil {
-				b.Fatal(err)
-			}
-			c := exec.Command(crane, "blob", "--insecure", reg.Addr()+"/murmur/bench/big@"+digest)
-			c.Stdout = f
-			rss = max(rss, runPeak(b, c))
-			f.Close()
+	var mur, peer []time.Duration
+	var murRSS, peerRSS float64
+	out := filepath.Join(dir, "crane.out")
+	for i := 0; i < runs; i++ {
+		os.RemoveAll(w.home)
+		os.Remove(filepath.Join(w.project, "murmur.lock"))
+		os.RemoveAll(filepath.Join(w.project, "tools"))
+		start := time.Now()
+		murRSS = max(murRSS, runPeak(b, w.cmd("pull", "-q", "--no-precompile", "--store", store, "bench/big@1.0.0")))
+		mur = append(mur, time.Since(start))
+
+		os.Remove(out)
+		fh, err := os.Create(out)
+		if err != nil {
+			b.Fatal(err)
 		}
-		b.ReportMetric(rss, "maxrss-MiB")
-	})
+		c := exec.Command(crane, "blob", "--insecure", reg.Addr()+"/murmur/bench/big@"+digest)
+		c.Stdout = fh
+		start = time.Now()
+		peerRSS = max(peerRSS, runPeak(b, c))
+		peer = append(peer, time.Since(start))
+		fh.Close()
+	}
+	os.Remove(out)
+	b.SetBytes(int64(size))
+	reportSpread(b, "mur", mur)
+	reportSpread(b, "crane", peer)
+	b.ReportMetric(murRSS, "mur-maxrss-MiB")
+	b.ReportMetric(peerRSS, "crane-maxrss-MiB")
+}
+
+// contender is one side of an interleaved benchmark: setup (untimed) then run (timed).
+type contender struct {
+	name  string
+	setup func()
+	run   func(b *testing.B)
+}
+
+// interleave runs each contender in turn, round after round, so that every side sees the same
+// moments of a shared machine, and reports each side's median, fastest and slowest round. A
+// benchmark run (b.N > 1) makes at least 7 rounds; ns/op is the sum of all sides and means
+// nothing.
+func interleave(b *testing.B, cs ...contender) {
+	rounds := b.N
+	if rounds > 1 {
+		rounds = max(rounds, 7)
+	}
+	times := make([][]time.Duration, len(cs))
+	for i := 0; i < rounds; i++ {
+		for j, c := range cs {
+			if c.setup != nil {
+				c.setup()
+			}
+			start := time.Now()
+			c.run(b)
+			times[j] = append(times[j], time.Since(start))
+		}
+	}
+	for j, c := range cs {
+		reportSpread(b, c.name, times[j])
+	}
+}
+
+// reportSpread reports the median, fastest and slowest of runs as metrics named after who.
+func reportSpread(b *testing.B, who string, runs []time.Duration) {
+	s := append([]time.Duration(nil), runs...)
+	slices.Sort(s)
+	med := s[len(s)/2]
+	if len(s)%2 == 0 {
+		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	b.ReportMetric(float64(med.Microseconds())/1000, who+"-median-ms")
+	b.ReportMetric(float64(s[0].Microseconds())/1000, who+"-min-ms")
+	b.ReportMetric(float64(s[len(s)-1].Microseconds())/1000, who+"-max-ms")
+	b.ReportMetric(float64(len(s)), who+"-runs")
 }
 
 func BenchmarkColdPull256MiB(b *testing.B) { benchPull(b, 256<<20) }
 
 func BenchmarkColdPull64MiB(b *testing.B) { benchPull(b, 64<<20) }
+
+// BenchmarkPullPeakRSS is the peak RSS of one cold `mur pull` of 64 MiB and of 1 GiB: memory
+// must not grow with the blob. The 1 GiB artifact takes a while to make and push, so it runs
+// only when MUR_BENCH_HEAVY is set (make bench sets it, in a run of its own).
+func BenchmarkPullPeakRSS(b *testing.B) {
+	if os.Getenv("MUR_BENCH_HEAVY") == "" {
+		b.Skip("set MUR_BENCH_HEAVY=1 to pull 1 GiB")
+	}
+	reg := registrytest.Start(b)
+	store := "oci://" + reg.Addr() + "/murmur"
+	for _, c := range []struct {
+		name, artifact string
+		size           int
+	}{{"64MiB", "rss64m", 64 << 20}, {"1GiB", "rss1g", 1 << 30}} {
+		b.Run(c.name, func(b *testing.B) {
+			dir := b.TempDir()
+			w := newWorld(b)
+			b.Setenv("MURMUR_MAX_ARTIFACT_DECOMPRESSED_BYTES", "2147483648") // for packing it here
+			w.env = append(w.env, "MURMUR_MAX_ARTIFACT_DECOMPRESSED_BYTES=2147483648")
+			f := artifacttest.File(b, dir, c.artifact, "1.0.0", artifacttest.Module(c.size, 3))
+			runTimed(b, w.cmd("push", f, "--scope", "bench", "--store", store))
+			os.Remove(f)
+			var rss float64
+			for i := 0; i < b.N; i++ {
+				os.RemoveAll(w.home)
+				os.Remove(filepath.Join(w.project, "murmur.lock"))
+				os.RemoveAll(filepath.Join(w.project, "tools"))
+				rss = max(rss, runPeak(b, w.cmd("pull", "-q", "--no-precompile", "--store", store, "bench/"+c.artifact+"@1.0.0")))
+			}
+			b.ReportMetric(rss, "maxrss-MiB")
+		})
+	}
+}
+
+// BenchmarkProject20 pulls a project of 20 artifacts of about 800 KB each (the hello guest,
+// packed under 20 names) from docker-registry, cold: mur with --no-precompile, 20 `oras pull`
+// processes 4 at a time, and the default mur pull with the compiled cache already warm (every
+// payload is one module, compiled before).
+func BenchmarkProject20(b *testing.B) {
+	reg := registrytest.Start(b)
+	dir := b.TempDir()
+	w := newWorld(b)
+	wasm := guesttest.Build(b, "hello")
+	store := "oci://" + reg.Addr() + "/murmur"
+	var names, refs []string
+	for i := 0; i < 20; i++ {
+		name := fmt.Sprintf("p%02d", i)
+		f := artifacttest.File(b, dir, name, "1.0.0", wasm)
+		runTimed(b, w.cmd("push", f, "--scope", "bench", "--store", store))
+		names = append(names, "bench/"+name+"@1.0.0")
+		refs = append(refs, reg.Addr()+"/murmur/bench/"+name+":1.0.0")
+	}
+	os.WriteFile(filepath.Join(w.project, ".murmur", "config.yaml"), []byte("stores: [\""+store+"\"]\n"), 0o644)
+	os.WriteFile(filepath.Join(w.project, "murmur.yaml"), []byte(capsuleYAML(names...)), 0o644)
+	cold := func(keepCompiled bool) {
+		ents, _ := os.ReadDir(w.home)
+		for _, e := range ents {
+			if !keepCompiled || e.Name() != "compiled" {
+				os.RemoveAll(filepath.Join(w.home, e.Name()))
+			}
+		}
+		os.Remove(filepath.Join(w.project, "murmur.lock"))
+		os.RemoveAll(filepath.Join(w.project, "tools"))
+	}
+	oras := orasPath(b)
+	cold(false)
+	runTimed(b, w.cmd("pull", "-q")) // compiles the one module all 20 share
+	out := filepath.Join(dir, "oras")
+	interleave(b,
+		// --no-precompile leaves the compiled cache alone: it stays warm for the third side.
+		contender{"mur", func() { cold(true) }, func(b *testing.B) { runTimed(b, w.cmd("pull", "-q", "--no-precompile")) }},
+		contender{"oras", func() { os.RemoveAll(out) }, func(b *testing.B) {
+			sem := make(chan struct{}, 4)
+			var wg sync.WaitGroup
+			for j, r := range refs {
+				wg.Add(1)
+				sem <- struct{}{}
+				go func() {
+					defer func() { <-sem; wg.Done() }()
+					c := exec.Command(oras, "pull", "--plain-http", "--no-tty", "-o", filepath.Join(out, strconv.Itoa(j)), r)
+					c.Env = append(os.Environ(), "HOME="+dir)
+					if o, err := c.CombinedOutput(); err != nil {
+						b.Errorf("oras pull %s: %v\n%s", r, err, o)
+					}
+				}()
+			}
+			wg.Wait()
+		}},
+		contender{"mur-compiled-warm", func() { cold(true) }, func(b *testing.B) { runTimed(b, w.cmd("pull", "-q")) }},
+	)
+}
 
 // BenchmarkWarmLockedPull20 is a whole `mur pull` of a project whose 20 pins are all in the
 // CAS. A counting proxy in front of the store proves it makes no request.
@@ -230,23 +372,23 @@ func BenchmarkRunHello(b *testing.B) {
 	bareCache := filepath.Join(dir, "bare-cache")
 	runTimed(b, exec.Command(bare, bareCache, wasmPath))
 
-	b.Run("mur-warm", func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			runTimed(b, w.cmd("run", "hello"))
-		}
+	dropCompiled := func() { os.RemoveAll(filepath.Join(w.home, "compiled")) }
+	b.Run("warm", func(b *testing.B) {
+		runTimed(b, w.cmd("run", "hello"))
+		interleave(b,
+			contender{"mur", nil, func(b *testing.B) { runTimed(b, w.cmd("run", "hello")) }},
+			contender{"bare-wazero", nil, func(b *testing.B) { runTimed(b, exec.Command(bare, bareCache, wasmPath)) }},
+		)
 	})
-	b.Run("bare-wazero-warm", func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			runTimed(b, exec.Command(bare, bareCache, wasmPath))
-		}
-	})
-	b.Run("mur-cold", func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			b.StopTimer()
-			os.RemoveAll(filepath.Join(w.home, "compiled"))
-			b.StartTimer()
-			runTimed(b, w.cmd("run", "hello"))
-		}
+	b.Run("cold", func(b *testing.B) {
+		interleave(b,
+			contender{"mur", dropCompiled, func(b *testing.B) { runTimed(b, w.cmd("run", "hello")) }},
+			contender{"mur-1-worker", dropCompiled, func(b *testing.B) {
+				c := w.cmd("run", "hello")
+				c.Env = append(c.Env, "MUR_COMPILE_WORKERS=1")
+				runTimed(b, c)
+			}},
+		)
 	})
 }
 
@@ -339,21 +481,28 @@ func sha256File(b *testing.B, path string) string {
 
 // cranePath installs crane at bench time (never vendored) and returns its path.
 func cranePath(b *testing.B) string {
-	if p, err := exec.LookPath("crane"); err == nil {
+	return peerPath(b, "crane", "github.com/google/go-containerregistry/cmd/crane@v0.22.1")
+}
+
+// orasPath installs oras at bench time (never vendored) and returns its path.
+func orasPath(b *testing.B) string { return peerPath(b, "oras", "oras.land/oras/cmd/oras@v1.3.6") }
+
+func peerPath(b *testing.B, name, module string) string {
+	if p, err := exec.LookPath(name); err == nil {
 		return p
 	}
 	bin := filepath.Join(os.TempDir(), "mur-bench-bin")
-	p := filepath.Join(bin, "crane")
+	p := filepath.Join(bin, name)
 	if _, err := os.Stat(p); err == nil {
 		return p
 	}
-	c := exec.Command("go", "install", "github.com/google/go-containerregistry/cmd/crane@v0.22.1")
+	c := exec.Command("go", "install", module)
 	c.Env = append(os.Environ(), "GOBIN="+bin)
 	start := time.Now()
 	if out, err := c.CombinedOutput(); err != nil {
-		b.Fatalf("installing crane: %v\n%s", err, out)
+		b.Fatalf("installing %s: %v\n%s", name, err, out)
 	}
-	b.Logf("installed crane in %s", time.Since(start))
+	b.Logf("installed %s in %s", name, time.Since(start))
 	return p
 }
 

@@ -128,7 +128,12 @@ func (w *world) cmd(args ...string) *exec.Cmd {
 
 func (w *world) mur(args ...string) result {
 	w.t.Helper()
-	c := w.cmd(args...)
+	return w.runCmd(w.cmd(args...), args)
+}
+
+// runCmd runs c, a mur command line made by w.cmd, and collects its outcome.
+func (w *world) runCmd(c *exec.Cmd, args []string) result {
+	w.t.Helper()
 	var out, errb bytes.Buffer
 	c.Stdout, c.Stderr = &out, &errb
 	err := c.Run()

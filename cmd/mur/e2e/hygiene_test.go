@@ -1,14 +1,12 @@
 package e2e
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -37,16 +35,7 @@ func (w *world) elsewhere(args ...string) result {
 	w.t.Helper()
 	c := w.cmd(args...)
 	c.Dir = filepath.Dir(w.home)
-	var out, errb bytes.Buffer
-	c.Stdout, c.Stderr = &out, &errb
-	err := c.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		w.t.Fatalf("mur %v: %v", args, err)
-	}
-	return result{stdout: out.String(), stderr: errb.String(), code: code}
+	return w.runCmd(c, args)
 }
 
 // pinned is the blob path of what the project's lock pins for name.

@@ -68,7 +68,10 @@ func start(t testing.TB, bin string) *Registry {
 // test's own goroutine (a script's command, say). The caller stops it.
 func Launch(dir string) (*Registry, error) { return launch(Binary, dir) }
 
-func launch(bin, dir string) (*Registry, error) {
+func launch(bin, dir string) (*Registry, error) { return launchWith(bin, dir, "") }
+
+// launchWith is launch with extra top-level sections of the registry's configuration (auth).
+func launchWith(bin, dir, extra string) (*Registry, error) {
 	if _, err := os.Stat(bin); err != nil {
 		// Elsewhere than Debian the binary may sit on PATH instead.
 		p, lerr := exec.LookPath("docker-registry")
@@ -81,7 +84,7 @@ func launch(bin, dir string) (*Registry, error) {
 	// Picking a free port and handing it to another process races with everything else on the
 	// machine, so a lost race is retried with a new port.
 	for attempt := 0; attempt < 3; attempt++ {
-		r, err := startOnce(bin, filepath.Join(dir, fmt.Sprintf("registry-%d", attempt)))
+		r, err := startOnce(bin, filepath.Join(dir, fmt.Sprintf("registry-%d", attempt)), extra)
 		if err == nil {
 			return r, nil
 		}
@@ -100,7 +103,7 @@ func unavailable(t testing.TB, why string) {
 	t.Skip(msg)
 }
 
-func startOnce(bin, dir string) (*Registry, error) {
+func startOnce(bin, dir, extra string) (*Registry, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -121,7 +124,7 @@ storage:
     enabled: true
 http:
   addr: %s
-`, filepath.Join(dir, "storage"), addr)
+%s`, filepath.Join(dir, "storage"), addr, extra)
 	configPath := filepath.Join(dir, "config.yml")
 	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
 		return nil, err
@@ -154,7 +157,8 @@ http:
 		if err == nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			// With auth configured, the ping's 401 says the registry is up too.
+			if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusUnauthorized {
 				break
 			}
 		}

@@ -1,0 +1,145 @@
+package fetch_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"hash"
+	"sync"
+	"testing"
+
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/internal/ref"
+)
+
+// fakeCompiled is a compiled cache keyed by the payload's plain SHA-256.
+type fakeCompiled struct{ has map[[32]byte]bool }
+
+func (f *fakeCompiled) ModuleKey() hash.Hash { return sha256.New() }
+func (f *fakeCompiled) HasCompiled(key []byte) bool {
+	var k [32]byte
+	copy(k[:], key)
+	return f.has[k]
+}
+
+// events records a pull's events in order.
+type events struct {
+	mu   sync.Mutex
+	list []fetch.Event
+	on   func(fetch.Event)
+}
+
+func (e *events) add(ev fetch.Event) {
+	e.mu.Lock()
+	e.list = append(e.list, ev)
+	on := e.on
+	e.mu.Unlock()
+	if on != nil {
+		on(ev)
+	}
+}
+
+func (e *events) phases(name string) []fetch.Phase {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []fetch.Phase
+	for _, ev := range e.list {
+		if ev.Name == name && ev.Phase != fetch.PhaseFetch {
+			out = append(out, ev.Phase)
+		}
+	}
+	return out
+}
+
+// TestPullCompilesOnlyWhatIsMissing pulls three fresh artifacts whose first payload the
+// compiled cache holds already: only the other two are read back and compiled, each shows the
+// compiling phase before done, and the first goes straight to done.
+func TestPullCompilesOnlyWhatIsMissing(t *testing.T) {
+	w := newWorld(t)
+	st := layoutStore(t)
+	var names []ref.Name
+	var pks []packed
+	for i := range 3 {
+		n := ref.Name{Scope: "acme", Name: []string{"one", "two", "three"}[i]}
+		p := pack(t, n.Name, "1.0.0", uint64(40+i))
+		push(t, st, n, "1.0.0", ref.PlatformAny, p)
+		names, pks = append(names, n), append(pks, p)
+	}
+	cache := &fakeCompiled{has: map[[32]byte]bool{sha256.Sum256(pks[0].wasm): true}}
+	var mu sync.Mutex
+	var compiled [][]byte
+	ev := &events{}
+	pl := w.puller(st)
+	pl.Compiled = cache
+	pl.Events = ev.add
+	pl.Precompile = func(_ context.Context, wasm []byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		compiled = append(compiled, wasm)
+		return nil
+	}
+	w.mustPull(pl, req(names[0], "1.0.0"), req(names[1], "1.0.0"), req(names[2], "1.0.0"))
+	if len(compiled) != 2 {
+		t.Fatalf("compiled %d payloads, want 2", len(compiled))
+	}
+	for _, c := range compiled {
+		if bytes.Equal(c, pks[0].wasm) {
+			t.Error("compiled the payload the cache holds")
+		}
+	}
+	want := map[string][]fetch.Phase{
+		"acme/one":   {fetch.PhaseResolve, fetch.PhaseVerify, fetch.PhaseDone},
+		"acme/two":   {fetch.PhaseResolve, fetch.PhaseVerify, fetch.PhaseCompile, fetch.PhaseDone},
+		"acme/three": {fetch.PhaseResolve, fetch.PhaseVerify, fetch.PhaseCompile, fetch.PhaseDone},
+	}
+	for name, phases := range want {
+		if got := ev.phases(name); !equalPhases(got, phases) {
+			t.Errorf("%s: phases %v, want %v", name, got, phases)
+		}
+	}
+}
+
+func equalPhases(a, b []fetch.Phase) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestPullCompilesBesideDownloads holds the first artifact's compile until the second
+// artifact's download is in: with one job, the second download could not start if the compile
+// held the job.
+func TestPullCompilesBesideDownloads(t *testing.T) {
+	w := newWorld(t)
+	st := layoutStore(t)
+	first, second := ref.Name{Scope: "acme", Name: "first"}, ref.Name{Scope: "acme", Name: "second"}
+	push(t, st, first, "1.0.0", ref.PlatformAny, pack(t, "first", "1.0.0", 1))
+	push(t, st, second, "1.0.0", ref.PlatformAny, pack(t, "second", "1.0.0", 2))
+	secondIn := make(chan struct{})
+	var once sync.Once
+	ev := &events{on: func(e fetch.Event) {
+		if e.Name == "acme/second" && e.Phase == fetch.PhaseCompile {
+			once.Do(func() { close(secondIn) })
+		}
+	}}
+	pl := w.puller(st)
+	pl.Jobs = 1
+	pl.Events = ev.add
+	var calls int
+	pl.Precompile = func(ctx context.Context, wasm []byte) error {
+		calls++
+		if calls == 1 {
+			<-secondIn // the second artifact was downloaded, checked, pinned while this waited
+		}
+		return nil
+	}
+	res := w.mustPull(pl, req(first, "1.0.0"), req(second, "1.0.0"))
+	if calls != 2 || len(res) != 2 {
+		t.Fatalf("%d compiles, %d results", calls, len(res))
+	}
+}

@@ -1,0 +1,279 @@
+package fetch
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/klauspost/compress/flate"
+	"github.com/opencontainers/go-digest"
+	"golang.org/x/sys/unix"
+
+	"github.com/murmur-nexus/mur/internal/artifact"
+	"github.com/murmur-nexus/mur/internal/ref"
+)
+
+// Single-pass staging. A packed artifact's local entries come before its central directory, so
+// the payload's bytes pass by while the blob downloads: a streamStage writes them (inflated, for
+// a deflated entry) into an unnamed file (O_TMPFILE) in the project's folder as they arrive,
+// instead of reading the whole blob back once it is in. An unnamed file is nothing anyone sees,
+// and a pull killed during its download leaves nothing behind: the kernel frees it. It trusts
+// nothing it sees on the way. Once the blob is in and verified, adopt holds what was streamed to
+// what the zip's central directory says of the payload (which entry, where its data starts, how
+// it is stored, how many bytes it spans, its size and CRC-32), and only then links the file into
+// a staging folder. Anything that does not match, any zip the stream could not follow, or a file
+// system without O_TMPFILE falls back to staging from the blob as before. The staged folder
+// becomes visible only as any staging does: after the commit, in finish.
+
+// streamChunk is how much of the download a streamStage holds at most, per buffer.
+const (
+	streamChunk   = 1 << 20
+	streamBuffers = 4
+)
+
+// streamStage follows a blob's bytes from its first one, as an io.Writer beside the CAS ingest.
+type streamStage struct {
+	proj Project
+	name ref.Name
+	d    digest.Digest
+	file *os.File  // the unnamed file the payload is written to
+	key  hash.Hash // fed the payload, when the compiled cache wants its key; may be nil
+	full chan []byte
+	free chan []byte
+	seen int64 // bytes written to it
+	made int   // buffers made so far
+	off  atomic.Bool
+
+	done    chan struct{}
+	result  streamResult
+	discard sync.Once
+}
+
+// streamResult is what the stream staged: the entry whose data starts at dataOffset, stored or
+// deflated, whose data spanned consumed bytes, inflated to size bytes with checksum crc.
+type streamResult struct {
+	ok         bool
+	name       string
+	dataOffset int64
+	deflated   bool
+	consumed   int64
+	size       int64
+	crc        uint32
+}
+
+// newStreamStage opens an unnamed file in the project's folder and starts following the stream.
+// It returns nil when the file can't be made (no O_TMPFILE there); the pull then stages from
+// the blob.
+func newStreamStage(proj Project, name ref.Name, d digest.Digest, key hash.Hash) *streamStage {
+	f, err := os.OpenFile(proj.Dir, os.O_RDWR|unix.O_TMPFILE|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return nil
+	}
+	s := &streamStage{proj: proj, name: name, d: d, file: f, key: key, full: make(chan []byte, streamBuffers), free: make(chan []byte, streamBuffers), done: make(chan struct{})}
+	go s.follow()
+	return s
+}
+
+// buffer takes a free buffer, or makes one while fewer than streamBuffers exist: a small blob
+// needs only one.
+func (s *streamStage) buffer() []byte {
+	select {
+	case b := <-s.free:
+		return b
+	default:
+	}
+	if s.made < streamBuffers {
+		s.made++
+		return make([]byte, streamChunk)
+	}
+	return <-s.free
+}
+
+// Write hands p to the stream's goroutine; once the stream has staged the payload or given up,
+// it only counts.
+func (s *streamStage) Write(p []byte) (int, error) {
+	n := len(p)
+	s.seen += int64(n)
+	for len(p) > 0 && !s.off.Load() {
+		buf := s.buffer()
+		m := copy(buf, p)
+		s.full <- buf[:m]
+		p = p[m:]
+	}
+	return n, nil
+}
+
+// finish ends the stream and returns what it staged.
+func (s *streamStage) finish() streamResult {
+	close(s.full)
+	<-s.done
+	return s.result
+}
+
+// abandon drops what was streamed; safe after finish and more than once.
+func (s *streamStage) abandon() {
+	s.discard.Do(func() {
+		s.off.Store(true)
+		select {
+		case <-s.done:
+		default:
+			s.finish()
+		}
+		s.file.Close()
+	})
+}
+
+// adopt returns a staged folder holding what was streamed if it is the payload of a, the blob of
+// size bytes, else nil. Every check staging from the blob makes is made here too, on what the
+// stream wrote.
+func (s *streamStage) adopt(a *artifact.Archive, size int64) *preparedStage {
+	defer s.abandon()
+	r := s.finish()
+	offset, method, csize, ok := a.PayloadEntry()
+	if !ok || !r.ok || s.seen != size || r.name != a.PayloadName || r.dataOffset != offset ||
+		r.deflated != (method == payloadDeflated) || r.consumed > csize || (!r.deflated && r.consumed != csize) {
+		return nil
+	}
+	st, err := openStageDir(s.proj, s.name, s.d)
+	if err != nil {
+		return nil
+	}
+	// The unnamed file gets its name only now. linkat through /proc needs no privilege, unlike
+	// AT_EMPTY_PATH; a project on two file systems (tools/ a mount point) falls back.
+	if err := unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", s.file.Fd()), unix.AT_FDCWD, filepath.Join(st.tmp, r.name), unix.AT_SYMLINK_FOLLOW); err != nil {
+		st.discard()
+		return nil
+	}
+	if err := st.complete(a, r.size, r.crc); err != nil {
+		// The payload is not what the zip records: staging from the blob words the refusal.
+		st.discard()
+		return nil
+	}
+	return st
+}
+
+const payloadDeflated = 8 // zip method Deflate
+
+// follow reads the stream's local entries up to the first root-level *.wasm and writes that one
+// out. Whatever it can't follow ends it, without an error: adopt then finds no result.
+func (s *streamStage) follow() {
+	defer close(s.done)
+	cr := &chanReader{full: s.full, free: s.free}
+	defer func() {
+		s.off.Store(true)
+		for buf := range s.full { // the writer may be blocked on a full channel
+			s.free <- buf[:cap(buf)]
+		}
+	}()
+	br := bufio.NewReaderSize(cr, 64<<10)
+	pos := func() int64 { return cr.n - int64(br.Buffered()) }
+	limit, err := artifact.MaxDecompressed()
+	if err != nil {
+		return
+	}
+	for {
+		var h [30]byte
+		if _, err := io.ReadFull(br, h[:]); err != nil || binary.LittleEndian.Uint32(h[:4]) != 0x04034b50 {
+			return
+		}
+		flags := binary.LittleEndian.Uint16(h[6:])
+		method := binary.LittleEndian.Uint16(h[8:])
+		csize := int64(binary.LittleEndian.Uint32(h[18:]))
+		nameLen := int(binary.LittleEndian.Uint16(h[26:]))
+		extraLen := int(binary.LittleEndian.Uint16(h[28:]))
+		nb := make([]byte, nameLen)
+		if _, err := io.ReadFull(br, nb); err != nil {
+			return
+		}
+		if _, err := br.Discard(extraLen); err != nil {
+			return
+		}
+		descriptor := flags&0x8 != 0
+		if method != 0 && method != payloadDeflated || method == 0 && (descriptor || csize == 0xffffffff) {
+			return // a stored entry of unknown length, or a method mur does not read
+		}
+		name := string(nb)
+		start := pos()
+		if clean := path.Clean(name); !strings.Contains(clean, "/") && strings.HasSuffix(clean, ".wasm") && name == clean {
+			s.stage(br, name, start, method == payloadDeflated, csize, limit, pos)
+			return
+		}
+		// Another entry (murmur.yaml comes first): read past it.
+		if method == payloadDeflated {
+			fr := flate.NewReader(br)
+			_, err := io.Copy(io.Discard, io.LimitReader(fr, artifact.MaxManifestBytes+1))
+			fr.Close()
+			if err != nil || pos()-start > artifact.MaxManifestBytes+1 {
+				return
+			}
+		} else if _, err := br.Discard(int(csize)); err != nil {
+			return
+		}
+		if descriptor {
+			var sig [4]byte
+			if _, err := io.ReadFull(br, sig[:]); err != nil {
+				return
+			}
+			skip := 12
+			if binary.LittleEndian.Uint32(sig[:]) != 0x08074b50 {
+				skip = 8 // no signature: the four bytes were the CRC
+			}
+			if _, err := br.Discard(skip); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// stage writes the entry whose data starts at start into the unnamed file.
+func (s *streamStage) stage(br *bufio.Reader, name string, start int64, deflated bool, csize, limit int64, pos func() int64) {
+	f := s.file
+	crc := crc32.NewIEEE()
+	var src io.Reader = io.LimitReader(br, csize)
+	if deflated {
+		fr := flate.NewReader(br) // br is an io.ByteReader: flate reads no byte past its stream
+		defer fr.Close()
+		src = fr
+	}
+	n, err := io.CopyBuffer(sums(f, crc, s.key), io.LimitReader(src, limit+1), make([]byte, 256<<10))
+	if err != nil || n > limit {
+		return
+	}
+	s.result = streamResult{ok: true, name: name, dataOffset: start, deflated: deflated, consumed: pos() - start, size: n, crc: crc.Sum32()}
+}
+
+// chanReader reads the buffers a streamStage was handed, and gives each back once read.
+type chanReader struct {
+	full <-chan []byte
+	free chan<- []byte
+	cur  []byte
+	buf  []byte
+	n    int64 // bytes read
+}
+
+func (c *chanReader) Read(p []byte) (int, error) {
+	for len(c.cur) == 0 {
+		if c.buf != nil {
+			c.free <- c.buf[:cap(c.buf)]
+			c.buf = nil
+		}
+		b, ok := <-c.full
+		if !ok {
+			return 0, io.EOF
+		}
+		c.buf, c.cur = b, b
+	}
+	n := copy(p, c.cur)
+	c.cur = c.cur[n:]
+	c.n += int64(n)
+	return n, nil
+}

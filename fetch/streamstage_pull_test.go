@@ -1,0 +1,148 @@
+package fetch_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/internal/artifact"
+	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
+	"github.com/murmur-nexus/mur/internal/ref"
+)
+
+// pausingStore serves its blobs up to pauseAt bytes, then waits for release.
+type pausingStore struct {
+	fetch.Store
+	pauseAt int
+	paused  chan struct{}
+	release chan struct{}
+}
+
+func (s *pausingStore) Open(ctx context.Context, n ref.Name, d digest.Digest) (io.ReadCloser, error) {
+	rc, err := s.Store.Open(ctx, n, d)
+	if err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		return nil, err
+	}
+	return io.NopCloser(io.MultiReader(bytes.NewReader(b[:s.pauseAt]), &gate{s: s}, bytes.NewReader(b[s.pauseAt:]))), nil
+}
+
+type gate struct{ s *pausingStore }
+
+func (g *gate) Read([]byte) (int, error) {
+	close(g.s.paused)
+	<-g.s.release
+	return 0, io.EOF
+}
+
+// TestPullStagesWhileDownloading pauses a download after the payload's last byte, before the
+// zip's central directory: the payload is already written, whole, in an unnamed file, and
+// tools/ does not exist until the blob is in, verified and pinned.
+func TestPullStagesWhileDownloading(t *testing.T) {
+	w := newWorld(t)
+	wasm := artifacttest.Module(2<<20, 5)
+	spec := artifacttest.Spec{Name: "tool", Version: "1.0.0", Wasm: wasm}
+	p := packed{zip: spec.Zip(), wasm: wasm, yaml: spec.Manifest()}
+	st := layoutStore(t)
+	n := ref.Name{Scope: "acme", Name: "tool"}
+	push(t, st, n, "1.0.0", ref.PlatformAny, p)
+	a, err := artifact.Read(bytes.NewReader(p.zip), int64(len(p.zip)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, _, csize, _ := a.PayloadEntry()
+	ps := &pausingStore{Store: st, pauseAt: int(off + csize), paused: make(chan struct{}), release: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.pull(w.puller(ps), req(n, "1.0.0"))
+		done <- err
+	}()
+	<-ps.paused
+	scopeDir := filepath.Join(w.proj.ToolsDir(), "acme")
+	var staged []byte
+	for range 200 { // the stream's goroutine may still be writing the last chunk
+		if staged = unnamedFileIn(t, w.proj.Dir); bytes.Equal(staged, wasm) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !bytes.Equal(staged, wasm) {
+		t.Errorf("with the download paused before the central directory, an unnamed file holds %d of the payload's %d bytes", len(staged), len(wasm))
+	}
+	if _, err := os.Stat(w.proj.ToolsDir()); !os.IsNotExist(err) {
+		t.Errorf("tools/ exists before the blob is verified (a kill now would leave it): %v", err)
+	}
+	close(ps.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(scopeDir, "tool", "capsule.wasm"))
+	if err != nil || !bytes.Equal(got, wasm) {
+		t.Fatalf("staged payload: %d bytes, %v", len(got), err)
+	}
+	if err := fetch.CheckStaged(w.proj, n, p.digest()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// unnamedFileIn reads the unnamed (O_TMPFILE) file this process holds open in dir, if any.
+func unnamedFileIn(t *testing.T, dir string) []byte {
+	fds, _ := os.ReadDir("/proc/self/fd")
+	for _, fd := range fds {
+		p := filepath.Join("/proc/self/fd", fd.Name())
+		target, err := os.Readlink(p)
+		if err != nil || !strings.HasPrefix(target, dir+"/#") || !strings.HasSuffix(target, " (deleted)") {
+			continue
+		}
+		b, _ := os.ReadFile(p)
+		return b
+	}
+	return nil
+}
+
+// TestPullStreamedStageOfBadBytes serves the right zip but one wrong byte in the central
+// directory's tail: the digest fails, and nothing the stream staged stays.
+func TestPullStreamedStageOfBadBytes(t *testing.T) {
+	w := newWorld(t)
+	n := ref.Name{Scope: "acme", Name: "tool"}
+	p := pack(t, "tool", "1.0.0", 11)
+	st := layoutStore(t)
+	push(t, st, n, "1.0.0", ref.PlatformAny, p)
+	bad := &corruptingStore{Store: st}
+	before := w.state()
+	if _, err := w.pull(w.puller(bad), req(n, "1.0.0")); err == nil {
+		t.Fatal("a blob with a wrong byte was pulled")
+	}
+	w.assertUnchanged(before)
+	if _, err := os.Stat(w.proj.ToolsDir()); !os.IsNotExist(err) {
+		t.Errorf("tools/ left behind: %v", err)
+	}
+}
+
+type corruptingStore struct{ fetch.Store }
+
+func (s *corruptingStore) Open(ctx context.Context, n ref.Name, d digest.Digest) (io.ReadCloser, error) {
+	rc, err := s.Store.Open(ctx, n, d)
+	if err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		return nil, err
+	}
+	b[len(b)-3] ^= 1
+	return io.NopCloser(bytes.NewReader(b)), nil
+}

@@ -1,0 +1,166 @@
+package fetch
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/klauspost/compress/zip"
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/internal/artifact"
+	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
+	"github.com/murmur-nexus/mur/internal/ref"
+)
+
+var streamName = ref.Name{Scope: "acme", Name: "tool"}
+
+// feed writes blob[from:] to s in pieces of random sizes, as a download would.
+func feed(s *streamStage, blob []byte, from int) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for p := blob[from:]; len(p) > 0; {
+		n := min(len(p), 1+r.IntN(3<<20))
+		s.Write(p[:n])
+		p = p[n:]
+	}
+}
+
+func readArchive(t *testing.T, blob []byte) *artifact.Archive {
+	t.Helper()
+	a, err := artifact.Read(bytes.NewReader(blob), int64(len(blob)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// storedZip packs wasm uncompressed, with its sizes in the local header (no data descriptor), as
+// other zip tools write a stored entry.
+func storedZip(t *testing.T, wasm []byte) []byte {
+	t.Helper()
+	spec := artifacttest.Spec{Name: "tool", Version: "1.0.0", Wasm: wasm}
+	return spec.Lying(true, crc32Of(wasm), uint64(len(wasm)))
+}
+
+func crc32Of(b []byte) uint32 {
+	a := artifacttest.Spec{Name: "x", Version: "1.0.0", Wasm: b}.Zip()
+	zr, _ := zip.NewReader(bytes.NewReader(a), int64(len(a)))
+	for _, f := range zr.File {
+		if f.Name == "capsule.wasm" {
+			return f.CRC32
+		}
+	}
+	return 0
+}
+
+// TestStreamStageFollowsTheDownload stages a deflated and a stored payload from the bytes of a
+// download, and feeds the compiled cache's key the payload on the way.
+func TestStreamStageFollowsTheDownload(t *testing.T) {
+	wasm := artifacttest.Module(3<<20, 7)
+	for _, c := range []struct {
+		name string
+		blob []byte
+	}{
+		{"deflated", artifacttest.Zip("tool", "1.0.0", wasm)},
+		{"stored", storedZip(t, wasm)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			proj := Project{Dir: t.TempDir()}
+			key := sha256.New()
+			s := newStreamStage(proj, streamName, digest.FromBytes(c.blob), key)
+			feed(s, c.blob, 0)
+			st := s.adopt(readArchive(t, c.blob), int64(len(c.blob)))
+			if st == nil {
+				t.Fatal("the stream was not adopted")
+			}
+			defer st.discard()
+			got, err := os.ReadFile(filepath.Join(st.tmp, "capsule.wasm"))
+			if err != nil || !bytes.Equal(got, wasm) {
+				t.Fatalf("staged payload differs (%d bytes, %v)", len(got), err)
+			}
+			if want := sha256.Sum256(wasm); !bytes.Equal(key.Sum(nil), want[:]) {
+				t.Error("the key was not fed the payload")
+			}
+			if _, err := os.Stat(StagedDir(proj, streamName)); !os.IsNotExist(err) {
+				t.Errorf("the staged folder is visible before install: %v", err)
+			}
+			if _, err := st.install(); err != nil {
+				t.Fatal(err)
+			}
+			if err := CheckStaged(proj, streamName, digest.FromBytes(c.blob)); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestStreamStageFallsBack covers what the stream must not adopt: a stream that did not start at
+// the blob's first byte (an ingest resumed from a kept prefix), a payload that is not the first
+// wasm entry, and a payload whose CRC-32 or size is not what the zip records. Each leaves no
+// folder behind.
+func TestStreamStageFallsBack(t *testing.T) {
+	wasm := artifacttest.Module(64<<10, 3)
+	good := artifacttest.Zip("tool", "1.0.0", wasm)
+	twoWasm := func() []byte {
+		var b bytes.Buffer
+		zw := zip.NewWriter(&b)
+		for _, e := range []struct {
+			name string
+			data []byte
+		}{{"murmur.yaml", []byte("name: tool\nversion: \"1.0.0\"\n")}, {"other.wasm", []byte(artifacttest.EmptyModule)}, {"capsule.wasm", wasm}} {
+			w, _ := zw.Create(e.name)
+			w.Write(e.data)
+		}
+		zw.Close()
+		return b.Bytes()
+	}()
+	spec := artifacttest.Spec{Name: "tool", Version: "1.0.0", Wasm: wasm}
+	for _, c := range []struct {
+		name  string
+		blob  []byte
+		from  int
+		extra int64 // bytes the ingest holds beyond what the stream saw
+	}{
+		{"resumed", good, 100, 0},
+		{"ingest-saw-more", good, 0, 1},
+		{"payload-not-first-wasm", twoWasm, 0, 0},
+		{"wrong-crc", spec.Lying(false, 0x1234, uint64(len(wasm))), 0, 0},
+		{"wrong-size", spec.Lying(false, crc32Of(wasm), uint64(len(wasm)-1)), 0, 0},
+		{"stored-wrong-crc", spec.Lying(true, 0x1234, uint64(len(wasm))), 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			proj := Project{Dir: t.TempDir()}
+			s := newStreamStage(proj, streamName, digest.FromBytes(c.blob), nil)
+			feed(s, c.blob, c.from)
+			a, err := artifact.Read(bytes.NewReader(c.blob), int64(len(c.blob)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st := s.adopt(a, int64(len(c.blob))+c.extra); st != nil {
+				st.discard()
+				t.Fatal("adopted")
+			}
+			if _, err := os.Stat(proj.ToolsDir()); !os.IsNotExist(err) {
+				t.Errorf("tools/ left behind: %v", err)
+			}
+		})
+	}
+}
+
+// TestStreamStageAbandonMidway stops a download halfway: nothing stays, and a writer still
+// sending is never blocked.
+func TestStreamStageAbandonMidway(t *testing.T) {
+	blob := artifacttest.Zip("tool", "1.0.0", artifacttest.Module(6<<20, 9))
+	proj := Project{Dir: t.TempDir()}
+	s := newStreamStage(proj, streamName, digest.FromBytes(blob), nil)
+	feed(s, blob[:len(blob)/2], 0)
+	s.abandon()
+	s.Write(blob[len(blob)/2:]) // after abandon: counted, not sent
+	s.abandon()
+	if _, err := os.Stat(proj.ToolsDir()); !os.IsNotExist(err) {
+		t.Errorf("tools/ left behind: %v", err)
+	}
+}
