@@ -21,6 +21,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/fetch/proxytest"
+	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -570,5 +571,49 @@ func TestSlowLinkRule(t *testing.T) {
 		if got := fetch.SlowLink(c.n, c.elapsed); got != c.slow {
 			t.Errorf("%d bytes in %s: slow %v, want %v", c.n, c.elapsed, got, c.slow)
 		}
+	}
+}
+
+// A registry's download feeds single-pass staging too, across a stall it continues after: the
+// bytes still arrive in order from the blob's first one.
+func TestRangedStagesWhileDownloading(t *testing.T) {
+	reg := registrytest.StartFaulty(t)
+	px := proxytest.Start(t, reg.Addr(), proxytest.Options{})
+	st := openStore(t, "oci://"+px.Addr()+"/murmur", ocistore.Options{Timeout: time.Second})
+	wasm := artifacttest.Module(2<<20, 216)
+	spec := artifacttest.Spec{Name: "grep", Version: "1.0.0", Wasm: wasm}
+	p := packed{zip: spec.Zip(), wasm: wasm, yaml: spec.Manifest()}
+	push(t, st, grep, "1.0.0", "any", p)
+	a, err := artifact.Read(bytes.NewReader(p.zip), int64(len(p.zip)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, _, csize, _ := a.PayloadEntry()
+	px.Set(proxytest.Options{PathContains: "/blobs/", Fault: proxytest.Stall, After: off + csize, Times: 1})
+	pushed := px.Requests(blobPath(p))
+	w := newWorld(t)
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.pull(w.puller(st), req(grep, "1.0.0"))
+		done <- err
+	}()
+	var staged []byte
+	for range 100 {
+		if staged = unnamedFileIn(t, w.proj.Dir); bytes.Equal(staged, wasm) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !bytes.Equal(staged, wasm) {
+		t.Errorf("with the download stalled after the payload, an unnamed file holds %d of its %d bytes", len(staged), len(wasm))
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := px.Requests(blobPath(p)) - pushed; n != 2 {
+		t.Errorf("%d blob requests, want the stalled one and its continuation", n)
+	}
+	if err := fetch.CheckStaged(w.proj, grep, p.digest()); err != nil {
+		t.Fatal(err)
 	}
 }
