@@ -174,6 +174,9 @@ func networkTimeoutFromEnv() (time.Duration, error) {
 // chain applies the stores' fallbacks and the write-through mirror (config.yaml's mirror:, or
 // --mirror) to a puller, and the per-blob connection count.
 func (p *project) chain(pl *fetch.Puller, f storeFlags, connections int) (*fetch.Puller, error) {
+	if connections < 1 {
+		return nil, usagef("--connections is %d; give at least 1 (1 fetches every blob as one stream)", connections)
+	}
 	pl.Fallbacks = p.cfg.Fallbacks
 	pl.Connections = connections
 	addr, plain := p.cfg.Mirror, p.cfg.PlainHTTP[p.cfg.Mirror]

@@ -234,6 +234,9 @@ func TestPullParallelConnections(t *testing.T) {
 	fi, _ := os.Stat(f)
 	pieces := int((fi.Size() + 16<<20 - 1) / (16 << 20))
 	px.Set(proxytest.Options{PathContains: "/blobs/", BytesPerSecond: 64 << 20})
+	if r := w.fails("usage", "pull", "--connections", "0"); r.code != 2 {
+		t.Errorf("--connections 0: %s", r)
+	}
 	for _, c := range []struct {
 		args  []string
 		conns int
