@@ -18,7 +18,8 @@
 // An ingest in flight holds an flock on its temporary file. GC removes a file in ingest/ only when
 // it can take that lock (the writer is gone: killed, crashed) and the file is older than
 // IngestGrace, so a slow but live ingest is never removed, however long it stalls, and a killed
-// one's leftover goes at the next GC.
+// one's leftover goes at the next GC. A resumable ingest (resume.go: ingest/resume-<hex> and its
+// record) is kept longer, ResumeGrace, so that the next pull of its digest continues it.
 //
 // Several processes may share one store. A blob only ever appears at its final name through a
 // rename of a complete, fsynced and verified temporary file, so readers never see a torn blob,

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -432,7 +433,7 @@ func TestRecords(t *testing.T) {
 	if err != nil || len(all) != 3 {
 		t.Fatalf("Records = %v, %v", all, err)
 	}
-	if all[0] != recs[0] {
+	if !reflect.DeepEqual(all[0], recs[0]) {
 		t.Fatalf("round trip: %+v != %+v", all[0], recs[0])
 	}
 	raw, _ := os.ReadFile(filepath.Join(s.Root(), "records", "records.jsonl"))

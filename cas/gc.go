@@ -25,6 +25,20 @@ import (
 // seconds are ample, and a leftover of a killed pull goes at the next gc after them.
 const IngestGrace = 3 * time.Second
 
+// ResumeGrace is how long GC keeps the bytes of a download that was killed or lost its
+// connection, so that a later pull of the same blob continues it instead of starting over. A
+// --older-than shorter than that applies to them too (never shorter than IngestGrace), so that
+// `mur cache gc --older-than 0s` clears everything no process holds.
+const ResumeGrace = 24 * time.Hour
+
+// resumeGrace is how old a resumable ingest no process holds must be before GC removes it.
+func resumeGrace(olderThan time.Duration) time.Duration {
+	if olderThan >= 0 && olderThan < ResumeGrace {
+		return max(olderThan, IngestGrace)
+	}
+	return ResumeGrace
+}
+
 // GCOptions says what GC may remove.
 type GCOptions struct {
 	Keep map[digest.Digest]bool // blobs never removed, e.g. every digest a lock pins
@@ -96,7 +110,7 @@ func (s *Store) GC(ctx context.Context, opt GCOptions) (GCReport, error) {
 	}
 	rep := GCReport{Blobs: []RemovedBlob{}, Derived: []string{}, Ingest: []string{}, Quarantine: []string{}, DryRun: opt.DryRun}
 
-	if err := s.gcIngest(ctx, now, opt.DryRun, &rep); err != nil {
+	if err := s.gcIngest(ctx, now, opt, &rep); err != nil {
 		return rep, err
 	}
 
@@ -222,7 +236,8 @@ func (s *Store) GC(ctx context.Context, opt GCOptions) (GCReport, error) {
 	return rep, nil
 }
 
-func (s *Store) gcIngest(ctx context.Context, now time.Time, dryRun bool, rep *GCReport) error {
+func (s *Store) gcIngest(ctx context.Context, now time.Time, opt GCOptions, rep *GCReport) error {
+	dryRun := opt.DryRun
 	entries, err := os.ReadDir(s.ingest)
 	if err != nil {
 		return pathErr(err, "listing", s.ingest)
@@ -233,7 +248,30 @@ func (s *Store) gcIngest(ctx context.Context, now time.Time, dryRun bool, rep *G
 		}
 		p := filepath.Join(s.ingest, e.Name())
 		fi, err := e.Info()
-		if err != nil || !fi.Mode().IsRegular() || now.Sub(fi.ModTime()) < IngestGrace {
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		grace := IngestGrace
+		resumable := strings.HasPrefix(e.Name(), resumePrefix)
+		if resumable && strings.HasSuffix(e.Name(), resumeSuffix) {
+			// A record goes with its bytes; one whose bytes are gone is a leftover.
+			if _, err := os.Lstat(strings.TrimSuffix(p, resumeSuffix)); err == nil || now.Sub(fi.ModTime()) < IngestGrace {
+				continue
+			}
+			if _, err := os.Lstat(p); err != nil {
+				continue // removed with its bytes just now
+			}
+			if !dryRun {
+				os.Remove(p)
+			}
+			rep.Ingest = append(rep.Ingest, p)
+			rep.Freed += fi.Size()
+			continue
+		}
+		if resumable {
+			grace = resumeGrace(opt.OlderThan)
+		}
+		if now.Sub(fi.ModTime()) < grace {
 			continue
 		}
 		f, err := os.Open(p)
@@ -247,7 +285,11 @@ func (s *Store) gcIngest(ctx context.Context, now time.Time, dryRun bool, rep *G
 			continue
 		}
 		if !dryRun {
-			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			remove := os.Remove
+			if resumable {
+				remove = removeResumable
+			}
+			if err := remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				f.Close()
 				return pathErr(err, "removing the leftover", p)
 			}

@@ -66,6 +66,22 @@ func TestHelperProcess(t *testing.T) {
 		}
 		fmt.Println("leased")
 		select {}
+	case "resumable-stall":
+		// Write half of a large blob into a resumable ingest, say so, and hang until killed.
+		d := patternDigest(killSeed, killSize)
+		w, err := s.OpenResumable(ctx, ResumeInfo{Digest: d, Size: killSize, Store: "test"})
+		if err == nil {
+			_, err = w.ReadFrom(io.LimitReader(newPattern(killSeed, killSize), killSize/2))
+		}
+		if err == nil {
+			err = w.Sync()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(8)
+		}
+		fmt.Print("halfway")
+		select {}
 	case "stall":
 		// Ingest half of a large blob, then hang until killed.
 		src := io.MultiReader(io.LimitReader(newPattern(killSeed, killSize), killSize/2), blockForever{})

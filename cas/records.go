@@ -26,7 +26,17 @@ const (
 	OutcomePulled   Outcome = "pulled"
 	OutcomeCacheHit Outcome = "cache-hit"
 	OutcomeFailed   Outcome = "failed"
+	// OutcomeMirrored records a write-through: the blob was pushed to the mirror named in
+	// Source.
+	OutcomeMirrored Outcome = "mirrored"
 )
+
+// Skip is a place a pull asked before the one that answered, and why it did not.
+type Skip struct {
+	Place  string `json:"place"`
+	Token  string `json:"token"`
+	Reason string `json:"reason"`
+}
 
 // Record is one pull, as appended to records/records.jsonl.
 type Record struct {
@@ -43,8 +53,10 @@ type Record struct {
 	OwnerID     int64         `json:"owner_id,omitempty"`
 	Transferred int64         `json:"transferred"` // bytes over the network; 0 for a cache hit
 	DurationMS  int64         `json:"duration_ms"`
-	Outcome     Outcome       `json:"outcome"` // OutcomePulled, OutcomeCacheHit or OutcomeFailed
+	Outcome     Outcome       `json:"outcome"` // OutcomePulled, OutcomeCacheHit, OutcomeFailed or OutcomeMirrored
 	Error       string        `json:"error,omitempty"`
+	Skipped     []Skip        `json:"skipped,omitempty"` // places asked before Source, and why they did not answer
+	Notes       []string      `json:"notes,omitempty"`   // what the download had to do: continue, start over
 }
 
 func (s *Store) recordsFile() string { return filepath.Join(s.records, "records.jsonl") }

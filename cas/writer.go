@@ -57,6 +57,11 @@ type Writer struct {
 	werr error // the first error of the file writer goroutine
 
 	done bool // committed or closed
+
+	// res is set for an ingest that can be continued by a later process (see resume.go).
+	res *resumable
+	// parts is set while the blob is written at offsets (see parts.go).
+	parts *Parts
 }
 
 // NewWriter starts an ingest. The temporary file is flock-held for the Writer's whole life, so
@@ -77,19 +82,26 @@ func (s *Store) NewWriter(ctx context.Context) (*Writer, error) {
 		os.Remove(f.Name())
 		return nil, pathErr(&fs.PathError{Op: "flock", Path: f.Name(), Err: err}, "locking", f.Name())
 	}
+	return newWriter(s, f, sha256.New(), 0, nil), nil
+}
+
+// newWriter starts the pipeline of a Writer over f, which holds size bytes that h has hashed.
+func newWriter(s *Store, f *os.File, h hash.Hash, size int64, res *resumable) *Writer {
 	w := &Writer{
 		s:      s,
 		f:      f,
 		tmp:    f.Name(),
-		hash:   sha256.New(),
+		hash:   h,
+		size:   size,
+		res:    res,
 		free:   make(chan *chunk, chunkCount),
 		hashq:  make(chan *chunk, chunkCount),
 		writeq: make(chan *chunk, chunkCount),
 	}
 	w.workers.Add(2)
 	go w.hashLoop()
-	go w.writeLoop()
-	return w, nil
+	go w.writeLoop(size)
+	return w
 }
 
 func (w *Writer) hashLoop() {
@@ -105,9 +117,10 @@ func (w *Writer) hashLoop() {
 // blob, so durability overlaps the download.
 const writebackEvery = 8 << 20
 
-func (w *Writer) writeLoop() {
+func (w *Writer) writeLoop(start int64) {
 	defer w.workers.Done()
-	var written, kicked int64
+	// A continued ingest appends after the bytes it found.
+	written, kicked := start, start
 	for c := range w.writeq {
 		if w.err() == nil {
 			if _, err := w.f.Write(c.buf[:c.n]); err != nil {
@@ -195,6 +208,9 @@ func (w *Writer) Write(p []byte) (int, error) {
 	if err := w.checkOpen(); err != nil {
 		return 0, err
 	}
+	if err := w.sequential(); err != nil {
+		return 0, err
+	}
 	total := len(p)
 	for len(p) > 0 {
 		c := w.chunk()
@@ -216,6 +232,9 @@ func (w *Writer) ReadFrom(r io.Reader) (int64, error) {
 
 func (w *Writer) readFrom(ctx context.Context, r io.Reader) (int64, error) {
 	var total int64
+	if err := w.sequential(); err != nil {
+		return 0, err
+	}
 	for {
 		if err := w.checkOpen(); err != nil {
 			return total, err
@@ -328,9 +347,14 @@ func (w *Writer) Commit(ctx context.Context, size int64, want digest.Digest) (di
 	w.stop()
 	w.done = true
 	fail := func(err error) (digest.Digest, error) {
+		w.endParts()
 		w.f.Close()
 		os.Remove(w.tmp)
+		w.res.forget()
 		return "", err
+	}
+	if err := w.endParts(); err != nil {
+		return fail(err)
 	}
 	if err := w.err(); err != nil {
 		return fail(err)
@@ -358,12 +382,17 @@ func (w *Writer) Commit(ctx context.Context, size int64, want digest.Digest) (di
 		// duplicate. A blob of the wrong size (damaged by hand) is replaced below instead.
 		w.f.Close()
 		os.Remove(w.tmp)
+		w.res.forget()
 		w.s.touchHex(got.Encoded(), time.Now())
 		return got, nil
 	}
 	if err := w.f.Chmod(0o444); err != nil {
 		return fail(pathErr(err, "setting the mode of", w.tmp))
 	}
+	// The resume record goes first, while the flock keeps every other process off this
+	// digest's ingest: a kill between the two leaves bytes without a record, which the next
+	// ingest of the digest starts over and gc removes.
+	w.res.forget()
 	// fsync, rename, fsync of blobs/: the file is whole on disk before its name says so, and the
 	// name survives a power cut before Commit reports success. The flock stays held across the
 	// rename, so GC never judges the file in between.
@@ -391,7 +420,16 @@ func (w *Writer) Close() error {
 	}
 	w.done = true
 	w.stop()
+	if w.res != nil && w.res.keep {
+		// Kept for a later pull to continue: every byte written is in the file, and the record
+		// says how far the file is whole.
+		err := w.suspend()
+		w.f.Close()
+		return err
+	}
+	w.endParts()
 	w.f.Close()
+	w.res.forget()
 	if err := os.Remove(w.tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return pathErr(err, "removing", w.tmp)
 	}

@@ -30,6 +30,8 @@ import (
 //	stores: [ "oci://registry.internal:5000/murmur", "oci-layout:/srv/murmur-store" ]
 //	sources: { acme: "github:acme/murmur-tools" }
 //	cache: { max_size: 20GiB }
+//	mirror: oci://registry.internal:5000/murmur
+//	mirror_required: false
 //
 // Decisions the SPEC leaves open:
 //   - Both files are optional. A project's stores come first, then the home's, with exact
@@ -45,6 +47,13 @@ import (
 //     until the blobs hold at most that many bytes (see GC). It is a number of bytes with an
 //     optional unit, K, M, G or T, each 1024 times the one before, spelled K, KB or KiB alike (as
 //     docker's --keep-storage reads them). A project's value wins over the home's.
+//   - A store entry may be a mapping, {url: ADDRESS, plain_http: BOOL, fallback: not-found |
+//     any-error}; fallback says when a failure of that store falls through to the next place
+//     (chain.go). When the project and the home list the same address, the project's entry
+//     decides.
+//   - mirror: is a registry that every artifact brought in from elsewhere is written through to
+//     (mirror.go); an address or {url, plain_http}. mirror_required: true makes a failed
+//     write-through fail the command. A project's value of either wins over the home's.
 
 // ProjectFile is where a project's config lives, relative to the project folder.
 const ProjectFile = ".murmur/config.yaml"
@@ -63,9 +72,15 @@ type Config struct {
 	Sources map[string]string
 	// MaxCacheSize is cache.max_size in bytes; 0 when neither file sets it.
 	MaxCacheSize int64
-	// PlainHTTP holds the oci:// stores written as {url: …, plain_http: true}: registries the
-	// user chose to reach over plain HTTP (never chosen for them off loopback).
+	// PlainHTTP holds the oci:// stores (and the mirror) written as {url: …, plain_http: true}:
+	// registries the user chose to reach over plain HTTP (never chosen for them off loopback).
 	PlainHTTP map[string]bool
+	// Fallbacks holds the stores written as {url: …, fallback: any-error} or not-found.
+	Fallbacks map[string]Fallback
+	// Mirror is the registry pulls write through to, "" for none; MirrorRequired makes a failed
+	// write-through fail the command.
+	Mirror         string
+	MirrorRequired bool
 	// Warnings name keys that were ignored, with their file, for the command to print.
 	Warnings []string
 }
@@ -73,7 +88,7 @@ type Config struct {
 // LoadConfig reads homeConfigPath and, when projectDir is not empty, projectDir/.murmur/config.yaml,
 // and merges them. A missing file counts as an empty one.
 func LoadConfig(homeConfigPath, projectDir string) (*Config, error) {
-	c := &Config{Sources: map[string]string{}, PlainHTTP: map[string]bool{}}
+	c := &Config{Sources: map[string]string{}, PlainHTTP: map[string]bool{}, Fallbacks: map[string]Fallback{}}
 	var project, user *configFile
 	var err error
 	if projectDir != "" {
@@ -106,6 +121,9 @@ func LoadConfig(homeConfigPath, projectDir string) (*Config, error) {
 				if f.plainHTTP[s] {
 					c.PlainHTTP[s] = true
 				}
+				if fb, ok := f.fallbacks[s]; ok {
+					c.Fallbacks[s] = fb
+				}
 			}
 		}
 		c.Warnings = append(c.Warnings, f.warnings...)
@@ -120,6 +138,15 @@ func LoadConfig(homeConfigPath, projectDir string) (*Config, error) {
 		}
 		if f.maxCacheSize > 0 {
 			c.MaxCacheSize = f.maxCacheSize
+		}
+		if f.mirror != "" {
+			c.Mirror = f.mirror
+			if f.plainHTTP[f.mirror] {
+				c.PlainHTTP[f.mirror] = true
+			}
+		}
+		if f.mirrorRequired != nil {
+			c.MirrorRequired = *f.mirrorRequired
 		}
 	}
 	return c, nil
@@ -220,11 +247,14 @@ func validateOCI(rest string) error {
 
 // file is one parsed config file, already validated and with its paths resolved.
 type configFile struct {
-	stores       []string
-	plainHTTP    map[string]bool
-	sources      map[string]string
-	maxCacheSize int64
-	warnings     []string
+	stores         []string
+	plainHTTP      map[string]bool
+	fallbacks      map[string]Fallback
+	sources        map[string]string
+	maxCacheSize   int64
+	mirror         string
+	mirrorRequired *bool
+	warnings       []string
 }
 
 func readConfigFile(path, baseDir string) (*configFile, error) {
@@ -242,7 +272,7 @@ func parseConfig(data []byte, path, baseDir string) (*configFile, error) {
 	bad := func(format string, args ...any) error {
 		return errs.New(errs.InvalidConfig, "%s: %s", path, fmt.Sprintf(format, args...))
 	}
-	f := &configFile{sources: map[string]string{}, plainHTTP: map[string]bool{}}
+	f := &configFile{sources: map[string]string{}, plainHTTP: map[string]bool{}, fallbacks: map[string]Fallback{}}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
@@ -281,17 +311,45 @@ func parseConfig(data []byte, path, baseDir string) (*configFile, error) {
 				return nil, bad("line %d: stores must be a list of store addresses, found %s", v.Line, yamlnode.Describe(v))
 			}
 			for j, item := range v.Content {
-				addr, plain, warns, err := parseStoreItem(item, j, path)
+				it, warns, err := parseStoreItem(item, fmt.Sprintf("stores[%d]", j), path)
 				if err != nil {
 					return nil, bad("%s", err)
 				}
 				f.warnings = append(f.warnings, warns...)
-				addr = ResolveStore(addr, baseDir)
+				addr := ResolveStore(it.addr, baseDir)
 				f.stores = append(f.stores, addr)
-				if plain {
+				if it.plain {
 					f.plainHTTP[addr] = true
 				}
+				if it.fallback != "" {
+					f.fallbacks[addr] = it.fallback
+				}
 			}
+		case "mirror":
+			if yamlnode.IsNull(v) {
+				continue
+			}
+			it, warns, err := parseStoreItem(v, "mirror", path)
+			if err != nil {
+				return nil, bad("%s", err)
+			}
+			f.warnings = append(f.warnings, warns...)
+			if !strings.HasPrefix(it.addr, SchemeOCI) {
+				return nil, bad("line %d: mirror must be a registry, oci://HOST[:PORT]/PREFIX, found %s; a folder is filled with 'mur warm --layout DIR'", v.Line, it.addr)
+			}
+			if it.fallback != "" {
+				return nil, bad("line %d: mirror takes no fallback: it is written to, not read from; list it under stores: to read from it", v.Line)
+			}
+			f.mirror = it.addr
+			if it.plain {
+				f.plainHTTP[it.addr] = true
+			}
+		case "mirror_required":
+			if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" {
+				return nil, bad("line %d: mirror_required must be true or false, found %s", v.Line, yamlnode.Describe(v))
+			}
+			b := strings.EqualFold(v.Value, "true")
+			f.mirrorRequired = &b
 		case "sources":
 			if yamlnode.IsNull(v) {
 				continue
@@ -352,19 +410,27 @@ func parseConfig(data []byte, path, baseDir string) (*configFile, error) {
 	return f, nil
 }
 
-// parseStoreItem reads one entry of stores: an address, or {url: ADDRESS, plain_http: BOOL}.
-func parseStoreItem(item *yaml.Node, j int, path string) (addr string, plain bool, warnings []string, err error) {
+// storeItem is one entry of stores (or the mirror) as written.
+type storeItem struct {
+	addr     string
+	plain    bool
+	fallback Fallback
+}
+
+// parseStoreItem reads one entry of stores, or the mirror: an address, or {url: ADDRESS,
+// plain_http: BOOL, fallback: not-found | any-error}. key names it in messages.
+func parseStoreItem(item *yaml.Node, key, path string) (it storeItem, warnings []string, err error) {
 	switch item.Kind {
 	case yaml.ScalarNode:
 		if err := ValidateStoreAddress(item.Value); err != nil {
-			return "", false, nil, fmt.Errorf("line %d: stores[%d]: %s", item.Line, j, errs.Message(err))
+			return it, nil, fmt.Errorf("line %d: %s: %s", item.Line, key, errs.Message(err))
 		}
-		return item.Value, false, nil, nil
+		return storeItem{addr: item.Value}, nil, nil
 	case yaml.MappingNode:
 	default:
-		return "", false, nil, fmt.Errorf("line %d: stores[%d] must be an address or {url: ADDRESS, plain_http: true}, found %s", item.Line, j, yamlnode.Describe(item))
+		return it, nil, fmt.Errorf("line %d: %s must be an address or {url: ADDRESS, plain_http: true, fallback: any-error}, found %s", item.Line, key, yamlnode.Describe(item))
 	}
-	var urlNode, plainNode *yaml.Node
+	var urlNode, plainNode, fallbackNode *yaml.Node
 	for i := 0; i+1 < len(item.Content); i += 2 {
 		k, v := item.Content[i], item.Content[i+1]
 		switch k.Value {
@@ -372,26 +438,39 @@ func parseStoreItem(item *yaml.Node, j int, path string) (addr string, plain boo
 			urlNode = v
 		case "plain_http":
 			plainNode = v
+		case "fallback":
+			fallbackNode = v
 		default:
-			warnings = append(warnings, fmt.Sprintf("%s: line %d: unknown key %q in stores[%d] ignored", path, k.Line, k.Value, j))
+			warnings = append(warnings, fmt.Sprintf("%s: line %d: unknown key %q in %s ignored", path, k.Line, k.Value, key))
 		}
 	}
 	if urlNode == nil || urlNode.Kind != yaml.ScalarNode || urlNode.Value == "" {
-		return "", false, nil, fmt.Errorf("line %d: stores[%d] has no url; write {url: oci://HOST[:PORT]/PREFIX, plain_http: true}", item.Line, j)
+		return it, nil, fmt.Errorf("line %d: %s has no url; write {url: oci://HOST[:PORT]/PREFIX, plain_http: true}", item.Line, key)
 	}
 	if err := ValidateStoreAddress(urlNode.Value); err != nil {
-		return "", false, nil, fmt.Errorf("line %d: stores[%d].url: %s", urlNode.Line, j, errs.Message(err))
+		return it, nil, fmt.Errorf("line %d: %s.url: %s", urlNode.Line, key, errs.Message(err))
 	}
+	it.addr = urlNode.Value
 	if plainNode != nil {
 		if plainNode.Kind != yaml.ScalarNode || plainNode.ShortTag() != "!!bool" {
-			return "", false, nil, fmt.Errorf("line %d: stores[%d].plain_http must be true or false, found %s", plainNode.Line, j, yamlnode.Describe(plainNode))
+			return it, nil, fmt.Errorf("line %d: %s.plain_http must be true or false, found %s", plainNode.Line, key, yamlnode.Describe(plainNode))
 		}
-		plain = strings.EqualFold(plainNode.Value, "true")
-		if plain && !strings.HasPrefix(urlNode.Value, SchemeOCI) {
-			return "", false, nil, fmt.Errorf("line %d: stores[%d].plain_http applies to oci:// registries, and %s is a folder; remove it", plainNode.Line, j, urlNode.Value)
+		it.plain = strings.EqualFold(plainNode.Value, "true")
+		if it.plain && !strings.HasPrefix(urlNode.Value, SchemeOCI) {
+			return it, nil, fmt.Errorf("line %d: %s.plain_http applies to oci:// registries, and %s is a folder; remove it", plainNode.Line, key, urlNode.Value)
 		}
 	}
-	return urlNode.Value, plain, warnings, nil
+	if fallbackNode != nil {
+		if fallbackNode.Kind != yaml.ScalarNode {
+			return it, nil, fmt.Errorf("line %d: %s.fallback must be not-found or any-error, found %s", fallbackNode.Line, key, yamlnode.Describe(fallbackNode))
+		}
+		fb, err := ParseFallback(fallbackNode.Value)
+		if err != nil {
+			return it, nil, fmt.Errorf("line %d: %s.%s", fallbackNode.Line, key, errs.Message(err))
+		}
+		it.fallback = fb
+	}
+	return it, warnings, nil
 }
 
 // ResolveStore makes a relative oci-layout: path absolute against baseDir, as LoadConfig does for the

@@ -161,7 +161,7 @@ func TestRefusals(t *testing.T) {
 		{"- a\n- b\n", "expected a mapping"},
 		{"stores: oci://x/y\n", "stores must be a list"},
 		{"stores: [ {a: b} ]\n", "stores[0] has no url"},
-		{"stores: [ [x] ]\n", "stores[0] must be an address or {url: ADDRESS, plain_http: true}"},
+		{"stores: [ [x] ]\n", "stores[0] must be an address or {url: ADDRESS, plain_http: true, fallback: any-error}"},
 		{"stores:\n  - url: oci://r:5000/m\n    plain_http: maybe\n", "line 3: stores[0].plain_http must be true or false"},
 		{"stores:\n  - {url: oci-layout:/x, plain_http: true}\n", "plain_http applies to oci:// registries"},
 		{"stores:\n  - {url: \"https://x/y\"}\n", "line 2: stores[0].url"},
@@ -175,6 +175,12 @@ func TestRefusals(t *testing.T) {
 		{"sources: { acme: github:a/b, acme: github:a/c }\n", "appears twice"},
 		{"stores: []\nstores: []\n", `key "stores" appears twice`},
 		{"stores: []\n---\nstores: []\n", "line 2: a second YAML document starts here"},
+		{"stores:\n  - {url: oci://r:5000/m, fallback: sometimes}\n", "line 2: stores[0].fallback \"sometimes\" is not one of not-found"},
+		{"stores:\n  - {url: oci://r:5000/m, fallback: [x]}\n", "stores[0].fallback must be not-found or any-error"},
+		{"mirror: oci-layout:/x\n", "line 1: mirror must be a registry"},
+		{"mirror: {url: oci://r:5000/m, fallback: any-error}\n", "mirror takes no fallback"},
+		{"mirror: [x]\n", "mirror must be an address"},
+		{"mirror_required: yes please\n", "line 1: mirror_required must be true or false"},
 	}
 	for _, tc := range cases {
 		dir := t.TempDir()
@@ -300,5 +306,43 @@ func TestCacheMaxSize(t *testing.T) {
 		if !errors.Is(err, errs.InvalidConfig) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want an invalid-config error mentioning %q", content, err, want)
 		}
+	}
+}
+
+func TestFallbacksAndMirror(t *testing.T) {
+	dir := t.TempDir()
+	homeCfg := filepath.Join(dir, "home", "config.yaml")
+	proj := filepath.Join(dir, "proj")
+	write(t, homeCfg, `
+stores:
+  - {url: oci://team:5000/murmur, fallback: not-found}
+  - {url: oci://backup:5000/murmur, fallback: any-error}
+mirror: {url: oci://team:5000/murmur, plain_http: true}
+mirror_required: true
+`)
+	write(t, filepath.Join(proj, ".murmur", "config.yaml"), `
+stores:
+  - {url: oci://team:5000/murmur, fallback: any-error}
+  - {url: oci-layout:vendor, fallback: any-error}
+mirror_required: false
+`)
+	c, err := LoadConfig(homeCfg, proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]Fallback{
+		"oci://team:5000/murmur":                      FallbackAnyError, // the project's entry decides
+		"oci-layout:" + filepath.Join(proj, "vendor"): FallbackAnyError,
+		"oci://backup:5000/murmur":                    FallbackAnyError,
+	}
+	if !reflect.DeepEqual(c.Fallbacks, want) {
+		t.Fatalf("fallbacks = %v, want %v", c.Fallbacks, want)
+	}
+	if c.Mirror != "oci://team:5000/murmur" || !c.PlainHTTP["oci://team:5000/murmur"] || c.MirrorRequired {
+		t.Fatalf("mirror %q plain %v required %v", c.Mirror, c.PlainHTTP, c.MirrorRequired)
+	}
+	c, err = LoadConfig(homeCfg, "")
+	if err != nil || !c.MirrorRequired || c.Fallbacks["oci://team:5000/murmur"] != FallbackNotFound {
+		t.Fatalf("home alone: %+v, %v", c, err)
 	}
 }

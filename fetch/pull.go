@@ -71,6 +71,18 @@ type Result struct {
 	Warnings    []string       `json:"warnings,omitempty"`
 	Error       string         `json:"error,omitempty"`
 	Err         error          `json:"-"` // the failure itself, with its token
+	// Skipped are the places asked before Origin answered, and why each did not.
+	Skipped []Skipped `json:"skipped,omitempty"`
+	// Notes say what the download had to do besides fetching: continue what an earlier pull
+	// kept, start over for a server that ignores Range.
+	Notes []string `json:"notes,omitempty"`
+	// Resumed is how many bytes an earlier, interrupted pull had kept, which this one
+	// continued after.
+	Resumed int64 `json:"resumed,omitempty"`
+	// Connections is how many connections the download used at most.
+	Connections int `json:"connections,omitempty"`
+	// Mirror is the write-through of the artifact to the mirror registry, when one is set.
+	Mirror *MirrorPush `json:"mirror,omitempty"`
 
 	compile digest.Digest // a fresh payload waiting for the compile queue
 	took    time.Duration // the pull's own time, before any compile
@@ -128,6 +140,32 @@ type Puller struct {
 	// Warn reports what went wrong without failing the pull (a trim that could not run); nil
 	// drops it.
 	Warn func(msg string)
+
+	// Fallbacks says, by store address, when a failure of a store falls through to the next
+	// place; a store not named has FallbackNotFound (see chain.go).
+	Fallbacks map[string]Fallback
+	// Health remembers which stores failed, so that each costs its timeout once; nil makes
+	// Pull keep its own.
+	Health *StoreHealth
+	// Connections is how many connections one large blob is fetched over when its server
+	// serves ranges; <1 means DefaultConnections, 1 fetches every blob as one stream. Each
+	// connection beyond a blob's first takes a free job slot, so Jobs bounds them all.
+	Connections int
+	// ParallelMin is the size from which a blob is fetched over several connections; <=0 means
+	// DefaultParallelMin.
+	ParallelMin int64
+	// Chunk is the piece one connection asks for at a time; <=0 means DefaultChunk.
+	Chunk int64
+	// Mirror, when set, receives every artifact a pull brings in from anywhere else (see
+	// mirror.go). A failed push is a warning, unless MirrorRequired.
+	Mirror         Store
+	MirrorRequired bool
+
+	hashLast bool // hash a parallel download once it is whole, not as it grows (benchmarks)
+	// splitWhen, when set, replaces the rule that splits a slow stream; piecesFirst skips the
+	// stream (tests).
+	splitWhen   func(n int64, elapsed time.Duration) bool
+	piecesFirst bool
 }
 
 // CompiledCache is the part of the sandbox runner that lets a pull skip what is compiled already.
@@ -197,6 +235,7 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 	// Staging leftovers of killed pulls go before new ones are made; one that can't be removed
 	// only costs disk space, and gc tries again.
 	sweepStaging(proj, p.now(), false)
+	p.health()
 	// Payloads are compiled one after another as their downloads finish, beside the downloads
 	// still running: each compile spreads over every core by itself, and holds no --jobs slot.
 	compiles := make(chan int, len(reqs))
@@ -208,6 +247,8 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 		}
 	}()
 	sem := make(chan struct{}, jobs)
+	ctx = withSlots(ctx, sem)
+	mirrored := p.mirrorState()
 	var wg sync.WaitGroup
 	for i := range reqs {
 		wg.Add(1)
@@ -215,6 +256,9 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 		go func(i int) {
 			defer func() { <-sem; wg.Done() }()
 			res, err := p.pullOne(ctx, proj, reqs[i], lease)
+			if err == nil {
+				err = p.writeThrough(ctx, reqs[i], &res, mirrored)
+			}
 			if err != nil {
 				res.Name = reqs[i].Name.String()
 				res.Error, res.Err = err.Error(), err
@@ -350,7 +394,8 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 	p.emit(Event{Name: res.Name, Phase: PhaseVerify, Bytes: got.w.Size(), Total: got.w.Size(), From: got.desc.Origin})
 	fetchTook := p.now().Sub(start)
 	res.Version, res.Platform, res.Origin = got.desc.Version, got.desc.Platform, got.desc.Origin
-	res.Size, res.Transferred, res.Release, res.Asset, res.NewPin = got.w.Size(), got.w.Size(), got.release, got.asset, got.newPin
+	res.Size, res.Transferred, res.Release, res.Asset, res.NewPin = got.w.Size(), got.xfer.bytes, got.release, got.asset, got.newPin
+	res.Skipped, res.Notes, res.Resumed, res.Connections = got.skipped, got.xfer.notes, got.xfer.resumed, got.xfer.conns
 	res.Digest = got.w.Digest().String()
 	if err := p.finish(ctx, proj, req, &res, got, start); err != nil {
 		return res, err
@@ -391,6 +436,7 @@ func (p *Puller) cacheHit(ctx context.Context, proj Project, req Request, res *R
 	}
 	res.Version, res.Platform, res.Digest, res.Size, res.CacheHit = got.desc.Version, plat, got.desc.Digest.String(), st.Size, true
 	res.Origin, res.Release, res.Asset, res.NewPin = "cas", got.release, got.asset, got.newPin
+	res.Skipped = got.skipped
 	if err := p.finish(ctx, proj, req, res, got, start); err != nil {
 		return err
 	}
@@ -407,6 +453,8 @@ type fetched struct {
 	asset   string
 	newPin  *lock.ScopePin
 	archive *artifact.Archive
+	xfer    transfer     // what fetching w took
+	skipped []Skipped    // the places asked before this one, and why they did not answer
 	stream  *streamStage // the payload, staged as it downloaded; nil when it was not
 	key     hash.Hash    // the compiled cache's key, fed by stream
 }
@@ -418,43 +466,66 @@ func (p *Puller) fetch(ctx context.Context, req Request, version string, pin pin
 	}
 	what := req.Name.String() + "@" + version
 	var failures []error
+	var skipped []Skipped
 	asked := []string{} // parallel to failures once every place has failed
+	places := p.places(req, from)
+	for i, pl := range places {
+		asked = append(asked, pl.label)
+		var got *fetched
+		var err error
+		if pl.store != nil {
+			got, err = p.fromStore(ctx, pl.store, req, version, pin, lease)
+		} else {
+			if pin.owner != nil {
+				if err := pin.owner.CheckOwner(req.Name.Scope, pl.label, 0); err != nil {
+					return nil, err
+				}
+			}
+			got, err = p.fromSource(ctx, req, version, pin, lease)
+		}
+		if err == nil {
+			got.skipped = skipped
+			return got, nil
+		}
+		if pl.store != nil && errors.Is(err, errs.LockConflict) {
+			return nil, err
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		failures = append(failures, err)
+		skipped = append(skipped, skippedOf(pl.label, err))
+		if pl.store != nil && i < len(places)-1 && !p.fallsThrough(pl.store, err) {
+			return nil, stopped(what, pl.store, err, skipped[:len(skipped)-1], len(places)-1-i)
+		}
+	}
+	return nil, allFailed(what, req.Name.Scope, from, len(p.Stores) > 0, asked, failures)
+}
+
+// place is a store or the source, in the order a request asks them.
+type place struct {
+	store Store // nil for the source
+	label string
+}
+
+func (p *Puller) places(req Request, from []string) []place {
+	var out []place
 	for _, kind := range from {
 		switch kind {
 		case FromStores:
 			for _, st := range p.Stores {
-				asked = append(asked, st.String())
-				got, err := p.fromStore(ctx, st, req, version, pin, lease)
-				if err == nil {
-					return got, nil
-				}
-				if errors.Is(err, errs.LockConflict) {
-					return nil, err
-				}
-				failures = append(failures, err)
+				out = append(out, place{store: st, label: st.String()})
 			}
 		case FromSources:
 			if p.Source == nil {
 				continue
 			}
-			label, ok := p.Source.Label(req.Name.Scope)
-			if !ok {
-				continue
+			if label, ok := p.Source.Label(req.Name.Scope); ok {
+				out = append(out, place{label: label})
 			}
-			asked = append(asked, label)
-			if pin.owner != nil {
-				if err := pin.owner.CheckOwner(req.Name.Scope, label, 0); err != nil {
-					return nil, err
-				}
-			}
-			got, err := p.fromSource(ctx, req, version, pin, lease)
-			if err == nil {
-				return got, nil
-			}
-			failures = append(failures, err)
 		}
 	}
-	return nil, allFailed(what, req.Name.Scope, from, len(p.Stores) > 0, asked, failures)
+	return out
 }
 
 // allFailed is the one error of a pull that every store and source failed: each place's reason
@@ -511,6 +582,10 @@ func (p *Puller) resolveAt(ctx context.Context, st Store, req Request, version s
 	switch {
 	case pin.digest == "":
 		return d, "", err
+	case err != nil && errs.TokenOf(err) == errs.Network:
+		// A store that can't answer for the tag won't serve the blob either, and asking it
+		// again for the blob would cost its timeout twice.
+		return Descriptor{}, "", err
 	case err == nil && d.Digest == pin.digest:
 		d.Platform = pin.platform
 		return d, "", nil
@@ -521,8 +596,17 @@ func (p *Puller) resolveAt(ctx context.Context, st Store, req Request, version s
 }
 
 func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version string, pin pinned, lease *cas.Lease) (*fetched, error) {
-	desc, movedTo, err := p.resolveAt(ctx, st, req, version, pin)
+	h := p.health()
+	probe, err := h.enter(ctx, st)
 	if err != nil {
+		return nil, err
+	}
+	desc, movedTo, err := p.resolveAt(ctx, st, req, version, pin)
+	if probe {
+		h.verdict(ctx, st, err)
+	}
+	if err != nil {
+		h.failed(ctx, st, err)
 		return nil, err
 	}
 	if desc.Platform == "" {
@@ -531,28 +615,18 @@ func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version s
 	if got, err := p.fromCAS(ctx, desc, lease, st.String(), errs.Integrity); got != nil || err != nil {
 		return got, err
 	}
-	rc, err := st.Open(ctx, req.Name, desc.Digest)
+	key := p.moduleKey()
+	w, xfer, stream, err := p.download(ctx, st, req, desc, key)
 	if err != nil && movedTo != "" && errors.Is(err, errs.NotFound) {
 		return nil, errs.New(errs.LockConflict,
 			"%s serves %s@%s as %s, but murmur.lock pins %s; if the new bytes are expected run 'mur pull --update %s@%s', otherwise ask the publisher why the tag moved",
 			st, req.Name, version, movedTo, pin.digest, req.Name, version)
 	}
 	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	w, err := p.CAS.NewWriter(ctx)
-	if err != nil {
+		h.failed(ctx, st, err)
 		return nil, err
 	}
 	ok := false
-	var stream *streamStage
-	key := p.moduleKey()
-	// Only an ingest that starts empty is followed from the blob's first byte; one that resumes
-	// a kept prefix is staged from the blob once it is in.
-	if req.stageTo != nil && w.Size() == 0 {
-		stream = newStreamStage(*req.stageTo, req.Name, desc.Digest, key)
-	}
 	defer func() {
 		if !ok {
 			w.Close()
@@ -561,18 +635,6 @@ func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version s
 			}
 		}
 	}()
-	var sink io.Writer = w
-	if stream != nil {
-		sink = io.MultiWriter(w, stream)
-	}
-	dst := &progressWriter{w: sink, p: p, name: req.Name.String(), total: desc.Size, from: st.String()}
-	if _, err := copyBounded(dst, rc, desc.Size); err != nil {
-		if errors.Is(err, errTooLong) {
-			return nil, errs.New(errs.Integrity, "%s declares %d bytes for %s (%s@%s) but sent more; the transfer was stopped after %d bytes and nothing was kept; report it to the store's owner",
-				st, desc.Size, desc.Digest, req.Name, desc.Version, w.Size())
-		}
-		return nil, errs.Wrap(err, errs.Network, "reading %s@%s from %s stopped after %d bytes: %v; run the pull again", req.Name, desc.Version, st, w.Size(), err)
-	}
 	if w.Digest() != desc.Digest || (desc.Size >= 0 && w.Size() != desc.Size) {
 		return nil, errs.New(errs.Integrity, "%s served %d bytes with digest %s for %s@%s, expected %s (%d bytes); nothing was written; report it to the store's owner",
 			st, w.Size(), w.Digest(), req.Name, desc.Version, desc.Digest, desc.Size)
@@ -585,7 +647,7 @@ func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version s
 	if stream == nil {
 		key = nil
 	}
-	return &fetched{w: w, desc: desc, archive: a, stream: stream, key: key}, nil
+	return &fetched{w: w, desc: desc, archive: a, xfer: xfer, stream: stream, key: key}, nil
 }
 
 // fromCAS leases desc's digest and, when the CAS holds it, returns it as fetched without
@@ -628,7 +690,7 @@ func (p *Puller) fromSource(ctx context.Context, req Request, version string, pi
 		}
 		return got, err
 	}
-	w, err := p.CAS.NewWriter(ctx)
+	w, err := p.CAS.OpenResumable(ctx, cas.ResumeInfo{Digest: s.Digest, Size: s.Size, Store: s.Origin})
 	if err != nil {
 		return nil, err
 	}
@@ -638,10 +700,11 @@ func (p *Puller) fromSource(ctx context.Context, req Request, version string, pi
 			w.Close()
 		}
 	}()
-	pw := &progressScratch{progressWriter{w: w, p: p, name: req.Name.String(), total: s.Size, from: "source"}, w}
-	s, err = p.Source.Fetch(ctx, req.Name, version, p.platform(), pin.owner, pw)
+	rs := p.newRangedScratch(w, s, req.Name.String())
+	s, err = p.Source.Fetch(ctx, req.Name, version, p.platform(), pin.owner, rs)
 	if err != nil {
-		return nil, err
+		ok = true // dropOrKeep closes it
+		return nil, p.dropOrKeep(ctx, w, err, "fetching %s@%s from %s", req.Name, version, rs.f.from)
 	}
 	if pin.digest != "" && s.Digest != pin.digest {
 		return nil, errs.New(errs.LockConflict, "%s serves %s@%s as %s, but murmur.lock pins %s; if the new bytes are expected run 'mur pull --update %s@%s'",
@@ -655,7 +718,7 @@ func (p *Puller) fromSource(ctx context.Context, req Request, version string, pi
 		return nil, err
 	}
 	ok = true
-	return &fetched{w: w, desc: s.Descriptor, release: s.Release, asset: s.Asset, newPin: s.NewPin, archive: a}, nil
+	return &fetched{w: w, desc: s.Descriptor, release: s.Release, asset: s.Asset, newPin: s.NewPin, archive: a, xfer: rs.xfer()}, nil
 }
 
 // checkPacked refuses a payload whose own murmur.yaml names another artifact or version than
@@ -817,6 +880,10 @@ func (p *Puller) record(req Request, res *Result, start time.Time, err error) {
 	if res.NewPin != nil {
 		r.OwnerID = res.NewPin.OwnerID
 	}
+	r.Notes = res.Notes
+	for _, sk := range res.Skipped {
+		r.Skipped = append(r.Skipped, cas.Skip{Place: sk.Place, Token: sk.Token, Reason: sk.Reason})
+	}
 	if res.CacheHit {
 		r.Outcome = cas.OutcomeCacheHit
 	}
@@ -847,13 +914,3 @@ func (pw *progressWriter) Write(b []byte) (int, error) {
 	}
 	return n, err
 }
-
-// progressScratch is a Scratch that reports progress as a source writes into it.
-type progressScratch struct {
-	progressWriter
-	s Scratch
-}
-
-func (ps *progressScratch) ReadAt(b []byte, off int64) (int, error) { return ps.s.ReadAt(b, off) }
-func (ps *progressScratch) Size() int64                             { return ps.s.Size() }
-func (ps *progressScratch) Digest() digest.Digest                   { return ps.s.Digest() }

@@ -139,8 +139,17 @@ func TestPullShortBody(t *testing.T) {
 	if !strings.Contains(err.Error(), "acme/grep") {
 		t.Errorf("error %q does not name the artifact", err)
 	}
-	w.assertUnchanged(before)
+	w.assertKept(before)
 	w.assertFailedRecord(grep, errs.TokenOf(err))
+	// The next pull continues from the bytes kept.
+	f.Arm(nil)
+	res := w.mustPull(w.puller(st), req(grep, "1.0.0"))
+	if res[0].Resumed != int64(len(p.zip)/3) || res[0].Transferred != int64(len(p.zip)-len(p.zip)/3) {
+		t.Errorf("the next pull continued from %d and fetched %d bytes, want %d and %d", res[0].Resumed, res[0].Transferred, len(p.zip)/3, len(p.zip)-len(p.zip)/3)
+	}
+	if after := w.state(); after.kept != 0 || after.ingest != 0 {
+		t.Errorf("cas/ingest holds %d kept downloads and %d temporary files after the resumed pull", after.kept, after.ingest)
+	}
 }
 
 func TestPullTransientFailuresRetried(t *testing.T) {
@@ -200,7 +209,7 @@ func TestPullStallIsBounded(t *testing.T) {
 	if el := time.Since(start); el > 20*time.Second {
 		t.Fatalf("a stalled pull took %s with a 300ms timeout", el)
 	}
-	w.assertUnchanged(before)
+	w.assertKept(before)
 	w.assertFailedRecord(grep, errs.Network)
 }
 

@@ -47,6 +47,9 @@ type WarmReport struct {
 func Warm(ctx context.Context, in WarmInput) (*WarmReport, error) {
 	rep := &WarmReport{Results: []Result{}}
 	host := ref.HostPlatform()
+	// One record of store health for every platform's pass: a store that failed costs its
+	// timeout once.
+	in.Puller.health()
 	for _, plat := range warmPlatforms(in.Lock, in.Platform, host) {
 		var reqs []Request
 		for _, e := range in.Lock.Artifacts {

@@ -123,7 +123,8 @@ func (w *world) mustPull(p *fetch.Puller, reqs ...fetch.Request) []fetch.Result 
 // state is everything a failed pull must leave alone.
 type state struct {
 	blobs  string
-	ingest int
+	ingest int    // temporary files
+	kept   int    // downloads kept for the next pull to continue
 	lock   string // "<absent>" when there is none
 	tools  string
 }
@@ -141,7 +142,14 @@ func (w *world) state() state {
 	}
 	s.blobs = strings.Join(names, ",")
 	ing, _ := os.ReadDir(filepath.Join(w.cas.Root(), "ingest"))
-	s.ingest = len(ing)
+	for _, e := range ing {
+		switch {
+		case strings.HasPrefix(e.Name(), "resume-") && !strings.HasSuffix(e.Name(), ".json"):
+			s.kept++
+		case !strings.HasPrefix(e.Name(), "resume-"):
+			s.ingest++
+		}
+	}
 	if b, err := os.ReadFile(w.proj.LockPath()); err == nil {
 		s.lock = string(b)
 	} else if errors.Is(err, fs.ErrNotExist) {
@@ -198,12 +206,23 @@ func (w *world) assertUnchanged(before state) {
 	if after.ingest != 0 {
 		w.t.Errorf("%d temporary files left in cas/ingest", after.ingest)
 	}
+	if after.kept != before.kept {
+		w.t.Errorf("%d downloads kept in cas/ingest for a later pull, want %d", after.kept, before.kept)
+	}
 	if after.lock != before.lock {
 		w.t.Errorf("murmur.lock changed:\n--- before\n%s\n--- after\n%s", before.lock, after.lock)
 	}
 	if after.tools != before.tools {
 		w.t.Errorf("tools/ changed:\n--- before\n%s\n--- after\n%s", before.tools, after.tools)
 	}
+}
+
+// assertKept is assertUnchanged for a failure that says nothing against the bytes received: they
+// are kept, once, for the next pull to continue.
+func (w *world) assertKept(before state) {
+	w.t.Helper()
+	before.kept++
+	w.assertUnchanged(before)
 }
 
 func (w *world) records() []cas.Record {

@@ -18,6 +18,7 @@ type pullFlags struct {
 	from         []string
 	stores       storeFlags
 	jobs         int
+	connections  int
 	noPrecompile bool
 }
 
@@ -26,7 +27,9 @@ func (f *pullFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.update, "update", false, "move the lock to the version asked for")
 	fs.StringSliceVar(&f.from, "from", nil, "narrow install.from for this pull: stores, sources")
 	f.stores.register(fs, "add a store for this command")
-	fs.IntVar(&f.jobs, "jobs", 4, "artifacts pulled in parallel")
+	fs.IntVar(&f.jobs, "jobs", 4, "artifacts pulled in parallel; also bounds the connections of all downloads")
+	fs.IntVar(&f.connections, "connections", fetch.DefaultConnections, "connections one large blob is fetched over, when its server serves ranges (1: one stream)")
+	fs.StringVar(&f.stores.mirror, "mirror", "", "write every artifact brought in from elsewhere through to this registry (oci://HOST[:PORT]/PREFIX)")
 	fs.BoolVar(&f.noPrecompile, "no-precompile", false, "don't compile wasm payloads after pulling")
 }
 
@@ -46,6 +49,7 @@ mur pull acme/grep                      # the highest version, then pinned
 mur pull --update acme/grep@1.3.0
 mur pull --store oci://registry.internal:5000/murmur acme/grep@1.2.0
 mur pull --plain-http --store oci://registry:5000/murmur acme/grep@1.2.0
+mur pull --mirror oci://registry.internal:5000/murmur   # fill the team registry as you pull
 mur pull ./grep-1.2.0.mur.zip           # as local/grep
 mur pull --json acme/grep@1.2.0`,
 		flags: f.register,
@@ -81,10 +85,13 @@ func runPull(e *env, f *pullFlags, args []string) error {
 		return err
 	}
 	pr := newProgress(e.stderr, e.g.quiet || e.g.json, "pull").watch(e)
-	puller := p.cacheCap(e, &fetch.Puller{
+	puller, err := p.chain(p.cacheCap(e, &fetch.Puller{
 		CAS: store, Stores: append(files, stores...), Source: p.source(), Offline: e.Offline(),
 		Platform: f.platform, Jobs: f.jobs, Events: pr.event,
-	})
+	}), f.stores, f.connections)
+	if err != nil {
+		return err
+	}
 	if !f.noPrecompile {
 		runner, err := sandbox.New(e.ctx, p.runnerOptions(func(s string) { e.Progress("mur: warning: %s", s) }))
 		if err == nil {
@@ -104,6 +111,17 @@ func runPull(e *env, f *pullFlags, args []string) error {
 			Results []pullResult `json:"results"`
 		}{out}, err)
 	} else {
+		// A store that failed other than by lacking the artifact is worth a line, once per
+		// command: the chain fell through it (fallback: any-error).
+		warned := map[string]bool{}
+		for _, r := range results {
+			for _, s := range r.Skipped {
+				if s.Token != "not-found" && !warned[s.Place] {
+					warned[s.Place] = true
+					e.Progress("mur: warning: %s: skipped %s: %s: %s", r.Name, s.Place, s.Token, s.Reason)
+				}
+			}
+		}
 		for _, r := range results {
 			if r.Error != "" {
 				continue

@@ -59,7 +59,7 @@ mur verify --json`,
 				if err != nil {
 					return err
 				}
-				in.Repair = p.cacheCap(e, &fetch.Puller{CAS: store, Stores: st, Source: p.source(), Offline: e.Offline(), Platform: platform})
+				in.Repair = p.cacheCap(e, &fetch.Puller{CAS: store, Stores: st, Source: p.source(), Offline: e.Offline(), Platform: platform, Fallbacks: p.cfg.Fallbacks})
 			}
 			rep, err := fetch.Verify(e.ctx, in)
 			if err != nil {

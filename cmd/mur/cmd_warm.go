@@ -13,10 +13,11 @@ import (
 
 func warmCmd() *command {
 	var (
-		platform string
-		layout   string
-		stores   storeFlags
-		jobs     int
+		platform    string
+		layout      string
+		stores      storeFlags
+		jobs        int
+		connections int
 	)
 	return &command{
 		name:  "warm",
@@ -28,12 +29,15 @@ OCI layout folder that other machines can use as the store oci-layout:DIR.`,
 		examples: `mur warm
 mur warm --platform all
 mur warm --layout ./ci-store            # then: mur pull --store oci-layout:./ci-store
-mur warm --store oci://registry.internal:5000/murmur`,
+mur warm --store oci://registry.internal:5000/murmur
+mur warm --mirror oci://registry.internal:5000/murmur   # the fleet's warming machine fills the team registry`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&platform, "platform", "", "platform to warm, or all (default: this machine's)")
 			fs.StringVar(&layout, "layout", "", "also write an OCI layout store into this folder")
 			stores.register(fs, "add a store for this command")
-			fs.IntVar(&jobs, "jobs", 4, "artifacts pulled in parallel")
+			fs.IntVar(&jobs, "jobs", 4, "artifacts pulled in parallel; also bounds the connections of all downloads")
+			fs.IntVar(&connections, "connections", fetch.DefaultConnections, "connections one large blob is fetched over, when its server serves ranges (1: one stream)")
+			fs.StringVar(&stores.mirror, "mirror", "", "write every artifact brought in from elsewhere through to this registry (oci://HOST[:PORT]/PREFIX)")
 		},
 		run: func(e *env, args []string) error {
 			if len(args) > 0 {
@@ -61,10 +65,14 @@ mur warm --store oci://registry.internal:5000/murmur`,
 			// being fetched.
 			pr := newProgress(e.stderr, e.g.quiet || e.g.json, "warm").watch(e)
 			pr.hide[fetch.PhaseResolve], pr.hide[fetch.PhaseCached] = true, true
+			puller, err := p.chain(p.cacheCap(e, &fetch.Puller{CAS: store, Stores: sts, Source: p.source(), Offline: e.Offline(), Jobs: jobs, Events: pr.event}), stores, connections)
+			if err != nil {
+				return err
+			}
 			in := fetch.WarmInput{
 				Project: p.Project, Lock: l, Platform: platform,
 				From:   func(name string) ([]string, error) { return p.installFrom(name, nil) },
-				Puller: p.cacheCap(e, &fetch.Puller{CAS: store, Stores: sts, Source: p.source(), Offline: e.Offline(), Jobs: jobs, Events: pr.event}),
+				Puller: puller,
 			}
 			runner, err := sandbox.New(e.ctx, p.runnerOptions(func(s string) { e.Progress("mur: warning: %s", s) }))
 			if err != nil {

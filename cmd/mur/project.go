@@ -171,6 +171,37 @@ func networkTimeoutFromEnv() (time.Duration, error) {
 	return d, nil
 }
 
+// chain applies the stores' fallbacks and the write-through mirror (config.yaml's mirror:, or
+// --mirror) to a puller, and the per-blob connection count.
+func (p *project) chain(pl *fetch.Puller, f storeFlags, connections int) (*fetch.Puller, error) {
+	if connections < 1 {
+		return nil, usagef("--connections is %d; give at least 1 (1 fetches every blob as one stream)", connections)
+	}
+	pl.Fallbacks = p.cfg.Fallbacks
+	pl.Connections = connections
+	addr, plain := p.cfg.Mirror, p.cfg.PlainHTTP[p.cfg.Mirror]
+	if f.mirror != "" {
+		if !strings.HasPrefix(f.mirror, fetch.SchemeOCI) {
+			return nil, usagef("--mirror %q is not a registry; write oci://HOST[:PORT]/PREFIX (a folder is filled with 'mur warm --layout DIR')", f.mirror)
+		}
+		if err := fetch.ValidateStoreAddress(f.mirror); err != nil {
+			return nil, err
+		}
+		addr, plain = f.mirror, f.plainHTTP
+	}
+	if addr == "" {
+		return pl, nil
+	}
+	opt := storeOptions()
+	opt.PlainHTTP = plain
+	m, err := ocistore.Open(addr, opt)
+	if err != nil {
+		return nil, err
+	}
+	pl.Mirror, pl.MirrorRequired = m, p.cfg.MirrorRequired
+	return pl, nil
+}
+
 // runnerOptions are the sandbox options every command that compiles or runs uses: the home's
 // compiled cache and MUR_COMPILE_WORKERS.
 func (p *project) runnerOptions(warn func(string)) sandbox.Options {
@@ -203,20 +234,22 @@ func (p *project) cacheCap(e *env, pl *fetch.Puller) *fetch.Puller {
 	return pl
 }
 
-// storeFlags are --store and --plain-http, for the commands that read from stores.
+// storeFlags are --store and --plain-http, for the commands that read from stores, and --mirror
+// for those that write through.
 type storeFlags struct {
 	stores    []string
 	plainHTTP bool
+	mirror    string
 }
 
 func (f *storeFlags) register(fs *pflag.FlagSet, usage string) {
 	fs.StringArrayVar(&f.stores, "store", nil, usage+" (oci://HOST[:PORT]/PREFIX or oci-layout:PATH)")
-	fs.BoolVar(&f.plainHTTP, "plain-http", false, "speak plain HTTP to the --store registries (mur never does off loopback on its own)")
+	fs.BoolVar(&f.plainHTTP, "plain-http", false, "speak plain HTTP to the --store (and --mirror) registries (mur never does off loopback on its own)")
 }
 
 func (f storeFlags) check() error {
-	if f.plainHTTP && len(f.stores) == 0 {
-		return usagef("--plain-http applies to the registries given with --store; for a store in config.yaml write it as {url: oci://HOST:PORT/PREFIX, plain_http: true}")
+	if f.plainHTTP && len(f.stores) == 0 && f.mirror == "" {
+		return usagef("--plain-http applies to the registries given with --store or --mirror; for a store in config.yaml write it as {url: oci://HOST:PORT/PREFIX, plain_http: true}")
 	}
 	return nil
 }

@@ -471,6 +471,12 @@ func (c *Client) retry(ctx context.Context, u string, op func(context.Context) (
 // get sends a GET and follows redirects itself, sending the Authorization header only while the
 // request stays under the API base, and never from https down to plain http.
 func (c *Client) get(ctx context.Context, u, accept string, extra http.Header) (*http.Response, error) {
+	return c.getEvery(ctx, u, accept, extra, nil)
+}
+
+// getEvery is get that also sends every hop the headers in everyHop, which must carry no
+// credential: Range and If-Range, which must reach the storage host a download redirects to.
+func (c *Client) getEvery(ctx context.Context, u, accept string, extra, everyHop http.Header) (*http.Response, error) {
 	for hops := 0; ; hops++ {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 		if err != nil {
@@ -488,6 +494,9 @@ func (c *Client) get(ctx context.Context, u, accept string, extra http.Header) (
 			}
 		} else if accept == acceptBytes {
 			req.Header.Set("Accept", accept)
+		}
+		for k, vs := range everyHop {
+			req.Header[k] = vs
 		}
 		resp, err := c.hc.Do(req)
 		if err != nil {

@@ -284,7 +284,13 @@ func (s *Source) Fetch(ctx context.Context, name ref.Name, version, platform str
 		return fetch.Sourced{}, errs.New(errs.Integrity, "%s from %s: GitHub says the asset is %d bytes, but the index says %d; the asset changed after the index was written, so nothing was installed; tell its publisher", what, from, asset.Size, entry.Size)
 	}
 
-	if _, err := s.c.DownloadAsset(ctx, owner, repo, asset, r.gh.NeedsToken(), entry.Size, scratch); err != nil {
+	if rs, ok := scratch.(fetch.RangedScratch); ok {
+		// The pipeline's scratch: it continues what an earlier pull kept, resumes a body that
+		// breaks off, and fetches a large asset over several connections.
+		if err := rs.Fill(ctx, s.c.AssetRanger(owner, repo, asset, r.gh.NeedsToken())); err != nil {
+			return fetch.Sourced{}, err
+		}
+	} else if _, err := s.c.DownloadAsset(ctx, owner, repo, asset, r.gh.NeedsToken(), entry.Size, scratch); err != nil {
 		return fetch.Sourced{}, err
 	}
 	if got := scratch.Size(); got != entry.Size {

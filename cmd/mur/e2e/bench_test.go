@@ -23,6 +23,7 @@ import (
 
 	"github.com/murmur-nexus/mur/fetch/github/githubtest"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/fetch/proxytest"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/sandbox/guesttest"
 )
@@ -530,6 +531,31 @@ func BenchmarkSourcePull64MiB(b *testing.B) {
 				os.RemoveAll(filepath.Join(w.project, "tools"))
 				b.StartTimer()
 				runTimed(b, w.cmd("pull", "-q", "--no-precompile", "--from", from, "--store", store, "bench/big@1.0.0"))
+			}
+		})
+	}
+}
+
+// BenchmarkParallelRanges128MiB pulls a 128 MiB blob through a proxy that caps every connection
+// at 16 MiB/s, as CDNs and object stores do, over 4 connections and over 1.
+func BenchmarkParallelRanges128MiB(b *testing.B) {
+	const size = 128 << 20
+	reg := registrytest.Start(b)
+	w := newWorld(b)
+	f := artifacttest.File(b, b.TempDir(), "wide", "1.0.0", artifacttest.Module(size, 128))
+	runTimed(b, w.cmd("push", f, "--scope", "bench", "--store", "oci://"+reg.Addr()+"/murmur"))
+	px := proxytest.Start(b, reg.Addr(), proxytest.Options{PathContains: "/blobs/", BytesPerSecond: 16 << 20})
+	store := "oci://" + px.Addr() + "/murmur"
+	for _, conns := range []string{"4", "1"} {
+		b.Run("conns-"+conns, func(b *testing.B) {
+			b.SetBytes(size)
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				os.RemoveAll(w.home)
+				os.Remove(filepath.Join(w.project, "murmur.lock"))
+				os.RemoveAll(filepath.Join(w.project, "tools"))
+				b.StartTimer()
+				runTimed(b, w.cmd("pull", "-q", "--no-precompile", "--connections", conns, "--store", store, "bench/wide@1.0.0"))
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/fetch/proxytest"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/sandbox/guesttest"
 )
@@ -48,21 +49,24 @@ func TestReliabilityKillDuringPull(t *testing.T) {
 	w := newWorld(t)
 	big := artifacttest.File(t, t.TempDir(), "big", "1.0.0", artifacttest.Module(64<<20, uint64(64<<20)))
 	w.ok("push", big, "--scope", "e2e", "--store", "oci://"+reg.Addr()+"/murmur")
-	slow := throttle(t, reg.Addr(), 48<<20)
-	w.stores("oci://" + slow + "/murmur")
+	// A blob this large is fetched over several connections into a file grown to its full size
+	// at once, so the kill points are counted in bytes served rather than read off the file.
+	slow := proxytest.Start(t, reg.Addr(), proxytest.Options{PathContains: "/blobs/", BytesPerSecond: 12 << 20})
+	w.stores("oci://" + slow.Addr() + "/murmur")
 	w.write("murmur.yaml", capsuleYAML("e2e/big@1.0.0"))
 
 	ingest := filepath.Join(w.home, "cas", "ingest")
 	for _, at := range []int64{1, 16 << 20, 48 << 20} {
 		c := w.cmd("pull", "--no-precompile")
+		before := slow.BytesServed("/v2/murmur/e2e/big/blobs/")
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
-		grown := waitFor(t, 20*time.Second, func() bool { return largestFile(ingest) >= at })
+		grown := waitFor(t, 20*time.Second, func() bool { return slow.BytesServed("/v2/murmur/e2e/big/blobs/")-before >= at })
 		c.Process.Signal(syscall.SIGKILL)
 		c.Wait()
 		if !grown {
-			t.Fatalf("the pull never wrote %d bytes into %s", at, ingest)
+			t.Fatalf("the pull was never served %d bytes", at)
 		}
 		w.assertUnchanged(0, "")
 	}

@@ -9,7 +9,9 @@
 //   - Web (github.com) serves /{o}/{r}/releases/download/{tag}/{name}, each asset's
 //     browser_download_url, with a 302 to storage; it spends no API quota. A private repository's
 //     downloads are 404 there, as they are on github.com to a client without a browser session.
-//   - Storage serves the signed URLs both redirect to.
+//   - Storage serves the signed URLs both redirect to. Like S3 or Azure, it honours a single
+//     Range (and If-Range against its strong ETag), and its links expire (LinkTTL, ExpireLinks),
+//     so a download that outlives its link must ask for a fresh redirect.
 //
 // Web and storage refuse any request that carries an Authorization header, so a credential that
 // leaks past the API fails the test that leaked it. Switches make the fake misbehave: a changed
@@ -104,20 +106,23 @@ type Server struct {
 	via         map[string]string // server -> the base URL links to it advertise
 	apiLimit    int               // API calls allowed per hour; 0 means no limit
 	apiUsed     int
-	apiReset    time.Time // end of the current rate-limit window
+	apiReset    time.Time     // end of the current rate-limit window
+	linkTTL     time.Duration // how long a signed storage link opens
+	expiredTill time.Time     // links signed before this have expired, whatever their TTL
 }
 
 // New starts the fake and closes it when the test ends.
 func New(t testing.TB) *Server {
 	t.Helper()
 	s := &Server{
-		t:      t,
-		secret: []byte("githubtest-signing-key"),
-		repos:  map[string]*repo{},
-		assets: map[int64]*asset{},
-		nextID: 1000,
-		failOn: map[string]int{},
-		via:    map[string]string{},
+		t:       t,
+		secret:  []byte("githubtest-signing-key"),
+		repos:   map[string]*repo{},
+		assets:  map[int64]*asset{},
+		nextID:  1000,
+		failOn:  map[string]int{},
+		via:     map[string]string{},
+		linkTTL: 5 * time.Minute,
 	}
 	s.api = httptest.NewServer(http.HandlerFunc(s.serveAPI))
 	s.web = httptest.NewServer(http.HandlerFunc(s.serveWeb))
@@ -721,17 +726,37 @@ func acceptsOctetStream(accept string) bool {
 func (s *Server) redirectToStorage(w http.ResponseWriter, a *asset) {
 	s.mu.Lock()
 	base := s.baseLocked(Storage)
+	ttl := s.linkTTL
 	s.mu.Unlock()
-	q := "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=fake&X-Amz-Expires=300&X-Amz-Signature=" +
-		s.sign(a.id) + "&response-content-disposition=attachment%3B%20filename%3D" + url.QueryEscape(a.name)
+	date := strconv.FormatInt(time.Now().UnixNano(), 10)
+	expires := strconv.FormatInt(int64(ttl/time.Millisecond), 10)
+	q := "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=fake&X-Amz-Date=" + date + "&X-Amz-Expires=" + expires + "&X-Amz-Signature=" +
+		s.sign(a.id, date, expires) + "&response-content-disposition=attachment%3B%20filename%3D" + url.QueryEscape(a.name)
 	w.Header().Set("Location", base+"/objects/"+strconv.FormatInt(a.id, 10)+"?"+q)
 	w.WriteHeader(http.StatusFound)
 }
 
-func (s *Server) sign(id int64) string {
+// sign is the signature of a storage link: the object, when it was signed (nanoseconds) and for
+// how long (milliseconds; real links count seconds, which tests can't wait for).
+func (s *Server) sign(id int64, date, expires string) string {
 	m := hmac.New(sha256.New, s.secret)
-	fmt.Fprintf(m, "%d", id)
+	fmt.Fprintf(m, "%d\n%s\n%s", id, date, expires)
 	return hex.EncodeToString(m.Sum(nil))
+}
+
+// LinkTTL sets how long the storage links signed from now on open; GitHub's last minutes. A
+// download that outlives its link must ask the web host or the API for a fresh one.
+func (s *Server) LinkTTL(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.linkTTL = d
+}
+
+// ExpireLinks makes every storage link signed so far expire now, as time does to real ones.
+func (s *Server) ExpireLinks() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expiredTill = time.Now()
 }
 
 // writeJSON answers with body and an ETag, or 304 when the client already holds that ETag.
@@ -918,26 +943,54 @@ func (s *Server) serveStorage(rw http.ResponseWriter, r *http.Request) {
 	}
 	idText, ok := strings.CutPrefix(r.URL.Path, "/objects/")
 	id, err := strconv.ParseInt(idText, 10, 64)
-	if !ok || err != nil || !hmac.Equal([]byte(r.URL.Query().Get("X-Amz-Signature")), []byte(s.sign(id))) {
+	q := r.URL.Query()
+	date, expires := q.Get("X-Amz-Date"), q.Get("X-Amz-Expires")
+	if !ok || err != nil || !hmac.Equal([]byte(q.Get("X-Amz-Signature")), []byte(s.sign(id, date, expires))) {
 		w.WriteHeader(http.StatusForbidden)
 		_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>SignatureDoesNotMatch</Code></Error>`))
 		return
 	}
+	signedAt, _ := strconv.ParseInt(date, 10, 64)
+	ttl, _ := strconv.ParseInt(expires, 10, 64)
 	s.mu.Lock()
 	a := s.assets[id]
 	var data []byte
+	var etag string
 	if a != nil {
 		data = a.data
+		sum := sha256.Sum256(data)
+		etag = `"` + hex.EncodeToString(sum[:16]) + `"`
 	}
 	stallBody := s.stallBody
+	expired := time.Unix(0, signedAt).Add(time.Duration(ttl)*time.Millisecond).Before(time.Now()) || !time.Unix(0, signedAt).After(s.expiredTill)
 	s.mu.Unlock()
+	if expired {
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>`))
+		return
+	}
 	if a == nil {
 		w.WriteHeader(http.StatusNotFound)
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("ETag", etag)
+	w.Header().Set("Accept-Ranges", "bytes")
+	// Storage honours one range, as S3 and Azure do; If-Range with another ETag gets the whole
+	// new object.
+	status := http.StatusOK
+	if start, end, ok := parseRange(r.Header.Get("Range"), int64(len(data))); ok && (r.Header.Get("If-Range") == "" || r.Header.Get("If-Range") == etag) {
+		if start < 0 {
+			w.Header().Set("Content-Range", fmt.Sprintf("bytes */%d", len(data)))
+			w.WriteHeader(http.StatusRequestedRangeNotSatisfiable)
+			return
+		}
+		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, end, len(data)))
+		data, status = data[start:end+1], http.StatusPartialContent
+	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
-	w.WriteHeader(http.StatusOK)
+	w.WriteHeader(status)
 	if r.Method == http.MethodHead {
 		return
 	}
@@ -953,4 +1006,42 @@ func (s *Server) serveStorage(rw http.ResponseWriter, r *http.Request) {
 		data = data[half:]
 	}
 	_, _ = w.Write(data)
+}
+
+// parseRange reads a single byte range, "bytes=a-b", "bytes=a-" or "bytes=-n", against an object
+// of size bytes. ok is false for no range or a form storage ignores (several ranges); start is
+// -1 for a range that lies outside the object.
+func parseRange(h string, size int64) (start, end int64, ok bool) {
+	spec, found := strings.CutPrefix(strings.TrimSpace(h), "bytes=")
+	if !found || strings.Contains(spec, ",") {
+		return 0, 0, false
+	}
+	a, b, found := strings.Cut(spec, "-")
+	if !found {
+		return 0, 0, false
+	}
+	var err error
+	switch {
+	case a == "":
+		n, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || n <= 0 {
+			return 0, 0, false
+		}
+		return max(size-n, 0), size - 1, true
+	default:
+		if start, err = strconv.ParseInt(a, 10, 64); err != nil || start < 0 {
+			return 0, 0, false
+		}
+		end = size - 1
+		if b != "" {
+			if end, err = strconv.ParseInt(b, 10, 64); err != nil || end < start {
+				return 0, 0, false
+			}
+			end = min(end, size-1)
+		}
+	}
+	if start >= size {
+		return -1, -1, true
+	}
+	return start, end, true
 }

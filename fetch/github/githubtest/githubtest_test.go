@@ -282,3 +282,68 @@ func TestFakeAPIRateLimit(t *testing.T) {
 		t.Fatalf("without a limit: %d", resp.StatusCode)
 	}
 }
+
+// Storage honours one Range and If-Range against its ETag, as S3 and Azure do, and its links
+// expire.
+func TestFakeStorageRangesAndExpiry(t *testing.T) {
+	s := New(t)
+	s.AddRepo("acme", "tools", 11, 22)
+	s.AddRelease("acme", "tools", "v1", map[string][]byte{"a.bin": []byte("0123456789")})
+	link := func() string {
+		resp, _ := get(t, s.WebURL()+"/acme/tools/releases/download/v1/a.bin", nil)
+		return resp.Header.Get("Location")
+	}
+	loc := link()
+	resp, body := get(t, loc, nil)
+	etag := resp.Header.Get("ETag")
+	if resp.StatusCode != 200 || string(body) != "0123456789" || etag == "" || resp.Header.Get("Accept-Ranges") != "bytes" {
+		t.Fatalf("whole: %d %q %v", resp.StatusCode, body, resp.Header)
+	}
+	for _, c := range []struct {
+		rng, ifRange string
+		status       int
+		body, cr     string
+	}{
+		{"bytes=2-4", "", 206, "234", "bytes 2-4/10"},
+		{"bytes=7-", "", 206, "789", "bytes 7-9/10"},
+		{"bytes=-2", "", 206, "89", "bytes 8-9/10"},
+		{"bytes=5-100", "", 206, "56789", "bytes 5-9/10"},
+		{"bytes=2-4", etag, 206, "234", "bytes 2-4/10"},
+		{"bytes=2-4", `"other"`, 200, "0123456789", ""},
+		{"bytes=0-1,4-5", "", 200, "0123456789", ""},
+		{"bytes=10-12", "", 416, "", "bytes */10"},
+	} {
+		hdr := map[string]string{"Range": c.rng}
+		if c.ifRange != "" {
+			hdr["If-Range"] = c.ifRange
+		}
+		resp, body := get(t, loc, hdr)
+		if resp.StatusCode != c.status || string(body) != c.body || resp.Header.Get("Content-Range") != c.cr {
+			t.Errorf("%s (If-Range %s): %d %q %q", c.rng, c.ifRange, resp.StatusCode, body, resp.Header.Get("Content-Range"))
+		}
+	}
+	// New bytes, a new ETag: If-Range with the old one gets the whole new object.
+	s.ReplaceAssetBytes("acme", "tools", "v1", "a.bin", []byte("abcdefghij"), false)
+	if resp, body := get(t, loc, map[string]string{"Range": "bytes=2-4", "If-Range": etag}); resp.StatusCode != 200 || string(body) != "abcdefghij" {
+		t.Fatalf("after a change: %d %q", resp.StatusCode, body)
+	}
+	// Expiry: ExpireLinks ends every link so far; a fresh redirect opens.
+	s.ExpireLinks()
+	if resp, body := get(t, loc, nil); resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "Request has expired") {
+		t.Fatalf("an expired link: %d %q", resp.StatusCode, body)
+	}
+	if resp, _ := get(t, link(), nil); resp.StatusCode != 200 {
+		t.Fatalf("a fresh link: %d", resp.StatusCode)
+	}
+	s.LinkTTL(50 * time.Millisecond)
+	loc = link()
+	time.Sleep(100 * time.Millisecond)
+	if resp, _ := get(t, loc, nil); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a link past its TTL: %d", resp.StatusCode)
+	}
+	// The expiry is signed: stretching it breaks the signature.
+	loc = link()
+	if resp, _ := get(t, strings.Replace(loc, "X-Amz-Expires=50", "X-Amz-Expires=5000000", 1), nil); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a stretched link: %d", resp.StatusCode)
+	}
+}

@@ -136,6 +136,14 @@ func Transient(err error) bool {
 	return false
 }
 
+// noAnswer reports whether a round trip failed for want of any answer within its timeout: the
+// idle timeout, or the transport's own dial, TLS or response-header timeouts, whichever came
+// first.
+func noAnswer(err error) bool {
+	var ne net.Error
+	return errors.Is(err, ErrStalled) || (errors.As(err, &ne) && ne.Timeout())
+}
+
 // TransientStatus lists the HTTP answers worth asking again.
 var TransientStatus = map[int]bool{
 	http.StatusRequestTimeout:      true,
@@ -149,6 +157,11 @@ var TransientStatus = map[int]bool{
 // Transport retries what Transient and TransientStatus call transient, honouring Retry-After. A
 // request whose body can't be sent twice (a streamed upload) gets one attempt. The last attempt's
 // answer is returned as it is, so that the caller reports the server's own status.
+//
+// A request that got no answer at all within its timeout is not retried: a server silent that
+// long is down or black-holed, and asking again would multiply the wait before the pull
+// falls through to the next store (or fails). A body that stalls later is another matter: the
+// pull continues it with a Range request.
 type Transport struct {
 	Inner  http.RoundTripper
 	Policy Policy
@@ -169,7 +182,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		last := attempt >= t.Policy.Retries || !replayable
 		r, err := t.Inner.RoundTrip(req)
 		if err != nil {
-			if last || req.Context().Err() != nil || !Transient(err) {
+			if last || req.Context().Err() != nil || !Transient(err) || noAnswer(err) {
 				return Permanent(err)
 			}
 			return err

@@ -3,9 +3,11 @@ package retry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -121,6 +123,20 @@ func TestTransport(t *testing.T) {
 	rt.Inner = roundTripFunc(func(*http.Request) (*http.Response, error) { calls++; return nil, syscall.ECONNRESET })
 	if _, err = rt.RoundTrip(req); !errors.Is(err, syscall.ECONNRESET) || calls != 4 {
 		t.Fatalf("reset: %v after %d calls", err, calls)
+	}
+	// A server that sent no answer for the whole idle timeout is not asked again.
+	calls = 0
+	rt.Inner = roundTripFunc(func(*http.Request) (*http.Response, error) {
+		calls++
+		return nil, fmt.Errorf("no data for 1s, not even an answer: %w", ErrStalled)
+	})
+	if _, err = rt.RoundTrip(req); !errors.Is(err, ErrStalled) || calls != 1 {
+		t.Fatalf("stalled: %v after %d calls", err, calls)
+	}
+	calls = 0
+	rt.Inner = roundTripFunc(func(*http.Request) (*http.Response, error) { calls++; return nil, os.ErrDeadlineExceeded })
+	if _, err = rt.RoundTrip(req); !errors.Is(err, os.ErrDeadlineExceeded) || calls != 1 {
+		t.Fatalf("timeout awaiting the answer: %v after %d calls", err, calls)
 	}
 }
 

@@ -1,0 +1,220 @@
+package fetch_test
+
+import (
+	"bytes"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/fetch/proxytest"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/errs/errtest"
+	"github.com/murmur-nexus/mur/internal/ref"
+)
+
+var hola = ref.Name{Scope: "acme", Name: "hola"}
+
+// chainWorld is the chain: a silent store, one that answers 503, one that serves wrong
+// bytes, and a good one, each holding acme/grep, acme/seed and acme/hola.
+type chainWorld struct {
+	silent, unavailable, wrong, good fetch.Store
+	silentProxy                      *proxytest.Proxy
+	unavailableReg                   *registrytest.Faulty
+	goodProxy                        *proxytest.Proxy
+	packs                            map[ref.Name]packed
+}
+
+func newChainWorld(t *testing.T) *chainWorld {
+	t.Helper()
+	opt := ocistore.Options{Timeout: 300 * time.Millisecond, Retries: 1}
+	c := &chainWorld{packs: map[ref.Name]packed{}}
+	empty := registrytest.StartFaulty(t)
+	c.silentProxy = proxytest.Start(t, empty.Addr(), proxytest.Options{Fault: proxytest.Silence})
+	c.silent = openStore(t, "oci://"+c.silentProxy.Addr()+"/murmur", opt)
+	c.unavailableReg = registrytest.StartFaulty(t)
+	c.unavailable = openStore(t, faultyAddr(c.unavailableReg), opt)
+	wrongReg := registrytest.StartFaulty(t)
+	c.wrong = openStore(t, faultyAddr(wrongReg), opt)
+	goodReg := registrytest.StartFaulty(t)
+	c.goodProxy = proxytest.Start(t, goodReg.Addr(), proxytest.Options{})
+	c.good = openStore(t, "oci://"+c.goodProxy.Addr()+"/murmur", opt)
+	for i, n := range []ref.Name{grep, seed, hola} {
+		p := pack(t, n.Name, "1.0.0", uint64(300+i))
+		c.packs[n] = p
+		for _, st := range []fetch.Store{c.unavailable, c.wrong, c.good} {
+			push(t, st, n, "1.0.0", "any", p)
+		}
+	}
+	c.unavailableReg.Arm(registrytest.Always(http.StatusServiceUnavailable).Serve)
+	wrongReg.Arm(func(w http.ResponseWriter, r *http.Request, next http.Handler) {
+		if !registrytest.IsBlob(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		for _, p := range c.packs {
+			if strings.HasSuffix(r.URL.Path, p.digest().String()) {
+				bad := bytes.Clone(p.zip)
+				bad[len(bad)/2] ^= 1
+				w.Write(bad)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+	return c
+}
+
+func (c *chainWorld) stores() []fetch.Store {
+	return []fetch.Store{c.silent, c.unavailable, c.wrong, c.good}
+}
+
+func allReqs() []fetch.Request {
+	return []fetch.Request{req(grep, "1.0.0"), req(seed, "1.0.0"), req(hola, "1.0.0")}
+}
+
+// With fallback: any-error everywhere, the pull falls through to the good store; the silent
+// store costs one timeout in the whole run, the 503 one its retries once, and the wrong bytes
+// are refused with integrity, naming the store that served them.
+func TestChainAnyError(t *testing.T) {
+	c := newChainWorld(t)
+	w := newWorld(t)
+	pl := w.puller(c.stores()...)
+	pl.Jobs = 3
+	pl.Fallbacks = map[string]fetch.Fallback{}
+	for _, st := range c.stores() {
+		pl.Fallbacks[st.String()] = fetch.FallbackAnyError
+	}
+	unavailableBefore := c.unavailableReg.Requests()
+	res := w.mustPull(pl, allReqs()...)
+	for _, r := range res {
+		n, _ := ref.ParseName(r.Name)
+		if r.Origin != c.good.String() || r.Digest != c.packs[n].digest().String() {
+			t.Fatalf("result %+v", r)
+		}
+		if len(r.Skipped) != 3 {
+			t.Fatalf("%s skipped %+v, want the three stores before the good one", r.Name, r.Skipped)
+		}
+		for i, want := range []struct {
+			st  fetch.Store
+			tok errs.Token
+		}{{c.silent, errs.Network}, {c.unavailable, errs.Network}, {c.wrong, errs.Integrity}} {
+			if r.Skipped[i].Place != want.st.String() || r.Skipped[i].Token != string(want.tok) {
+				t.Errorf("%s: skipped[%d] = %+v, want %s with %s", r.Name, i, r.Skipped[i], want.st, want.tok)
+			}
+		}
+		if !strings.Contains(r.Skipped[2].Reason, c.wrong.String()) {
+			t.Errorf("the integrity refusal does not name the store: %q", r.Skipped[2].Reason)
+		}
+	}
+	if n := c.silentProxy.Requests(""); n != 1 {
+		t.Errorf("the silent store got %d requests in a run of 3 artifacts, want 1", n)
+	}
+	// One ping and one manifest request with its retry; nothing for the other two artifacts.
+	if n := c.unavailableReg.Requests() - unavailableBefore; n > 3 {
+		t.Errorf("the 503 store got %d requests in a run of 3 artifacts, want at most 3", n)
+	}
+	rec := w.lastRecord()
+	if len(rec.Skipped) != 3 || rec.Skipped[2].Token != string(errs.Integrity) {
+		t.Errorf("record skipped %+v", rec.Skipped)
+	}
+}
+
+// With the default fallback, a 503 stops the chain: the good store after it is not asked, and
+// the error says how to let it fall through.
+func TestChainNotFoundStopsAtAFailure(t *testing.T) {
+	c := newChainWorld(t)
+	w := newWorld(t)
+	before := w.state()
+	goodBefore := c.goodProxy.Requests("")
+	_, err := w.pull(w.puller(c.unavailable, c.good), req(grep, "1.0.0"))
+	errtest.WantToken(t, err, errs.Network, c.unavailable.String(), "503", "fallback: not-found", "any-error")
+	if n := c.goodProxy.Requests("") - goodBefore; n != 0 {
+		t.Errorf("the store after a failed one got %d requests", n)
+	}
+	w.assertUnchanged(before)
+}
+
+// Wrong bytes stop a not-found chain too, with integrity.
+func TestChainNotFoundStopsAtWrongBytes(t *testing.T) {
+	c := newChainWorld(t)
+	w := newWorld(t)
+	_, err := w.pull(w.puller(c.wrong, c.good), req(grep, "1.0.0"))
+	errtest.WantToken(t, err, errs.Integrity, c.wrong.String())
+}
+
+// Not found falls through with either fallback, and the skip says so.
+func TestChainNotFoundFallsThrough(t *testing.T) {
+	c := newChainWorld(t)
+	w := newWorld(t)
+	empty := openStore(t, faultyAddr(registrytest.StartFaulty(t)), ocistore.Options{})
+	res := w.mustPull(w.puller(empty, c.good), req(grep, "1.0.0"))[0]
+	if res.Origin != c.good.String() || len(res.Skipped) != 1 || res.Skipped[0].Token != string(errs.NotFound) || res.Skipped[0].Place != empty.String() {
+		t.Fatalf("result %+v", res)
+	}
+}
+
+// A pinned pull takes the pinned bytes from any store in the chain, and a mirror that serves
+// other bytes under the pinned name is refused as any store is.
+func TestChainPinnedDigestFromAMirror(t *testing.T) {
+	c := newChainWorld(t)
+	w := newWorld(t)
+	w.mustPull(w.puller(c.good), req(grep, "1.0.0"))
+	w2 := newWorld(t)
+	w2.proj = w.proj // the same project and lock, another machine's CAS
+	pl := w2.puller(c.wrong, c.good)
+	pl.Fallbacks = map[string]fetch.Fallback{c.wrong.String(): fetch.FallbackAnyError}
+	res := w2.mustPull(pl, req(grep, "1.0.0"))[0]
+	if res.Origin != c.good.String() || res.Digest != c.packs[grep].digest().String() || res.Skipped[0].Token != string(errs.Integrity) {
+		t.Fatalf("result %+v", res)
+	}
+}
+
+// A store healthy at its first request is not asked to prove it again; a failure mid-run marks
+// it down for the rest of the run.
+func TestStoreHealthMarksDownMidRun(t *testing.T) {
+	c := newChainWorld(t)
+	w := newWorld(t)
+	pl := w.puller(c.good)
+	pl.Jobs = 1
+	w.mustPull(pl, req(grep, "1.0.0"))
+	c.goodProxy.Set(proxytest.Options{Fault: proxytest.Silence})
+	before := c.goodProxy.Requests("")
+	res, err := w.pull(pl, req(seed, "1.0.0"), req(hola, "1.0.0"))
+	errtest.WantToken(t, err, errs.Network)
+	if n := c.goodProxy.Requests("") - before; n != 1 {
+		t.Errorf("a store that went silent got %d requests for 2 artifacts, want 1", n)
+	}
+	if !strings.Contains(res[1].Error, "failed earlier in this run") {
+		t.Errorf("the second artifact's error does not say the store was skipped: %s", res[1].Error)
+	}
+}
+
+func TestParseFallback(t *testing.T) {
+	for _, s := range []string{"not-found", "any-error"} {
+		if f, err := fetch.ParseFallback(s); err != nil || string(f) != s {
+			t.Errorf("%s: %v %v", s, f, err)
+		}
+	}
+	if _, err := fetch.ParseFallback("sometimes"); errs.TokenOf(err) != errs.Usage {
+		t.Errorf("sometimes: %v", err)
+	}
+}
+
+// A pinned pull from a store that does not answer costs one timeout: the blob is not asked for
+// after the tag went unanswered.
+func TestChainPinnedSilentStoreCostsOneTimeout(t *testing.T) {
+	c := newChainWorld(t)
+	w := newWorld(t)
+	w.mustPull(w.puller(c.good), req(grep, "1.0.0"))
+	w2 := newWorld(t)
+	w2.proj = w.proj
+	_, err := w2.pull(w2.puller(c.silent), req(grep, "1.0.0"))
+	errtest.WantToken(t, err, errs.Network, c.silent.String())
+	if n := c.silentProxy.Requests(""); n != 1 {
+		t.Errorf("a pinned pull asked a silent store %d times, want 1", n)
+	}
+}

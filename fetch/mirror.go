@@ -1,0 +1,109 @@
+package fetch
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/internal/artifact"
+	"github.com/murmur-nexus/mur/internal/errs"
+)
+
+// Write-through to a team registry. With a mirror set (mirror: in config.yaml, or --mirror), every
+// artifact a pull or warm brings in from anywhere else (another store, a GitHub release) is pushed
+// to the mirror after it is committed and pinned: the manifest shape of `mur push`, one push per
+// platform pulled. The other machines of a fleet then pull from the mirror with the same lock and
+// never ask GitHub.
+//
+// Decisions:
+//   - A blob the CAS already held is pushed too, unless the pull records say it is in the mirror
+//     already (a write-through, or a pull from the mirror itself): a machine whose cache predates
+//     the mirror fills it, and a warm cache costs no request once the records know.
+//   - A failed push is a warning and the pull succeeds; the records then hold no write-through,
+//     so the next pull or warm tries again. With MirrorRequired the push's failure is the
+//     command's, after the artifact is committed and pinned locally: the pull itself is whole,
+//     and running the command again retries the push.
+//   - --offline pulls push nothing (mirroring is network use).
+
+// MirrorPush is the write-through of one artifact.
+type MirrorPush struct {
+	Store  string `json:"store"`
+	Pushed bool   `json:"pushed"`
+	Error  string `json:"error,omitempty"`
+}
+
+// mirrorLedger is what the pull records say the mirror holds, read once per Pull.
+type mirrorLedger struct {
+	once sync.Once
+	mu   sync.Mutex
+	has  map[digest.Digest]bool
+}
+
+func (p *Puller) mirrorState() *mirrorLedger {
+	if p.Mirror == nil {
+		return nil
+	}
+	return &mirrorLedger{}
+}
+
+func (m *mirrorLedger) holds(store *cas.Store, mirror string, d digest.Digest) bool {
+	m.once.Do(func() {
+		m.has = map[digest.Digest]bool{}
+		recs, _ := store.Records("") // unreadable records only cost a push that finds the blob there
+		for _, r := range recs {
+			if r.Digest != "" && r.Source == mirror && (r.Outcome == cas.OutcomeMirrored || r.Outcome == cas.OutcomePulled) {
+				m.has[r.Digest] = true
+			}
+		}
+	})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.has[d]
+}
+
+func (m *mirrorLedger) add(d digest.Digest) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.has[d] = true
+}
+
+// writeThrough pushes a pulled artifact to the mirror (see above). It returns an error only when
+// MirrorRequired.
+func (p *Puller) writeThrough(ctx context.Context, req Request, res *Result, m *mirrorLedger) error {
+	if p.Mirror == nil || m == nil || res.Digest == "" {
+		return nil
+	}
+	addr := p.Mirror.String()
+	d := digest.Digest(res.Digest)
+	if res.Origin == addr || m.holds(p.CAS, addr, d) {
+		return nil
+	}
+	if p.Offline {
+		return nil
+	}
+	desc := Descriptor{
+		Name: req.Name, Version: res.Version, Platform: res.Platform, Digest: d, Size: res.Size,
+		Title: artifact.FileName(req.Name.Name, res.Version),
+	}
+	err := Publish(ctx, p.Mirror, PublishItem{cas: p.CAS, Desc: desc})
+	if err == nil {
+		m.add(d)
+		res.Mirror = &MirrorPush{Store: addr, Pushed: true}
+		// A record that can't be written costs one more push, which finds the blob there.
+		_ = p.CAS.AppendRecord(cas.Record{
+			Time: p.now().UTC(), Ref: req.Asked, Name: req.Name.String(), Version: res.Version, Platform: res.Platform,
+			Digest: d, Size: res.Size, Source: addr, Transferred: res.Size, Outcome: cas.OutcomeMirrored,
+		})
+		return nil
+	}
+	res.Mirror = &MirrorPush{Store: addr, Error: errs.Message(err)}
+	if p.MirrorRequired {
+		return errs.Wrap(err, errs.TokenOf(err), "%s@%s is pulled and pinned here, but writing it through to the mirror %s failed: %s; mirror_required is set, so this fails the command: fix the mirror and run it again, which retries the push",
+			req.Name, res.Version, addr, errs.Message(err))
+	}
+	res.Warnings = append(res.Warnings, fmt.Sprintf("not written through to the mirror %s: %s; the next pull or warm tries again", addr, errs.Message(err)))
+	return nil
+}
