@@ -761,9 +761,18 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 		checked := make(chan error, 1)
 		go func() {
 			defer src.Close()
-			var err error
+			// The scratch is being synced meanwhile, and a cas.Writer serves one goroutine: this
+			// one reads the zip again through a handle of its own.
+			a, err := artifact.Read(src, src.Size())
+			if err != nil {
+				if got.stream != nil {
+					got.stream.abandon()
+				}
+				checked <- err
+				return
+			}
 			if stage && got.stream != nil {
-				if prepared = got.stream.adopt(got.archive, got.w.Size()); prepared != nil {
+				if prepared = got.stream.adopt(a, src.Size()); prepared != nil {
 					if got.key != nil {
 						key = got.key.Sum(nil)
 					}
@@ -775,7 +784,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 			if stage {
 				prepared, err = prepareStage(proj, req.Name, d, src, h)
 			} else {
-				err = checkPayload(got.archive, h)
+				err = checkPayload(a, h)
 			}
 			if err == nil && h != nil {
 				key = h.Sum(nil)
