@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/fetch/proxytest"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/sandbox/guesttest"
 )
@@ -140,7 +141,7 @@ func TestReliabilityMaxSizeWithKills(t *testing.T) {
 		w.ok("push", f, "--scope", "e2e", "--store", "oci://"+reg.Addr()+"/murmur")
 	}
 	// About 40 ms a pull, so that kills land before, during and after the transfer.
-	slow := throttle(t, reg.Addr(), 96<<20)
+	slow := proxytest.Start(t, reg.Addr(), proxytest.Options{PathContains: "/blobs/", BytesPerSecond: 96 << 20}).Addr()
 	if err := os.MkdirAll(w.home, 0o700); err != nil {
 		t.Fatal(err)
 	}

@@ -2,36 +2,10 @@ package e2e
 
 import (
 	"io"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
-	"strings"
-	"testing"
 	"time"
 )
 
-// throttle puts a reverse proxy in front of a registry that slows blob bodies to about
-// bytesPerSec, so that a test can kill a pull in the middle of it.
-func throttle(t *testing.T, target string, bytesPerSec int) string {
-	t.Helper()
-	u, err := url.Parse("http://" + target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp := httputil.NewSingleHostReverseProxy(u)
-	rp.FlushInterval = -1
-	rp.ModifyResponse = func(r *http.Response) error {
-		if strings.Contains(r.Request.URL.Path, "/blobs/") {
-			r.Body = &slowBody{r: r.Body, rate: bytesPerSec}
-		}
-		return nil
-	}
-	srv := httptest.NewServer(rp)
-	t.Cleanup(srv.Close)
-	return strings.TrimPrefix(srv.URL, "http://")
-}
-
+// slowBody trickles a body at about rate bytes a second, for the throttle script command.
 type slowBody struct {
 	r    io.ReadCloser
 	rate int
