@@ -23,21 +23,31 @@ var _ fetch.RangeStore = (*registryStore)(nil)
 // in-process registry of go-containerregistry understands closed ranges only, which is all mur
 // sends.
 func (s *registryStore) Ranger(ctx context.Context, n ref.Name, d digest.Digest, size int64) (fetch.Ranger, error) {
+	rt, u, what, err := s.blobURL(ctx, n, d)
+	if err != nil {
+		return nil, err
+	}
+	return &blobRanger{s: s, hc: &http.Client{Transport: rt}, url: u, size: size, what: what}, nil
+}
+
+// blobURL is where blob d of n is fetched, with the registry's authenticated transport and the
+// words that name it in errors.
+func (s *registryStore) blobURL(ctx context.Context, n ref.Name, d digest.Digest) (http.RoundTripper, string, string, error) {
 	repo := s.repoPath(n)
 	what := fmt.Sprintf("blob %s of %s at %s", d, n, s.where(repo, ""))
 	if _, err := ref.ParseDigest(d.String()); err != nil {
-		return nil, err
+		return nil, "", what, err
 	}
 	r, err := s.repository(repo)
 	if err != nil {
-		return nil, err
+		return nil, "", what, err
 	}
 	rt, err := s.client(ctx, r)
 	if err != nil {
-		return nil, s.classify(err, what)
+		return nil, "", what, s.classify(err, what)
 	}
 	u := url.URL{Scheme: r.Scheme(), Host: r.RegistryStr(), Path: fmt.Sprintf("/v2/%s/blobs/%s", r.RepositoryStr(), d)}
-	return &blobRanger{s: s, hc: &http.Client{Transport: rt}, url: u.String(), size: size, what: what}, nil
+	return rt, u.String(), what, nil
 }
 
 type blobRanger struct {

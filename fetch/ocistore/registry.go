@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -281,24 +280,14 @@ func (s *registryStore) Resolve(ctx context.Context, n ref.Name, version, platfo
 }
 
 func (s *registryStore) Open(ctx context.Context, n ref.Name, d digest.Digest) (io.ReadCloser, error) {
-	repo := s.repoPath(n)
-	what := fmt.Sprintf("blob %s of %s at %s", d, n, s.where(repo, ""))
-	if _, err := ref.ParseDigest(d.String()); err != nil {
-		return nil, err
-	}
-	r, err := s.repository(repo)
-	if err != nil {
-		return nil, err
-	}
 	// The blob is fetched with a plain GET rather than remote.Layer(...).Compressed(), which
 	// hashes every byte to verify it: the caller hashes on its way into the CAS anyway, and one
 	// hash instead of two is what makes a cold pull fast.
-	rt, err := s.client(ctx, r)
+	rt, u, what, err := s.blobURL(ctx, n, d)
 	if err != nil {
-		return nil, s.classify(err, what)
+		return nil, err
 	}
-	u := url.URL{Scheme: r.Scheme(), Host: r.RegistryStr(), Path: fmt.Sprintf("/v2/%s/blobs/%s", r.RepositoryStr(), d)}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, errs.Wrap(err, errs.Internal, "%s: %v", what, err)
 	}
