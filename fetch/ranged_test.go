@@ -641,19 +641,7 @@ func TestRangedStagesWhileDownloading(t *testing.T) {
 		done <- res
 	}()
 	<-g.paused
-	var staged []byte
-	for range 200 { // the stream's goroutine may still be writing the last chunk
-		if staged = unnamedFileIn(t, w.proj.Dir); bytes.Equal(staged, wasm) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !bytes.Equal(staged, wasm) {
-		t.Errorf("with the download paused after the payload, an unnamed file holds %d of its %d bytes", len(staged), len(wasm))
-	}
-	if _, err := os.Stat(w.proj.ToolsDir()); !os.IsNotExist(err) {
-		t.Errorf("tools/ exists before the blob is verified: %v", err)
-	}
+	assertStagedUnseen(t, w, wasm)
 	close(g.release)
 	res := <-done
 	if len(res) != 1 || res[0].Digest != p.digest().String() || res[0].Transferred != int64(len(p.zip)) {

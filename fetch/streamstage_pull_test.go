@@ -71,19 +71,7 @@ func TestPullStagesWhileDownloading(t *testing.T) {
 	}()
 	<-ps.paused
 	scopeDir := filepath.Join(w.proj.ToolsDir(), "acme")
-	var staged []byte
-	for range 200 { // the stream's goroutine may still be writing the last chunk
-		if staged = unnamedFileIn(t, w.proj.Dir); bytes.Equal(staged, wasm) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !bytes.Equal(staged, wasm) {
-		t.Errorf("with the download paused before the central directory, an unnamed file holds %d of the payload's %d bytes", len(staged), len(wasm))
-	}
-	if _, err := os.Stat(w.proj.ToolsDir()); !os.IsNotExist(err) {
-		t.Errorf("tools/ exists before the blob is verified (a kill now would leave it): %v", err)
-	}
+	assertStagedUnseen(t, w, wasm)
 	close(ps.release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -98,6 +86,26 @@ func TestPullStagesWhileDownloading(t *testing.T) {
 }
 
 // unnamedFileIn reads the unnamed (O_TMPFILE) file this process holds open in dir, if any.
+// assertStagedUnseen checks, while a download is paused after the payload's last byte, that the
+// payload was streamed whole into an unnamed file in the project and that nothing of tools/ is
+// visible yet: a kill at this point must leave no tools/.
+func assertStagedUnseen(t *testing.T, w *world, wasm []byte) {
+	t.Helper()
+	var staged []byte
+	for range 200 { // the stream's goroutine may still be writing the last chunk
+		if staged = unnamedFileIn(t, w.proj.Dir); bytes.Equal(staged, wasm) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !bytes.Equal(staged, wasm) {
+		t.Errorf("with the download paused after the payload, an unnamed file holds %d of its %d bytes", len(staged), len(wasm))
+	}
+	if _, err := os.Stat(w.proj.ToolsDir()); !os.IsNotExist(err) {
+		t.Errorf("tools/ exists before the blob is verified (a kill now would leave it): %v", err)
+	}
+}
+
 func unnamedFileIn(t *testing.T, dir string) []byte {
 	fds, _ := os.ReadDir("/proc/self/fd")
 	for _, fd := range fds {
