@@ -68,7 +68,7 @@ func TestResumableMovesPlantedThingsAside(t *testing.T) {
 				got, err := os.ReadFile(outside)
 				fi, serr := os.Stat(outside)
 				if err != nil || !bytes.Equal(got, victim) || serr != nil || fi.Mode().Perm() != 0o644 {
-					t.Fatalf("the file outside the home was written through: %q, %v, mode %v", got, err, fi.Mode())
+					t.Fatalf("the file outside the home was written through: %d bytes, %v, mode %v", len(got), err, fi.Mode())
 				}
 				if _, err := os.Stat(outside + ".new"); err == nil {
 					t.Fatal("a dangling symlink made mur create a file outside the home")
@@ -119,16 +119,17 @@ func TestGCSurvivesPlantedFIFOs(t *testing.T) {
 			t.Errorf("GC: %v", err)
 		}
 	})
+	for _, p := range []string{root, lease, ingest} {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeNamedPipe != 0 {
+			t.Errorf("the planted FIFO %s is still there after gc", p)
+		}
+	}
+	must(t, syscall.Mkfifo(root, 0o600))
 	hangGuard(t, "registering a root", func() {
 		if err := s.RegisterRoot(ctx, "/nowhere/murmur.lock"); err != nil {
 			t.Errorf("RegisterRoot: %v", err)
 		}
 	})
-	for _, p := range []string{lease, ingest} {
-		if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeNamedPipe != 0 {
-			t.Errorf("the planted FIFO %s is still there after gc", p)
-		}
-	}
 }
 
 // A use marker planted as a dangling symlink is not followed to create a file outside.
@@ -144,11 +145,69 @@ func TestTouchNeverCreatesThroughALink(t *testing.T) {
 	if _, err := os.Lstat(outside); err == nil {
 		t.Fatal("Touch created a file through a symlink planted in uses/")
 	}
+	// One that leads to an existing file does not change that file's times either.
+	old := time.Now().Add(-48 * time.Hour).Truncate(time.Second)
+	must(t, os.WriteFile(outside, nil, 0o600))
+	must(t, os.Chtimes(outside, old, old))
+	s.Touch(d)
+	if fi, err := os.Stat(outside); err != nil || !fi.ModTime().Equal(old) {
+		t.Fatalf("Touch changed the times of a file outside the home through a symlink: %v, %v", fi.ModTime(), err)
+	}
 }
 
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A link swapped in at the ingest's name after it was opened is never committed as the blob.
+func TestCommitRefusesANameSwappedMidIngest(t *testing.T) {
+	s := openStore(t)
+	data := patternBytes(43, 100_000)
+	info := resumeInfo(data)
+	w, err := s.OpenResumable(ctx, info)
+	must(t, err)
+	defer w.Close()
+	w.Write(data)
+	outside := filepath.Join(t.TempDir(), "victim")
+	must(t, os.WriteFile(outside, data, 0o644))
+	p := filepath.Join(s.Root(), "ingest", "resume-"+info.Digest.Encoded())
+	must(t, os.Rename(p, p+".elsewhere"))
+	must(t, os.Symlink(outside, p))
+	if _, err := w.Commit(ctx, info.Size, info.Digest); err == nil {
+		t.Fatal("Commit succeeded with a symlink at the ingest's name")
+	}
+	if fi, err := os.Lstat(s.Path(info.Digest)); err == nil {
+		t.Fatalf("the store holds %v at the blob's name", fi.Mode())
+	}
+	if fi, err := os.Lstat(p); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link planted at the ingest's name was moved (%v); Commit renamed it", err)
+	}
+}
+
+// The same swap, in the instant between Commit's check and its rename (the rename step is the
+// seam), leaves nothing at the blob's name either.
+func TestCommitRefusesANameSwappedAtTheRename(t *testing.T) {
+	s := openStore(t)
+	data := patternBytes(44, 100_000)
+	info := resumeInfo(data)
+	outside := filepath.Join(t.TempDir(), "victim")
+	must(t, os.WriteFile(outside, data, 0o644))
+	s.durability.Rename = func(oldpath, newpath string) error {
+		must(t, os.Rename(oldpath, oldpath+".elsewhere"))
+		must(t, os.Symlink(outside, oldpath))
+		return os.Rename(oldpath, newpath)
+	}
+	w, err := s.OpenResumable(ctx, info)
+	must(t, err)
+	defer w.Close()
+	w.Write(data)
+	if _, err := w.Commit(ctx, info.Size, info.Digest); err == nil {
+		t.Fatal("Commit succeeded with a symlink renamed to the blob's name")
+	}
+	if fi, err := os.Lstat(s.Path(info.Digest)); err == nil {
+		t.Fatalf("the store holds %v at the blob's name", fi.Mode())
 	}
 }
