@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"net"
-	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -21,6 +20,7 @@ import (
 	"github.com/murmur-nexus/mur/lock"
 
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/safefile"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
@@ -257,13 +257,16 @@ type configFile struct {
 	warnings       []string
 }
 
+// maxConfigBytes caps what is read of a config file, which holds a few lines.
+const maxConfigBytes = 1 << 20
+
 func readConfigFile(path, baseDir string) (*configFile, error) {
-	data, err := os.ReadFile(path)
+	data, err := safefile.ReadProject(path, maxConfigBytes, errs.InvalidConfig)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, errs.Wrap(err, errs.IO, "can't read the config file %s: %v", path, err)
+		return nil, err
 	}
 	return parseConfig(data, path, baseDir)
 }

@@ -115,7 +115,7 @@ func runArtifact(e *env, artifact string, guestArgs []string, workdir string, ti
 		return fail(sandbox.StatusRunnerFailed, err)
 	}
 	status, err := runner.RunPlan(e.ctx, plan, wasm, guestArgs, sandbox.Stdio{
-		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, LookupEnv: os.LookupEnv,
+		Stdin: e.stdin, Stdout: raw(e.stdout), Stderr: raw(e.stderr), LookupEnv: os.LookupEnv,
 	})
 	if status == 0 && err == nil {
 		return nil
