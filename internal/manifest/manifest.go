@@ -39,8 +39,8 @@ import (
 	"github.com/murmur-nexus/mur/internal/yamlnode"
 
 	"github.com/murmur-nexus/mur/internal/errs"
-	"github.com/murmur-nexus/mur/internal/safefile"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/safefile"
 )
 
 // FileName is the capsule manifest's name, beside murmur.lock.
