@@ -45,7 +45,7 @@ func TestReadProjectRefusesWhatIsNotAFile(t *testing.T) {
 		plant func(p string) error
 		token errs.Token
 	}{
-		"symlink to a secret": {func(p string) error { return os.Symlink(outside, p) }, errs.Denied},
+		"symlink to a secret":  {func(p string) error { return os.Symlink(outside, p) }, errs.Denied},
 		"symlink to /dev/zero": {func(p string) error { return os.Symlink("/dev/zero", p) }, errs.Denied},
 		"fifo":                 {func(p string) error { return syscall.Mkfifo(p, 0o600) }, errs.Denied},
 		"folder":               {func(p string) error { return os.Mkdir(p, 0o700) }, errs.IO},
