@@ -24,6 +24,8 @@ func ReadProject(path string, max int64, tooBig errs.Token) ([]byte, error) {
 	switch {
 	case err == nil:
 		return data, nil
+	case errors.As(err, &nr) && nr.Found == "a folder":
+		return nil, errs.Wrap(err, errs.IO, "can't read %s: it is a folder, where a file was expected; move it aside", path)
 	case errors.As(err, &nr):
 		return nil, errs.Wrap(err, errs.Denied, "%s is %s; mur reads a project's files only as regular files, so that a cloned repository can't point them at a file elsewhere; replace it with the file itself", path, nr.Found)
 	case errors.Is(err, ErrTooLarge):
