@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,7 +31,7 @@ func main() {
 		// wazero, an fsync) is abandoned: every write mur makes is safe to cut at any instant,
 		// and the next command or 'mur cache gc' removes a leftover.
 		time.Sleep(interruptGrace)
-		fmt.Fprintln(os.Stderr, "\nmur: interrupted: stopped by a signal before the command could wind down; what had finished stays pinned, and 'mur cache gc' removes what was left in flight")
+		fmt.Fprintf(os.Stderr, "\nmur: %s: %s\n", errs.TokenOf(graceMessage()), errs.Message(graceMessage()))
 		os.Exit(exitInterrupted)
 	}()
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
@@ -41,6 +42,19 @@ func main() {
 // exitInterrupted is the status of a command stopped by SIGINT or SIGTERM, as shells report a
 // process killed by SIGINT (128+2).
 const exitInterrupted = 130
+
+// graceNote is what main says when a command did not wind down within interruptGrace of Ctrl-C.
+// It is process-wide because the signal is: a command that knows better (mur run) replaces it.
+var graceNote atomic.Pointer[errs.Error]
+
+func setGraceMessage(e *errs.Error) { graceNote.Store(e) }
+
+func graceMessage() error {
+	if e := graceNote.Load(); e != nil {
+		return e
+	}
+	return errs.New(errs.Interrupted, "stopped by a signal before the command could wind down; what had finished stays pinned, and 'mur cache gc' removes what was left in flight")
+}
 
 // interruptGrace is how long a command has, after Ctrl-C, to remove what it has in flight and
 // report; the bound is 200 ms.
@@ -231,7 +245,7 @@ func dispatch(e *env, path string, cmds []*command, args []string) int {
 		return 0
 	}
 	err := c.run(e, fs.Args())
-	if e.ctx.Err() != nil && !isExitStatus(err) {
+	if e.ctx.Err() != nil && !isExitStatus(err) && errs.TokenOf(err) != errs.Interrupted {
 		err = interrupted(e, err)
 	}
 	if e.g.json && (e.result != nil || (err != nil && !isExitStatus(err))) {
