@@ -98,7 +98,7 @@ func runArtifact(e *env, artifact string, guestArgs []string, workdir string, ti
 	if err != nil {
 		return fail(sandbox.StatusRunnerFailed, err)
 	}
-	opt := p.runnerOptions(func(s string) { e.Progress("mur: warning: %s", s) })
+	opt := p.runnerOptions(e.SandboxWarning)
 	opt.GuestWritable = plan.Writable()
 	runner, err := sandbox.New(e.ctx, opt)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/suggest"
 )
 
 func main() {
@@ -114,6 +115,12 @@ func (e *env) Progress(format string, args ...any) {
 	if !e.g.quiet {
 		fmt.Fprintf(e.stderr, format+"\n", args...)
 	}
+}
+
+// SandboxWarning writes a warning that bears on what a guest may do, or on the sandbox that
+// holds it, to stderr: -q never hides these, since CI runs quiet and they change what runs.
+func (e *env) SandboxWarning(msg string) {
+	fmt.Fprintf(e.stderr, "mur: warning: %s\n", msg)
 }
 
 // command is one verb of the command line. A command either runs or has subcommands.
@@ -288,7 +295,7 @@ func find(cmds []*command, name string) *command {
 func unknownCommand(name string, cmds []*command, path string) error {
 	best, bestD := "", 3
 	for _, c := range cmds {
-		if d := editDistance(name, c.name); d < bestD {
+		if d := suggest.Distance(name, c.name); d < bestD {
 			best, bestD = c.name, d
 		}
 	}
@@ -297,26 +304,6 @@ func unknownCommand(name string, cmds []*command, path string) error {
 		hint = fmt.Sprintf("; did you mean '%s %s'?", path, best)
 	}
 	return errs.New(errs.Usage, "unknown command %q for %s%s; run '%s help' for the list", name, path, hint, path)
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // fail prints err as `mur: <token>: <sentence>` and returns its exit status.
