@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/slowdown"
 	"github.com/murmur-nexus/mur/internal/suggest"
 )
 
@@ -31,7 +32,9 @@ func main() {
 		// Whatever does not notice the interrupt within the grace period (a compile in
 		// wazero, an fsync) is abandoned: every write mur makes is safe to cut at any instant,
 		// and the next command or 'mur cache gc' removes a leftover.
-		time.Sleep(interruptGrace)
+		// A loaded test machine (MUR_TEST_SLOWDOWN, set by .ci/run) stretches the grace as it
+		// stretches the wind-down, so the scripts see the command's own message, not this one.
+		time.Sleep(slowdown.Scale(interruptGrace))
 		fmt.Fprintf(os.Stderr, "\nmur: %s: %s\n", errs.TokenOf(graceMessage()), errs.Message(graceMessage()))
 		os.Exit(exitInterrupted)
 	}()

@@ -106,7 +106,7 @@ func newWorld(t testing.TB) *world {
 	}
 	w.env = []string{"MURMUR_HOME=" + w.home, "HOME=" + root, "PATH=" + os.Getenv("PATH"), "GITHUB_TOKEN=", "MUR_OFFLINE=",
 		// Never the real GitHub: a test that grants sources without its own server gets a closed port.
-		"MUR_GITHUB_API_BASE=http://127.0.0.1:1"}
+		"MUR_GITHUB_API_BASE=http://127.0.0.1:1", slowdown.Env + "=" + os.Getenv(slowdown.Env)}
 	return w
 }
 
