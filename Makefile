@@ -5,7 +5,7 @@ BIN       := bin/mur
 FUZZTIME  ?= 10s
 export GOFLAGS := -buildvcs=false
 
-.PHONY: all build test test-under-load unit e2e bench fuzz lint demo ci-demo reliability clean check-registry
+.PHONY: all build test test-under-load unit e2e bench fuzz lint demo ci-demo reliability clean check-registry trusted-roots
 
 all: build
 
@@ -47,6 +47,10 @@ lint:
 
 bench: build
 	./scripts/bench.sh
+
+# Refresh the Sigstore trusted roots embedded in fetch/provenance (needs the network and gh).
+trusted-roots:
+	./scripts/refresh-trusted-roots.sh
 
 # A bounded run of every fuzz target.
 fuzz:
