@@ -192,6 +192,9 @@ func (p *project) chain(pl *fetch.Puller, f storeFlags, connections int) (*fetch
 		}
 		addr, plain = f.mirror, f.plainHTTP
 	}
+	// --mirror is the operator's own choice, as the home's config is; a mirror only the project
+	// names never receives what was fetched with credentials.
+	fromProject := p.cfg.MirrorFromProject && f.mirror == ""
 	if addr == "" {
 		return pl, nil
 	}
@@ -201,7 +204,7 @@ func (p *project) chain(pl *fetch.Puller, f storeFlags, connections int) (*fetch
 	if err != nil {
 		return nil, err
 	}
-	pl.Mirror, pl.MirrorRequired = m, p.cfg.MirrorRequired
+	pl.Mirror, pl.MirrorRequired, pl.MirrorFromProject = m, p.cfg.MirrorRequired, fromProject
 	return pl, nil
 }
 
