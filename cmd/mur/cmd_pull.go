@@ -114,12 +114,17 @@ func runPull(e *env, f *pullFlags, args []string) error {
 	} else {
 		// A store that failed other than by lacking the artifact is worth a line, once per
 		// command: the chain fell through it (fallback: any-error).
+		// A store that served bad bytes is told even under -q: the user must hear of it.
 		warned := map[string]bool{}
 		for _, r := range results {
 			for _, s := range r.Skipped {
 				if s.Token != "not-found" && !warned[s.Place] {
 					warned[s.Place] = true
-					e.Progress("mur: warning: %s: skipped %s: %s: %s", r.Name, s.Place, s.Token, s.Reason)
+					if s.IntegrityFailure() {
+						e.Warn("%s: skipped %s: %s: %s", r.Name, s.Place, s.Token, s.Reason)
+					} else {
+						e.Progress("mur: warning: %s: skipped %s: %s: %s", r.Name, s.Place, s.Token, s.Reason)
+					}
 				}
 			}
 		}
@@ -151,6 +156,9 @@ func runPull(e *env, f *pullFlags, args []string) error {
 					e.Progress("mur: warning: %s: %s", r.Name, w)
 				}
 			}
+		}
+		if s := fetch.IntegritySummary(results); s != "" {
+			e.Warn("%s", s)
 		}
 	}
 	return err
