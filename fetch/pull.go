@@ -161,6 +161,12 @@ type Puller struct {
 	Mirror         Store
 	MirrorRequired bool
 
+	// CASOnly pulls outside a project: into the CAS and the pull records only, with no
+	// murmur.lock and no tools/ (see outside.go).
+	CASOnly bool
+	// Locked pins nothing: a pull that would change murmur.lock fails with lock-mismatch.
+	Locked bool
+
 	hashLast bool // hash a parallel download once it is whole, not as it grows (benchmarks)
 	// splitWhen, when set, replaces the rule that splits a slow stream; piecesFirst skips the
 	// stream (tests).
@@ -234,7 +240,9 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 	defer lease.Release()
 	// Staging leftovers of killed pulls go before new ones are made; one that can't be removed
 	// only costs disk space, and gc tries again.
-	sweepStaging(proj, p.now(), false)
+	if !p.CASOnly {
+		sweepStaging(proj, p.now(), false)
+	}
 	p.health()
 	// Payloads are compiled one after another as their downloads finish, beside the downloads
 	// still running: each compile spreads over every core by itself, and holds no --jobs slot.
@@ -308,6 +316,9 @@ type pinned struct {
 }
 
 func (p *Puller) readPin(proj Project, req Request) (pinned, error) {
+	if p.CASOnly {
+		return pinned{}, nil
+	}
 	l, err := lock.Read(proj.LockPath())
 	if err != nil {
 		return pinned{}, err
@@ -357,7 +368,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 		return res, err
 	}
 	// Refused before anything is fetched or pinned: staging must not go through a symlink.
-	if p.platform() == ref.HostPlatform() {
+	if p.stages() {
 		if err := checkStageDirs(proj, req.Name); err != nil {
 			return res, err
 		}
@@ -366,7 +377,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 	if pin.version != "" {
 		version = pin.version
 	}
-	if p.platform() == ref.HostPlatform() {
+	if p.stages() {
 		req.stageTo = &proj
 	}
 	// A locked pull whose blob is already here makes no request at all.
@@ -745,7 +756,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 	fresh := got.w != nil
 	// tools/ shows what this machine runs; a pull for another platform (a CI warming a mixed
 	// fleet's lock) fills the CAS and the lock but leaves tools/ alone.
-	stage := p.platform() == ref.HostPlatform()
+	stage := p.stages()
 	var prepared *preparedStage
 	var key []byte // the compiled cache's key of the payload, when the pull could ask
 	if fresh {
@@ -811,6 +822,9 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 	lockPath, _ := filepath.Abs(proj.LockPath())
 	warned := false
 	register := func() {
+		if p.CASOnly {
+			return
+		}
 		if err := p.CAS.RegisterRoot(ctx, lockPath); err != nil && !warned {
 			warned = true
 			res.Warnings = append(res.Warnings, "not registered as a GC root, so 'mur cache gc' run outside this project may remove its blobs: "+errs.Message(err))
@@ -818,7 +832,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 	}
 	register()
 	size, want := res.Size, d
-	err := lock.Update(ctx, proj.LockPath(), func(l *lock.Lock) error {
+	err := p.lockUpdate()(ctx, proj.LockPath(), func(l *lock.Lock) error {
 		if got.newPin != nil {
 			// Another process may have pinned the scope since this pull read the lock.
 			if cur, ok := l.Pin(req.Name.Scope); ok {
