@@ -5,7 +5,7 @@ BIN       := bin/mur
 FUZZTIME  ?= 10s
 export GOFLAGS := -buildvcs=false
 
-.PHONY: all build test unit e2e bench fuzz lint demo ci-demo reliability clean check-registry
+.PHONY: all build test unit e2e bench fuzz lint demo ci-demo reliability clean check-registry trusted-roots
 
 all: build
 
@@ -36,6 +36,10 @@ lint:
 
 bench: build
 	./scripts/bench.sh
+
+# Refresh the Sigstore trusted roots embedded in fetch/provenance (needs the network and gh).
+trusted-roots:
+	./scripts/refresh-trusted-roots.sh
 
 # A bounded run of every fuzz target.
 fuzz:

@@ -10,8 +10,47 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch/internal/download"
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/ref"
 )
+
+// The seam between pulling and downloading: the engine (resume, parallel pieces, the one reading
+// of a Range answer) lives in fetch/internal/download; this file hands it a CAS ingest, the
+// Puller's knobs and a progress func, and turns what it did into the pull's transfer.
+
+// Defaults of the Puller's ranged downloads.
+const (
+	// DefaultConnections is how many connections one large blob is fetched over.
+	DefaultConnections = download.DefaultConnections
+	// DefaultParallelMin is the size from which a blob is fetched over several connections.
+	DefaultParallelMin = download.DefaultParallelMin
+	// DefaultChunk is the piece one connection asks for at a time.
+	DefaultChunk = download.DefaultChunk
+)
+
+// rangeStore is a Store that can read its blobs in parts (a registry).
+type rangeStore interface {
+	Store
+	// Ranger prepares ranged reads of blob d of name, size bytes long. It may make requests (a
+	// registry authenticates); a blob that is not there shows at the Ranger's first Open.
+	Ranger(ctx context.Context, name ref.Name, d digest.Digest, size int64) (download.Ranger, error)
+}
+
+// options are the Puller's knobs for the engine.
+func (p *Puller) options() download.Options {
+	return download.Options{Connections: p.Connections, ParallelMin: p.ParallelMin, Chunk: p.Chunk, Hooks: p.hooks}
+}
+
+// progress reports a download's bytes as fetch events of name.
+func (p *Puller) progress(name string, total int64, from string) func(int64) {
+	return func(n int64) {
+		p.emit(Event{Name: name, Phase: PhaseFetch, Bytes: n, Total: total, From: from})
+	}
+}
+
+// transfer is what fetching one blob did, for the result and the pull records.
+type transfer = download.Transfer
 
 // download fetches desc's blob from st into a CAS ingest: through a Ranger when the store serves
 // ranges and the size is known (resumable, and parallel for large blobs), else as one stream. On
@@ -23,7 +62,7 @@ import (
 // ingest that continues kept bytes, starts over or is split into pieces is staged from the blob
 // once it is in, and the returned stream is nil.
 func (p *Puller) download(ctx context.Context, st Store, req Request, desc Descriptor, key hash.Hash) (*cas.Writer, transfer, *streamStage, error) {
-	rs, ok := st.(RangeStore)
+	rs, ok := st.(rangeStore)
 	if !ok || desc.Size <= 0 {
 		return p.downloadStream(ctx, st, req, desc, key)
 	}
@@ -35,25 +74,20 @@ func (p *Puller) download(ctx context.Context, st Store, req Request, desc Descr
 	if err != nil {
 		return nil, transfer{}, nil, err
 	}
-	f := p.newFiller(w, r, desc.Digest, desc.Size, st.String(), req.Name.String())
+	f := download.New(w, desc.Digest, desc.Size, st.String(), p.options(), p.progress(req.Name.String(), desc.Size, st.String()))
+	var stream *streamStage
 	if req.stageTo != nil && w.Held() == 0 {
-		f.tee = newStreamStage(*req.stageTo, req.Name, desc.Digest, key)
-	}
-	for attempt := 0; ; attempt++ {
-		err = f.run(ctx)
-		if err == nil && w.Digest() != desc.Digest && f.xfer.resumed > 0 && attempt == 0 {
-			// The bytes kept from an earlier pull were damaged since: the store is not to blame.
-			if err = f.restart("the %d bytes kept from an earlier pull did not hash to %s with the rest; started over from byte 0", f.xfer.resumed, desc.Digest); err == nil {
-				continue
-			}
+		if stream = newStreamStage(*req.stageTo, req.Name, desc.Digest, key); stream != nil {
+			f.SetTee(stream)
 		}
-		break
 	}
-	if err != nil {
-		f.untee()
-		return nil, f.xfer, nil, p.dropOrKeep(ctx, w, err, "reading %s@%s from %s", req.Name, desc.Version, st)
+	if err := f.Fill(ctx, r); err != nil {
+		return nil, f.Transfer(), nil, p.dropOrKeep(ctx, w, err, "reading %s@%s from %s", req.Name, desc.Version, st)
 	}
-	return w, f.xfer, f.tee, nil
+	if f.Tee() == nil {
+		stream = nil
+	}
+	return w, f.Transfer(), stream, nil
 }
 
 // dropOrKeep closes an ingest whose download failed with err, keeping its bytes for the next pull
@@ -61,7 +95,7 @@ func (p *Puller) download(ctx context.Context, st Store, req Request, desc Descr
 func (p *Puller) dropOrKeep(ctx context.Context, w *cas.Writer, err error, format string, args ...any) error {
 	held := w.Held()
 	// An interrupt says nothing against the bytes either.
-	keep := (resumable(ctx, err) || ctx.Err() != nil) && w.Resumable() && held > 0
+	keep := (download.Resumable(ctx, err) || ctx.Err() != nil) && w.Resumable() && held > 0
 	if keep {
 		w.Keep()
 	}
@@ -98,76 +132,67 @@ func (p *Puller) downloadStream(ctx context.Context, st Store, req Request, desc
 	if stream != nil {
 		sink = io.MultiWriter(w, stream)
 	}
-	dst := &progressWriter{w: sink, p: p, name: req.Name.String(), total: desc.Size, from: st.String()}
-	if _, err := copyBounded(dst, rc, desc.Size); err != nil {
+	if _, err := download.Stream(sink, rc, desc.Size, p.progress(req.Name.String(), desc.Size, st.String())); err != nil {
 		w.Close()
 		if stream != nil {
 			stream.abandon()
 		}
-		if errors.Is(err, errTooLong) {
+		if errors.Is(err, download.ErrTooLong) {
 			return nil, transfer{}, nil, errs.New(errs.Integrity, "%s declares %d bytes for %s (%s@%s) but sent more; the transfer was stopped after %d bytes and nothing was kept; report it to the store's owner",
 				st, desc.Size, desc.Digest, req.Name, desc.Version, w.Size())
 		}
 		return nil, transfer{}, nil, errs.Wrap(err, errs.Network, "reading %s@%s from %s stopped after %d bytes: %v; run the pull again", req.Name, desc.Version, st, w.Size(), err)
 	}
-	return w, transfer{bytes: w.Size(), conns: 1}, stream, nil
+	return w, transfer{Bytes: w.Size(), Conns: 1}, stream, nil
 }
 
-// rangedScratch is the Scratch a source fetches into: Fill for a source whose server serves
-// ranges, Write for one that streams.
-type rangedScratch struct {
-	progressWriter
+// sourceScratch is the Scratch a source fetches into: Fill (download.Fillable) for a source
+// whose server serves ranges, Write for one that streams.
+type sourceScratch struct {
 	w      *cas.Writer
-	f      *filler
+	f      *download.Filler
+	pw     download.Progress
 	digest digest.Digest
+	from   string
 	wrote  bool
-	werr   error
 }
 
-func (p *Puller) newRangedScratch(w *cas.Writer, s Sourced, name string) *rangedScratch {
-	rs := &rangedScratch{
-		progressWriter: progressWriter{w: w, p: p, name: name, total: s.Size, from: "source"},
-		w:              w, digest: s.Digest,
+var _ download.Fillable = (*sourceScratch)(nil)
+
+func (p *Puller) newSourceScratch(w *cas.Writer, s Sourced, name string) *sourceScratch {
+	return &sourceScratch{
+		w: w, digest: s.Digest, from: s.Origin,
+		pw: download.Progress{W: w, Report: p.progress(name, s.Size, "source")},
+		f:  download.New(w, s.Digest, s.Size, s.Origin, p.options(), p.progress(name, s.Size, s.Origin)),
 	}
-	rs.f = p.newFiller(w, nil, s.Digest, s.Size, s.Origin, name)
-	return rs
 }
 
 // Write takes a stream from its first byte: bytes an earlier pull kept are dropped first.
-func (rs *rangedScratch) Write(b []byte) (int, error) {
+func (rs *sourceScratch) Write(b []byte) (int, error) {
 	if !rs.wrote {
 		rs.wrote = true
 		if rs.w.Size() > 0 {
-			if err := rs.f.restart("the source streams from byte 0"); err != nil {
-				rs.werr = err
+			if err := rs.f.Restart("the source streams from byte 0"); err != nil {
 				return 0, err
 			}
 		}
 	}
-	return rs.progressWriter.Write(b)
+	return rs.pw.Write(b)
 }
 
-func (rs *rangedScratch) ReadAt(b []byte, off int64) (int, error) { return rs.w.ReadAt(b, off) }
-func (rs *rangedScratch) Size() int64                             { return rs.w.Size() }
-func (rs *rangedScratch) Digest() digest.Digest                   { return rs.w.Digest() }
+func (rs *sourceScratch) ReadAt(b []byte, off int64) (int, error) { return rs.w.ReadAt(b, off) }
+func (rs *sourceScratch) Size() int64                             { return rs.w.Size() }
+func (rs *sourceScratch) Digest() digest.Digest                   { return rs.w.Digest() }
 
-func (rs *rangedScratch) Fill(ctx context.Context, r Ranger) error {
-	rs.f.r = r
-	err := rs.f.run(ctx)
-	if err == nil && rs.w.Digest() != rs.digest && rs.f.xfer.resumed > 0 {
-		if err = rs.f.restart("the %d bytes kept from an earlier pull did not hash to %s with the rest; started over from byte 0", rs.f.xfer.resumed, rs.digest); err == nil {
-			err = rs.f.run(ctx)
-		}
-	}
-	return err
-}
+// Fill fetches the blob the scratch was opened for from r, resuming and in parallel as for stores.
+func (rs *sourceScratch) Fill(ctx context.Context, r download.Ranger) error { return rs.f.Fill(ctx, r) }
 
 // xfer is what the source's transfer did.
-func (rs *rangedScratch) xfer() transfer {
-	t := rs.f.xfer
+func (rs *sourceScratch) xfer() transfer {
+	t := rs.f.Transfer()
 	if rs.wrote {
-		t.bytes = rs.w.Size()
-		t.conns = 1
+		t.Bytes = rs.w.Size()
+		t.Conns = 1
 	}
 	return t
 }

@@ -1,20 +1,31 @@
 package fetch
 
-import "time"
+import (
+	"time"
+
+	"github.com/murmur-nexus/mur/fetch/internal/download"
+)
+
+func hooksOf(p *Puller) *download.Hooks {
+	if p.hooks == nil {
+		p.hooks = &download.Hooks{}
+	}
+	return p.hooks
+}
 
 // HashLast makes p hash a blob fetched over several connections once it is whole, instead of as
 // the bytes from its start come in: the other way, for the benchmark that compares the two.
-func HashLast(p *Puller) { p.hashLast = true }
+func HashLast(p *Puller) { hooksOf(p).HashLast = true }
 
 // SplitAt makes p split a large blob's single stream into pieces once it has brought n bytes,
 // however fast: n 0 goes to pieces before the first byte is written.
 func SplitAt(p *Puller, n int64) {
-	p.splitWhen = func(got int64, _ time.Duration) bool { return got >= n }
+	hooksOf(p).SplitWhen = func(got int64, _ time.Duration) bool { return got >= n }
 }
 
 // PiecesFirst makes p fetch a large blob in pieces from the start, without the single stream
 // that comes first otherwise.
-func PiecesFirst(p *Puller) { p.piecesFirst = true }
+func PiecesFirst(p *Puller) { hooksOf(p).PiecesFirst = true }
 
 // SlowLink is the rule that splits a large blob's stream.
-func SlowLink(n int64, elapsed time.Duration) bool { return (&Puller{}).slowLink(n, elapsed) }
+func SlowLink(n int64, elapsed time.Duration) bool { return download.SlowLink(n, elapsed) }

@@ -1,6 +1,19 @@
 // Package fetch pulls packed artifacts from stores (OCI registries and OCI image-layout folders)
-// and sources (the GitHub releases of a scope), and checks every byte on the way in. Its verbs
-// are files: pull.go (the one pipeline), stage.go, verify.go, warm.go, publish.go and config.go.
+// and sources (the GitHub releases of a scope), and checks every byte on the way in.
+//
+// # Files
+//
+//   - store.go: Store, Source, Scratch, Descriptor; filestore.go: the file:// store.
+//   - pull.go: Puller, Pull and one artifact's pull; pull_resolve.go: the lock's pin, the places
+//     a request asks in order and what each answered; pull_commit.go: checking, committing,
+//     pinning and recording; events.go: the progress a pull reports.
+//   - download.go: the seam to fetch/internal/download, which moves the bytes (resume, parallel
+//     ranges, the one reading of a Range answer); chain.go: when a failing store falls through;
+//     mirror.go: the write-through to a mirror.
+//   - stage.go, stage_sweep.go, streamstage.go: tools/, the leftovers of killed stagings, and
+//     staging a payload as it downloads; payload.go: reading a packed artifact back from the CAS.
+//   - verify.go, warm.go, publish.go, gc.go: the other verbs; config.go and store_address.go:
+//     config.yaml and the store address grammar.
 //
 // # Notes
 //

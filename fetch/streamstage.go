@@ -132,6 +132,10 @@ func (s *streamStage) abandon() {
 	})
 }
 
+// Abandon is abandon, for the download engine, which stops following the bytes once they no
+// longer arrive in order from the blob's first.
+func (s *streamStage) Abandon() { s.abandon() }
+
 // adopt returns a staged folder holding what was streamed if it is the payload of a, the blob of
 // size bytes, else nil. Every check staging from the blob makes is made here too, on what the
 // stream wrote.

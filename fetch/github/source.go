@@ -12,6 +12,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/internal/download"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
@@ -284,7 +285,7 @@ func (s *Source) Fetch(ctx context.Context, name ref.Name, version, platform str
 		return fetch.Sourced{}, errs.New(errs.Integrity, "%s from %s: GitHub says the asset is %d bytes, but the index says %d; the asset changed after the index was written, so nothing was installed; tell its publisher", what, from, asset.Size, entry.Size)
 	}
 
-	if rs, ok := scratch.(fetch.RangedScratch); ok {
+	if rs, ok := scratch.(download.Fillable); ok {
 		// The pipeline's scratch: it continues what an earlier pull kept, resumes a body that
 		// breaks off, and fetches a large asset over several connections.
 		if err := rs.Fill(ctx, s.c.AssetRanger(owner, repo, asset, r.gh.NeedsToken())); err != nil {

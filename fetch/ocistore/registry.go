@@ -21,6 +21,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/internal/download"
 	"github.com/murmur-nexus/mur/fetch/internal/retry"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -299,117 +300,8 @@ func (s *registryStore) Open(ctx context.Context, n ref.Name, d digest.Digest) (
 		resp.Body.Close()
 		return nil, s.classify(err, what)
 	}
-	return &blobReader{body: resp.Body, want: resp.ContentLength, what: what, store: s}, nil
+	return download.NewBody(resp.Body, resp.ContentLength, what, func(err error) error { return s.classify(err, what) }), nil
 }
-
-// blobReader streams a blob and turns a body that ends early into an error.
-type blobReader struct {
-	body  io.ReadCloser
-	want  int64 // Content-Length, or -1
-	got   int64
-	what  string
-	store *registryStore
-}
-
-func (b *blobReader) Read(p []byte) (int, error) {
-	n, err := b.body.Read(p)
-	b.got += int64(n)
-	if b.want >= 0 && b.got > b.want {
-		return n, errs.New(errs.Integrity, "%s: the registry sent more than the %d bytes it announced", b.what, b.want)
-	}
-	switch {
-	case err == io.EOF:
-		if b.want >= 0 && b.got != b.want {
-			return n, errs.Wrap(io.ErrUnexpectedEOF, errs.Network, "%s: the body ended after %d of %d bytes; try again", b.what, b.got, b.want)
-		}
-		return n, io.EOF
-	case err != nil:
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return n, errs.Wrap(err, errs.Network, "%s: the body ended after %d of %d bytes; try again", b.what, b.got, b.want)
-		}
-		return n, b.store.classify(err, b.what)
-	}
-	return n, nil
-}
-
-// Read-ahead of WriteTo: while the consumer hashes and writes one chunk, the next arrives.
-const (
-	readAheadChunk  = 1 << 20
-	readAheadChunks = 4
-)
-
-// WriteTo is what io.Copy uses. It reads ahead in a goroutine, so that receiving the blob
-// overlaps with the caller's hashing and writing instead of alternating with it; on a cold pull
-// those are the two costs that matter, and they sit on different cores. Memory stays at
-// readAheadChunks × readAheadChunk whatever the blob's size.
-func (b *blobReader) WriteTo(w io.Writer) (int64, error) {
-	type chunk struct {
-		buf []byte
-		n   int
-		err error
-	}
-	full := make(chan chunk, readAheadChunks-1)
-	free := make(chan []byte, readAheadChunks)
-	// A small blob needs no more than its own size: a project of many small artifacts would
-	// otherwise allocate and clear megabytes per blob.
-	size := readAheadChunk
-	if b.want >= 0 && b.want < readAheadChunk {
-		size = int(b.want) + 1 // one more, so that the read that finds EOF has room
-	}
-	for i := 0; i < readAheadChunks; i++ {
-		free <- make([]byte, size)
-	}
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		defer close(full)
-		for {
-			var buf []byte
-			select {
-			case buf = <-free:
-			case <-done:
-				return
-			}
-			n, err := 0, error(nil)
-			for n < len(buf) && err == nil {
-				var m int
-				m, err = b.Read(buf[n:])
-				n += m
-			}
-			select {
-			case full <- chunk{buf, n, err}:
-			case <-done:
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	var total int64
-	for c := range full {
-		if c.n > 0 {
-			wn, werr := w.Write(c.buf[:c.n])
-			total += int64(wn)
-			if werr != nil {
-				return total, werr
-			}
-			if wn != c.n {
-				return total, io.ErrShortWrite
-			}
-		}
-		if c.err == io.EOF {
-			return total, nil
-		}
-		if c.err != nil {
-			return total, c.err
-		}
-		free <- c.buf
-	}
-	return total, nil
-}
-
-func (b *blobReader) Close() error { return b.body.Close() }
 
 // rawManifest is a manifest or index as the bytes to send.
 type rawManifest struct {

@@ -39,6 +39,11 @@ const (
 	Denied          Token = "denied"
 	Interrupted     Token = "interrupted" // Ctrl-C or SIGTERM stopped the command
 	Internal        Token = "internal"
+
+	ProvenanceMismatch     Token = "provenance-mismatch"     // a bundle that says another owner, repo, artifact or predicate
+	ProvenanceMissing      Token = "provenance-missing"      // no bundle where policy or the lock requires one
+	ProvenanceUnverifiable Token = "provenance-unverifiable" // a bundle the trusted roots or keys can't check
+	NoProvenance           Token = "no-provenance"           // the warning of policy prefer
 )
 
 // Error is an error with a token and a sentence meant for a person.

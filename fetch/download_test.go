@@ -19,6 +19,7 @@ import (
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/internal/download"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/fetch/proxytest"
@@ -215,37 +216,31 @@ type rangeStore struct {
 	srv *rangeServer
 }
 
-func (s rangeStore) Ranger(ctx context.Context, n ref.Name, d digest.Digest, size int64) (fetch.Ranger, error) {
-	return rangerFunc(func(ctx context.Context, off, end int64, validator string) (fetch.Part, error) {
+func (s rangeStore) Ranger(ctx context.Context, n ref.Name, d digest.Digest, size int64) (download.Ranger, error) {
+	return rangerFunc(func(ctx context.Context, off, end int64, validator string) (download.Part, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.srv.srv.URL, nil)
-		if off != 0 || end >= 0 {
-			req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", off, end))
-			if validator != "" {
-				req.Header.Set("If-Range", validator)
-			}
-		}
+		download.Header(req.Header, off, end, validator)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			return fetch.Part{}, errs.Wrap(err, errs.Network, "%v", err)
+			return download.Part{}, errs.Wrap(err, errs.Network, "%v", err)
 		}
-		switch resp.StatusCode {
-		case http.StatusOK:
-			return fetch.Part{Body: resp.Body, Whole: true, Validator: resp.Header.Get("ETag")}, nil
-		case http.StatusPartialContent:
-			if resp.Header.Get("Content-Range") != fmt.Sprintf("bytes %d-%d/%d", off, end, size) {
-				resp.Body.Close()
-				return fetch.Part{}, errs.Wrap(fmt.Errorf("%w: %s", fetch.ErrNoRanges, resp.Header.Get("Content-Range")), errs.Network, "wrong range")
-			}
-			return fetch.Part{Body: resp.Body, Validator: resp.Header.Get("ETag")}, nil
+		if part, handled, err := download.Answer(resp, off, end, size, "the test blob", nil); handled {
+			return part, err
 		}
 		resp.Body.Close()
-		return fetch.Part{}, errs.New(errs.Network, "HTTP %d", resp.StatusCode)
+		return download.Part{}, errs.New(errs.Network, "HTTP %d", resp.StatusCode)
 	}), nil
 }
 
-type rangerFunc func(ctx context.Context, off, end int64, validator string) (fetch.Part, error)
+// rangedStore is what the pull asks of a store that serves ranges.
+type rangedStore interface {
+	fetch.Store
+	Ranger(ctx context.Context, n ref.Name, d digest.Digest, size int64) (download.Ranger, error)
+}
 
-func (f rangerFunc) Open(ctx context.Context, off, end int64, validator string) (fetch.Part, error) {
+type rangerFunc func(ctx context.Context, off, end int64, validator string) (download.Part, error)
+
+func (f rangerFunc) Open(ctx context.Context, off, end int64, validator string) (download.Part, error) {
 	return f(ctx, off, end, validator)
 }
 
@@ -578,19 +573,19 @@ func TestSlowLinkRule(t *testing.T) {
 // gatedStore is a registry whose first blob answer stops at pauseAt bytes, waits for release and
 // then breaks off, as a connection that drops does.
 type gatedStore struct {
-	fetch.RangeStore
+	rangedStore
 	pauseAt int64
 	paused  chan struct{}
 	release chan struct{}
 	once    sync.Once
 }
 
-func (g *gatedStore) Ranger(ctx context.Context, n ref.Name, d digest.Digest, size int64) (fetch.Ranger, error) {
-	r, err := g.RangeStore.Ranger(ctx, n, d, size)
+func (g *gatedStore) Ranger(ctx context.Context, n ref.Name, d digest.Digest, size int64) (download.Ranger, error) {
+	r, err := g.rangedStore.Ranger(ctx, n, d, size)
 	if err != nil {
 		return nil, err
 	}
-	return rangerFunc(func(ctx context.Context, off, end int64, validator string) (fetch.Part, error) {
+	return rangerFunc(func(ctx context.Context, off, end int64, validator string) (download.Part, error) {
 		p, err := r.Open(ctx, off, end, validator)
 		if err == nil {
 			g.once.Do(func() { p.Body = &gatedBody{ReadCloser: p.Body, g: g, left: g.pauseAt - off} })
@@ -630,7 +625,7 @@ func TestRangedStagesWhileDownloading(t *testing.T) {
 		t.Fatal(err)
 	}
 	off, _, csize, _ := a.PayloadEntry()
-	g := &gatedStore{RangeStore: st.(fetch.RangeStore), pauseAt: off + csize, paused: make(chan struct{}), release: make(chan struct{})}
+	g := &gatedStore{rangedStore: st.(rangedStore), pauseAt: off + csize, paused: make(chan struct{}), release: make(chan struct{})}
 	w := newWorld(t)
 	done := make(chan []fetch.Result, 1)
 	go func() {

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/github/githubtest"
+	"github.com/murmur-nexus/mur/fetch/internal/download"
 	"github.com/murmur-nexus/mur/fetch/proxytest"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
@@ -29,13 +29,13 @@ func grepAsset(t *testing.T, c *Client) Asset {
 	return a
 }
 
-func readRange(t *testing.T, r fetch.Ranger, off, end int64, validator string) string {
+func readRange(t *testing.T, r download.Ranger, off, end int64, validator string) string {
 	t.Helper()
 	p, err := r.Open(context.Background(), off, end, validator)
 	return readPart(t, p, err)
 }
 
-func readPart(t *testing.T, p fetch.Part, err error) string {
+func readPart(t *testing.T, p download.Part, err error) string {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +129,7 @@ func TestAssetRangerChecksTheAnswer(t *testing.T) {
 	}
 	px.Set(proxytest.Options{})
 	_, err = r.Open(context.Background(), a.Size, a.Size+5, "")
-	if !errors.Is(err, fetch.ErrNoRanges) || errs.TokenOf(err) != errs.Network {
+	if !errors.Is(err, download.ErrNoRanges) || errs.TokenOf(err) != errs.Network {
 		t.Fatalf("a range past the end: %v", err)
 	}
 	if _, err := r.Open(context.Background(), 5, 9, `"stale"`); err != nil {

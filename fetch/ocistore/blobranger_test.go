@@ -8,22 +8,31 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/opencontainers/go-digest"
+
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/internal/download"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/ref"
 )
 
-func ranger(t *testing.T, s fetch.Store, d fetch.Descriptor) fetch.Ranger {
+// rangeStore is what fetch asks a registry store for: ranged reads of its blobs.
+type rangeStore interface {
+	Ranger(ctx context.Context, n ref.Name, d digest.Digest, size int64) (download.Ranger, error)
+}
+
+func ranger(t *testing.T, s fetch.Store, d fetch.Descriptor) download.Ranger {
 	t.Helper()
-	r, err := s.(fetch.RangeStore).Ranger(context.Background(), grep, d.Digest, d.Size)
+	r, err := s.(rangeStore).Ranger(context.Background(), grep, d.Digest, d.Size)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r
 }
 
-func readPart(t *testing.T, p fetch.Part, err error) []byte {
+func readPart(t *testing.T, p download.Part, err error) []byte {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +72,7 @@ func TestRangerOnDockerRegistry(t *testing.T) {
 		t.Fatalf("a stale If-Range: %+v", p)
 	}
 	// Past the end: refused, without reading distribution's misleading body.
-	if _, err := r.Open(context.Background(), 200_000, 200_010, ""); !errors.Is(err, fetch.ErrNoRanges) || errs.TokenOf(err) != errs.Network {
+	if _, err := r.Open(context.Background(), 200_000, 200_010, ""); !errors.Is(err, download.ErrNoRanges) || errs.TokenOf(err) != errs.Network {
 		t.Fatalf("a range past the end: %v", err)
 	}
 }
@@ -102,7 +111,7 @@ func TestRangerRefusesAnotherRange(t *testing.T) {
 			fault(w, a, b)
 		})
 		_, err := ranger(t, s, d).Open(context.Background(), 100, 199, "")
-		if !errors.Is(err, fetch.ErrNoRanges) {
+		if !errors.Is(err, download.ErrNoRanges) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}

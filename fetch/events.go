@@ -1,0 +1,35 @@
+package fetch
+
+import (
+	"time"
+)
+
+// Phase is where one artifact's pull stands.
+type Phase string
+
+// The phases a pull reports, in order; it ends in one of the last three.
+const (
+	PhaseResolve Phase = "resolving" // asking the lock, the stores and the sources what to fetch
+	PhaseFetch   Phase = "fetch"     // bytes are arriving
+	PhaseVerify  Phase = "verifying" // checking the payload, committing it, pinning and staging
+	PhaseCompile Phase = "compiling" // precompiling the wasm payload
+	PhaseDone    Phase = "done"      // fetched, checked, committed, pinned and staged
+	PhaseCached  Phase = "cached"    // the CAS held it; nothing was fetched
+	PhaseFailed  Phase = "failed"    // it changed nothing
+)
+
+// Event reports progress. Bytes and Total count payload bytes; Total is -1 when unknown.
+type Event struct {
+	Name    string
+	Phase   Phase
+	Bytes   int64
+	Total   int64
+	From    string
+	Elapsed time.Duration // since this artifact's pull began
+}
+
+func (p *Puller) emit(ev Event) {
+	if p.Events != nil {
+		p.Events(ev)
+	}
+}

@@ -1,0 +1,112 @@
+package download
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/murmur-nexus/mur/internal/errs"
+)
+
+func response(status int, body string, hdr map[string]string, length int64) *http.Response {
+	h := http.Header{}
+	for k, v := range hdr {
+		h.Set(k, v)
+	}
+	return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader(body)), ContentLength: length,
+		Request: &http.Request{URL: &url.URL{Scheme: "https", Host: "blobs.example", Path: "/x", RawQuery: "sig=secret"}}}
+}
+
+// The one reading of an answer to a Range request.
+func TestAnswer(t *testing.T) {
+	cases := []struct {
+		name      string
+		resp      *http.Response
+		off, end  int64
+		handled   bool
+		noRanges  bool
+		whole     bool
+		validator string
+	}{
+		{"206 exactly as asked", response(206, "bcd", map[string]string{"Content-Range": "bytes 1-3/10", "ETag": `"v"`}, 3), 1, 3, true, false, false, `"v"`},
+		{"206 one byte off", response(206, "cde", map[string]string{"Content-Range": "bytes 2-4/10"}, 3), 1, 3, true, true, false, ""},
+		{"206 of another total", response(206, "bcd", map[string]string{"Content-Range": "bytes 1-3/11"}, 3), 1, 3, true, true, false, ""},
+		{"206 of another length", response(206, "bc", map[string]string{"Content-Range": "bytes 1-3/10"}, 2), 1, 3, true, true, false, ""},
+		{"206 to a request without Range", response(206, "bcd", map[string]string{"Content-Range": "bytes 1-3/10"}, 3), 0, -1, false, false, false, ""},
+		{"200 is the whole blob", response(200, "abcdefghij", map[string]string{"ETag": `"v"`}, 10), 1, 3, true, false, true, `"v"`},
+		{"a weak ETag does not count", response(200, "abcdefghij", map[string]string{"ETag": `W/"v"`}, 10), 1, 3, true, false, true, ""},
+		{"an unquoted ETag does not count", response(200, "abcdefghij", map[string]string{"ETag": `v`}, 10), 1, 3, true, false, true, ""},
+		{"416 means no ranges", response(416, "no", nil, 2), 1, 3, true, true, false, ""},
+		{"404 is the caller's", response(404, "gone", nil, 4), 1, 3, false, false, false, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			part, handled, err := Answer(c.resp, c.off, c.end, 10, "blob x", nil)
+			if handled != c.handled {
+				t.Fatalf("handled %v", handled)
+			}
+			if !handled {
+				return
+			}
+			if c.noRanges {
+				if !errors.Is(err, ErrNoRanges) || errs.TokenOf(err) != errs.Network || strings.Contains(err.Error(), "secret") {
+					t.Fatalf("err %v", err)
+				}
+				return
+			}
+			if err != nil || part.Whole != c.whole || part.Validator != c.validator {
+				t.Fatalf("part %+v, %v", part, err)
+			}
+			if _, err := io.ReadAll(part.Body); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// A body held to its length: short is a network failure to continue after, long is refused.
+func TestBodyHeldToItsLength(t *testing.T) {
+	for _, read := range []func(io.Reader) error{
+		func(r io.Reader) error { _, err := io.ReadAll(r); return err },
+		func(r io.Reader) error { _, err := r.(io.WriterTo).WriteTo(io.Discard); return err },
+	} {
+		short := NewBody(io.NopCloser(strings.NewReader("abc")), 5, "blob x", nil)
+		if err := read(short); !errors.Is(err, io.ErrUnexpectedEOF) || errs.TokenOf(err) != errs.Network || !strings.Contains(err.Error(), "broke off after 3 of 5") {
+			t.Fatalf("short: %v", err)
+		}
+		long := NewBody(io.NopCloser(strings.NewReader("abcdef")), 5, "blob x", nil)
+		if err := read(long); errs.TokenOf(err) != errs.Integrity {
+			t.Fatalf("long: %v", err)
+		}
+		exact := NewBody(io.NopCloser(strings.NewReader("abcde")), 5, "blob x", nil)
+		if err := read(exact); err != nil {
+			t.Fatalf("exact: %v", err)
+		}
+	}
+	failing := NewBody(io.NopCloser(io.MultiReader(strings.NewReader("ab"), errReader2{})), -1, "blob x", func(err error) error {
+		return errs.Wrap(err, errs.Denied, "classified")
+	})
+	if _, err := io.ReadAll(failing); errs.TokenOf(err) != errs.Denied {
+		t.Fatalf("classify was not used: %v", err)
+	}
+}
+
+type errReader2 struct{}
+
+func (errReader2) Read([]byte) (int, error) { return 0, errors.New("reset by peer") }
+
+func TestCopyBoundedStopsAtTheFirstByteTooMany(t *testing.T) {
+	var dst bytes.Buffer
+	n, err := CopyBounded(&dst, strings.NewReader("abcdef"), 4)
+	if !errors.Is(err, ErrTooLong) || n != 4 || dst.String() != "abcd" {
+		t.Fatalf("%d %q %v", n, dst.String(), err)
+	}
+	dst.Reset()
+	if _, err := CopyBounded(&dst, strings.NewReader("abcd"), 4); err != nil || dst.String() != "abcd" {
+		t.Fatalf("%q %v", dst.String(), err)
+	}
+}

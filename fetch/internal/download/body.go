@@ -1,0 +1,196 @@
+package download
+
+import (
+	"errors"
+	"io"
+	"net/url"
+
+	"github.com/murmur-nexus/mur/internal/errs"
+)
+
+// Body is an answer's body held to the length its server announced: one that ends early ends with
+// an errs.Network error wrapping io.ErrUnexpectedEOF, one that runs past it with errs.Integrity.
+// io.Copy reads it ahead (WriteTo).
+type Body struct {
+	body     io.ReadCloser
+	want     int64 // the length announced, or -1
+	got      int64
+	what     string
+	classify func(error) error
+}
+
+// NewBody holds rc to want bytes (-1: unknown). what names the download in errors; classify, when
+// not nil, words a read failure other than an early end.
+func NewBody(rc io.ReadCloser, want int64, what string, classify func(error) error) *Body {
+	return &Body{body: rc, want: want, what: what, classify: classify}
+}
+
+func (b *Body) Read(p []byte) (int, error) {
+	n, err := b.body.Read(p)
+	b.got += int64(n)
+	if b.want >= 0 && b.got > b.want {
+		return n, errs.New(errs.Integrity, "%s: the server sent more than the %d bytes it announced", b.what, b.want)
+	}
+	switch {
+	case err == io.EOF:
+		if b.want >= 0 && b.got != b.want {
+			return n, errs.Wrap(io.ErrUnexpectedEOF, errs.Network, "the download of %s broke off after %d of %d bytes; try again", b.what, b.got, b.want)
+		}
+		return n, io.EOF
+	case err == nil:
+		return n, nil
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return n, errs.Wrap(err, errs.Network, "the download of %s broke off after %d of %d bytes; try again", b.what, b.got, b.want)
+	case b.classify != nil:
+		return n, b.classify(err)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return n, errs.Wrap(err, errs.Network, "the download of %s broke off after %d bytes: %v", b.what, b.got, err)
+}
+
+func (b *Body) Close() error { return b.body.Close() }
+
+// Read-ahead of WriteTo: while the consumer hashes and writes one chunk, the next arrives.
+const (
+	readAheadChunk  = 1 << 20
+	readAheadChunks = 4
+)
+
+// WriteTo is what io.Copy uses. It reads ahead in a goroutine, so that receiving the blob
+// overlaps with the caller's hashing and writing instead of alternating with it; on a cold pull
+// those are the two costs that matter, and they sit on different cores. Memory stays at
+// readAheadChunks × readAheadChunk whatever the blob's size.
+func (b *Body) WriteTo(w io.Writer) (int64, error) {
+	type chunk struct {
+		buf []byte
+		n   int
+		err error
+	}
+	full := make(chan chunk, readAheadChunks-1)
+	free := make(chan []byte, readAheadChunks)
+	// A small blob needs no more than its own size: a project of many small artifacts would
+	// otherwise allocate and clear megabytes per blob.
+	size := readAheadChunk
+	if b.want >= 0 && b.want < readAheadChunk {
+		size = int(b.want) + 1 // one more, so that the read that finds EOF has room
+	}
+	for i := 0; i < readAheadChunks; i++ {
+		free <- make([]byte, size)
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		defer close(full)
+		for {
+			var buf []byte
+			select {
+			case buf = <-free:
+			case <-done:
+				return
+			}
+			n, err := 0, error(nil)
+			for n < len(buf) && err == nil {
+				var m int
+				m, err = b.Read(buf[n:])
+				n += m
+			}
+			select {
+			case full <- chunk{buf, n, err}:
+			case <-done:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var total int64
+	for c := range full {
+		if c.n > 0 {
+			wn, werr := w.Write(c.buf[:c.n])
+			total += int64(wn)
+			if werr != nil {
+				return total, werr
+			}
+			if wn != c.n {
+				return total, io.ErrShortWrite
+			}
+		}
+		if c.err == io.EOF {
+			return total, nil
+		}
+		if c.err != nil {
+			return total, c.err
+		}
+		free <- c.buf
+	}
+	return total, nil
+}
+
+// ErrTooLong is the error of a copy that got more bytes than it was bounded to.
+var ErrTooLong = errors.New("more bytes than declared")
+
+// CopyBounded copies src to dst and fails with ErrTooLong as soon as src yields more than limit
+// bytes (a negative limit is no bound): a body longer than its manifest or index declares is
+// stopped at the first byte too many, whether it is chunked and endless or lies in its
+// Content-Length. A src that writes itself (a Body reads ahead in a goroutine) keeps doing so.
+func CopyBounded(dst io.Writer, src io.Reader, limit int64) (int64, error) {
+	if limit < 0 {
+		return io.Copy(dst, src)
+	}
+	lw := &limitedWriter{w: dst, left: limit}
+	if wt, ok := src.(io.WriterTo); ok {
+		return wt.WriteTo(lw)
+	}
+	return io.Copy(lw, src)
+}
+
+type limitedWriter struct {
+	w    io.Writer
+	left int64
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) <= l.left {
+		n, err := l.w.Write(p)
+		l.left -= int64(n)
+		return n, err
+	}
+	n, err := l.w.Write(p[:l.left])
+	l.left -= int64(n)
+	if err == nil {
+		err = ErrTooLong
+	}
+	return n, err
+}
+
+// Progress is a writer that counts what passes through it and reports the count on its first
+// write and every MiB after.
+type Progress struct {
+	W      io.Writer
+	Report func(n int64)
+	n      int64
+	last   int64
+}
+
+func (pw *Progress) Write(b []byte) (int, error) {
+	n, err := pw.W.Write(b)
+	first := pw.n == 0
+	pw.n += int64(n)
+	if first || pw.n-pw.last >= 1<<20 {
+		pw.last = pw.n
+		if pw.Report != nil {
+			pw.Report(pw.n)
+		}
+	}
+	return n, err
+}
+
+// Stream copies one answer of size bytes (-1: unknown) from src to dst, bounded by size, reporting
+// progress: the download of a server that serves no ranges.
+func Stream(dst io.Writer, src io.Reader, size int64, progress func(n int64)) (int64, error) {
+	return CopyBounded(&Progress{W: dst, Report: progress}, src, size)
+}

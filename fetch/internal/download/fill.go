@@ -1,0 +1,399 @@
+package download
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch/internal/retry"
+	"github.com/murmur-nexus/mur/internal/errs"
+)
+
+// Ranged fills. A Filler brings one blob into a CAS ingest from a Ranger, and:
+//   - continues what a killed or disconnected pull of the same digest left in cas/ingest (the
+//     bytes are re-hashed first, as containerd does), with Range: bytes=N-M and If-Range;
+//   - continues a body that breaks off mid-transfer instead of failing;
+//   - fetches a large blob over several connections into a preallocated ingest file, hashed in
+//     order as the bytes from its start come in, when one connection turns out slow.
+//
+// A large blob starts as one stream, the fastest way on a fast link (no second copy, no reading
+// back to hash): where one connection brings less than fastLink after splitAfter, which is what a
+// server or CDN capping each connection looks like, the stream stops where it is and the rest is
+// fetched in pieces over several connections. A kept download that already holds pieces beyond
+// its start goes straight to pieces.
+//
+// Only a 206 whose Content-Range is exactly the range asked for is taken as a piece (Answer); a
+// server that answers with the whole blob (it ignores Range, or If-Range found the content
+// changed) makes the fill start over, with a note. Every byte is still hashed against the digest
+// by the caller before anything becomes visible.
+
+// Defaults of Options.
+const (
+	// DefaultConnections is how many connections one large blob is fetched over.
+	DefaultConnections = 4
+	// DefaultParallelMin is the size from which a blob is fetched over several connections. A
+	// smaller blob is one stream: on a fast link extra connections only cost CPU.
+	DefaultParallelMin = 64 << 20
+	// DefaultChunk is the piece one connection asks for at a time. Small pieces keep the hash,
+	// which follows the bytes in order, at most one piece behind the last byte, and let fast
+	// connections take more of the work.
+	DefaultChunk = 16 << 20
+	// maxResumes bounds how often one transfer continues after a break: a link that breaks
+	// this often is better reported.
+	maxResumes = 5
+	// splitAfter and fastLink: a large blob's single stream that brings less than fastLink
+	// bytes a second, measured after splitAfter, is split over several connections. A loopback
+	// or LAN registry streams faster than that; a connection capped by a server or a CDN, or a
+	// long-haul link, does not.
+	splitAfter = 250 * time.Millisecond
+	fastLink   = 128 << 20
+)
+
+// Options are the knobs of a fill.
+type Options struct {
+	// Connections is how many connections one large blob is fetched over when its server
+	// serves ranges; <1 means DefaultConnections, 1 fetches every blob as one stream.
+	Connections int
+	// ParallelMin is the size from which a blob is fetched over several connections; <=0 means
+	// DefaultParallelMin.
+	ParallelMin int64
+	// Chunk is the piece one connection asks for at a time; <=0 means DefaultChunk.
+	Chunk int64
+	// Hooks, when set, change how the engine decides (tests and benchmarks).
+	Hooks *Hooks
+}
+
+// Hooks change the engine's decisions, for tests and benchmarks.
+type Hooks struct {
+	// HashLast hashes a parallel download once it is whole, not as it grows.
+	HashLast bool
+	// SplitWhen, when set, replaces the rule that splits a slow stream.
+	SplitWhen func(n int64, elapsed time.Duration) bool
+	// PiecesFirst skips the single stream a large blob starts with.
+	PiecesFirst bool
+}
+
+func (o Options) connections() int {
+	if o.Connections < 1 {
+		return DefaultConnections
+	}
+	return o.Connections
+}
+
+func (o Options) parallelMin() int64 {
+	if o.ParallelMin <= 0 {
+		return DefaultParallelMin
+	}
+	return o.ParallelMin
+}
+
+func (o Options) chunk() int64 {
+	if o.Chunk <= 0 {
+		return DefaultChunk
+	}
+	return o.Chunk
+}
+
+func (o Options) hooks() Hooks {
+	if o.Hooks == nil {
+		return Hooks{}
+	}
+	return *o.Hooks
+}
+
+// SlowLink reports whether a stream that brought n bytes in elapsed should be split.
+func SlowLink(n int64, elapsed time.Duration) bool {
+	return elapsed >= splitAfter && float64(n) < fastLink*elapsed.Seconds()
+}
+
+func (o Options) slowLink(n int64, elapsed time.Duration) bool {
+	if h := o.hooks(); h.SplitWhen != nil {
+		return h.SplitWhen(n, elapsed)
+	}
+	return SlowLink(n, elapsed)
+}
+
+// errSplit stops a large blob's single stream so that the rest is fetched in pieces.
+var errSplit = errors.New("one connection is slow: split")
+
+// slotsKey carries a caller's job slots: a blob fetched over several connections takes one slot
+// for each connection beyond its first, so that a pull's --jobs bounds all its connections.
+type slotsKey struct{}
+
+// WithSlots makes every fill under ctx take a slot of slots for each connection beyond its first.
+func WithSlots(ctx context.Context, slots chan struct{}) context.Context {
+	return context.WithValue(ctx, slotsKey{}, slots)
+}
+
+func slotsFrom(ctx context.Context) chan struct{} {
+	s, _ := ctx.Value(slotsKey{}).(chan struct{})
+	return s
+}
+
+// Tee follows the bytes of a fill while they arrive in order from the blob's first byte (single-
+// pass staging). Abandon is called once they no longer do.
+type Tee interface {
+	io.Writer
+	Abandon()
+}
+
+// Transfer is what filling one blob did, for the pull's result and records.
+type Transfer struct {
+	Bytes   int64    // bytes received in this fill
+	Resumed int64    // bytes an earlier pull had kept, which this one continued after
+	Conns   int      // connections used at most
+	Notes   []string // restarts and why
+}
+
+// Filler fetches one blob into a CAS ingest.
+type Filler struct {
+	opt      Options
+	w        *cas.Writer
+	r        Ranger
+	size     int64
+	dg       digest.Digest
+	from     string // the store or source, for notes and messages
+	progress func(n int64)
+	xfer     Transfer
+	tee      Tee // follows the bytes while they arrive in order from byte 0; nil after
+	got      atomic.Int64
+	evMu     sync.Mutex
+	lastE    int64
+}
+
+// New prepares the fill of ingest w with blob d of size bytes from the store or source named
+// from. progress, when not nil, is told how many of the blob's bytes are in, every MiB.
+func New(w *cas.Writer, d digest.Digest, size int64, from string, opt Options, progress func(n int64)) *Filler {
+	f := &Filler{opt: opt, w: w, dg: d, size: size, from: from, progress: progress}
+	if rs, ok := w.Resumed(); ok {
+		f.xfer.Resumed = rs.Offset
+		f.xfer.Notes = append(f.xfer.Notes, fmt.Sprintf("continued a download an earlier pull left at %d of %d bytes (%d held)", rs.Offset, size, rs.Held))
+	}
+	return f
+}
+
+// SetTee has t follow the bytes as long as they arrive in order from the blob's first byte.
+func (f *Filler) SetTee(t Tee) { f.tee = t }
+
+// Tee is the tee that followed every byte, or nil when it had to stop.
+func (f *Filler) Tee() Tee { return f.tee }
+
+// Transfer is what the fill did so far.
+func (f *Filler) Transfer() Transfer { return f.xfer }
+
+// Fill fetches every byte the ingest lacks from r. When bytes kept from an earlier pull turn out
+// damaged (the whole does not hash to the digest), it starts over once: the server is not to
+// blame for them.
+func (f *Filler) Fill(ctx context.Context, r Ranger) error {
+	f.r = r
+	err := f.run(ctx)
+	if err == nil && f.w.Digest() != f.dg && f.xfer.Resumed > 0 {
+		if err = f.Restart("the %d bytes kept from an earlier pull did not hash to %s with the rest; started over from byte 0", f.xfer.Resumed, f.dg); err == nil {
+			err = f.run(ctx)
+		}
+	}
+	if err != nil {
+		f.Untee()
+	}
+	return err
+}
+
+func (f *Filler) note(format string, args ...any) {
+	f.xfer.Notes = append(f.xfer.Notes, f.from+": "+fmt.Sprintf(format, args...))
+}
+
+// received counts n bytes in and reports progress every MiB.
+func (f *Filler) received(n int64) {
+	if n <= 0 {
+		return
+	}
+	now := f.got.Add(n)
+	f.evMu.Lock()
+	defer f.evMu.Unlock()
+	if f.lastE == 0 || now-f.lastE >= 1<<20 || now == f.size {
+		f.lastE = now
+		if f.progress != nil {
+			f.progress(min(f.xfer.Resumed+now, f.size))
+		}
+	}
+}
+
+// errStartOver asks run to fetch the blob again from its start.
+var errStartOver = errors.New("start over")
+
+// run fetches every byte the ingest lacks.
+func (f *Filler) run(ctx context.Context) error {
+	defer func() {
+		f.xfer.Bytes = f.got.Load()
+		f.xfer.Conns = max(f.xfer.Conns, 1)
+	}()
+	for restarts := 0; ; restarts++ {
+		var err error
+		kept, _ := f.w.Resumed()
+		switch {
+		case f.size < f.opt.parallelMin() || f.opt.connections() < 2:
+			err = f.stream(ctx, nil, false)
+		case kept.Held > kept.Offset || f.opt.hooks().PiecesFirst:
+			// Pieces beyond the start were kept: only pieces can use them.
+			err = f.parallel(ctx)
+		default:
+			err = f.stream(ctx, nil, true)
+			if errors.Is(err, errSplit) {
+				err = f.parallel(ctx)
+			}
+		}
+		if errors.Is(err, errStartOver) && restarts < 2 {
+			continue
+		}
+		if errors.Is(err, errStartOver) {
+			return errs.New(errs.Network, "%s changed the blob under three attempts to fetch it; try again later", f.from)
+		}
+		return err
+	}
+}
+
+// Untee stops single-pass staging: the bytes no longer arrive in order from the blob's start.
+func (f *Filler) Untee() {
+	if f.tee != nil {
+		f.tee.Abandon()
+		f.tee = nil
+	}
+}
+
+// Restart drops what the ingest holds, for the reason given, which becomes a note when there
+// was something to drop.
+func (f *Filler) Restart(format string, args ...any) error {
+	f.Untee()
+	if f.w.Held() > 0 || f.xfer.Resumed > 0 {
+		f.note(format, args...)
+	}
+	f.xfer.Resumed = 0
+	return f.w.Restart()
+}
+
+// changed reports whether an answer's ETag says the blob is no longer the one the ingest holds
+// bytes of: for servers that ignore If-Range.
+func (f *Filler) changed(part Part) bool {
+	v := f.w.Validator()
+	return v != "" && part.Validator != "" && part.Validator != v
+}
+
+// Resumable reports whether a transfer that failed with err may go on with a Range request.
+func Resumable(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || err == nil {
+		return false
+	}
+	return errs.TokenOf(err) == errs.Network || retry.Transient(err) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// stream fetches the rest of the blob over one connection, continuing after a break. first,
+// when set, is an answer already open on the whole blob. With split, it asks for a closed range
+// even from byte 0, so that the answer says whether the server serves ranges, and stops with
+// errSplit when the connection proves slow and the server does.
+func (f *Filler) stream(ctx context.Context, first *Part, split bool) error {
+	resumes := 0
+	for {
+		off := f.w.Size()
+		if off == f.size {
+			return nil
+		}
+		var part Part
+		if first != nil {
+			part, first = *first, nil
+		} else {
+			var err error
+			if off == 0 && !split {
+				part, err = f.r.Open(ctx, 0, -1, "")
+			} else {
+				part, err = f.r.Open(ctx, off, f.size-1, f.w.Validator())
+			}
+			if errors.Is(err, ErrNoRanges) {
+				if err := f.Restart("asked for bytes %d-%d and got an answer that does not fit (%v); started over from byte 0", off, f.size-1, err); err != nil {
+					return err
+				}
+				continue
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if part.Whole && off > 0 {
+			// The whole blob: the server ignores Range, or If-Range found it changed.
+			why := "the server ignores Range"
+			if f.changed(part) {
+				why = fmt.Sprintf("its ETag changed from %s to %s", f.w.Validator(), part.Validator)
+			}
+			if err := f.Restart("asked to continue at byte %d of %d and got the whole blob (%s); started over from byte 0", off, f.size, why); err != nil {
+				part.Body.Close()
+				return err
+			}
+		} else if off > 0 && f.changed(part) {
+			part.Body.Close()
+			if err := f.Restart("the blob's ETag changed from %s to %s since the kept bytes were fetched; started over from byte 0", f.w.Validator(), part.Validator); err != nil {
+				return err
+			}
+			continue
+		}
+		if part.Whole {
+			split = false // a server that ignores ranges can only stream
+		}
+		if err := f.w.SetValidator(part.Validator); err != nil {
+			part.Body.Close()
+			return err
+		}
+		dst := &countingWriter{w: f.w, f: f, split: split, start: time.Now()}
+		_, err := CopyBounded(dst, part.Body, f.size-f.w.Size())
+		part.Body.Close()
+		switch {
+		case dst.err != nil:
+			return dst.err // errSplit, or the ingest's own failure
+		case errors.Is(err, ErrTooLong):
+			return errs.New(errs.Integrity, "%s declares %d bytes for %s but sent more; the transfer was stopped after %d bytes and nothing was kept; report it to its owner", f.from, f.size, f.dg, f.size)
+		}
+		if err == nil {
+			// The answer ended as its server meant it to; if that is short of the blob, the
+			// caller's size and digest checks refuse it.
+			return nil
+		}
+		if Resumable(ctx, err) && f.w.Size() > off && resumes < maxResumes {
+			resumes++
+			continue
+		}
+		return err
+	}
+}
+
+// countingWriter writes into the ingest, counts for progress, keeps the ingest's own error
+// apart from the body's, and with split, stops a stream that proves slow. Bytes the body read
+// ahead beyond that point are dropped: the pieces fetch them again.
+type countingWriter struct {
+	w     *cas.Writer
+	f     *Filler
+	err   error
+	split bool
+	start time.Time
+	n     int64
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	if c.split && c.f.opt.slowLink(c.n, time.Since(c.start)) {
+		c.err = errSplit
+		return 0, errSplit
+	}
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	c.f.received(int64(n))
+	if err != nil {
+		c.err = err
+	} else if c.f.tee != nil {
+		c.f.tee.Write(b[:n]) // takes every byte; a stream that gave up only counts
+	}
+	return n, err
+}

@@ -1,0 +1,223 @@
+package fetch
+
+import (
+	"context"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/internal/artifact"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/lock"
+)
+
+// cacheHit pins and stages a payload the CAS already holds, and records a cache hit: 0 bytes
+// transferred.
+func (p *Puller) cacheHit(ctx context.Context, proj Project, req Request, res *Result, got *fetched, start time.Time) error {
+	st, err := p.CAS.Stat(got.desc.Digest)
+	if err != nil {
+		return err
+	}
+	plat := got.desc.Platform
+	if plat == "" {
+		plat = ref.PlatformAny
+	}
+	res.Version, res.Platform, res.Digest, res.Size, res.CacheHit = got.desc.Version, plat, got.desc.Digest.String(), st.Size, true
+	res.Origin, res.Release, res.Asset, res.NewPin = "cas", got.release, got.asset, got.newPin
+	res.Skipped = got.skipped
+	if err := p.finish(ctx, proj, req, res, got, start); err != nil {
+		return err
+	}
+	p.emit(Event{Name: res.Name, Phase: PhaseCached, Bytes: st.Size, Total: st.Size, Elapsed: p.now().Sub(start)})
+	return nil
+}
+
+// checkPacked refuses a payload whose own murmur.yaml names another artifact or version than
+// the one it was resolved as: a store or source must not swap one tool for another.
+func checkPacked(r io.ReaderAt, size int64, name ref.Name, version, origin string, tok errs.Token) (*artifact.Archive, error) {
+	a, err := artifact.Read(r, size)
+	if err != nil {
+		return nil, errs.Wrap(err, errs.TokenOf(err), "%s@%s from %s: %s", name, version, origin, errs.Message(err))
+	}
+	if a.Manifest.Name != name.Name || a.Manifest.Version != version {
+		return nil, errs.New(tok, "%s served %s@%s, but its packed murmur.yaml says name %q and version %q; nothing was written; report it to the publisher",
+			origin, name, version, a.Manifest.Name, a.Manifest.Version)
+	}
+	return a, nil
+}
+
+// finish makes a payload visible and tells the project about it. Every check of the payload (its
+// CRC-32, its sizes, the decompression ceiling) runs before the lock is touched, and the blob is
+// committed inside the lock's update, after the lock's own checks, so that a failure of any kind
+// leaves no blob, no lock entry and no tools/.
+func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Result, got *fetched, start time.Time) error {
+	hex := strings.TrimPrefix(res.Digest, "sha256:")
+	d := digest.Digest(res.Digest)
+	fresh := got.w != nil
+	// tools/ shows what this machine runs; a pull for another platform (a CI warming a mixed
+	// fleet's lock) fills the CAS and the lock but leaves tools/ alone.
+	stage := p.stages()
+	var prepared *preparedStage
+	var key []byte // the compiled cache's key of the payload, when the pull could ask
+	if fresh {
+		// The payload is checked (and staged, when it is this machine's) while the scratch is
+		// made durable: from what the download staged as it arrived, else from the scratch.
+		src, err := got.w.OpenRead()
+		if err != nil {
+			if got.stream != nil {
+				got.stream.abandon()
+			}
+			return err
+		}
+		checked := make(chan error, 1)
+		go func() {
+			defer src.Close()
+			// The scratch is being synced meanwhile, and a cas.Writer serves one goroutine: this
+			// one reads the zip again through a handle of its own.
+			a, err := artifact.Read(src, src.Size())
+			if err != nil {
+				if got.stream != nil {
+					got.stream.abandon()
+				}
+				checked <- err
+				return
+			}
+			if stage && got.stream != nil {
+				if prepared = got.stream.adopt(a, src.Size()); prepared != nil {
+					if got.key != nil {
+						key = got.key.Sum(nil)
+					}
+					checked <- nil
+					return
+				}
+			}
+			h := p.moduleKey()
+			if stage {
+				prepared, err = prepareStage(proj, req.Name, d, src, h)
+			} else {
+				err = checkPayload(a, h)
+			}
+			if err == nil && h != nil {
+				key = h.Sum(nil)
+			}
+			checked <- err
+		}()
+		syncErr := got.w.Sync()
+		if err := <-checked; err != nil {
+			return errs.Wrap(err, errs.TokenOf(err), "%s@%s from %s: %s; nothing was written", req.Name, res.Version, res.Origin, errs.Message(err))
+		}
+		if syncErr != nil {
+			prepared.discard()
+			return syncErr
+		}
+	} else if stage {
+		var err error
+		if prepared, err = prepareFromCAS(ctx, proj, p.CAS, req.Name, d); err != nil {
+			return err
+		}
+	}
+	// The lock is registered as a GC root before it is written and again after, before the lease
+	// that protects its blobs ends, so that no gc run elsewhere takes them, even if this process
+	// is killed in between.
+	lockPath, _ := filepath.Abs(proj.LockPath())
+	warned := false
+	register := func() {
+		if p.CASOnly {
+			return
+		}
+		if err := p.CAS.RegisterRoot(ctx, lockPath); err != nil && !warned {
+			warned = true
+			res.Warnings = append(res.Warnings, "not registered as a GC root, so 'mur cache gc' run outside this project may remove its blobs: "+errs.Message(err))
+		}
+	}
+	register()
+	size, want := res.Size, d
+	err := p.lockUpdate()(ctx, proj.LockPath(), func(l *lock.Lock) error {
+		if got.newPin != nil {
+			// Another process may have pinned the scope since this pull read the lock.
+			if cur, ok := l.Pin(req.Name.Scope); ok {
+				if err := cur.CheckOwner(req.Name.Scope, got.newPin.Source, got.newPin.OwnerID); err != nil {
+					return err
+				}
+			} else if err := l.SetPin(req.Name.Scope, *got.newPin); err != nil {
+				return err
+			}
+		}
+		plat := res.Platform
+		if e := l.Find(req.Name.String()); e != nil && len(e.SHA256.Platforms) > 0 && plat == ref.PlatformAny && p.platform() != ref.PlatformAny {
+			// The entry already pins per platform (a mixed fleet): a store's "any" payload is
+			// what this platform runs, so it is pinned under this platform's own key.
+			plat = p.platform()
+		}
+		if err := l.Upsert(req.Name.String(), res.Version, plat, hex, "operator", req.Update); err != nil {
+			return err
+		}
+		if fresh {
+			// Under the lock's own file lock: the blob appears only once the lock will pin it.
+			_, err := got.w.Commit(ctx, size, want)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		prepared.discard()
+		return err
+	}
+	switch {
+	case prepared != nil:
+		dir, err := prepared.install()
+		if err != nil {
+			return err
+		}
+		res.Tools = dir
+	case stage:
+		res.Tools = StagedDir(proj, req.Name)
+	}
+	register()
+	p.CAS.Touch(d)
+	if fresh && p.Precompile != nil && got.archive != nil && !got.archive.Component &&
+		(key == nil || !p.Compiled.HasCompiled(key)) {
+		// Queued: Pull compiles it from the blob (the scratch is gone once committed).
+		res.compile = d
+	}
+	p.record(req, res, start, nil)
+	return nil
+}
+
+func (p *Puller) precompile(ctx context.Context, d digest.Digest) error {
+	_, wasm, err := readBlob(ctx, p.CAS, d, true)
+	if err != nil || wasm == nil {
+		return err
+	}
+	return p.Precompile(ctx, wasm)
+}
+
+func (p *Puller) record(req Request, res *Result, start time.Time, err error) {
+	dur := p.now().Sub(start)
+	res.DurationMS = dur.Milliseconds()
+	r := cas.Record{
+		Time: p.now().UTC(), Ref: req.Asked, Name: req.Name.String(), Version: res.Version, Platform: res.Platform,
+		Digest: digest.Digest(res.Digest), Size: res.Size, Source: res.Origin, Release: res.Release, Asset: res.Asset,
+		Transferred: res.Transferred, DurationMS: dur.Milliseconds(), Outcome: cas.OutcomePulled,
+	}
+	if res.NewPin != nil {
+		r.OwnerID = res.NewPin.OwnerID
+	}
+	r.Notes = res.Notes
+	for _, sk := range res.Skipped {
+		r.Skipped = append(r.Skipped, cas.Skip{Place: sk.Place, Token: sk.Token, Reason: sk.Reason})
+	}
+	if res.CacheHit {
+		r.Outcome = cas.OutcomeCacheHit
+	}
+	if err != nil {
+		r.Outcome, r.Error = cas.OutcomeFailed, err.Error()
+	}
+	// A record that can't be written must not undo a pull that is complete.
+	_ = p.CAS.AppendRecord(r)
+}

@@ -1,0 +1,340 @@
+package fetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash"
+	"slices"
+	"strings"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/internal/artifact"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/lock"
+)
+
+// pinned is what murmur.lock says about a request.
+type pinned struct {
+	version  string
+	digest   digest.Digest // "" when this platform is not pinned
+	platform string
+	owner    *lock.ScopePin
+}
+
+func (p *Puller) readPin(proj Project, req Request) (pinned, error) {
+	if p.CASOnly {
+		return pinned{}, nil
+	}
+	l, err := lock.Read(proj.LockPath())
+	if err != nil {
+		return pinned{}, err
+	}
+	var pin pinned
+	if op, ok := l.Pin(req.Name.Scope); ok {
+		pin.owner = &op
+	}
+	e := l.Find(req.Name.String())
+	if e == nil {
+		return pin, nil
+	}
+	if req.Update {
+		// An update re-resolves, also at the pinned version: the lock-conflict for a moved tag
+		// tells the user to run exactly that, so the old digest must not be enforced here.
+		return pin, nil
+	}
+	if req.Version != ref.Latest && req.Version != e.ResolvedVersion {
+		return pin, errs.New(errs.LockConflict,
+			"murmur.lock pins %s at %s, and %s was asked for; to move the pin run 'mur pull --update %s@%s'",
+			req.Name, e.ResolvedVersion, req.Version, req.Name, req.Version)
+	}
+	pin.version = e.ResolvedVersion
+	if hex, plat, ok := e.Digest(p.platform()); ok {
+		d, err := ref.DigestFromHex(hex)
+		if err != nil {
+			return pin, errs.Wrap(err, errs.InvalidLock, "murmur.lock pins %s with %q, which is not a sha256 hex digest; fix or remove the entry", req.Name, hex)
+		}
+		pin.digest, pin.platform = d, plat
+	}
+	return pin, nil
+}
+
+// fetched is a payload that passed every check but the lock's: in a CAS scratch, or (w nil) a
+// blob the CAS already holds.
+type fetched struct {
+	w       *cas.Writer
+	desc    Descriptor
+	release string
+	asset   string
+	newPin  *lock.ScopePin
+	archive *artifact.Archive
+	xfer    transfer     // what fetching w took
+	skipped []Skipped    // the places asked before this one, and why they did not answer
+	stream  *streamStage // the payload, staged as it downloaded; nil when it was not
+	key     hash.Hash    // the compiled cache's key, fed by stream
+}
+
+func (p *Puller) fetch(ctx context.Context, req Request, version string, pin pinned, lease *cas.Lease) (*fetched, error) {
+	from := req.From
+	if from == nil {
+		from = DefaultFrom
+	}
+	what := req.Name.String() + "@" + version
+	var failures []error
+	var skipped []Skipped
+	asked := []string{} // parallel to failures once every place has failed
+	places := p.places(req, from)
+	for i, pl := range places {
+		asked = append(asked, pl.label)
+		var got *fetched
+		var err error
+		if pl.store != nil {
+			got, err = p.fromStore(ctx, pl.store, req, version, pin, lease)
+		} else {
+			if pin.owner != nil {
+				if err := pin.owner.CheckOwner(req.Name.Scope, pl.label, 0); err != nil {
+					return nil, err
+				}
+			}
+			got, err = p.fromSource(ctx, req, version, pin, lease)
+		}
+		if err == nil {
+			got.skipped = skipped
+			return got, nil
+		}
+		if pl.store != nil && errors.Is(err, errs.LockConflict) {
+			return nil, err
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		failures = append(failures, err)
+		skipped = append(skipped, skippedOf(pl.label, err))
+		if pl.store != nil && i < len(places)-1 && !p.fallsThrough(pl.store, err) {
+			return nil, stopped(what, pl.store, err, skipped[:len(skipped)-1], len(places)-1-i)
+		}
+	}
+	return nil, allFailed(what, req.Name.Scope, from, len(p.Stores) > 0, asked, failures)
+}
+
+// place is a store or the source, in the order a request asks them.
+type place struct {
+	store Store // nil for the source
+	label string
+}
+
+func (p *Puller) places(req Request, from []string) []place {
+	var out []place
+	for _, kind := range from {
+		switch kind {
+		case FromStores:
+			for _, st := range p.Stores {
+				out = append(out, place{store: st, label: st.String()})
+			}
+		case FromSources:
+			if p.Source == nil {
+				continue
+			}
+			if label, ok := p.Source.Label(req.Name.Scope); ok {
+				out = append(out, place{label: label})
+			}
+		}
+	}
+	return out
+}
+
+// allFailed is the one error of a pull that every store and source failed: each place's reason
+// in one message, so that a store's "not found" is not lost behind a source's DNS error. Its
+// token is not-found when every place said so, else the first other failure's.
+func allFailed(what, scope string, from []string, haveStores bool, asked []string, failures []error) error {
+	var hints []string
+	if !slices.Contains(from, FromSources) {
+		hints = append(hints, fmt.Sprintf("sources were not granted (install.from: [%s]), so the GitHub source of scope %s was not asked: add sources to capabilities.install.from or push the artifact to a store", strings.Join(from, ", "), scope))
+	}
+	if slices.Contains(from, FromStores) && !haveStores {
+		hints = append(hints, "no store is configured: add one to .murmur/config.yaml (or $MURMUR_HOME/config.yaml) as stores: [\"oci://registry.example:5000/murmur\"], or pass --store oci://HOST[:PORT]/PREFIX or --store oci-layout:PATH")
+	}
+	hint := ""
+	if len(hints) > 0 {
+		hint = "; " + strings.Join(hints, "; ")
+	}
+	if len(asked) == 0 {
+		if len(hints) == 0 {
+			hint = "; no source serves its scope: add a store to config.yaml or pass --store"
+		}
+		return errs.New(errs.NotFound, "%s was not found: nothing was asked%s", what, hint)
+	}
+	tok := errs.NotFound
+	for _, err := range failures {
+		if t := errs.TokenOf(err); t != errs.NotFound {
+			tok = t
+			break
+		}
+	}
+	if len(failures) == 1 {
+		return errs.Wrap(failures[0], tok, "%s: %s%s", what, errs.Message(failures[0]), hint)
+	}
+	reasons := make([]string, len(failures))
+	for i, err := range failures {
+		reasons[i] = fmt.Sprintf("[%d] %s: %s: %s", i+1, asked[i], errs.TokenOf(err), strings.TrimSuffix(errs.Message(err), "."))
+	}
+	verb := "could not be pulled from"
+	if tok == errs.NotFound {
+		verb = "was not found in"
+	}
+	return errs.Wrap(errors.Join(failures...), tok, "%s %s any of the %d places asked: %s%s", what, verb, len(failures), strings.Join(reasons, "; "), hint)
+}
+
+// resolveAt turns a request into the descriptor st holds for it. A pinned digest is looked up by
+// tag too, for the size the manifest declares (the bound of the download). movedTo is set when
+// the tag now names other bytes for the pinned platform: that is the lock's business only if the
+// pinned blob itself is gone, which Open finds out. Only a tag that serves the pinned platform
+// itself can contradict the pin; an "any" payload for a platform-specific pin means the store does
+// not serve that platform.
+func (p *Puller) resolveAt(ctx context.Context, st Store, req Request, version string, pin pinned) (desc Descriptor, movedTo digest.Digest, err error) {
+	d, err := st.Resolve(ctx, req.Name, version, p.platform())
+	d.Origin = st.String()
+	switch {
+	case pin.digest == "":
+		return d, "", err
+	case err != nil && errs.TokenOf(err) == errs.Network:
+		// A store that can't answer for the tag won't serve the blob either, and asking it
+		// again for the blob would cost its timeout twice.
+		return Descriptor{}, "", err
+	case err == nil && d.Digest == pin.digest:
+		d.Platform = pin.platform
+		return d, "", nil
+	case err == nil && d.Platform == pin.platform:
+		movedTo = d.Digest
+	}
+	return Descriptor{Name: req.Name, Version: version, Platform: pin.platform, Digest: pin.digest, Size: -1, Origin: st.String()}, movedTo, nil
+}
+
+func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version string, pin pinned, lease *cas.Lease) (*fetched, error) {
+	h := p.health()
+	probe, err := h.enter(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	desc, movedTo, err := p.resolveAt(ctx, st, req, version, pin)
+	if probe {
+		h.verdict(ctx, st, err)
+	}
+	if err != nil {
+		h.failed(ctx, st, err)
+		return nil, err
+	}
+	if desc.Platform == "" {
+		desc.Platform = ref.PlatformAny
+	}
+	if got, err := p.fromCAS(ctx, desc, lease, st.String(), errs.Integrity); got != nil || err != nil {
+		return got, err
+	}
+	key := p.moduleKey()
+	w, xfer, stream, err := p.download(ctx, st, req, desc, key)
+	if err != nil && movedTo != "" && errors.Is(err, errs.NotFound) {
+		return nil, errs.New(errs.LockConflict,
+			"%s serves %s@%s as %s, but murmur.lock pins %s; if the new bytes are expected run 'mur pull --update %s@%s', otherwise ask the publisher why the tag moved",
+			st, req.Name, version, movedTo, pin.digest, req.Name, version)
+	}
+	if err != nil {
+		h.failed(ctx, st, err)
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			w.Close()
+			if stream != nil {
+				stream.abandon()
+			}
+		}
+	}()
+	if w.Digest() != desc.Digest || (desc.Size >= 0 && w.Size() != desc.Size) {
+		return nil, errs.New(errs.Integrity, "%s served %d bytes with digest %s for %s@%s, expected %s (%d bytes); nothing was written; report it to the store's owner",
+			st, w.Size(), w.Digest(), req.Name, desc.Version, desc.Digest, desc.Size)
+	}
+	a, err := checkPacked(w, w.Size(), req.Name, desc.Version, st.String(), errs.Integrity)
+	if err != nil {
+		return nil, err
+	}
+	ok = true
+	if stream == nil {
+		key = nil
+	}
+	return &fetched{w: w, desc: desc, archive: a, xfer: xfer, stream: stream, key: key}, nil
+}
+
+// fromCAS leases desc's digest and, when the CAS holds it, returns it as fetched without
+// downloading anything, once its packed manifest names what it was resolved as. It returns nil,
+// nil when the CAS does not hold it.
+func (p *Puller) fromCAS(ctx context.Context, desc Descriptor, lease *cas.Lease, origin string, tok errs.Token) (*fetched, error) {
+	if err := lease.Add(ctx, desc.Digest); err != nil {
+		return nil, err
+	}
+	if !p.CAS.Has(desc.Digest) {
+		return nil, nil
+	}
+	blob, err := p.CAS.ReaderAt(ctx, desc.Digest)
+	if errors.Is(err, errs.NotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer blob.Close()
+	a, err := checkPacked(blob, blob.Size(), desc.Name, desc.Version, origin, tok)
+	if err != nil {
+		return nil, err
+	}
+	return &fetched{desc: desc, archive: a}, nil
+}
+
+func (p *Puller) fromSource(ctx context.Context, req Request, version string, pin pinned, lease *cas.Lease) (*fetched, error) {
+	s, err := p.Source.Resolve(ctx, req.Name, version, p.platform(), pin.owner)
+	if err != nil {
+		return nil, err
+	}
+	if pin.digest != "" && s.Digest != pin.digest {
+		return nil, errs.New(errs.LockConflict, "%s serves %s@%s as %s, but murmur.lock pins %s; if the new bytes are expected run 'mur pull --update %s@%s'",
+			s.Origin, req.Name, s.Version, s.Digest, pin.digest, req.Name, s.Version)
+	}
+	if got, err := p.fromCAS(ctx, s.Descriptor, lease, s.Origin, errs.IndexMismatch); got != nil || err != nil {
+		if got != nil {
+			got.release, got.asset, got.newPin = s.Release, s.Asset, s.NewPin
+		}
+		return got, err
+	}
+	w, err := p.CAS.OpenResumable(ctx, cas.ResumeInfo{Digest: s.Digest, Size: s.Size, Store: s.Origin})
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			w.Close()
+		}
+	}()
+	rs := p.newSourceScratch(w, s, req.Name.String())
+	s, err = p.Source.Fetch(ctx, req.Name, version, p.platform(), pin.owner, rs)
+	if err != nil {
+		ok = true // dropOrKeep closes it
+		return nil, p.dropOrKeep(ctx, w, err, "fetching %s@%s from %s", req.Name, version, rs.from)
+	}
+	if pin.digest != "" && s.Digest != pin.digest {
+		return nil, errs.New(errs.LockConflict, "%s serves %s@%s as %s, but murmur.lock pins %s; if the new bytes are expected run 'mur pull --update %s@%s'",
+			s.Origin, req.Name, s.Version, s.Digest, pin.digest, req.Name, s.Version)
+	}
+	if w.Digest() != s.Digest {
+		return nil, errs.New(errs.Integrity, "%s reported %s for %s@%s but the bytes hash to %s; nothing was written", s.Origin, s.Digest, req.Name, s.Version, w.Digest())
+	}
+	a, err := checkPacked(w, w.Size(), req.Name, s.Version, s.Origin, errs.IndexMismatch)
+	if err != nil {
+		return nil, err
+	}
+	ok = true
+	return &fetched{w: w, desc: s.Descriptor, release: s.Release, asset: s.Asset, newPin: s.NewPin, archive: a, xfer: rs.xfer()}, nil
+}
