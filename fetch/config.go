@@ -287,11 +287,8 @@ func parseConfig(data []byte, path, baseDir string) (*configFile, error) {
 				if _, _, err := lock.ParseSource(sv.Value); err != nil {
 					return nil, bad("line %d: sources.%s: %s", sv.Line, scope, errs.Message(err))
 				}
-				switch {
-				case scope == ref.ScopeLocal:
-					return nil, bad("line %d: sources.local: scope local is reserved for files on disk and is never served by a source; remove this entry", sk.Line)
-				case scope == ref.ScopeMurmur && sv.Value != lock.MurmurSource:
-					return nil, bad("line %d: sources.murmur: scope murmur is reserved and always served by %s, found %q; remove this entry", sk.Line, lock.MurmurSource, sv.Value)
+				if err := lock.CheckScopeSource(scope, sv.Value); err != nil {
+					return nil, bad("line %d: sources.%s: %s; remove this entry", sk.Line, scope, errs.Message(err))
 				}
 				f.sources[scope] = sv.Value
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"slices"
@@ -241,32 +242,27 @@ func Verify(ctx context.Context, in VerifyInput) (*VerifyReport, error) {
 		sort.Strings(scopes)
 		for _, s := range scopes {
 			pin := in.Lock.Scopes[s]
-			if want := in.SourceFor(s); want != pin.Source {
-				rep.Problems = append(rep.Problems, Problem{Kind: "pin", Subject: s, Problem: fmt.Sprintf(
-					"murmur.lock pins scope %s to %s (owner id %d), but the configuration now names %s; if the move is expected run 'mur lock forget-scope %s'", s, pin.Source, pin.OwnerID, want, s)})
+			// The pull's own check: a verify that flagged what a pull accepts would be noise.
+			if err := pin.CheckOwner(s, in.SourceFor(s), 0); err != nil {
+				rep.Problems = append(rep.Problems, Problem{Kind: "pin", Subject: s, Problem: errs.Message(err)})
 			}
 		}
 	}
 	return rep, nil
 }
 
-// checkBlob re-hashes the blob d and reads it as a packed artifact, payload included: a blob can
-// hash to its name and still not be an artifact mur can install (a planted file, a payload whose
-// CRC-32 or size is not what its zip says). A hash mismatch quarantines the blob.
+// checkBlob re-hashes the blob d and reads it as a packed artifact, every entry's size and
+// CRC-32 included, in one pass over its bytes: a blob can hash to its name and still not be an
+// artifact mur can install (a planted file, a payload whose CRC-32 or size is not what its zip
+// says). A hash mismatch quarantines the blob and wins over anything else found in it.
 func checkBlob(ctx context.Context, store *cas.Store, d digest.Digest) error {
-	if err := store.Verify(ctx, d); err != nil {
-		return err
-	}
-	blob, err := store.ReaderAt(ctx, d)
-	if err != nil {
-		return err
-	}
-	defer blob.Close()
-	a, err := artifact.Read(blob, blob.Size())
-	if err != nil {
-		return err
-	}
-	return checkPayload(a, nil)
+	return store.VerifyRead(ctx, d, func(blob cas.ReaderAt, stream io.Reader) error {
+		a, err := artifact.Read(blob, blob.Size())
+		if err != nil {
+			return err
+		}
+		return a.CheckStream(stream)
+	})
 }
 
 // repairFailure says why a repair's pull failed, and when no store or source could serve it,

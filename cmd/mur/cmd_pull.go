@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/sandbox"
 )
@@ -176,6 +177,19 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 			if s.Token != "not-found" && !warned[s.Place] {
 				warned[s.Place] = true
 				e.Progress("mur: warning: %s: skipped %s: %s: %s", r.Name, s.Place, s.Token, s.Reason)
+			}
+		}
+	}
+	// Each failed artifact gets its own line, with its own token and reason; the first
+	// failure is the command's error, printed last.
+	if e.ctx.Err() == nil {
+		for _, r := range rep.Results {
+			if r.Err != nil && r.Err != err {
+				msg := errs.Message(r.Err)
+				if !strings.Contains(msg, r.Name) {
+					msg = r.Name + ": " + msg
+				}
+				fmt.Fprintf(e.stderr, "mur: %s: %s\n", errs.TokenOf(r.Err), msg)
 			}
 		}
 	}

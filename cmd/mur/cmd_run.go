@@ -31,8 +31,9 @@ func runCmd() *command {
 		short: "run a pulled artifact in the sandbox",
 		long: `Runs the payload pinned in murmur.lock, loaded from the CAS and verified, with exactly the
 preopens the capsule grants. Flags after ARTIFACT belong to the guest. Exit status: the guest's
-own, 124 on timeout, 125 when mur fails, 126 when the payload can't be executed, 127 when the
-artifact is not pulled, 2 for a usage error. --explain-scope prints the grants and changes nothing.`,
+own; 2 for a usage error; 124 on timeout; 125 when mur fails; 126 when the payload can't be
+executed; 127 when the artifact is not pulled; 130 when Ctrl-C or SIGTERM stopped the guest (a
+second Ctrl-C kills mur at once); 134 when the guest crashed (a trap). --explain-scope prints the grants and changes nothing.`,
 		examples: `mur run grep -- --help
 mur run acme/grep -- -n TODO src/
 mur run --timeout 30s --workdir ./data acme/grep -- pattern
@@ -109,7 +110,7 @@ func runArtifact(e *env, artifact string, guestArgs []string, workdir string, ti
 	if err != nil {
 		return fail(sandbox.StatusRunnerFailed, err)
 	}
-	opt := p.runnerOptions(func(s string) { e.Progress("mur: warning: %s", s) })
+	opt := p.runnerOptions(e.SandboxWarning)
 	opt.GuestWritable = plan.Writable()
 	runner, err := sandbox.New(e.ctx, opt)
 	if err != nil {
@@ -126,9 +127,17 @@ func runArtifact(e *env, artifact string, guestArgs []string, workdir string, ti
 		}
 		return fail(sandbox.StatusRunnerFailed, err)
 	}
+	stopped := errs.New(errs.Interrupted, "the run of %s was stopped by a signal", plan.Artifact)
+	// A guest held in a host call (a read of the terminal) can't be stopped, so main's grace
+	// period may end the run instead: it then says the same.
+	setGraceMessage(stopped)
 	status, err := runner.RunPlan(e.ctx, plan, wasm, guestArgs, sandbox.Stdio{
 		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, LookupEnv: os.LookupEnv,
 	})
+	if errors.Is(err, sandbox.ErrInterrupted) && e.ctx.Err() != nil {
+		// mur's context ends only on SIGINT or SIGTERM.
+		err = errs.Wrap(err, errs.Interrupted, "%s", stopped.Msg)
+	}
 	if status == 0 && err == nil {
 		return nil
 	}

@@ -12,12 +12,15 @@ import (
 	"os/signal"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/slowdown"
+	"github.com/murmur-nexus/mur/internal/suggest"
 )
 
 func main() {
@@ -29,8 +32,10 @@ func main() {
 		// Whatever does not notice the interrupt within the grace period (a compile in
 		// wazero, an fsync) is abandoned: every write mur makes is safe to cut at any instant,
 		// and the next command or 'mur cache gc' removes a leftover.
-		time.Sleep(interruptGrace)
-		fmt.Fprintln(os.Stderr, "\nmur: interrupted: stopped by a signal before the command could wind down; what had finished stays pinned, and 'mur cache gc' removes what was left in flight")
+		// A loaded test machine (MUR_TEST_SLOWDOWN, set by .ci/run) stretches the grace as it
+		// stretches the wind-down, so the scripts see the command's own message, not this one.
+		time.Sleep(slowdown.Scale(interruptGrace))
+		fmt.Fprintf(os.Stderr, "\nmur: %s: %s\n", errs.TokenOf(graceMessage()), errs.Message(graceMessage()))
 		os.Exit(exitInterrupted)
 	}()
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
@@ -41,6 +46,19 @@ func main() {
 // exitInterrupted is the status of a command stopped by SIGINT or SIGTERM, as shells report a
 // process killed by SIGINT (128+2).
 const exitInterrupted = 130
+
+// graceNote is what main says when a command did not wind down within interruptGrace of Ctrl-C.
+// It is process-wide because the signal is: a command that knows better (mur run) replaces it.
+var graceNote atomic.Pointer[errs.Error]
+
+func setGraceMessage(e *errs.Error) { graceNote.Store(e) }
+
+func graceMessage() error {
+	if e := graceNote.Load(); e != nil {
+		return e
+	}
+	return errs.New(errs.Interrupted, "stopped by a signal before the command could wind down; what had finished stays pinned, and 'mur cache gc' removes what was left in flight")
+}
 
 // interruptGrace is how long a command has, after Ctrl-C, to remove what it has in flight and
 // report; the issue's bound is 200 ms.
@@ -100,6 +118,12 @@ func (e *env) Progress(format string, args ...any) {
 	if !e.g.quiet {
 		fmt.Fprintf(e.stderr, format+"\n", args...)
 	}
+}
+
+// SandboxWarning writes a warning that bears on what a guest may do, or on the sandbox that
+// holds it, to stderr: -q never hides these, since CI runs quiet and they change what runs.
+func (e *env) SandboxWarning(msg string) {
+	fmt.Fprintf(e.stderr, "mur: warning: %s\n", msg)
 }
 
 // command is one verb of the command line. A command either runs or has subcommands.
@@ -236,7 +260,7 @@ func dispatch(e *env, path string, cmds []*command, args []string) int {
 		return 0
 	}
 	err := c.run(e, fs.Args())
-	if e.ctx.Err() != nil && !isExitStatus(err) {
+	if e.ctx.Err() != nil && !isExitStatus(err) && errs.TokenOf(err) != errs.Interrupted {
 		err = interrupted(e, err)
 	}
 	if e.g.json && (e.result != nil || (err != nil && !isExitStatus(err))) {
@@ -279,7 +303,7 @@ func find(cmds []*command, name string) *command {
 func unknownCommand(name string, cmds []*command, path string) error {
 	best, bestD := "", 3
 	for _, c := range cmds {
-		if d := editDistance(name, c.name); d < bestD {
+		if d := suggest.Distance(name, c.name); d < bestD {
 			best, bestD = c.name, d
 		}
 	}
@@ -288,26 +312,6 @@ func unknownCommand(name string, cmds []*command, path string) error {
 		hint = fmt.Sprintf("; did you mean '%s %s'?", path, best)
 	}
 	return errs.New(errs.Usage, "unknown command %q for %s%s; run '%s help' for the list", name, path, hint, path)
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // fail prints err as `mur: <token>: <sentence>` and returns its exit status.

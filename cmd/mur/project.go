@@ -65,6 +65,9 @@ func (e *env) openProject() (*project, error) {
 		for _, w := range c.Warnings {
 			e.Progress("mur: warning: %s", w)
 		}
+		for _, w := range c.GrantWarnings {
+			e.SandboxWarning(w)
+		}
 		p.capsule = c
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, errs.Wrap(err, errs.IO, "can't read %s: %v", mpath, err)
