@@ -132,7 +132,7 @@ func runArtifact(e *env, artifact string, guestArgs []string, workdir string, ti
 	// period may end the run instead: it then says the same.
 	setGraceMessage(stopped)
 	status, err := runner.RunPlan(e.ctx, plan, wasm, guestArgs, sandbox.Stdio{
-		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, LookupEnv: os.LookupEnv,
+		Stdin: e.stdin, Stdout: raw(e.stdout), Stderr: raw(e.stderr), LookupEnv: os.LookupEnv,
 	})
 	if errors.Is(err, sandbox.ErrInterrupted) && e.ctx.Err() != nil {
 		// mur's context ends only on SIGINT or SIGTERM.

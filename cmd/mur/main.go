@@ -21,6 +21,7 @@ import (
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/slowdown"
 	"github.com/murmur-nexus/mur/internal/suggest"
+	"github.com/murmur-nexus/mur/internal/termtext"
 )
 
 func main() {
@@ -113,6 +114,20 @@ func (e *env) JSON(v any) error {
 	return nil
 }
 
+// raw is the stream beneath termtext's escaping, for output that is escaped some other way.
+func raw(w io.Writer) io.Writer {
+	if t, ok := w.(*termtext.Writer); ok {
+		return t.Unwrap()
+	}
+	return w
+}
+
+// Warn writes a warning to stderr. Unlike Progress it prints under -q: a warning is something
+// the user must see.
+func (e *env) Warn(format string, args ...any) {
+	fmt.Fprintf(e.stderr, "mur: warning: "+format+"\n", args...)
+}
+
 // Progress writes a human progress line to stderr unless -q.
 func (e *env) Progress(format string, args ...any) {
 	if !e.g.quiet {
@@ -173,7 +188,12 @@ func commands() []*command {
 	}
 }
 
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdin io.Reader, rawStdout, rawStderr io.Writer) int {
+	// Everything mur itself prints passes through termtext, so that no byte a server, an index
+	// or a packed file sent can drive the terminal. Only a guest's own output (mur run), the
+	// JSON envelope (escaped as JSON) and the progress display's cursor moves take the raw
+	// streams.
+	stdout, stderr := termtext.NewWriter(rawStdout), termtext.NewWriter(rawStderr)
 	g := &globals{}
 	top := pflag.NewFlagSet("mur", pflag.ContinueOnError)
 	top.SetInterspersed(false)
@@ -264,7 +284,7 @@ func dispatch(e *env, path string, cmds []*command, args []string) int {
 		err = interrupted(e, err)
 	}
 	if e.g.json && (e.result != nil || (err != nil && !isExitStatus(err))) {
-		if jerr := writeEnvelope(e.stdout, e.result, err); jerr != nil && err == nil {
+		if jerr := writeEnvelope(raw(e.stdout), e.result, err); jerr != nil && err == nil {
 			err = jerr
 		}
 	}
