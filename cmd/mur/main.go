@@ -173,6 +173,8 @@ func (x *exitCode) Unwrap() error { return x.err }
 func commands() []*command {
 	return []*command{
 		pullCmd(),
+		addCmd(),
+		rmCmd(),
 		runCmd(),
 		verifyCmd(),
 		warmCmd(),
@@ -237,7 +239,10 @@ func dispatch(e *env, path string, cmds []*command, args []string) int {
 		return fail(e.stderr, unknownCommand(args[0], cmds, path))
 	}
 	args = args[1:]
-	if len(c.subs) > 0 {
+	// A command with subcommands may also run itself (mur lock [REF...] beside mur lock
+	// forget-scope): a first argument that names no subcommand is its own.
+	ownRun := c.run != nil && (len(args) == 0 || find(c.subs, firstWord(args)) == nil && args[0] != "help")
+	if len(c.subs) > 0 && !ownRun {
 		if len(args) == 0 || args[0] == "help" || args[0] == "--help" || args[0] == "-h" {
 			printCommandHelp(e.stdout, path, c, e.g)
 			if len(args) == 0 {
@@ -387,7 +392,9 @@ func printCommandHelp(w io.Writer, path string, c *command, g *globals) {
 			fmt.Fprintf(w, "  %-14s %s\n", s.name, s.short)
 		}
 		fmt.Fprintf(w, "\nRun '%s %s SUBCOMMAND --help' for more.\n", path, c.name)
-		return
+		if c.run == nil {
+			return
+		}
 	}
 	fs := pflag.NewFlagSet(c.name, pflag.ContinueOnError)
 	if c.flags != nil {
@@ -403,3 +410,14 @@ func printCommandHelp(w io.Writer, path string, c *command, g *globals) {
 
 // usagef is a usage error for a command's arguments.
 func usagef(format string, args ...any) error { return errs.New(errs.Usage, format, args...) }
+
+// firstWord is the first argument that is not a flag, for telling a subcommand from a command's
+// own arguments; global flags may come before a subcommand.
+func firstWord(args []string) string {
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			return a
+		}
+	}
+	return ""
+}
