@@ -212,7 +212,7 @@ func commitSwappedAtTheRename(t *testing.T, link func(oldname, newname string) e
 	defer w.Close()
 	w.Write(data)
 	if _, err := w.Commit(ctx, info.Size, info.Digest); err == nil {
-		t.Fatal("Commit succeeded with a symlink renamed to the blob's name")
+		t.Fatal("Commit succeeded with a link renamed to the blob's name")
 	}
 	if fi, err := os.Lstat(s.Path(info.Digest)); err == nil {
 		t.Fatalf("the store holds %v at the blob's name", fi.Mode())
