@@ -33,7 +33,6 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -150,19 +149,20 @@ func Load(p string) (*Capsule, error) {
 
 // Parse parses murmur.yaml's bytes; p names the file in messages.
 func Parse(data []byte, p string) (*Capsule, error) {
-	if !utf8.Valid(data) {
-		return nil, errs.New(errs.InvalidManifest, "%s:%d: the file is not UTF-8 from this line on; save it as UTF-8", p, firstInvalidLine(data))
-	}
-	var doc yaml.Node
-	if err := safeUnmarshal(data, &doc); err != nil {
-		return nil, errs.Wrap(err, errs.InvalidManifest, "%s is not valid YAML: %v; fix the line it names", p, err)
+	root, err := yamlnode.Decode(data)
+	var de *yamlnode.DecodeError
+	switch {
+	case errors.As(err, &de) && de.Problem == yamlnode.NotUTF8:
+		return nil, errs.New(errs.InvalidManifest, "%s:%d: the file is not UTF-8 from this line on; save it as UTF-8", p, de.Line)
+	case errors.As(err, &de) && de.Problem == yamlnode.SecondDocument:
+		return nil, errs.New(errs.InvalidManifest, "%s:%d: a second YAML document starts here; a manifest is a single one", p, de.Line)
+	case err != nil:
+		return nil, errs.Wrap(err, errs.InvalidManifest, "%s is not valid YAML: %v; fix the line it names", p, errors.Unwrap(err))
+	case root == nil:
+		root = &yaml.Node{}
 	}
 	ps := &parser{path: p}
 	c := &Capsule{Path: p}
-	root := &doc
-	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
-		root = root.Content[0]
-	}
 	if root.Kind == 0 || yamlnode.IsNull(root) {
 		return nil, errs.New(errs.InvalidManifest, "%s:1: the file is empty; it needs at least name, e.g. name: my-capsule", p)
 	}
@@ -558,31 +558,4 @@ func contains(ss []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// safeUnmarshal turns a panic inside the YAML parser into an error: bad input must never take
-// the process down.
-// firstInvalidLine is the line of the first byte that is not UTF-8.
-func firstInvalidLine(data []byte) int {
-	line := 1
-	for i := 0; i < len(data); {
-		r, size := utf8.DecodeRune(data[i:])
-		if r == utf8.RuneError && size <= 1 {
-			return line
-		}
-		if r == '\n' {
-			line++
-		}
-		i += size
-	}
-	return line
-}
-
-func safeUnmarshal(data []byte, n *yaml.Node) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("the YAML parser failed: %v", r)
-		}
-	}()
-	return yaml.Unmarshal(data, n)
 }

@@ -172,6 +172,7 @@ func TestParseErrors(t *testing.T) {
 		name, yaml, want string
 	}{
 		{"not utf-8", "name: caps\xff\n", "not UTF-8"},
+		{"two documents", "name: c\n---\nname: d\n", "murmur.yaml:2: a second YAML document"},
 		{"not yaml", "name: [x\n", "not valid YAML"},
 		{"empty", "", "is empty"},
 		{"a list", "- a\n", "the document must be a mapping"},
