@@ -8,6 +8,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/sandbox"
 )
@@ -64,8 +66,8 @@ func runPull(e *env, f *pullFlags, args []string) error {
 		return err
 	}
 	for _, v := range f.from {
-		if v != fetch.FromStores && v != fetch.FromSources {
-			return usagef("--from %q is not one of stores, sources", v)
+		if err := manifest.CheckFrom(v); err != nil {
+			return usagef("--from %s", errs.Message(err))
 		}
 	}
 	p, err := e.openProject()

@@ -267,7 +267,7 @@ func resolveStoreArg(addr string) string {
 // installFrom is where a pull of name may look: the artifact's effective install.from, else
 // the capsule's, else both kinds, narrowed by --from.
 func (p *project) installFrom(name string, flag []string) ([]string, error) {
-	from := fetch.DefaultFrom
+	from := manifest.DefaultFrom()
 	if p.capsule != nil {
 		from = p.capsule.Capabilities.Install.From
 		if a, err := p.capsule.Find(name); err == nil {
@@ -275,7 +275,7 @@ func (p *project) installFrom(name string, flag []string) ([]string, error) {
 		}
 	}
 	if from == nil {
-		from = fetch.DefaultFrom
+		from = manifest.DefaultFrom()
 	}
 	if flag != nil {
 		return manifest.NarrowFrom(from, flag)

@@ -48,15 +48,26 @@ const FileName = "murmur.yaml"
 
 // Limits that apply when murmur.yaml sets none.
 const (
-	DefaultMemoryMiB = 256  // the memory cap of a guest when limits.memory_mib is unset
+	DefaultMemoryMiB = 512  // the memory cap of a guest when limits.memory_mib is unset
 	MaxMemoryMiB     = 4096 // a wasm32 guest can't address more
 )
 
-// The install sources of install.from.
+// The words of install.from (and of pull's --from): the one vocabulary of where a pull may look.
 const (
 	FromStores  = "stores"
 	FromSources = "sources"
 )
+
+// DefaultFrom is install.from when a capsule says nothing: stores first, then sources.
+func DefaultFrom() []string { return []string{FromStores, FromSources} }
+
+// CheckFrom refuses a word that is not one of install.from's, naming the ones that are.
+func CheckFrom(word string) error {
+	if word != FromStores && word != FromSources {
+		return errs.New(errs.Usage, "%q is not one of %s, %s", word, FromStores, FromSources)
+	}
+	return nil
+}
 
 // maxFileBytes bounds what Load reads: a capsule manifest is a few lines.
 const maxFileBytes = 4 << 20
@@ -186,7 +197,7 @@ func Parse(data []byte, p string) (*Capsule, error) {
 		}
 	}
 	c.Capabilities.Filesystem.Scope = "."
-	c.Capabilities.Install.From = []string{FromStores, FromSources}
+	c.Capabilities.Install.From = DefaultFrom()
 	if n := top["capabilities"]; n != nil {
 		if err := ps.capabilities(n, "capabilities", &c.Capabilities, nil); err != nil {
 			return nil, err
@@ -459,8 +470,8 @@ func (ps *parser) capabilities(n *yaml.Node, prefix string, out *Capabilities, c
 			}
 			var clean []string
 			for i, s := range from {
-				if s != FromStores && s != FromSources {
-					return ps.errf(deref(fn).Content[i], k, "holds %q; the sources are %s and %s", s, FromStores, FromSources)
+				if err := CheckFrom(s); err != nil {
+					return ps.errf(deref(fn).Content[i], k, "entry %s", errs.Message(err))
 				}
 				if !contains(clean, s) {
 					clean = append(clean, s)
