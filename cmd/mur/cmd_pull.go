@@ -82,15 +82,10 @@ func runPull(e *env, f *pullFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	stores, err := p.stores(f.stores)
-	if err != nil {
-		return err
-	}
 	pr := newProgress(e.stderr, e.g.quiet || e.g.json, "pull").watch(e)
-	puller, err := p.chain(p.cacheCap(e, &fetch.Puller{
-		CAS: store, Stores: append(files, stores...), Source: p.source(), Offline: e.Offline(),
-		Platform: f.platform, Jobs: f.jobs, Events: pr.event,
-	}), f.stores, f.connections)
+	puller, err := p.puller(e, f.stores, fetch.PullerOptions{
+		CAS: store, Files: files, Platform: f.platform, Jobs: f.jobs, Connections: f.connections, Events: pr.event,
+	})
 	if err != nil {
 		return err
 	}
@@ -149,7 +144,7 @@ func runPull(e *env, f *pullFlags, args []string) error {
 func pullRequests(p *project, args []string, f *pullFlags) ([]fetch.Request, []fetch.Store, error) {
 	var reqs []fetch.Request
 	var files []fetch.Store
-	fromFor := func(name string) ([]string, error) { return p.installFrom(name, f.from) }
+	fromFor := func(name string) ([]string, error) { return p.InstallFrom(name, f.from) }
 	if len(args) == 0 {
 		if p.capsule == nil {
 			return nil, nil, usagef("no REF given and no murmur.yaml in %s; name what to pull, for example 'mur pull acme/grep@1.2.0'", p.Dir)
