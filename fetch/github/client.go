@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/murmur-nexus/mur/fetch/internal/retry"
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/termtext"
 )
 
 // DefaultBaseURL is GitHub's REST API.
@@ -405,6 +407,10 @@ func (c *Client) retry(ctx context.Context, u string, op func(context.Context) (
 			return nil
 		case ctx.Err() != nil:
 			return retry.Permanent(errs.Wrap(ctx.Err(), errs.Network, "GET %s was abandoned: %v", redact(u), ctx.Err()))
+		case noSuchHost(err):
+			// The name does not exist (no network, or a scope nobody mapped to a reachable
+			// host): asking the resolver again a moment later only delays the error.
+			return retry.Permanent(errs.Wrap(err, errs.Network, "GET %s failed: %v; check the network, or MUR_GITHUB_API_BASE", redact(u), err))
 		case !again:
 			var tokErr *errs.Error
 			if errors.As(err, &tokErr) {
@@ -564,7 +570,7 @@ func githubMessage(resp *http.Response) string {
 		Message string `json:"message"`
 	}
 	if json.Unmarshal(data, &e) == nil && e.Message != "" {
-		return ": " + e.Message
+		return ": " + termtext.Foreign(e.Message)
 	}
 	return ""
 }
@@ -578,4 +584,11 @@ func redact(u string) string {
 		return u[:i]
 	}
 	return u
+}
+
+// noSuchHost reports whether err is the resolver's definite "no such host", as opposed to a
+// resolver that timed out or failed for now.
+func noSuchHost(err error) bool {
+	var dns *net.DNSError
+	return errors.As(err, &dns) && dns.IsNotFound
 }

@@ -44,18 +44,31 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 // refused, never followed: bytes that are not UTF-8, a panic inside the parser (turned into an
 // error; the process must not go down), and a second document, which a reader that kept only
 // the first would silently ignore.
-func Decode(data []byte) (root *yaml.Node, err error) {
+func Decode(data []byte) (*yaml.Node, error) {
+	doc, err := DecodeDocument(data)
+	if doc == nil || err != nil {
+		return nil, err
+	}
+	if len(doc.Content) == 1 {
+		return doc.Content[0], nil
+	}
+	return doc, nil
+}
+
+// DecodeDocument is Decode for a caller that writes the file back: it returns the document node
+// itself, which holds the file's leading and trailing comments.
+func DecodeDocument(data []byte) (doc *yaml.Node, err error) {
 	if !utf8.Valid(data) {
 		return nil, &DecodeError{Problem: NotUTF8, Line: firstInvalidLine(data)}
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			root, err = nil, &DecodeError{Problem: NotYAML, Err: fmt.Errorf("the YAML parser failed: %v", r)}
+			doc, err = nil, &DecodeError{Problem: NotYAML, Err: fmt.Errorf("the YAML parser failed: %v", r)}
 		}
 	}()
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+	var d yaml.Node
+	if err := dec.Decode(&d); errors.Is(err, io.EOF) {
 		return nil, nil
 	} else if err != nil {
 		return nil, &DecodeError{Problem: NotYAML, Err: err}
@@ -64,11 +77,7 @@ func Decode(data []byte) (root *yaml.Node, err error) {
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return nil, &DecodeError{Problem: SecondDocument, Line: max(extra.Line, 1)}
 	}
-	root = &doc
-	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
-		root = root.Content[0]
-	}
-	return root, nil
+	return &d, nil
 }
 
 // firstInvalidLine is the line of the first byte that is not UTF-8.
