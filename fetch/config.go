@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/safefile"
 )
 
 // The two config.yaml files of SPEC section 13: the user's
@@ -172,13 +172,16 @@ type configFile struct {
 	warnings       []string
 }
 
+// maxConfigBytes caps what is read of a config file, which holds a few lines.
+const maxConfigBytes = 1 << 20
+
 func readConfigFile(path, baseDir string) (*configFile, error) {
-	data, err := os.ReadFile(path)
+	data, err := safefile.ReadProject(path, maxConfigBytes, errs.InvalidConfig)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, errs.Wrap(err, errs.IO, "can't read the config file %s: %v", path, err)
+		return nil, err
 	}
 	return parseConfig(data, path, baseDir)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/slowdown"
 	"github.com/murmur-nexus/mur/internal/suggest"
+	"github.com/murmur-nexus/mur/internal/termtext"
 )
 
 func main() {
@@ -113,6 +114,20 @@ func (e *env) JSON(v any) error {
 	return nil
 }
 
+// raw is the stream beneath termtext's escaping, for output that is escaped some other way.
+func raw(w io.Writer) io.Writer {
+	if t, ok := w.(*termtext.Writer); ok {
+		return t.Unwrap()
+	}
+	return w
+}
+
+// Warn writes a warning to stderr. Unlike Progress it prints under -q: a warning is something
+// the user must see.
+func (e *env) Warn(format string, args ...any) {
+	fmt.Fprintf(e.stderr, "mur: warning: "+format+"\n", args...)
+}
+
 // Progress writes a human progress line to stderr unless -q.
 func (e *env) Progress(format string, args ...any) {
 	if !e.g.quiet {
@@ -158,6 +173,8 @@ func (x *exitCode) Unwrap() error { return x.err }
 func commands() []*command {
 	return []*command{
 		pullCmd(),
+		addCmd(),
+		rmCmd(),
 		runCmd(),
 		verifyCmd(),
 		warmCmd(),
@@ -171,7 +188,12 @@ func commands() []*command {
 	}
 }
 
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdin io.Reader, rawStdout, rawStderr io.Writer) int {
+	// Everything mur itself prints passes through termtext, so that no byte a server, an index
+	// or a packed file sent can drive the terminal. Only a guest's own output (mur run), the
+	// JSON envelope (escaped as JSON) and the progress display's cursor moves take the raw
+	// streams.
+	stdout, stderr := termtext.NewWriter(rawStdout), termtext.NewWriter(rawStderr)
 	g := &globals{}
 	top := pflag.NewFlagSet("mur", pflag.ContinueOnError)
 	top.SetInterspersed(false)
@@ -217,7 +239,10 @@ func dispatch(e *env, path string, cmds []*command, args []string) int {
 		return fail(e.stderr, unknownCommand(args[0], cmds, path))
 	}
 	args = args[1:]
-	if len(c.subs) > 0 {
+	// A command with subcommands may also run itself (mur lock [REF...] beside mur lock
+	// forget-scope): a first argument that names no subcommand is its own.
+	ownRun := c.run != nil && (len(args) == 0 || find(c.subs, firstWord(args)) == nil && args[0] != "help")
+	if len(c.subs) > 0 && !ownRun {
 		if len(args) == 0 || args[0] == "help" || args[0] == "--help" || args[0] == "-h" {
 			printCommandHelp(e.stdout, path, c, e.g)
 			if len(args) == 0 {
@@ -259,7 +284,7 @@ func dispatch(e *env, path string, cmds []*command, args []string) int {
 		err = interrupted(e, err)
 	}
 	if e.g.json && (e.result != nil || (err != nil && !isExitStatus(err))) {
-		if jerr := writeEnvelope(e.stdout, e.result, err); jerr != nil && err == nil {
+		if jerr := writeEnvelope(raw(e.stdout), e.result, err); jerr != nil && err == nil {
 			err = jerr
 		}
 	}
@@ -367,7 +392,9 @@ func printCommandHelp(w io.Writer, path string, c *command, g *globals) {
 			fmt.Fprintf(w, "  %-14s %s\n", s.name, s.short)
 		}
 		fmt.Fprintf(w, "\nRun '%s %s SUBCOMMAND --help' for more.\n", path, c.name)
-		return
+		if c.run == nil {
+			return
+		}
 	}
 	fs := pflag.NewFlagSet(c.name, pflag.ContinueOnError)
 	if c.flags != nil {
@@ -383,3 +410,14 @@ func printCommandHelp(w io.Writer, path string, c *command, g *globals) {
 
 // usagef is a usage error for a command's arguments.
 func usagef(format string, args ...any) error { return errs.New(errs.Usage, format, args...) }
+
+// firstWord is the first argument that is not a flag, for telling a subcommand from a command's
+// own arguments; global flags may come before a subcommand.
+func firstWord(args []string) string {
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			return a
+		}
+	}
+	return ""
+}

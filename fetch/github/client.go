@@ -28,6 +28,7 @@ import (
 
 	"github.com/murmur-nexus/mur/fetch/internal/retry"
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/termtext"
 )
 
 // DefaultBaseURL is GitHub's REST API.
@@ -569,7 +570,7 @@ func githubMessage(resp *http.Response) string {
 		Message string `json:"message"`
 	}
 	if json.Unmarshal(data, &e) == nil && e.Message != "" {
-		return ": " + e.Message
+		return ": " + termtext.Foreign(e.Message)
 	}
 	return ""
 }

@@ -31,9 +31,7 @@ package manifest
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -46,6 +44,7 @@ import (
 
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/safefile"
 	"github.com/murmur-nexus/mur/internal/suggest"
 )
 
@@ -138,20 +137,12 @@ type Install struct {
 
 // Load reads and parses a murmur.yaml.
 func Load(p string) (*Capsule, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, errs.Wrap(err, errs.NotFound, "%s does not exist; run mur in a capsule folder, beside its murmur.yaml", p)
-		}
-		return nil, errs.Wrap(err, errs.IO, "can't read %s: %v", p, err)
+	data, err := safefile.ReadProject(p, maxFileBytes, errs.InvalidManifest)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, errs.Wrap(err, errs.NotFound, "%s does not exist; run mur in a capsule folder, beside its murmur.yaml", p)
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
 	if err != nil {
-		return nil, errs.Wrap(err, errs.IO, "can't read %s: %v", p, err)
-	}
-	if len(data) > maxFileBytes {
-		return nil, errs.New(errs.InvalidManifest, "%s is over %d bytes; a capsule manifest holds a few lines", p, maxFileBytes)
+		return nil, err
 	}
 	return Parse(data, p)
 }
