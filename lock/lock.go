@@ -396,10 +396,10 @@ func validOrigin(o Origin) bool {
 // updateReadOnly is Update on a read-only file system: fn runs on the lock as it is, and
 // refused is returned only if fn changed it.
 func updateReadOnly(path string, fn func(*Lock) error, refused error) error {
-	old, err := os.ReadFile(path)
+	old, err := safefile.ReadProject(path, MaxFileBytes, errs.InvalidLock)
 	exists := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return errs.Wrap(err, errs.IO, "can't read %s: %v", path, err)
+		return err
 	}
 	l := &Lock{Scopes: map[string]ScopePin{}}
 	if exists {
