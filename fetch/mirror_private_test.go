@@ -107,3 +107,20 @@ func TestConfigSaysWhoseMirrorItIs(t *testing.T) {
 		t.Fatalf("the home names another: %+v, %v", c, err)
 	}
 }
+
+// The Puller of a command marks the mirror as the project's only when --mirror did not name
+// one: --mirror is the operator's choice, as the home's config is.
+func TestWorkspacePullerMarksAProjectsMirror(t *testing.T) {
+	ws := &fetch.Workspace{Project: fetch.Project{Dir: t.TempDir()}, Config: &fetch.Config{
+		Mirror: "oci://evil.example/m", MirrorFromProject: true,
+	}}
+	rec := newOpenRecorder(t)
+	pl, err := ws.Puller(fetch.PullerOptions{Connections: 1, Open: rec.openers()})
+	if err != nil || !pl.MirrorFromProject {
+		t.Fatalf("the project's mirror: %v, from project %v", err, pl != nil && pl.MirrorFromProject)
+	}
+	pl, err = ws.Puller(fetch.PullerOptions{Mirror: "oci://evil.example/m", Connections: 1, Open: rec.openers()})
+	if err != nil || pl.MirrorFromProject {
+		t.Fatalf("--mirror naming it: %v, from project %v", err, pl != nil && pl.MirrorFromProject)
+	}
+}
