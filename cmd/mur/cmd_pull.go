@@ -122,6 +122,11 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 		return err
 	}
 	pr := newProgress(e.stderr, e.g.quiet || e.g.json, "pull").watch(e)
+	names := make([]string, len(reqs))
+	for i, r := range reqs {
+		names[i] = r.Name.String()
+	}
+	pr.expect(names)
 	puller, err := p.chain(p.cacheCap(e, &fetch.Puller{
 		CAS: store, Stores: append(files, stores...), Source: p.source(), Offline: e.Offline(),
 		Platform: f.platform, Jobs: f.jobs, Events: pr.event,
