@@ -27,8 +27,8 @@ import (
 	"github.com/murmur-nexus/mur/state"
 )
 
-// DefaultMemoryMiB caps guest memory when the capsule sets no limit.
-const DefaultMemoryMiB = 512
+// DefaultMemoryMiB caps guest memory when the capsule sets no limit: murmur.yaml's default.
+const DefaultMemoryMiB = manifest.DefaultMemoryMiB
 
 // Plan is everything a launch opens.
 type Plan struct {
