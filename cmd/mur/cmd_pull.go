@@ -128,6 +128,11 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 	if err != nil {
 		return err
 	}
+	names := make([]string, len(reqs))
+	for i, r := range reqs {
+		names[i] = r.Name.String()
+	}
+	pr.expect(names)
 	if !f.noPrecompile {
 		runner, err := sandbox.New(e.ctx, p.runnerOptions(func(s string) { e.Progress("mur: warning: %s", s) }))
 		if err == nil {
