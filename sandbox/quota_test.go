@@ -51,6 +51,16 @@ func TestStateStoreQuotaHoldsAgainstAGuestFillingIt(t *testing.T) {
 	if got := storeSize(t, store); got > limit || written != limit-16<<10 {
 		t.Fatalf("the store holds %d bytes (%d written by the guest), over the quota of %d", got, written, limit)
 	}
+	// Rewriting bytes the file already holds costs nothing, even at the quota.
+	if _, e := f.Pwrite(chunk, 0); e != 0 {
+		t.Fatalf("an overwrite in place at the quota: %v", e)
+	}
+	if _, e := f.Seek(0, 0); e != 0 {
+		t.Fatal(e)
+	}
+	if _, e := f.Write(chunk); e != 0 {
+		t.Fatalf("an overwrite from the file's offset at the quota: %v", e)
+	}
 	_, e = f.Pwrite([]byte("x"), 1<<30)
 	wantErrno(t, "a write at 1 GiB", e, errQuota)
 	wantErrno(t, "a truncate to 1 GiB", f.Truncate(1<<30), errQuota)
