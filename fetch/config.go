@@ -78,6 +78,8 @@ type Config struct {
 	// write-through fail the command.
 	Mirror         string
 	MirrorRequired bool
+	// Provenance is the provenance policy (config_provenance.go).
+	Provenance ProvenanceConfig
 	// Warnings name keys that were ignored, with their file, for the command to print.
 	Warnings []string
 }
@@ -145,6 +147,7 @@ func LoadConfig(homeConfigPath, projectDir string) (*Config, error) {
 		if f.mirrorRequired != nil {
 			c.MirrorRequired = *f.mirrorRequired
 		}
+		mergeProvenance(&c.Provenance, f.provenance)
 	}
 	return c, nil
 }
@@ -169,6 +172,7 @@ type configFile struct {
 	maxCacheSize   int64
 	mirror         string
 	mirrorRequired *bool
+	provenance     ProvenanceConfig
 	warnings       []string
 }
 
@@ -318,6 +322,12 @@ func parseConfig(data []byte, path, baseDir string) (*configFile, error) {
 				f.maxCacheSize = n
 			}
 		default:
+			if ok, err := parseProvenanceKey(&f.provenance, k, v, baseDir); ok {
+				if err != nil {
+					return nil, bad("%s", err)
+				}
+				continue
+			}
 			f.warnings = append(f.warnings, fmt.Sprintf("%s: line %d: unknown key %q ignored", path, k.Line, k.Value))
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
+	"github.com/murmur-nexus/mur/fetch/attest"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
@@ -144,7 +145,7 @@ func tamper(t *testing.T, b []byte) []byte {
 func TestNamesFiltersBySubject(t *testing.T) {
 	c := newTestCA(t, "GitHub, Inc.")
 	b := c.mint(t, statementFor(zipDigest.Encoded(), SLSAProvenanceV1), goodLeaf())
-	if !Names(b, zipDigest) || Names(b, otherDigest) {
+	if !attest.Names(b, zipDigest) || attest.Names(b, otherDigest) {
 		t.Fatal("Names does not tell the subject apart")
 	}
 }
