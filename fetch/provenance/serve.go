@@ -16,6 +16,10 @@ import (
 // Local verifies and signs in process: attest.Verifier and attest.Signer without a helper. It
 // loads the embedded roots once, and each trusted_root file once.
 type Local struct {
+	// Roots, when set, replaces the embedded roots (tests with a CA of their own); a
+	// trusted_root file still replaces both.
+	Roots *Roots
+
 	mu    sync.Mutex
 	roots map[string]*Roots // by trusted_root file, "" for the embedded roots
 }
@@ -31,9 +35,12 @@ func (l *Local) rootsFor(trust attest.Trust) (*Roots, error) {
 	r, ok := l.roots[trust.RootFile]
 	if !ok {
 		var err error
-		if trust.RootFile == "" {
+		switch {
+		case trust.RootFile == "" && l.Roots != nil:
+			r = l.Roots
+		case trust.RootFile == "":
 			r, err = EmbeddedRoots()
-		} else {
+		default:
 			r, err = LoadRoots(trust.RootFile)
 		}
 		if err != nil {
