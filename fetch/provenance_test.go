@@ -118,7 +118,9 @@ func TestPullRefusesBadProvenance(t *testing.T) {
 	}{
 		{"wrong owner id", func(w *provWorld) []byte { return mintLeaf(w, func(l *provenancetest.Leaf) { l.OwnerID = "55" }) }, errs.ProvenanceMismatch},
 		{"wrong repo id", func(w *provWorld) []byte { return mintLeaf(w, func(l *provenancetest.Leaf) { l.RepoID = "9990001" }) }, errs.ProvenanceMismatch},
-		{"self-hosted runner", func(w *provWorld) []byte { return mintLeaf(w, func(l *provenancetest.Leaf) { l.Runner = "self-hosted" }) }, errs.ProvenanceMismatch},
+		{"self-hosted runner", func(w *provWorld) []byte {
+			return mintLeaf(w, func(l *provenancetest.Leaf) { l.Runner = "self-hosted" })
+		}, errs.ProvenanceMismatch},
 		{"certificate outside its validity without a timestamp", func(w *provWorld) []byte {
 			return mintLeaf(w, func(l *provenancetest.Leaf) {
 				l.NotBefore, l.NotAfter, l.NoTimestamp = time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour), true

@@ -54,7 +54,11 @@ func TestVerifyMintedBundles(t *testing.T) {
 			}
 			stranger := provenancetest.NewCA(t, org)
 			cases := []tc{
-				{name: "wrong owner id", bundle: mintWith(func(l *provenancetest.Leaf) { l.OwnerID = "55"; l.RepoID = "9990001"; l.RepoURI = "https://github.com/evil/tools" }),
+				{name: "wrong owner id", bundle: mintWith(func(l *provenancetest.Leaf) {
+					l.OwnerID = "55"
+					l.RepoID = "9990001"
+					l.RepoURI = "https://github.com/evil/tools"
+				}),
 					token: errs.ProvenanceMismatch,
 					says:  "acme/grep@1.2.0 was attested by repository 9990001 (evil/tools), owner 55; murmur.lock pins owner 1234567, repository 7654321; run 'mur lock forget-scope acme' only if the transfer is expected"},
 				{name: "wrong repo id", bundle: mintWith(func(l *provenancetest.Leaf) { l.RepoID = "7654322" }), token: errs.ProvenanceMismatch, says: "repository 7654322"},
