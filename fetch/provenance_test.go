@@ -233,4 +233,36 @@ func TestRecordedProvenanceCantBeDowngraded(t *testing.T) {
 	mate.assertUnchanged(before)
 }
 
-var _ = context.Background
+
+
+// mur verify re-verifies every recorded bundle offline and shows what it proves.
+func TestVerifyReVerifiesRecordedBundles(t *testing.T) {
+	w := newProvWorld(t, "GitHub, Inc.")
+	bundle := w.attest(t, provenancetest.GoodLeaf(), true)
+	w.mustPull(w.puller(""), req(grep, "1.2.0"))
+	w.fake.Close() // offline from here on
+	in := fetch.VerifyInput{Project: w.proj, Lock: w.readLock(), CAS: w.cas, Platform: "linux-x86_64",
+		Verifier: &provenance.Local{Roots: provenance.NewRoots(w.ca.Material())}}
+	rep, err := fetch.Verify(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Problems) != 0 || len(rep.Provenance) != 1 {
+		t.Fatalf("report = %+v", rep)
+	}
+	if got := rep.Provenance[0]; got.OwnerID != 1234567 || got.RepoID != 7654321 || got.Signer != provenancetest.GoodLeaf().SAN || got.Bundle != digest.FromBytes(bundle).String() {
+		t.Fatalf("provenance = %+v", got)
+	}
+	// Against other roots the same bundle no longer verifies; without it, it is missing.
+	in.Verifier = &provenance.Local{Roots: provenance.NewRoots(provenancetest.NewCA(t, "GitHub, Inc.").Material())}
+	if rep, _ = fetch.Verify(context.Background(), in); len(rep.Problems) != 1 || rep.Problems[0].Kind != "provenance" || !strings.Contains(rep.Problems[0].Problem, "provenance-unverifiable") {
+		t.Fatalf("other roots: %+v", rep.Problems)
+	}
+	if err := os.Remove(w.cas.Path(digest.FromBytes(bundle))); err != nil {
+		t.Fatal(err)
+	}
+	in.Verifier = &provenance.Local{Roots: provenance.NewRoots(w.ca.Material())}
+	if rep, _ = fetch.Verify(context.Background(), in); len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0].Problem, "not in the CAS") {
+		t.Fatalf("bundle gone: %+v", rep.Problems)
+	}
+}

@@ -148,18 +148,7 @@ func (p *Puller) checkProvenance(ctx context.Context, req Request, pin pinned, g
 }
 
 func (p *Puller) readSmallBlob(ctx context.Context, d digest.Digest) ([]byte, error) {
-	if d.Validate() != nil {
-		return nil, errs.New(errs.InvalidLock, "%q is not a digest", d)
-	}
-	r, err := p.CAS.VerifiedReaderAt(ctx, d)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	if r.Size() > maxBundleSize {
-		return nil, errs.New(errs.ProvenanceUnverifiable, "bundle %s is %d bytes, over the %d a bundle may have", d, r.Size(), maxBundleSize)
-	}
-	return io.ReadAll(io.NewSectionReader(r, 0, r.Size()))
+	return readCASBlob(ctx, p.CAS, d, maxBundleSize)
 }
 
 // maxBundleSize bounds what mur reads as one Sigstore bundle: real ones are a few KB.
@@ -173,15 +162,7 @@ func (p *Puller) sha512Of(ctx context.Context, got *fetched) ([]byte, error) {
 		}
 		return h.Sum(nil), nil
 	}
-	r, err := p.CAS.ReaderAt(ctx, got.desc.Digest)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	if _, err := io.Copy(h, io.NewSectionReader(r, 0, r.Size())); err != nil {
-		return nil, err
-	}
-	return h.Sum(nil), nil
+	return casSHA512(ctx, p.CAS, got.desc.Digest)
 }
 
 // keepBundle puts a verified bundle in the CAS, where the lock's entry and the pull record

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/sandbox"
 )
@@ -20,6 +21,7 @@ type pullFlags struct {
 	jobs         int
 	connections  int
 	noPrecompile bool
+	provenance   string
 }
 
 func (f *pullFlags) register(fs *pflag.FlagSet) {
@@ -31,6 +33,7 @@ func (f *pullFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.connections, "connections", fetch.DefaultConnections, "connections one large blob is fetched over, when its server serves ranges (1: one stream)")
 	fs.StringVar(&f.stores.mirror, "mirror", "", "write every artifact brought in from elsewhere through to this registry (oci://HOST[:PORT]/PREFIX)")
 	fs.BoolVar(&f.noPrecompile, "no-precompile", false, "don't compile wasm payloads after pulling")
+	fs.StringVar(&f.provenance, "provenance", "", "provenance policy for this command, over every scope's: require, prefer or off")
 }
 
 func pullCmd() *command {
@@ -63,6 +66,11 @@ func runPull(e *env, f *pullFlags, args []string) error {
 	if err := checkPlatform(f.platform, false); err != nil {
 		return err
 	}
+	if f.provenance != "" {
+		if err := fetch.ValidProvenanceMode(f.provenance); err != nil {
+			return usagef("--provenance: %s", errs.Message(err))
+		}
+	}
 	for _, v := range f.from {
 		if v != fetch.FromStores && v != fetch.FromSources {
 			return usagef("--from %q is not one of stores, sources", v)
@@ -92,6 +100,7 @@ func runPull(e *env, f *pullFlags, args []string) error {
 	if err != nil {
 		return err
 	}
+	puller.ProvenanceOverride = f.provenance
 	if !f.noPrecompile {
 		runner, err := sandbox.New(e.ctx, p.runnerOptions(func(s string) { e.Progress("mur: warning: %s", s) }))
 		if err == nil {

@@ -231,6 +231,8 @@ func (p *project) cacheCap(e *env, pl *fetch.Puller) *fetch.Puller {
 		return sandbox.Evict(ctx, p.home.Compiled(), pl.CAS, d, dryRun)
 	}
 	pl.Warn = func(msg string) { e.Progress("mur: warning: %s", msg) }
+	pl.Verifier = e.verifier()
+	pl.Policy = p.cfg.ProvenanceFor
 	return pl
 }
 

@@ -327,3 +327,18 @@ func Tamper(t testing.TB, b []byte) []byte {
 	}
 	return out
 }
+
+// TrustedRootJSON is the CA's trust as a Sigstore trusted_root.json, for `trusted_root: FILE`.
+func (c *CA) TrustedRootJSON(t testing.TB) []byte {
+	t.Helper()
+	m := c.Material()
+	tr, err := root.NewTrustedRoot(root.TrustedRootMediaType01, m.FulcioCertificateAuthorities(), m.CTLogs(), m.TimestampingAuthorities(), m.RekorLogs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := tr.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
