@@ -233,8 +233,6 @@ func TestRecordedProvenanceCantBeDowngraded(t *testing.T) {
 	mate.assertUnchanged(before)
 }
 
-
-
 // mur verify re-verifies every recorded bundle offline and shows what it proves.
 func TestVerifyReVerifiesRecordedBundles(t *testing.T) {
 	w := newProvWorld(t, "GitHub, Inc.")
