@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/safefile"
 )
 
 // The two config.yaml files of SPEC section 13: the user's
@@ -176,13 +176,16 @@ type configFile struct {
 	warnings       []string
 }
 
+// maxConfigBytes caps what is read of a config file, which holds a few lines.
+const maxConfigBytes = 1 << 20
+
 func readConfigFile(path, baseDir string) (*configFile, error) {
-	data, err := os.ReadFile(path)
+	data, err := safefile.ReadProject(path, maxConfigBytes, errs.InvalidConfig)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, errs.Wrap(err, errs.IO, "can't read the config file %s: %v", path, err)
+		return nil, err
 	}
 	return parseConfig(data, path, baseDir)
 }
@@ -291,11 +294,8 @@ func parseConfig(data []byte, path, baseDir string) (*configFile, error) {
 				if _, _, err := lock.ParseSource(sv.Value); err != nil {
 					return nil, bad("line %d: sources.%s: %s", sv.Line, scope, errs.Message(err))
 				}
-				switch {
-				case scope == ref.ScopeLocal:
-					return nil, bad("line %d: sources.local: scope local is reserved for files on disk and is never served by a source; remove this entry", sk.Line)
-				case scope == ref.ScopeMurmur && sv.Value != lock.MurmurSource:
-					return nil, bad("line %d: sources.murmur: scope murmur is reserved and always served by %s, found %q; remove this entry", sk.Line, lock.MurmurSource, sv.Value)
+				if err := lock.CheckScopeSource(scope, sv.Value); err != nil {
+					return nil, bad("line %d: sources.%s: %s; remove this entry", sk.Line, scope, errs.Message(err))
 				}
 				f.sources[scope] = sv.Value
 			}

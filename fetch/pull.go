@@ -145,6 +145,11 @@ type Puller struct {
 	// embedded roots. ProvenanceOverride is --provenance, over every scope's.
 	Policy             func(scope string) ProvenancePolicy
 	ProvenanceOverride string
+	// CASOnly pulls outside a project: into the CAS and the pull records only, with no
+	// murmur.lock and no tools/ (see outside.go).
+	CASOnly bool
+	// Locked pins nothing: a pull that would change murmur.lock fails with lock-mismatch.
+	Locked bool
 
 	// hooks change the download engine's decisions (tests and benchmarks); nil for its own.
 	hooks *download.Hooks
@@ -210,7 +215,9 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 	defer lease.Release()
 	// Staging leftovers of killed pulls go before new ones are made; one that can't be removed
 	// only costs disk space, and gc tries again.
-	sweepStaging(proj, p.now(), false)
+	if !p.CASOnly {
+		sweepStaging(proj, p.now(), false)
+	}
 	p.health()
 	// Payloads are compiled one after another as their downloads finish, beside the downloads
 	// still running: each compile spreads over every core by itself, and holds no --jobs slot.
@@ -291,7 +298,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 		return res, err
 	}
 	// Refused before anything is fetched or pinned: staging must not go through a symlink.
-	if p.platform() == ref.HostPlatform() {
+	if p.stages() {
 		if err := checkStageDirs(proj, req.Name); err != nil {
 			return res, err
 		}
@@ -300,7 +307,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 	if pin.version != "" {
 		version = pin.version
 	}
-	if p.platform() == ref.HostPlatform() {
+	if p.stages() {
 		req.stageTo = &proj
 	}
 	// A locked pull whose blob is already here makes no request at all.

@@ -61,7 +61,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 	fresh := got.w != nil
 	// tools/ shows what this machine runs; a pull for another platform (a CI warming a mixed
 	// fleet's lock) fills the CAS and the lock but leaves tools/ alone.
-	stage := p.platform() == ref.HostPlatform()
+	stage := p.stages()
 	var prepared *preparedStage
 	var key []byte // the compiled cache's key of the payload, when the pull could ask
 	if fresh {
@@ -127,6 +127,9 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 	lockPath, _ := filepath.Abs(proj.LockPath())
 	warned := false
 	register := func() {
+		if p.CASOnly {
+			return
+		}
 		if err := p.CAS.RegisterRoot(ctx, lockPath); err != nil && !warned {
 			warned = true
 			res.Warnings = append(res.Warnings, "not registered as a GC root, so 'mur cache gc' run outside this project may remove its blobs: "+errs.Message(err))
@@ -141,7 +144,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 		res.Provenance = got.verified.record()
 	}
 	size, want := res.Size, d
-	err := lock.Update(ctx, proj.LockPath(), func(l *lock.Lock) error {
+	err := p.lockUpdate()(ctx, proj.LockPath(), func(l *lock.Lock) error {
 		if got.newPin != nil {
 			// Another process may have pinned the scope since this pull read the lock.
 			if cur, ok := l.Pin(req.Name.Scope); ok {
@@ -161,7 +164,8 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 		if err := l.Upsert(req.Name.String(), res.Version, plat, hex, "operator", req.Update); err != nil {
 			return err
 		}
-		if got.verified != nil {
+		// A --locked pull changes nothing: what it verified satisfies the pin either way.
+		if got.verified != nil && !p.Locked {
 			if err := l.SetProvenance(req.Name.String(), got.verified.lockEntry()); err != nil {
 				return err
 			}

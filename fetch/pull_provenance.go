@@ -90,10 +90,18 @@ func (p *Puller) checkProvenance(ctx context.Context, req Request, pin pinned, g
 			}
 		}
 	}
-	if len(candidates) == 0 && pin.provenance != nil {
-		// The bundle the lock recorded, when this machine kept it, still proves these bytes.
-		if b, err := p.readSmallBlob(ctx, digest.Digest(pin.provenance.Bundle)); err == nil && attest.Names(b, d) {
-			candidates = append(candidates, b)
+	if pin.provenance != nil {
+		// The bundle the lock recorded goes first, so that a store's copy of it leaves the lock
+		// as it is; when this machine kept it, it proves these bytes without any store.
+		recorded := digest.Digest(pin.provenance.Bundle)
+		if b, err := p.readSmallBlob(ctx, recorded); err == nil && attest.Names(b, d) {
+			candidates = append([][]byte{b}, candidates...)
+		} else {
+			for i, b := range candidates {
+				if digest.FromBytes(b) == recorded {
+					candidates[0], candidates[i] = candidates[i], candidates[0]
+				}
+			}
 		}
 	}
 	if len(candidates) == 0 {

@@ -51,6 +51,7 @@ import (
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/lockedfile"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/safefile"
 )
 
 // Version is the lock_version this mur reads and writes.
@@ -139,6 +140,10 @@ type Hashes struct {
 	Platforms map[string]string // platform tag → hex; never has the key "any"
 }
 
+// MaxFileBytes caps what is read of a murmur.lock: a lock of thousands of artifacts is a few
+// MiB, and a file far beyond that is not a lock.
+const MaxFileBytes = 64 << 20
+
 // GuardPath is the file Update locks for the lock at path: a hidden sibling, because the lock
 // itself is replaced by rename and a lock on a replaced inode guards nothing.
 func GuardPath(path string) string {
@@ -147,12 +152,12 @@ func GuardPath(path string) string {
 
 // Read parses the lock at path. A missing file is an empty lock.
 func Read(path string) (*Lock, error) {
-	data, err := os.ReadFile(path)
+	data, err := safefile.ReadProject(path, MaxFileBytes, errs.InvalidLock)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &Lock{Scopes: map[string]ScopePin{}}, nil
 	}
 	if err != nil {
-		return nil, errs.Wrap(err, errs.IO, "can't read %s: %v", path, err)
+		return nil, err
 	}
 	return Parse(data, path)
 }
@@ -170,10 +175,10 @@ func Update(ctx context.Context, path string, fn func(*Lock) error) error {
 		return errs.Wrap(err, errs.IO, "can't lock %s for writing: %v", path, err)
 	}
 	defer unlock()
-	old, err := os.ReadFile(path)
+	old, err := safefile.ReadProject(path, MaxFileBytes, errs.InvalidLock)
 	exists := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return errs.Wrap(err, errs.IO, "can't read %s: %v", path, err)
+		return err
 	}
 	l := &Lock{Scopes: map[string]ScopePin{}}
 	if exists {

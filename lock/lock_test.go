@@ -528,3 +528,32 @@ func TestCheckOwner(t *testing.T) {
 		}
 	}
 }
+
+// The scope reservations, in their one home: local has no source, murmur only its own.
+func TestCheckScopeSource(t *testing.T) {
+	cases := []struct {
+		scope, source string
+		want          string // "" when allowed
+	}{
+		{"local", "", "scope local is reserved"},
+		{"local", "github:acme/x", "scope local is reserved"},
+		{"murmur", "", ""},
+		{"murmur", MurmurSource, ""},
+		{"murmur", "github:Murmur-Nexus/default-artifacts", ""},
+		{"murmur", "github:evil/default-artifacts", "github:evil/default-artifacts"},
+		{"acme", "github:acme/tools", ""},
+		{"acme", "", ""},
+	}
+	for _, c := range cases {
+		err := CheckScopeSource(c.scope, c.source)
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%s %s: %v", c.scope, c.source, err)
+			}
+			continue
+		}
+		if errs.TokenOf(err) != errs.Usage || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %s: %v, want usage error naming %q", c.scope, c.source, err, c.want)
+		}
+	}
+}

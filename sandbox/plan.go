@@ -538,6 +538,9 @@ func (r *Runner) RunPlan(ctx context.Context, p *Plan, wasm []byte, args []strin
 		MemoryMiB: p.MemoryMiB, Timeout: p.timeout,
 	}, root)
 	status := ExitStatus(code, err)
+	if errors.Is(err, ErrInterrupted) {
+		err = errs.Wrap(err, errs.Interrupted, "the run of %s was canceled", p.Artifact)
+	}
 	if err != nil && errs.TokenOf(err) == errs.Internal {
 		err = errs.Wrap(err, errs.Internal, "%s: %v", p.Artifact, err)
 	}

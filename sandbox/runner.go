@@ -74,6 +74,9 @@ var (
 	// ErrTrap: the guest trapped (unreachable, out-of-bounds access, stack overflow). mur uses
 	// 134, the status of an aborted process (128+SIGABRT).
 	ErrTrap = errors.New("guest trapped")
+	// ErrInterrupted: the caller's context was canceled and the guest was stopped; mur cancels
+	// it on SIGINT and SIGTERM. Exit status 130, as shells report a process killed by SIGINT.
+	ErrInterrupted = errors.New("run interrupted")
 )
 
 // Exit statuses of `mur run` beyond the guest's own code (SPEC section 10).
@@ -83,6 +86,7 @@ const (
 	StatusNotExecutable = 126
 	StatusNotPulled     = 127
 	StatusTrap          = 134
+	StatusInterrupted   = 130
 )
 
 // ExitStatus maps Run's results to the process exit status of `mur run`.
@@ -96,6 +100,8 @@ func ExitStatus(code int, err error) int {
 		return StatusNotExecutable
 	case errors.Is(err, ErrTrap):
 		return StatusTrap
+	case errors.Is(err, ErrInterrupted):
+		return StatusInterrupted
 	}
 	return StatusRunnerFailed
 }
@@ -254,6 +260,9 @@ func (r *Runner) run(ctx context.Context, wasm []byte, cfg Config, root *rootFS)
 
 	cm, err := r.compile(runCtx, rt, wasm)
 	if err != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return interrupted(cfg, ctx)
+		}
 		if errors.Is(err, ErrNotExecutable) {
 			return StatusNotExecutable, err
 		}
@@ -322,14 +331,23 @@ func (r *Runner) outcome(parent, runCtx context.Context, cfg Config, err error) 
 			}
 			return StatusTimeout, &errs.Error{Token: errs.Timeout, Msg: fmt.Sprintf("the guest %s was stopped at the caller's deadline", argv0(cfg)), Err: ErrTimeout}
 		case sys.ExitCodeContextCanceled:
-			return StatusRunnerFailed, errs.Wrap(parent.Err(), errs.Internal, "the run of %s was canceled", argv0(cfg))
+			return interrupted(cfg, parent)
 		}
 		return int(exit.ExitCode()), nil
+	}
+	if errors.Is(parent.Err(), context.Canceled) {
+		return interrupted(cfg, parent)
 	}
 	if runCtx.Err() == context.DeadlineExceeded && parent.Err() == nil {
 		return StatusTimeout, &errs.Error{Token: errs.Timeout, Msg: fmt.Sprintf("the guest %s ran longer than its limit of %s and was stopped", argv0(cfg), cfg.Timeout), Err: ErrTimeout}
 	}
 	return StatusTrap, &errs.Error{Token: errs.InvalidArtifact, Msg: fmt.Sprintf("the guest %s crashed: %v", argv0(cfg), err), Err: errors.Join(ErrTrap, err)}
+}
+
+// interrupted is the outcome of a run whose caller canceled it: not mur's failure, nor the
+// guest's, since whoever canceled meant it to stop.
+func interrupted(cfg Config, parent context.Context) (int, error) {
+	return StatusInterrupted, &errs.Error{Token: errs.Interrupted, Msg: fmt.Sprintf("the run of %s was canceled", argv0(cfg)), Err: errors.Join(ErrInterrupted, parent.Err())}
 }
 
 func argv0(cfg Config) string {

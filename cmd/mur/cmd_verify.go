@@ -14,21 +14,24 @@ func verifyCmd() *command {
 		repair   bool
 		platform string
 		stores   storeFlags
+		locked   lockedFlags
 	)
 	return &command{
 		name:  "verify",
 		short: "check murmur.lock against the CAS, tools/ and the compiled cache",
 		long: `Re-hashes every blob murmur.lock pins (using every core), checks the staged tools/
-against their digests, the compiled cache and the owner pins it can check offline. One line per
-problem; exit 1 if there is any. --repair fetches and restores what it can.`,
+against their digests, the compiled cache and the owner pins it can check offline, and that
+murmur.lock follows murmur.yaml. One line per problem; exit 1 if there is any. --repair fetches and restores what it can.`,
 		examples: `mur verify
 mur verify --platform all
 mur verify --repair --store oci://registry.internal:5000/murmur
+mur verify --locked                     # CI: also fail if murmur.lock does not follow murmur.yaml
 mur verify --json`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.BoolVar(&repair, "repair", false, "fetch and restore what is missing or damaged")
 			fs.StringVar(&platform, "platform", "", "platform whose pins to check, or all (default: this machine's)")
 			stores.register(fs, "add a store for --repair")
+			locked.register(fs)
 		},
 		run: func(e *env, args []string) error {
 			if len(args) > 0 {
@@ -41,14 +44,17 @@ mur verify --json`,
 			if err != nil {
 				return err
 			}
+			if err := locked.check(e, p, l, platform); err != nil {
+				return err
+			}
 			store, err := openCAS(p.home)
 			if err != nil {
 				return err
 			}
 			in := fetch.VerifyInput{
 				Project: p.Project, Lock: l, CAS: store, Platform: platform,
-				SourceFor: p.cfg.SourceFor,
-				Verifier:  e.verifier(), Policy: p.cfg.ProvenanceFor,
+				SourceFor: p.cfg.SourceFor, Intent: p.intent(),
+				Verifier: e.verifier(), Policy: p.cfg.ProvenanceFor,
 			}
 			runner, rerr := sandbox.New(e.ctx, p.runnerOptions(nil))
 			if rerr == nil {

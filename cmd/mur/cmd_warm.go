@@ -18,6 +18,7 @@ func warmCmd() *command {
 		stores      storeFlags
 		jobs        int
 		connections int
+		locked      lockedFlags
 	)
 	return &command{
 		name:  "warm",
@@ -28,6 +29,7 @@ warm it makes no request and prints one summary line. --layout DIR also writes t
 OCI layout folder that other machines can use as the store oci-layout:DIR.`,
 		examples: `mur warm
 mur warm --platform all
+mur warm --locked                       # CI: fail first if murmur.lock does not follow murmur.yaml
 mur warm --layout ./ci-store            # then: mur pull --store oci-layout:./ci-store
 mur warm --store oci://registry.internal:5000/murmur
 mur warm --mirror oci://registry.internal:5000/murmur   # the fleet's warming machine fills the team registry`,
@@ -38,6 +40,7 @@ mur warm --mirror oci://registry.internal:5000/murmur   # the fleet's warming ma
 			fs.IntVar(&jobs, "jobs", 4, "artifacts pulled in parallel; also bounds the connections of all downloads")
 			fs.IntVar(&connections, "connections", fetch.DefaultConnections, "connections one large blob is fetched over, when its server serves ranges (1: one stream)")
 			fs.StringVar(&stores.mirror, "mirror", "", "write every artifact brought in from elsewhere through to this registry (oci://HOST[:PORT]/PREFIX)")
+			locked.register(fs)
 		},
 		run: func(e *env, args []string) error {
 			if len(args) > 0 {
@@ -48,6 +51,9 @@ mur warm --mirror oci://registry.internal:5000/murmur   # the fleet's warming ma
 			}
 			p, l, err := e.openLocked()
 			if err != nil {
+				return err
+			}
+			if err := locked.check(e, p, l, platform); err != nil {
 				return err
 			}
 			if len(l.Artifacts) == 0 {
@@ -72,7 +78,7 @@ mur warm --mirror oci://registry.internal:5000/murmur   # the fleet's warming ma
 			in := fetch.WarmInput{
 				Project: p.Project, Lock: l, Platform: platform,
 				From:   func(name string) ([]string, error) { return p.installFrom(name, nil) },
-				Puller: puller,
+				Puller: puller, Intent: p.intent(),
 			}
 			runner, err := sandbox.New(e.ctx, p.runnerOptions(func(s string) { e.Progress("mur: warning: %s", s) }))
 			if err != nil {
@@ -91,7 +97,11 @@ mur warm --mirror oci://registry.internal:5000/murmur   # the fleet's warming ma
 			pr.finish(err)
 			if e.g.json {
 				return jsonThen(e, rep, err)
-			} else if err == nil {
+			}
+			for _, pr := range rep.Problems {
+				fmt.Fprintf(e.stdout, "%s %s: %s\n", pr.Kind, pr.Subject, pr.Problem)
+			}
+			if err == nil || len(rep.Problems) > 0 {
 				fmt.Fprintf(e.stdout, "warm: %s ready (%d fetched, %s; %d already cached), %d compiled\n",
 					plural(rep.Artifacts, "artifact"), rep.Fetched, cas.FormatSize(rep.Bytes), rep.Cached, rep.Compiled)
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/internal/termtext"
 )
 
 // progress renders the events of a pull, warm or push the way docker and oras do. On a
@@ -53,6 +54,9 @@ type artifactLine struct {
 const phaseUpload fetch.Phase = "uploading"
 
 func newProgress(w io.Writer, quiet bool, verb string) *progress {
+	// The display writes its own cursor moves and colours; every text in it that came from
+	// outside (names, stores) is escaped as it arrives, in event.
+	w = raw(w)
 	p := &progress{w: w, fd: -1, quiet: quiet, verb: verb, by: map[string]*artifactLine{}, now: time.Now, hide: map[fetch.Phase]bool{}}
 	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		p.fd = int(f.Fd())
@@ -93,7 +97,7 @@ func (p *progress) event(ev fetch.Event) {
 		if p.hide[ev.Phase] {
 			return
 		}
-		l = &artifactLine{name: ev.Name, start: now, total: -1}
+		l = &artifactLine{name: termtext.Line(ev.Name), start: now, total: -1}
 		p.by[ev.Name] = l
 		p.lines = append(p.lines, l)
 	}
@@ -107,7 +111,7 @@ func (p *progress) event(ev fetch.Event) {
 		l.bytes = ev.Bytes
 	}
 	if ev.From != "" {
-		l.from = ev.From
+		l.from = termtext.Foreign(ev.From)
 	}
 	if ev.Phase == fetch.PhaseDone || ev.Phase == fetch.PhaseCached {
 		l.bytes, l.total = ev.Bytes, ev.Bytes

@@ -65,6 +65,9 @@ func (e *env) openProject() (*project, error) {
 		for _, w := range c.Warnings {
 			e.Progress("mur: warning: %s", w)
 		}
+		for _, w := range c.GrantWarnings {
+			e.SandboxWarning(w)
+		}
 		p.capsule = c
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, errs.Wrap(err, errs.IO, "can't read %s: %v", mpath, err)
@@ -283,4 +286,40 @@ func (p *project) installFrom(name string, flag []string) ([]string, error) {
 		return manifest.NarrowFrom(from, flag)
 	}
 	return from, nil
+}
+
+// intent is the project's murmur.yaml for the checks of murmur.lock against it; nil when the
+// folder has none (a lock on its own is warmed and verified as it is).
+func (p *project) intent() *fetch.Intent {
+	if p.capsule == nil {
+		return nil
+	}
+	return &fetch.Intent{Path: p.capsule.Path, Capsule: p.capsule}
+}
+
+// lockedFlags are --locked and --frozen, for the commands that read murmur.lock.
+type lockedFlags struct {
+	locked bool
+	frozen bool
+}
+
+func (f *lockedFlags) register(fs *pflag.FlagSet) {
+	fs.BoolVar(&f.locked, "locked", false, "fail with lock-mismatch if murmur.lock does not follow murmur.yaml")
+	fs.BoolVar(&f.frozen, "frozen", false, "--locked and --offline")
+}
+
+// check applies --frozen's --offline and, under --locked, refuses a lock that does not follow
+// murmur.yaml before the command does anything.
+func (f *lockedFlags) check(e *env, p *project, l *lock.Lock, platform string) error {
+	if f.frozen {
+		f.locked, e.g.offline = true, true
+	}
+	if !f.locked {
+		return nil
+	}
+	in := p.intent()
+	if in == nil {
+		return usagef("--locked checks murmur.lock against murmur.yaml, and there is no murmur.yaml in %s or above", p.Dir)
+	}
+	return lock.MismatchError(in.Mismatches(l, platform))
 }

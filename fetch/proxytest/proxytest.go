@@ -1,6 +1,6 @@
 // Package proxytest is a loopback HTTP proxy for tests that puts a bad network between mur and a
-// server: it counts the body bytes it serves, caps each connection's bandwidth, hides Range
-// support, and cuts or stalls answers. Tests of fetch, fetch/ocistore, fetch/github and the
+// server: it counts the body bytes it serves, adds a round trip's latency, caps each connection's
+// bandwidth, hides Range support, and cuts or stalls answers. Tests of fetch, fetch/ocistore, fetch/github and the
 // end-to-end suite all put it in front of their fakes:
 //
 //	p := proxytest.Start(t, reg.Addr(), proxytest.Options{Fault: proxytest.Cut, After: 1 << 20, Times: 1})
@@ -81,6 +81,14 @@ type Options struct {
 	// Times bounds how many answers the fault hits from the moment these Options take effect;
 	// 0 means every matching answer.
 	Times int
+	// OnFault, when set, is called as each fault is inflicted, before the client can see it: a
+	// test's event for "the download just broke off" that needs no clock.
+	OnFault func()
+	// RTT, when positive, is the round trip of the network between client and upstream (see
+	// latency.go): a new connection costs one RTT before its first request arrives, a request
+	// arrives RTT/2 after it was sent, and each chunk of the answer RTT/2 after the upstream gave
+	// it, in order, with no bandwidth cap. It applies to every request, whatever PathContains.
+	RTT time.Duration
 }
 
 // Proxy is a running proxy on 127.0.0.1. It is safe for concurrent use.
@@ -90,6 +98,8 @@ type Proxy struct {
 	transport *http.Transport
 	ctx       context.Context // ends on Close, which ends every stall and pending request
 	cancel    context.CancelFunc
+	clock     clock
+	stamped   func(delayedChunk)
 	closeOnce sync.Once
 
 	mu     sync.Mutex
@@ -108,6 +118,13 @@ type pathStats struct {
 // Start runs a proxy to upstream, an http:// URL or a host:port, and closes it when the test
 // ends.
 func Start(t testing.TB, upstream string, opt Options) *Proxy {
+	t.Helper()
+	return start(t, upstream, opt, realClock{}, nil)
+}
+
+// start is Start on a clock of the caller's; stamped, when not nil, hears of every body chunk
+// the latency delays (see latency.go), so that tests can follow it.
+func start(t testing.TB, upstream string, opt Options, clk clock, stamped func(delayedChunk)) *Proxy {
 	t.Helper()
 	if !strings.Contains(upstream, "://") {
 		upstream = "http://" + upstream
@@ -129,13 +146,16 @@ func Start(t testing.TB, upstream string, opt Options) *Proxy {
 			MaxIdleConnsPerHost: 16,
 			IdleConnTimeout:     30 * time.Second,
 		},
-		ctx:    ctx,
-		cancel: cancel,
-		opt:    opt,
-		paths:  map[string]*pathStats{},
+		ctx:     ctx,
+		cancel:  cancel,
+		clock:   clk,
+		stamped: stamped,
+		opt:     opt,
+		paths:   map[string]*pathStats{},
 	}
 	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(p.serve))
 	p.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	p.srv.Config.ConnContext = p.connContext
 	p.srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
 		if st == http.StateNew {
 			p.mu.Lock()
@@ -236,6 +256,7 @@ func (p *Proxy) Close() {
 type plan struct {
 	Options
 	fault Fault
+	rtt   time.Duration // of the network, whatever the path
 }
 
 func (p *Proxy) begin(path string) plan {
@@ -247,9 +268,9 @@ func (p *Proxy) begin(path string) plan {
 		p.paths[path] = s
 	}
 	s.requests++
-	pl := plan{Options: p.opt}
+	pl := plan{Options: p.opt, rtt: p.opt.RTT}
 	if !strings.Contains(path, p.opt.PathContains) {
-		return plan{}
+		return plan{rtt: p.opt.RTT}
 	}
 	if p.opt.Fault != NoFault && (p.opt.Times <= 0 || p.hits < p.opt.Times) {
 		p.hits++
@@ -264,10 +285,13 @@ func (p *Proxy) count(path string, n int) {
 	p.paths[path].bytes += int64(n)
 }
 
-func (p *Proxy) inflicted() {
+func (p *Proxy) inflicted(pl plan) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.faults++
+	p.mu.Unlock()
+	if pl.OnFault != nil {
+		pl.OnFault()
+	}
 }
 
 // abort drops the client's connection without finishing the answer; net/http recovers this panic
@@ -294,13 +318,16 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(p.ctx, cancel)()
+	if !p.requestArrives(ctx, pl.rtt) {
+		abort()
+	}
 
 	switch pl.fault {
 	case Hangup:
-		p.inflicted()
+		p.inflicted(pl)
 		abort()
 	case Silence:
-		p.inflicted()
+		p.inflicted(pl)
 		<-ctx.Done()
 		abort()
 	}
@@ -323,6 +350,21 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		out.Header.Del("If-Range")
 	}
 	resp, err := p.transport.RoundTrip(out)
+	answered := p.clock.now()
+	var body io.Reader
+	if err == nil {
+		defer resp.Body.Close()
+		body = resp.Body
+		if pl.rtt > 0 {
+			// The body's chunks are stamped as they come, while the headers are on their way.
+			d := p.delay(ctx, resp.Body, pl.rtt)
+			defer d.close()
+			body = d
+		}
+	}
+	if pl.rtt > 0 && !p.clock.sleepUntil(ctx, answered.Add(pl.rtt/2)) {
+		abort()
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			abort()
@@ -330,13 +372,12 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "proxytest: upstream: "+err.Error(), http.StatusBadGateway)
 		return
 	}
-	defer resp.Body.Close()
 	dropHops(resp.Header)
 	for k, vs := range resp.Header {
 		w.Header()[k] = vs
 	}
 	w.WriteHeader(resp.StatusCode)
-	p.copyBody(ctx, w, resp.Body, path, pl)
+	p.copyBody(ctx, w, body, path, pl)
 }
 
 // copyBody sends body on, flushing each chunk so that pacing and faults happen on the wire, not
@@ -359,7 +400,7 @@ func (p *Proxy) copyBody(ctx context.Context, w http.ResponseWriter, body io.Rea
 				if n, err := body.Read(buf[:1]); n == 0 && err == io.EOF {
 					return
 				}
-				p.inflicted()
+				p.inflicted(pl)
 				_ = rc.Flush() // the status and headers go out even when no body byte does
 				if pl.fault == Stall {
 					<-ctx.Done()

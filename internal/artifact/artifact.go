@@ -74,6 +74,8 @@ type Archive struct {
 	Component     bool   // the payload is a wasm component, not a core module
 
 	payload *zip.File
+	files   []*zip.File // every entry, for CheckStream
+	size    int64       // of the packed file
 	limit   int64
 }
 
@@ -147,7 +149,7 @@ func Read(r io.ReaderAt, size int64) (*Archive, error) {
 	if manifest == nil {
 		return nil, invalid("the packed artifact has no %s at its root (found %s); %s", ManifestName, listNames(zr.File), remedy)
 	}
-	a := &Archive{limit: limit}
+	a := &Archive{limit: limit, files: zr.File, size: size}
 	if a.ManifestBytes, err = readManifestEntry(manifest); err != nil {
 		return nil, err
 	}

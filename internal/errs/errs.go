@@ -23,6 +23,7 @@ const (
 	IndexMismatch   Token = "index-mismatch"
 	OwnerChanged    Token = "owner-changed"
 	LockConflict    Token = "lock-conflict"
+	LockMismatch    Token = "lock-mismatch" // murmur.lock does not follow murmur.yaml (--locked, mur lock --check)
 	NotGranted      Token = "not-granted"
 	Offline         Token = "offline"
 	RateLimited     Token = "rate-limited"

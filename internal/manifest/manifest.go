@@ -20,16 +20,18 @@
 //   - install.from: the intersection, in the capsule's order. The capsule's default is
 //     [stores, sources].
 //
-// Unknown keys are kept out of the result and reported in Capsule.Warnings with file and line;
-// they are never an error, so that one murmur.yaml can serve other Murmur tools too.
+// An unknown key under capabilities, the capsule's or an artifact's, is an error with its line
+// and the key it most likely meant: a mistyped grant (readonly for read_only, limit for limits)
+// would otherwise leave the guest more than the author meant. Unknown keys elsewhere are kept out
+// of the result and reported in Capsule.Warnings with file and line, so that one murmur.yaml can
+// serve other Murmur tools too; those that look like a mistyped capabilities key go to
+// GrantWarnings instead, which concern the sandbox and are never silenced.
 package manifest
 
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -42,6 +44,8 @@ import (
 
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/safefile"
+	"github.com/murmur-nexus/mur/internal/suggest"
 )
 
 // FileName is the capsule manifest's name, beside murmur.lock.
@@ -70,6 +74,9 @@ type Capsule struct {
 	Artifacts    []Artifact
 	Capabilities Capabilities // the ceiling for every artifact
 	Warnings     []string     // unknown keys, as "file:line: ..."
+	// GrantWarnings are unknown keys that look like a mistyped capabilities key: what the
+	// guest may do depends on them, so callers show them even when asked to be quiet.
+	GrantWarnings []string
 	// StoreNames lists every state-store name the file gives, where it gives it, for the one
 	// store-name rule (state.ValidateStoreName) to judge. The parser does not judge them.
 	StoreNames []StoreName
@@ -130,20 +137,12 @@ type Install struct {
 
 // Load reads and parses a murmur.yaml.
 func Load(p string) (*Capsule, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, errs.Wrap(err, errs.NotFound, "%s does not exist; run mur in a capsule folder, beside its murmur.yaml", p)
-		}
-		return nil, errs.Wrap(err, errs.IO, "can't read %s: %v", p, err)
+	data, err := safefile.ReadProject(p, maxFileBytes, errs.InvalidManifest)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, errs.Wrap(err, errs.NotFound, "%s does not exist; run mur in a capsule folder, beside its murmur.yaml", p)
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
 	if err != nil {
-		return nil, errs.Wrap(err, errs.IO, "can't read %s: %v", p, err)
-	}
-	if len(data) > maxFileBytes {
-		return nil, errs.New(errs.InvalidManifest, "%s is over %d bytes; a capsule manifest holds a few lines", p, maxFileBytes)
+		return nil, err
 	}
 	return Parse(data, p)
 }
@@ -201,14 +200,16 @@ func Parse(data []byte, p string) (*Capsule, error) {
 		}
 	}
 	c.Warnings = ps.warnings
+	c.GrantWarnings = ps.grantWarnings
 	c.StoreNames = ps.storeNames
 	return c, nil
 }
 
 type parser struct {
-	path       string
-	warnings   []string
-	storeNames []StoreName
+	path          string
+	warnings      []string
+	grantWarnings []string
+	storeNames    []StoreName
 }
 
 func (ps *parser) errf(n *yaml.Node, key, format string, args ...any) error {
@@ -225,6 +226,15 @@ func join(prefix, key string) string {
 // fields reads a mapping, keeps the known keys, and warns about the others. A null node is an
 // empty mapping, so `capabilities:` with nothing under it is fine.
 func (ps *parser) fields(n *yaml.Node, prefix string, known ...string) (map[string]*yaml.Node, error) {
+	return ps.mapping(n, prefix, false, known)
+}
+
+// grants is fields for a mapping under capabilities, where an unknown key is an error.
+func (ps *parser) grants(n *yaml.Node, prefix string, known ...string) (map[string]*yaml.Node, error) {
+	return ps.mapping(n, prefix, true, known)
+}
+
+func (ps *parser) mapping(n *yaml.Node, prefix string, strict bool, known []string) (map[string]*yaml.Node, error) {
 	n = deref(n)
 	out := map[string]*yaml.Node{}
 	if yamlnode.IsNull(n) {
@@ -252,12 +262,36 @@ func (ps *parser) fields(n *yaml.Node, prefix string, known ...string) (map[stri
 			}
 		}
 		if !isKnown || k.Kind != yaml.ScalarNode {
+			if strict {
+				return nil, ps.unknownGrant(k, prefix, known)
+			}
+			if near, ok := suggest.Nearest(key, []string{"capabilities"}); ok && k.Kind == yaml.ScalarNode && contains(known, near) {
+				ps.grantWarnings = append(ps.grantWarnings, fmt.Sprintf("%s:%d: unknown key %q ignored; did you mean %s? Without it the guest gets %s", ps.path, k.Line, join(prefix, key), near, grantsWithout(prefix)))
+				continue
+			}
 			ps.warnings = append(ps.warnings, fmt.Sprintf("%s:%d: unknown key %q ignored", ps.path, k.Line, join(prefix, key)))
 			continue
 		}
 		out[key] = v
 	}
 	return out, nil
+}
+
+// unknownGrant is the error for key k under the grants mapping prefix, which knows only known.
+func (ps *parser) unknownGrant(k *yaml.Node, prefix string, known []string) error {
+	hint := "its keys are " + strings.Join(known, ", ") + "."
+	if near, ok := suggest.Nearest(k.Value, known); ok && k.Kind == yaml.ScalarNode {
+		hint = "did you mean " + near + "?"
+	}
+	return errs.New(errs.InvalidManifest, "%s:%d: %s has no key %s; %s A grant mur can't read is refused rather than guessed at, since it decides what the guest may do", ps.path, k.Line, prefix, yamlnode.Describe(k), hint)
+}
+
+// grantsWithout says what a guest gets when the capabilities key at prefix is missing.
+func grantsWithout(prefix string) string {
+	if prefix == "" {
+		return "the default grants (the workdir, no state store, default limits)"
+	}
+	return "the capsule's grants, not narrowed"
 }
 
 func deref(n *yaml.Node) *yaml.Node {
@@ -341,13 +375,13 @@ func (ps *parser) relPath(n *yaml.Node, key string) (string, error) {
 // capabilities parses a capabilities mapping into out. ceiling is nil for the capsule's own, and
 // the capsule's grants when parsing an artifact's narrowing.
 func (ps *parser) capabilities(n *yaml.Node, prefix string, out *Capabilities, ceiling *capsuleCeiling) error {
-	f, err := ps.fields(n, prefix, "filesystem", "state", "env", "limits", "install")
+	f, err := ps.grants(n, prefix, "filesystem", "state", "env", "limits", "install")
 	if err != nil {
 		return err
 	}
 	if fsn := f["filesystem"]; fsn != nil {
 		key := join(prefix, "filesystem")
-		ff, err := ps.fields(fsn, key, "scope", "read_only")
+		ff, err := ps.grants(fsn, key, "scope", "read_only")
 		if err != nil {
 			return err
 		}
@@ -383,7 +417,7 @@ func (ps *parser) capabilities(n *yaml.Node, prefix string, out *Capabilities, c
 		if yamlnode.IsNull(deref(sn)) {
 			out.State, out.dropState = nil, ceiling != nil
 		} else {
-			sf, err := ps.fields(sn, key, "store")
+			sf, err := ps.grants(sn, key, "store")
 			if err != nil {
 				return err
 			}
@@ -409,7 +443,7 @@ func (ps *parser) capabilities(n *yaml.Node, prefix string, out *Capabilities, c
 	}
 	if en := f["env"]; en != nil {
 		key := join(prefix, "env")
-		ef, err := ps.fields(en, key, "allow")
+		ef, err := ps.grants(en, key, "allow")
 		if err != nil {
 			return err
 		}
@@ -427,7 +461,7 @@ func (ps *parser) capabilities(n *yaml.Node, prefix string, out *Capabilities, c
 	}
 	if ln := f["limits"]; ln != nil {
 		key := join(prefix, "limits")
-		lf, err := ps.fields(ln, key, "memory_mib", "timeout_s")
+		lf, err := ps.grants(ln, key, "memory_mib", "timeout_s")
 		if err != nil {
 			return err
 		}
@@ -444,7 +478,7 @@ func (ps *parser) capabilities(n *yaml.Node, prefix string, out *Capabilities, c
 	}
 	if in := f["install"]; in != nil {
 		key := join(prefix, "install")
-		inf, err := ps.fields(in, key, "from")
+		inf, err := ps.grants(in, key, "from")
 		if err != nil {
 			return err
 		}

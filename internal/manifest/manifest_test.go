@@ -150,20 +150,58 @@ func TestWarnings(t *testing.T) {
 	c := mustParse(t, `name: cap
 description: other tools read this
 capabilities:
-  network: true
-  filesystem: { scope: ".", writable: [x] }
+  filesystem: { scope: "." }
 artifacts:
   - name: acme/grep
     pinned: yes
+  - name: acme/sed
+    capabilites: { filesystem: { scope: "." } }
+capabilites: { state: {} }
 `)
 	want := []string{
 		`murmur.yaml:2: unknown key "description" ignored`,
-		`murmur.yaml:4: unknown key "capabilities.network" ignored`,
-		`murmur.yaml:5: unknown key "capabilities.filesystem.writable" ignored`,
-		`murmur.yaml:8: unknown key "artifacts[0].pinned" ignored`,
+		`murmur.yaml:7: unknown key "artifacts[0].pinned" ignored`,
 	}
 	if !reflect.DeepEqual(c.Warnings, want) {
 		t.Errorf("warnings = %q\nwant %q", c.Warnings, want)
+	}
+	// A mistyped capabilities key is not an error (it is not under capabilities), but it
+	// concerns the sandbox: it goes where -q can't hide it.
+	grant := []string{
+		`murmur.yaml:10: unknown key "capabilites" ignored; did you mean capabilities? Without it the guest gets the default grants (the workdir, no state store, default limits)`,
+		`murmur.yaml:9: unknown key "artifacts[1].capabilites" ignored; did you mean capabilities? Without it the guest gets the capsule's grants, not narrowed`,
+	}
+	if !reflect.DeepEqual(c.GrantWarnings, grant) {
+		t.Errorf("grant warnings = %q\nwant %q", c.GrantWarnings, grant)
+	}
+}
+
+// A mistyped grant would widen what the guest may do (readonly for read_only mounts docs/
+// read-write; limit for limits keeps the default memory cap), so under capabilities, the
+// capsule's or an artifact's, every unknown key is an error that names its line and the key
+// meant.
+func TestUnknownGrantsAreErrors(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{"name: c\ncapabilities:\n  filesystem: { scope: \".\", readonly: [docs] }\n",
+			`murmur.yaml:3: capabilities.filesystem has no key "readonly"; did you mean read_only?`},
+		{"name: c\ncapabilities:\n  limit: { memory_mib: 64 }\n",
+			`murmur.yaml:3: capabilities has no key "limit"; did you mean limits?`},
+		{"name: c\ncapabilities:\n  network: true\n",
+			`murmur.yaml:3: capabilities has no key "network"; its keys are filesystem, state, env, limits, install.`},
+		{"name: c\ncapabilities:\n  limits: { memory: 64 }\n",
+			`capabilities.limits has no key "memory"; its keys are memory_mib, timeout_s.`},
+		{"name: c\ncapabilities:\n  state: { stor: x }\n", `did you mean store?`},
+		{"name: c\ncapabilities:\n  env: { allows: [A] }\n", `did you mean allow?`},
+		{"name: c\ncapabilities:\n  install: { form: [stores] }\n", `did you mean from?`},
+		{"name: c\ncapabilities: { state: {} }\nartifacts:\n  - name: acme/grep\n    capabilities:\n      filesystem: { scpoe: data }\n",
+			`murmur.yaml:6: artifacts[0].capabilities.filesystem has no key "scpoe"; did you mean scope?`},
+		{"name: c\nartifacts:\n  - name: acme/grep\n    capabilities: { limts: { memory_mib: 1 } }\n",
+			`murmur.yaml:4: artifacts[0].capabilities has no key "limts"; did you mean limits?`},
+	} {
+		_, err := Parse([]byte(c.yaml), "murmur.yaml")
+		if errs.TokenOf(err) != errs.InvalidManifest || err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "refused") {
+			t.Errorf("%s: err = %v, want invalid-manifest with %q", c.yaml, err, c.want)
+		}
 	}
 }
 

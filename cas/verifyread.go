@@ -1,0 +1,77 @@
+package cas
+
+import (
+	"context"
+	"crypto/sha256"
+	"hash"
+	"io"
+	"os"
+
+	"github.com/opencontainers/go-digest"
+)
+
+// VerifyRead re-hashes the blob with digest d in one sequential read and lets inspect look at
+// the same bytes on their way: blob reads any offset (a zip's directory, a few KiB at its end),
+// and stream gives the blob from its first byte, in order, each byte hashed as it passes. What
+// inspect leaves unread is hashed after it returns, so the blob is read once for both. Reads are
+// plain reads, never a mapping, so a failing disk is an error rather than a SIGBUS.
+//
+// A blob whose bytes do not hash to d is quarantined and is an errs.Integrity error, whatever
+// inspect returned: what it found in damaged bytes says nothing of the pinned ones. A read that
+// fails is that error. Otherwise the error is inspect's.
+func (s *Store) VerifyRead(ctx context.Context, d digest.Digest, inspect func(blob ReaderAt, stream io.Reader) error) error {
+	f, err := s.open(d)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return pathErr(err, "reading", f.Name())
+	}
+	h := sha256.New()
+	stream := &hashingReader{ctx: ctx, f: f, h: h}
+	found := inspect(&fileBlob{f: f, size: fi.Size()}, stream)
+	if stream.err == nil {
+		buf := readBuffers.Get().(*[]byte)
+		for stream.err == nil {
+			stream.Read(*buf)
+		}
+		readBuffers.Put(buf)
+	}
+	if stream.err != io.EOF {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return pathErr(stream.err, "reading", f.Name())
+	}
+	if got := digest.NewDigest(digest.SHA256, h); got != d {
+		return s.damaged(f, d, got)
+	}
+	return found
+}
+
+// hashingReader reads a blob file from its current offset and hashes every byte it returns. Its
+// first error sticks, so VerifyRead can tell a read that failed from what inspect made of it.
+type hashingReader struct {
+	ctx context.Context
+	f   *os.File
+	h   hash.Hash
+	err error
+}
+
+func (r *hashingReader) Read(p []byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	if err := r.ctx.Err(); err != nil {
+		r.err = err
+		return 0, err
+	}
+	n, err := r.f.Read(p)
+	r.h.Write(p[:n])
+	if err != nil {
+		r.err = err
+	}
+	return n, err
+}

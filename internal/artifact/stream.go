@@ -1,0 +1,171 @@
+package artifact
+
+import (
+	"bufio"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"path"
+	"sort"
+
+	"github.com/klauspost/compress/flate"
+	"github.com/klauspost/compress/zip"
+
+	"github.com/murmur-nexus/mur/internal/errs"
+)
+
+// CheckStream reads the packed file from its first byte, as r gives it in order, and checks
+// every file entry on the way: a deflated entry inflates to no more than its zip records (and
+// so within the decompression ceiling) from no more bytes than its zip records, and each entry has the size and CRC-32 its central directory
+// records. It reads r only up to the end of the last entry's data, so that a caller hashing the
+// same stream (the CAS re-hashing a blob) reads the blob once for both. Entries whose data share
+// bytes of the file are refused: an archiver never writes them, and they are how a small zip
+// inflates without bound. Memory use does not depend on the archive's size.
+func (a *Archive) CheckStream(r io.Reader) error {
+	spans, err := a.spans()
+	if err != nil {
+		return err
+	}
+	cr := &countingReader{r: r}
+	br := bufio.NewReaderSize(cr, streamBuffer)
+	pos := func() int64 { return cr.n - int64(br.Buffered()) }
+	crc := crc32.NewIEEE()
+	var inflater io.ReadCloser
+	defer func() {
+		if inflater != nil {
+			inflater.Close()
+		}
+	}()
+	for _, s := range spans {
+		if _, err := br.Discard(int(s.offset - pos())); err != nil {
+			return a.truncated(s, err)
+		}
+		crc.Reset()
+		var size int64
+		if s.f.Method == zip.Store {
+			if size, err = copyStored(crc, br, int64(s.f.CompressedSize64)); err != nil {
+				return a.truncated(s, err)
+			}
+		} else {
+			if inflater == nil {
+				inflater = flate.NewReader(br) // a *bufio.Reader: flate reads no byte past its stream
+			} else if err := inflater.(flate.Resetter).Reset(br, nil); err != nil {
+				return err
+			}
+			// Read refused any entry that declares more than the ceiling, so inflating no further
+			// than the declared size keeps within it.
+			out := &ceilingWriter{w: crc, left: int64(s.f.UncompressedSize64)}
+			size, err = io.Copy(out, inflater)
+			if out.over {
+				return invalid("%s inflates past the %d bytes its zip records; the artifact is damaged, so it can't be installed; %s", a.describe(s), s.f.UncompressedSize64, reportIt)
+			}
+			if err != nil {
+				return errs.Wrap(err, errs.InvalidArtifact, "%s is damaged (%v); the artifact can't be installed, %s", a.describe(s), err, reportIt)
+			}
+			if used := pos() - s.offset; used > int64(s.f.CompressedSize64) {
+				return invalid("%s takes %d bytes of deflate stream, but the zip records %d; the artifact is damaged, so it can't be installed; %s", a.describe(s), used, s.f.CompressedSize64, reportIt)
+			}
+		}
+		if want := int64(s.f.UncompressedSize64); size != want {
+			return invalid("%s is %d bytes, but the zip records %d; the artifact is damaged, so it can't be installed; %s", a.describe(s), size, want, reportIt)
+		}
+		if got := crc.Sum32(); got != s.f.CRC32 {
+			return invalid("%s has checksum crc32:%08x, but the zip records crc32:%08x; the artifact is damaged, so it can't be installed; %s", a.describe(s), got, s.f.CRC32, reportIt)
+		}
+	}
+	return nil
+}
+
+// streamBuffer is how much of the file CheckStream reads at a time.
+const streamBuffer = 1 << 20
+
+const reportIt = "report it to its publisher"
+
+// span is a file entry and where its data starts in the packed file.
+type span struct {
+	f      *zip.File
+	offset int64
+}
+
+// spans lists the file entries in the order their data lies in the packed file.
+func (a *Archive) spans() ([]span, error) {
+	spans := make([]span, 0, len(a.files))
+	for _, f := range a.files {
+		if isDir(f) {
+			continue
+		}
+		off, err := f.DataOffset()
+		if err != nil {
+			return nil, errs.Wrap(err, errs.InvalidArtifact, "the local header of entry %q of the packed artifact can't be read (%v); the artifact is damaged, so it can't be installed; %s", f.Name, err, reportIt)
+		}
+		if off < 0 || off > a.size || int64(f.CompressedSize64) > a.size-off {
+			return nil, invalid("the data of entry %q of the packed artifact lies outside the file (%d bytes from %d in a file of %d); the artifact is damaged, so it can't be installed; %s", f.Name, f.CompressedSize64, off, a.size, reportIt)
+		}
+		spans = append(spans, span{f: f, offset: off})
+	}
+	sort.SliceStable(spans, func(i, j int) bool { return spans[i].offset < spans[j].offset })
+	for i := 1; i < len(spans); i++ {
+		prev, cur := spans[i-1], spans[i]
+		if cur.offset < prev.offset+int64(prev.f.CompressedSize64) {
+			return nil, invalid("entries %q and %q of the packed artifact share bytes of the file; an archiver never writes that (it is how zip bombs are built), so %s", prev.f.Name, cur.f.Name, remedy)
+		}
+	}
+	return spans, nil
+}
+
+// describe names an entry in a message: the payload as the payload.
+func (a *Archive) describe(s span) string {
+	if a.payload == s.f {
+		return fmt.Sprintf("the payload %q", a.PayloadName)
+	}
+	return fmt.Sprintf("entry %q of the packed artifact", path.Clean(s.f.Name))
+}
+
+func (a *Archive) truncated(s span, err error) error {
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return errs.Wrap(err, errs.InvalidArtifact, "%s can't be read to its end (%v); the artifact is damaged, so it can't be installed; %s", a.describe(s), err, reportIt)
+}
+
+// copyStored feeds n bytes of br to w straight from br's buffer.
+func copyStored(w io.Writer, br *bufio.Reader, n int64) (int64, error) {
+	var done int64
+	for done < n {
+		b, err := br.Peek(int(min(n-done, int64(br.Size()))))
+		w.Write(b)
+		br.Discard(len(b))
+		done += int64(len(b))
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+// ceilingWriter passes at most left bytes to w and fails past them.
+type ceilingWriter struct {
+	w    io.Writer
+	left int64
+	over bool
+}
+
+func (c *ceilingWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > c.left {
+		c.over = true
+		return 0, io.ErrShortWrite
+	}
+	c.left -= int64(len(p))
+	return c.w.Write(p)
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
