@@ -59,6 +59,9 @@ type Record struct {
 	Notes       []string      `json:"notes,omitempty"`   // what the download had to do: continue, start over
 	// Provenance is what the artifact's verified Sigstore bundle proved, when it had one.
 	Provenance *Provenance `json:"provenance,omitempty"`
+	// Private is set when the place needed the user's credentials to serve the blob (a private
+	// repository, a registry that asked for auth).
+	Private bool `json:"private,omitempty"`
 }
 
 // Provenance is the record of a verified bundle: the bundle itself is a blob of the CAS.

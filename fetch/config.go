@@ -78,6 +78,9 @@ type Config struct {
 	MirrorRequired bool
 	// Provenance is the provenance policy (config_provenance.go).
 	Provenance ProvenanceConfig
+	// MirrorFromProject is set when the mirror is named by the project's .murmur/config.yaml and
+	// not by the home's config.yaml: a cloned project's choice (see Puller.MirrorFromProject).
+	MirrorFromProject bool
 	// Warnings name keys that were ignored, with their file, for the command to print.
 	Warnings []string
 }
@@ -147,6 +150,7 @@ func LoadConfig(homeConfigPath, projectDir string) (*Config, error) {
 		}
 		mergeProvenance(&c.Provenance, f.provenance)
 	}
+	c.MirrorFromProject = project != nil && project.mirror != "" && (user == nil || user.mirror != project.mirror)
 	return c, nil
 }
 
