@@ -175,6 +175,7 @@ func commands() []*command {
 		pullCmd(),
 		addCmd(),
 		rmCmd(),
+		outdatedCmd(),
 		runCmd(),
 		verifyCmd(),
 		warmCmd(),
