@@ -11,7 +11,7 @@ import (
 
 func outdatedCmd() *command {
 	var (
-		f        pullFlags
+		f          pullFlags
 		failBehind bool
 	)
 	return &command{
