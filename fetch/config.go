@@ -1,10 +1,8 @@
 package fetch
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"path/filepath"
 	"sort"
@@ -191,21 +189,15 @@ func parseConfig(data []byte, path, baseDir string) (*configFile, error) {
 		return errs.New(errs.InvalidConfig, "%s: %s", path, fmt.Sprintf(format, args...))
 	}
 	f := &configFile{sources: map[string]string{}, plainHTTP: map[string]bool{}, fallbacks: map[string]Fallback{}}
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return f, nil // an empty file is an empty config
-		}
-		return nil, errs.Wrap(err, errs.InvalidConfig, "%s is not valid YAML: %v; fix the file or move it aside", path, err)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, bad("line %d: a second YAML document starts here; keep a single one", max(extra.Line, 1))
-	}
-	root := &doc
-	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
-		root = root.Content[0]
+	root, err := yamlnode.Decode(data)
+	var de *yamlnode.DecodeError
+	switch {
+	case errors.As(err, &de) && de.Problem != yamlnode.NotYAML:
+		return nil, bad("%s", de.Error())
+	case err != nil:
+		return nil, errs.Wrap(err, errs.InvalidConfig, "%s is not valid YAML: %v; fix the file or move it aside", path, errors.Unwrap(err))
+	case root == nil:
+		return f, nil // an empty file is an empty config
 	}
 	if yamlnode.IsNull(root) {
 		return f, nil

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
 )
@@ -192,7 +193,7 @@ func (p *Puller) resolveMeta(ctx context.Context, req Request, version string, o
 	}
 	from := req.From
 	if from == nil {
-		from = DefaultFrom
+		from = manifest.DefaultFrom()
 	}
 	var failures []error
 	var asked []string

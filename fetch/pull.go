@@ -16,18 +16,16 @@ import (
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch/internal/download"
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
 )
 
-// Where a pull may look, in the order a capsule's install.from lists them.
+// Where a pull may look, in the order a capsule's install.from lists them: manifest's words.
 const (
-	FromStores  = "stores"
-	FromSources = "sources"
+	FromStores  = manifest.FromStores
+	FromSources = manifest.FromSources
 )
-
-// DefaultFrom is install.from when a capsule says nothing.
-var DefaultFrom = []string{FromStores, FromSources}
 
 // Project is the folder that holds murmur.yaml, murmur.lock and tools/.
 type Project struct{ Dir string }

@@ -13,6 +13,7 @@ import (
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
 )
@@ -80,7 +81,7 @@ type fetched struct {
 func (p *Puller) fetch(ctx context.Context, req Request, version string, pin pinned, lease *cas.Lease) (*fetched, error) {
 	from := req.From
 	if from == nil {
-		from = DefaultFrom
+		from = manifest.DefaultFrom()
 	}
 	what := req.Name.String() + "@" + version
 	var failures []error

@@ -28,7 +28,7 @@ type WarmInput struct {
 	Precompile func(ctx context.Context, wasm []byte) error
 	// Layout, when set, receives every warmed blob, so that the folder serves as a store.
 	Layout Store
-	// From is the install.from of each artifact; nil means DefaultFrom for all.
+	// From is the install.from of each artifact; nil means manifest.DefaultFrom() for all.
 	From func(name string) ([]string, error)
 	// Intent is murmur.yaml, whose differences with the lock are problems; nil for none.
 	Intent *Intent

@@ -43,6 +43,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/opencontainers/go-digest"
 
@@ -123,13 +124,21 @@ func Read(path string) (*Lock, error) {
 // file lock, so that concurrent processes lose no change. If fn fails nothing is written and its
 // error is returned as is. If the content is unchanged the file is not rewritten, and a missing
 // lock that stays empty is not created.
+//
+// On a read-only file system (a checkout mounted read-only) the file lock can't be made, but
+// nothing can write the lock there either: fn then runs on the lock as it is, and only a change
+// is an error, so that a pull with nothing to do succeeds without writing.
 func Update(ctx context.Context, path string, fn func(*Lock) error) error {
 	unlock, err := lockedfile.Lock(ctx, GuardPath(path))
 	if errs.TokenOf(err) == errs.Denied {
 		return err
 	}
-	if err != nil {
+	readOnly := errors.Is(err, syscall.EROFS)
+	if err != nil && !readOnly {
 		return errs.Wrap(err, errs.IO, "can't lock %s for writing: %v", path, err)
+	}
+	if readOnly {
+		return updateReadOnly(path, fn, errs.Wrap(err, errs.IO, "can't lock %s for writing: %v; this change to it needs a writable checkout", path, err))
 	}
 	defer unlock()
 	old, err := safefile.ReadProject(path, MaxFileBytes, errs.InvalidLock)
@@ -382,4 +391,27 @@ func validOrigin(o Origin) bool {
 		}
 	}
 	return true
+}
+
+// updateReadOnly is Update on a read-only file system: fn runs on the lock as it is, and
+// refused is returned only if fn changed it.
+func updateReadOnly(path string, fn func(*Lock) error, refused error) error {
+	old, err := safefile.ReadProject(path, MaxFileBytes, errs.InvalidLock)
+	exists := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	l := &Lock{Scopes: map[string]ScopePin{}}
+	if exists {
+		if l, err = Parse(old, path); err != nil {
+			return err
+		}
+	}
+	if err := fn(l); err != nil {
+		return err
+	}
+	if data := l.Marshal(); (exists && bytes.Equal(data, old)) || (!exists && len(l.Scopes) == 0 && len(l.Artifacts) == 0) {
+		return nil
+	}
+	return refused
 }

@@ -217,6 +217,8 @@ func TestParseRefusals(t *testing.T) {
 		{"bad source", "lock_version: 3\nscopes: { acme: { source: gitlab:acme/x, owner_id: 1, repo_id: 1 } }\n", []string{`scope "acme"`, "github:OWNER/REPO"}},
 		{"missing source", "lock_version: 3\nscopes: { acme: { owner_id: 1, repo_id: 1 } }\n", []string{"has no source"}},
 		{"bad scope name", "lock_version: 3\nscopes: { Acme: { source: github:acme/x, owner_id: 1, repo_id: 1 } }\n", []string{`scope "Acme"`}},
+		{"not utf-8", "lock_version: 3\nartifacts: []\n# \xff\n", []string{"not UTF-8"}},
+		{"two documents", "lock_version: 3\n---\nlock_version: 3\n", []string{"more than one YAML document"}},
 		{"local scope", "lock_version: 3\nscopes: { local: { source: github:acme/x, owner_id: 1, repo_id: 1 } }\n", []string{"scope local is reserved"}},
 		{"murmur hijack", "lock_version: 3\nscopes: { murmur: { source: github:evil/default-artifacts, owner_id: 1, repo_id: 1 } }\n", []string{"scope murmur is reserved", "github:evil/default-artifacts"}},
 		{"duplicate scope", "lock_version: 3\nscopes:\n  acme: { source: github:acme/x, owner_id: 1, repo_id: 1 }\n  acme: { source: github:acme/x, owner_id: 1, repo_id: 1 }\n", []string{`scope "acme" is pinned twice`}},

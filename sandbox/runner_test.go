@@ -387,7 +387,17 @@ func TestMemoryCap(t *testing.T) {
 	if strings.Contains(res.stdout, "allocated 64 MiB") {
 		t.Errorf("memhog allocated past the cap: %q", res.stdout)
 	}
+	// Go's runtime says "out of memory" and exits 2, which names nothing of mur's; mur adds the
+	// limit the guest ran into, and keeps the guest's status.
+	if !errors.Is(res.err, ErrMemoryLimit) || errs.TokenOf(res.err) != errs.GuestCrashed || ExitStatus(res.code, res.err) != res.code ||
+		!strings.Contains(errs.Message(res.err), "the guest used its whole memory limit of 32 MiB (limits.memory_mib)") {
+		t.Errorf("memhog's error %v (status %d), want guest-crashed naming limits.memory_mib", res.err, ExitStatus(res.code, res.err))
+	}
 	t.Logf("memhog: %d %v %q %q", res.code, res.err, res.stdout, lastLine(res.stderr))
+	// A guest that fails far below its cap gets no such note.
+	if res := run(t, r, guesttest.Build(t, "exitcode"), Config{Args: []string{"exitcode", "3"}, MemoryMiB: 512}); res.err != nil || res.code != 3 {
+		t.Errorf("exitcode 3 under a 512 MiB cap: %d, %v", res.code, res.err)
+	}
 }
 
 func lastLine(s string) string {
@@ -431,6 +441,10 @@ func TestTrap(t *testing.T) {
 	res := run(t, r, trapModule(), Config{Args: []string{"trap"}})
 	if !errors.Is(res.err, ErrTrap) || ExitStatus(res.code, res.err) != StatusTrap {
 		t.Fatalf("Run = %d, %v; want a trap", res.code, res.err)
+	}
+	// The artifact passed every check: the run crashed, not the artifact.
+	if errs.TokenOf(res.err) != errs.GuestCrashed {
+		t.Errorf("a trap's token is %s, want guest-crashed", errs.TokenOf(res.err))
 	}
 }
 

@@ -213,7 +213,7 @@ mur cache gc --keep a/murmur.lock --keep b/murmur.lock --older-than 168h`,
 			if err != nil {
 				return errs.Wrap(err, errs.IO, "can't read the current folder: %v", err)
 			}
-			project, err := findProject(cwd)
+			project, err := fetch.FindProject(cwd)
 			if err != nil {
 				return err
 			}

@@ -1,17 +1,13 @@
 package main
 
 import (
-	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/pflag"
 
-	"fmt"
 	"github.com/murmur-nexus/mur/fetch"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"syscall"
-
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
@@ -90,11 +86,9 @@ func runLock(e *env, f *pullFlags, args []string, bump, dryRun, check bool) erro
 	if err != nil {
 		return err
 	}
-	stores, err := p.stores(f.stores)
-	if err != nil {
-		return err
-	}
-	puller, err := p.chain(&fetch.Puller{Stores: stores, Source: p.source(), Offline: e.Offline(), Platform: f.platform}, storeFlags{}, 1)
+	// Metadata only: one connection, and nothing is brought in for a mirror to receive.
+	f.stores.mirror = ""
+	puller, err := p.puller(e, f.stores, fetch.PullerOptions{Platform: f.platform, Connections: 1})
 	if err != nil {
 		return err
 	}
@@ -144,7 +138,7 @@ func runForgetScope(e *env, args []string) error {
 	if err != nil {
 		return errs.Wrap(err, errs.IO, "can't find the current folder: %v", err)
 	}
-	dir, err := findProject(wd)
+	dir, err := fetch.FindProject(wd)
 	if err != nil {
 		return err
 	}
@@ -174,31 +168,4 @@ func runForgetScope(e *env, args []string) error {
 	fmt.Fprintf(e.stdout, "forgot scope %s in %s (was %s, owner id %d, repo id %d); the next source pull of %s pins its current owner\n",
 		scope, path, removed.Source, removed.OwnerID, removed.RepoID, scope)
 	return nil
-}
-
-// findProject walks up from start to the first folder that holds murmur.yaml or murmur.lock, and
-// returns start itself (made absolute) when none does, so that a command run outside any project
-// works on the current folder, as `mur pull REF` in an empty folder should.
-func findProject(start string) (string, error) {
-	abs, err := filepath.Abs(start)
-	if err != nil {
-		return "", errs.Wrap(err, errs.IO, "can't make %q absolute: %v", start, err)
-	}
-	for dir := abs; ; {
-		for _, name := range []string{"murmur.yaml", lock.FileName} {
-			fi, err := os.Stat(filepath.Join(dir, name))
-			if err == nil && !fi.IsDir() {
-				return dir, nil
-			}
-			// A folder we may not search, or start naming a file, is just not a project.
-			if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) && !errors.Is(err, syscall.ENOTDIR) {
-				return "", errs.Wrap(err, errs.IO, "looking for the project of %s: can't check %s: %v", abs, filepath.Join(dir, name), err)
-			}
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return abs, nil
-		}
-		dir = parent
-	}
 }

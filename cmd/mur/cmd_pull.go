@@ -10,6 +10,7 @@ import (
 
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/sandbox"
 )
@@ -89,8 +90,8 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 		return err
 	}
 	for _, v := range f.from {
-		if v != fetch.FromStores && v != fetch.FromSources {
-			return usagef("--from %q is not one of stores, sources", v)
+		if err := manifest.CheckFrom(v); err != nil {
+			return usagef("--from %s", errs.Message(err))
 		}
 	}
 	if f.frozen {
@@ -117,16 +118,13 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 	if err != nil {
 		return err
 	}
-	stores, err := p.stores(f.stores)
-	if err != nil {
-		return err
-	}
 	pr := newProgress(e.stderr, e.g.quiet || e.g.json, "pull").watch(e)
-	puller, err := p.chain(p.cacheCap(e, &fetch.Puller{
-		CAS: store, Stores: append(files, stores...), Source: p.source(), Offline: e.Offline(),
-		Platform: f.platform, Jobs: f.jobs, Events: pr.event,
-		CASOnly: p.capsule == nil, Locked: f.locked,
-	}), f.stores, f.connections)
+	puller, err := p.puller(e, f.stores, fetch.PullerOptions{
+		CAS: store, Files: files, Platform: f.platform, Jobs: f.jobs, Connections: f.connections, Events: pr.event,
+	})
+	if err == nil {
+		puller.CASOnly, puller.Locked = p.capsule == nil, f.locked
+	}
 	if err != nil {
 		return err
 	}
@@ -235,7 +233,7 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 func pullRequests(p *project, args []string, f *pullFlags) ([]fetch.Request, []fetch.Store, error) {
 	var reqs []fetch.Request
 	var files []fetch.Store
-	fromFor := func(name string) ([]string, error) { return p.installFrom(name, f.from) }
+	fromFor := func(name string) ([]string, error) { return p.InstallFrom(name, f.from) }
 	if len(args) == 0 {
 		if p.capsule == nil {
 			return nil, nil, usagef("no REF given and no murmur.yaml in %s; name what to pull, for example 'mur pull acme/grep@1.2.0'", p.Dir)

@@ -63,21 +63,17 @@ mur warm --mirror oci://registry.internal:5000/murmur   # the fleet's warming ma
 			if err != nil {
 				return err
 			}
-			sts, err := p.stores(stores)
-			if err != nil {
-				return err
-			}
 			// Warm is quiet when everything is warm: an artifact gets a line only once it is
 			// being fetched.
 			pr := newProgress(e.stderr, e.g.quiet || e.g.json, "warm").watch(e)
 			pr.hide[fetch.PhaseResolve], pr.hide[fetch.PhaseCached] = true, true
-			puller, err := p.chain(p.cacheCap(e, &fetch.Puller{CAS: store, Stores: sts, Source: p.source(), Offline: e.Offline(), Jobs: jobs, Events: pr.event}), stores, connections)
+			puller, err := p.puller(e, stores, fetch.PullerOptions{CAS: store, Jobs: jobs, Connections: connections, Events: pr.event})
 			if err != nil {
 				return err
 			}
 			in := fetch.WarmInput{
 				Project: p.Project, Lock: l, Platform: platform,
-				From:   func(name string) ([]string, error) { return p.installFrom(name, nil) },
+				From:   func(name string) ([]string, error) { return p.InstallFrom(name, nil) },
 				Puller: puller, Intent: p.intent(),
 			}
 			runner, err := sandbox.New(e.ctx, p.runnerOptions(func(s string) { e.Progress("mur: warning: %s", s) }))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/yamlnode"
 )
 
 // Editing murmur.yaml, as `go mod edit` edits go.mod: the file is parsed into a yaml.Node and
@@ -96,14 +97,14 @@ func RemoveArtifact(data []byte, p string, name ref.Name) ([]byte, error) {
 }
 
 func editRoot(data []byte, p string) (*yaml.Node, *yaml.Node, error) {
-	var doc yaml.Node
-	if err := safeUnmarshal(data, &doc); err != nil {
-		return nil, nil, errs.Wrap(err, errs.InvalidManifest, "%s is not valid YAML: %v; fix it before mur edits it", p, err)
+	doc, err := yamlnode.DecodeDocument(data)
+	if err != nil {
+		return nil, nil, errs.Wrap(err, errs.InvalidManifest, "%s: %s; fix it before mur edits it", p, err.Error())
 	}
-	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+	if doc == nil || doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, nil, errs.New(errs.InvalidManifest, "%s is not a mapping; fix it before mur edits it", p)
 	}
-	return &doc, doc.Content[0], nil
+	return doc, doc.Content[0], nil
 }
 
 func mapValue(m *yaml.Node, key string) (k, v *yaml.Node) {

@@ -35,7 +35,6 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -53,15 +52,26 @@ const FileName = "murmur.yaml"
 
 // Limits that apply when murmur.yaml sets none.
 const (
-	DefaultMemoryMiB = 256  // the memory cap of a guest when limits.memory_mib is unset
+	DefaultMemoryMiB = 512  // the memory cap of a guest when limits.memory_mib is unset
 	MaxMemoryMiB     = 4096 // a wasm32 guest can't address more
 )
 
-// The install sources of install.from.
+// The words of install.from (and of pull's --from): the one vocabulary of where a pull may look.
 const (
 	FromStores  = "stores"
 	FromSources = "sources"
 )
+
+// DefaultFrom is install.from when a capsule says nothing: stores first, then sources.
+func DefaultFrom() []string { return []string{FromStores, FromSources} }
+
+// CheckFrom refuses a word that is not one of install.from's, naming the ones that are.
+func CheckFrom(word string) error {
+	if word != FromStores && word != FromSources {
+		return errs.New(errs.Usage, "%q is not one of %s, %s", word, FromStores, FromSources)
+	}
+	return nil
+}
 
 // maxFileBytes bounds what Load reads: a capsule manifest is a few lines.
 const maxFileBytes = 4 << 20
@@ -149,19 +159,20 @@ func Load(p string) (*Capsule, error) {
 
 // Parse parses murmur.yaml's bytes; p names the file in messages.
 func Parse(data []byte, p string) (*Capsule, error) {
-	if !utf8.Valid(data) {
-		return nil, errs.New(errs.InvalidManifest, "%s:%d: the file is not UTF-8 from this line on; save it as UTF-8", p, firstInvalidLine(data))
-	}
-	var doc yaml.Node
-	if err := safeUnmarshal(data, &doc); err != nil {
-		return nil, errs.Wrap(err, errs.InvalidManifest, "%s is not valid YAML: %v; fix the line it names", p, err)
+	root, err := yamlnode.Decode(data)
+	var de *yamlnode.DecodeError
+	switch {
+	case errors.As(err, &de) && de.Problem == yamlnode.NotUTF8:
+		return nil, errs.New(errs.InvalidManifest, "%s:%d: the file is not UTF-8 from this line on; save it as UTF-8", p, de.Line)
+	case errors.As(err, &de) && de.Problem == yamlnode.SecondDocument:
+		return nil, errs.New(errs.InvalidManifest, "%s:%d: a second YAML document starts here; a manifest is a single one", p, de.Line)
+	case err != nil:
+		return nil, errs.Wrap(err, errs.InvalidManifest, "%s is not valid YAML: %v; fix the line it names", p, errors.Unwrap(err))
+	case root == nil:
+		root = &yaml.Node{}
 	}
 	ps := &parser{path: p}
 	c := &Capsule{Path: p}
-	root := &doc
-	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
-		root = root.Content[0]
-	}
 	if root.Kind == 0 || yamlnode.IsNull(root) {
 		return nil, errs.New(errs.InvalidManifest, "%s:1: the file is empty; it needs at least name, e.g. name: my-capsule", p)
 	}
@@ -185,7 +196,7 @@ func Parse(data []byte, p string) (*Capsule, error) {
 		}
 	}
 	c.Capabilities.Filesystem.Scope = "."
-	c.Capabilities.Install.From = []string{FromStores, FromSources}
+	c.Capabilities.Install.From = DefaultFrom()
 	if n := top["capabilities"]; n != nil {
 		if err := ps.capabilities(n, "capabilities", &c.Capabilities, nil); err != nil {
 			return nil, err
@@ -493,8 +504,8 @@ func (ps *parser) capabilities(n *yaml.Node, prefix string, out *Capabilities, c
 			}
 			var clean []string
 			for i, s := range from {
-				if s != FromStores && s != FromSources {
-					return ps.errf(deref(fn).Content[i], k, "holds %q; the sources are %s and %s", s, FromStores, FromSources)
+				if err := CheckFrom(s); err != nil {
+					return ps.errf(deref(fn).Content[i], k, "entry %s", errs.Message(err))
 				}
 				if !contains(clean, s) {
 					clean = append(clean, s)
@@ -592,31 +603,4 @@ func contains(ss []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// safeUnmarshal turns a panic inside the YAML parser into an error: bad input must never take
-// the process down.
-// firstInvalidLine is the line of the first byte that is not UTF-8.
-func firstInvalidLine(data []byte) int {
-	line := 1
-	for i := 0; i < len(data); {
-		r, size := utf8.DecodeRune(data[i:])
-		if r == utf8.RuneError && size <= 1 {
-			return line
-		}
-		if r == '\n' {
-			line++
-		}
-		i += size
-	}
-	return line
-}
-
-func safeUnmarshal(data []byte, n *yaml.Node) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("the YAML parser failed: %v", r)
-		}
-	}()
-	return yaml.Unmarshal(data, n)
 }

@@ -210,6 +210,7 @@ func TestParseErrors(t *testing.T) {
 		name, yaml, want string
 	}{
 		{"not utf-8", "name: caps\xff\n", "not UTF-8"},
+		{"two documents", "name: c\n---\nname: d\n", "murmur.yaml:2: a second YAML document"},
 		{"not yaml", "name: [x\n", "not valid YAML"},
 		{"empty", "", "is empty"},
 		{"a list", "- a\n", "the document must be a mapping"},
@@ -225,7 +226,7 @@ func TestParseErrors(t *testing.T) {
 		{"dotdot read_only", "name: c\ncapabilities:\n  filesystem:\n    read_only:\n      - docs\n      - ../secret\n", `murmur.yaml:6: capabilities.filesystem.read_only "../secret" climbs out`},
 		{"absolute read_only", "name: c\ncapabilities:\n  filesystem: { read_only: [/home] }\n", "is absolute"},
 		{"read_only not list", "name: c\ncapabilities:\n  filesystem: { read_only: docs }\n", "must be a list"},
-		{"bad from", "name: c\ncapabilities:\n  install: { from: [stores, registry] }\n", `murmur.yaml:3: capabilities.install.from holds "registry"; the sources are stores and sources`},
+		{"bad from", "name: c\ncapabilities:\n  install: { from: [stores, registry] }\n", `murmur.yaml:3: capabilities.install.from entry "registry" is not one of stores, sources`},
 		{"state scalar", "name: c\ncapabilities:\n  state: yes\n", "capabilities.state must be a mapping"},
 		{"env name", "name: c\ncapabilities:\n  env: { allow: [\"A=B\"] }\n", `"A=B" is not an environment variable name`},
 		{"memory words", "name: c\ncapabilities:\n  limits: { memory_mib: 256Mi }\n", "memory_mib must be a whole number of MiB"},
@@ -245,7 +246,7 @@ func TestParseErrors(t *testing.T) {
 		{"artifact read_only outside", "name: c\ncapabilities: { filesystem: { scope: data, read_only: [docs] } }\nartifacts:\n  - name: a/b\n    capabilities: { filesystem: { read_only: [secrets] } }\n", `"secrets" lies outside everything the capsule grants`},
 		{"artifact state not granted", "name: c\nartifacts:\n  - name: a/b\n    capabilities: { state: {} }\n", "the capsule's capabilities grant none"},
 		{"artifact other store", "name: c\ncapabilities: { state: {} }\nartifacts:\n  - name: a/b\n    capabilities: { state: { store: other } }\n", `names store "other", but the capsule grants "c"`},
-		{"artifact bad from", "name: c\nartifacts:\n  - name: a/b\n    capabilities: { install: { from: [cdn] } }\n", `holds "cdn"`},
+		{"artifact bad from", "name: c\nartifacts:\n  - name: a/b\n    capabilities: { install: { from: [cdn] } }\n", `entry "cdn" is not one of stores, sources`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -40,6 +40,7 @@ func init() {
 		"throttle":    cmdThrottle,
 		"tlsregistry": cmdTLSRegistry,
 		"bigguest":    cmdBigGuest,
+		"trapguest":   cmdTrapGuest,
 		"interrupt":   cmdInterrupt,
 		"ptyexec":     cmdPtyExec,
 		"screen":      cmdScreen,
@@ -178,6 +179,25 @@ func cmdTLSRegistry(ts *testscript.TestScript, neg bool, args []string) {
 	cert := srv.TLS.Certificates[0].Certificate[0]
 	ts.Check(os.WriteFile(ts.MkAbs("ca.pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert}), 0o644))
 	ts.Setenv(args[0], strings.TrimPrefix(srv.URL, "https://"))
+}
+
+// trapguest DIR: writes DIR/capsule.wasm, a valid module whose _start traps at once
+// (unreachable), and DIR/murmur.yaml naming it trap 1.0.0: a run that crashes, of an artifact
+// that passes every check.
+func cmdTrapGuest(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: trapguest DIR")
+	}
+	section := func(id byte, body ...byte) []byte { return append([]byte{id, byte(len(body))}, body...) }
+	mod := []byte("\x00asm\x01\x00\x00\x00")
+	mod = append(mod, section(1, 1, 0x60, 0, 0)...)                                         // one type: () -> ()
+	mod = append(mod, section(3, 1, 0)...)                                                  // one function of it
+	mod = append(mod, section(7, append(append([]byte{1, 6}, "_start"...), 0x00, 0)...)...) // exported as _start
+	mod = append(mod, section(10, 1, 3, 0, 0x00, 0x0b)...)                                  // no locals; unreachable; end
+	dir := ts.MkAbs(args[0])
+	ts.Check(os.MkdirAll(dir, 0o755))
+	ts.Check(os.WriteFile(filepath.Join(dir, "capsule.wasm"), mod, 0o644))
+	ts.Check(os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte("name: trap\nversion: 1.0.0\n"), 0o644))
 }
 
 // bigguest DIR MIB [FUNCS]: writes DIR/capsule.wasm, a valid module carrying MIB MiB in a
