@@ -45,11 +45,9 @@ mur outdated --json`,
 			if err != nil {
 				return err
 			}
-			stores, err := p.stores(f.stores)
-			if err != nil {
-				return err
-			}
-			puller, err := p.chain(&fetch.Puller{Stores: stores, Source: p.source(), Offline: e.Offline()}, storeFlags{}, 1)
+			// Metadata only: nothing is brought in for a mirror to receive.
+			f.stores.mirror = ""
+			puller, err := p.puller(e, f.stores, fetch.PullerOptions{Connections: 1})
 			if err != nil {
 				return err
 			}
