@@ -76,6 +76,11 @@ type Config struct {
 	// write-through fail the command.
 	Mirror         string
 	MirrorRequired bool
+	// Provenance is the provenance policy (config_provenance.go).
+	Provenance ProvenanceConfig
+	// MirrorFromProject is set when the mirror is named by the project's .murmur/config.yaml and
+	// not by the home's config.yaml: a cloned project's choice (see Puller.MirrorFromProject).
+	MirrorFromProject bool
 	// Warnings name keys that were ignored, with their file, for the command to print.
 	Warnings []string
 }
@@ -143,7 +148,9 @@ func LoadConfig(homeConfigPath, projectDir string) (*Config, error) {
 		if f.mirrorRequired != nil {
 			c.MirrorRequired = *f.mirrorRequired
 		}
+		mergeProvenance(&c.Provenance, f.provenance)
 	}
+	c.MirrorFromProject = project != nil && project.mirror != "" && (user == nil || user.mirror != project.mirror)
 	return c, nil
 }
 
@@ -167,6 +174,7 @@ type configFile struct {
 	maxCacheSize   int64
 	mirror         string
 	mirrorRequired *bool
+	provenance     ProvenanceConfig
 	warnings       []string
 }
 
@@ -310,6 +318,12 @@ func parseConfig(data []byte, path, baseDir string) (*configFile, error) {
 				f.maxCacheSize = n
 			}
 		default:
+			if ok, err := parseProvenanceKey(&f.provenance, k, v, baseDir); ok {
+				if err != nil {
+					return nil, bad("%s", err)
+				}
+				continue
+			}
 			f.warnings = append(f.warnings, fmt.Sprintf("%s: line %d: unknown key %q ignored", path, k.Line, k.Value))
 		}
 	}

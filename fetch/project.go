@@ -12,6 +12,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch/attest"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/lock"
@@ -133,6 +134,10 @@ type PullerOptions struct {
 	// Evict removes what derives from a blob that cache.max_size trims (see Puller.Evict).
 	Evict func(ctx context.Context, d digest.Digest, dryRun bool) []string
 	Open  Openers
+	// Verifier checks provenance bundles under config.yaml's policy; Provenance is
+	// --provenance, over every scope's policy ("" for none).
+	Verifier   attest.Verifier
+	Provenance string
 }
 
 // Puller assembles the one Puller of a command: packed files first, then --store in the order
@@ -174,6 +179,7 @@ func (w *Workspace) Puller(o PullerOptions) (*Puller, error) {
 		CAS: o.CAS, Stores: stores, Offline: o.Offline, Platform: o.Platform, Jobs: o.Jobs,
 		Events: o.Events, Warn: o.Warn, Evict: o.Evict, Connections: o.Connections,
 		Fallbacks: w.Config.Fallbacks, MaxCacheSize: w.Config.MaxCacheSize,
+		Verifier: o.Verifier, Policy: w.Config.ProvenanceFor, ProvenanceOverride: o.Provenance,
 	}
 	if o.Open.Source != nil {
 		p.Source = o.Open.Source(w.Config.SourceFor)
@@ -197,7 +203,10 @@ func (w *Workspace) Puller(o PullerOptions) (*Puller, error) {
 		if err != nil {
 			return nil, err
 		}
+		// --mirror is the operator's own choice, as the home's config is; a mirror only the
+		// project names never receives what was fetched with credentials (mirror.go).
 		p.Mirror, p.MirrorRequired = m, w.Config.MirrorRequired
+		p.MirrorFromProject = w.Config.MirrorFromProject && o.Mirror == ""
 	}
 	return p, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch/attest"
 	"github.com/murmur-nexus/mur/fetch/internal/download"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/manifest"
@@ -79,8 +80,11 @@ type Result struct {
 	Connections int `json:"connections,omitempty"`
 	// Mirror is the write-through of the artifact to the mirror registry, when one is set.
 	Mirror *MirrorPush `json:"mirror,omitempty"`
+	// Provenance is what the artifact's verified Sigstore bundle proved, when this pull checked one.
+	Provenance *cas.Provenance `json:"provenance,omitempty"`
 
 	compile digest.Digest // a fresh payload waiting for the compile queue
+	private bool          // fetched with the user's credentials, now or by an earlier pull
 	took    time.Duration // the pull's own time, before any compile
 }
 
@@ -132,7 +136,18 @@ type Puller struct {
 	// mirror.go). A failed push is a warning, unless MirrorRequired.
 	Mirror         Store
 	MirrorRequired bool
+	// MirrorFromProject is set when only the project's .murmur/config.yaml names the mirror, not
+	// the home's config.yaml or --mirror: a cloned project's choice, which never receives an
+	// artifact fetched with the user's credentials (mirror.go).
+	MirrorFromProject bool
 
+	// Verifier checks Sigstore bundles (attest.Helper runs mur-provenance); nil checks none,
+	// and then refuses only to pull a pin that recorded provenance.
+	Verifier attest.Verifier
+	// Policy is each scope's provenance policy (Config.ProvenanceFor); nil is prefer with the
+	// embedded roots. ProvenanceOverride is --provenance, over every scope's.
+	Policy             func(scope string) ProvenancePolicy
+	ProvenanceOverride string
 	// CASOnly pulls outside a project: into the CAS and the pull records only, with no
 	// murmur.lock and no tools/ (see outside.go).
 	CASOnly bool
@@ -315,6 +330,10 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 	if err != nil {
 		return res, err
 	}
+	if err := p.checkProvenance(ctx, req, pin, got, &res); err != nil {
+		got.discard()
+		return res, err
+	}
 	if got.w == nil {
 		// Resolved to a digest the CAS already holds: nothing to download.
 		return res, p.cacheHit(ctx, proj, req, &res, got, start)
@@ -326,6 +345,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 	res.Size, res.Transferred, res.Release, res.Asset, res.NewPin = got.w.Size(), got.xfer.Bytes, got.release, got.asset, got.newPin
 	res.Skipped, res.Notes, res.Resumed, res.Connections = got.skipped, got.xfer.Notes, got.xfer.Resumed, got.xfer.Conns
 	res.Digest = got.w.Digest().String()
+	res.private = got.desc.Private
 	if err := p.finish(ctx, proj, req, &res, got, start); err != nil {
 		return res, err
 	}

@@ -30,6 +30,7 @@ func (p *Puller) cacheHit(ctx context.Context, proj Project, req Request, res *R
 	res.Version, res.Platform, res.Digest, res.Size, res.CacheHit = got.desc.Version, plat, got.desc.Digest.String(), st.Size, true
 	res.Origin, res.Release, res.Asset, res.NewPin = "cas", got.release, got.asset, got.newPin
 	res.Skipped = got.skipped
+	res.private = got.desc.Private
 	if err := p.finish(ctx, proj, req, res, got, start); err != nil {
 		return err
 	}
@@ -136,6 +137,13 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 		}
 	}
 	register()
+	if got.verified != nil {
+		if err := p.keepBundle(ctx, got.verified); err != nil {
+			prepared.discard()
+			return err
+		}
+		res.Provenance = got.verified.record()
+	}
 	size, want := res.Size, d
 	err := p.lockUpdate()(ctx, proj.LockPath(), func(l *lock.Lock) error {
 		if got.newPin != nil {
@@ -156,6 +164,12 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 		}
 		if err := l.Upsert(req.Name.String(), res.Version, plat, hex, "operator", req.Update); err != nil {
 			return err
+		}
+		// A --locked pull changes nothing: what it verified satisfies the pin either way.
+		if got.verified != nil && !p.Locked {
+			if err := l.SetProvenance(req.Name.String(), got.verified.lockEntry()); err != nil {
+				return err
+			}
 		}
 		if fresh {
 			// Under the lock's own file lock: the blob appears only once the lock will pin it.
@@ -203,12 +217,13 @@ func (p *Puller) record(req Request, res *Result, start time.Time, err error) {
 	r := cas.Record{
 		Time: p.now().UTC(), Ref: req.Asked, Name: req.Name.String(), Version: res.Version, Platform: res.Platform,
 		Digest: digest.Digest(res.Digest), Size: res.Size, Source: res.Origin, Release: res.Release, Asset: res.Asset,
-		Transferred: res.Transferred, DurationMS: dur.Milliseconds(), Outcome: cas.OutcomePulled,
+		Transferred: res.Transferred, DurationMS: dur.Milliseconds(), Outcome: cas.OutcomePulled, Private: res.private,
 	}
 	if res.NewPin != nil {
 		r.OwnerID = res.NewPin.OwnerID
 	}
 	r.Notes = res.Notes
+	r.Provenance = res.Provenance
 	for _, sk := range res.Skipped {
 		r.Skipped = append(r.Skipped, cas.Skip{Place: sk.Place, Token: sk.Token, Reason: sk.Reason})
 	}

@@ -23,6 +23,7 @@ type pullFlags struct {
 	jobs         int
 	connections  int
 	noPrecompile bool
+	provenance   string
 	locked       bool
 	frozen       bool
 	output       string
@@ -37,6 +38,7 @@ func (f *pullFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.connections, "connections", fetch.DefaultConnections, "connections one large blob is fetched over, when its server serves ranges (1: one stream)")
 	fs.StringVar(&f.stores.mirror, "mirror", "", "write every artifact brought in from elsewhere through to this registry (oci://HOST[:PORT]/PREFIX)")
 	fs.BoolVar(&f.noPrecompile, "no-precompile", false, "don't compile wasm payloads after pulling")
+	fs.StringVar(&f.provenance, "provenance", "", "provenance policy for this command, over every scope's: require, prefer or off")
 	fs.BoolVar(&f.locked, "locked", false, "fail with lock-mismatch if murmur.lock does not follow murmur.yaml; write neither")
 	fs.BoolVar(&f.frozen, "frozen", false, "--locked and --offline")
 	fs.StringVarP(&f.output, "output", "o", "", "also write each pulled .mur.zip into this folder")
@@ -89,6 +91,11 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 	if err := checkPlatform(f.platform, false); err != nil {
 		return err
 	}
+	if f.provenance != "" {
+		if err := fetch.ValidProvenanceMode(f.provenance); err != nil {
+			return usagef("--provenance: %s", errs.Message(err))
+		}
+	}
 	for _, v := range f.from {
 		if err := manifest.CheckFrom(v); err != nil {
 			return usagef("--from %s", errs.Message(err))
@@ -121,6 +128,7 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 	pr := newProgress(e.stderr, e.g.quiet || e.g.json, "pull").watch(e)
 	puller, err := p.puller(e, f.stores, fetch.PullerOptions{
 		CAS: store, Files: files, Platform: f.platform, Jobs: f.jobs, Connections: f.connections, Events: pr.event,
+		Provenance: f.provenance,
 	})
 	if err == nil {
 		puller.CASOnly, puller.Locked = p.capsule == nil, f.locked
@@ -128,6 +136,11 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 	if err != nil {
 		return err
 	}
+	names := make([]string, len(reqs))
+	for i, r := range reqs {
+		names[i] = r.Name.String()
+	}
+	pr.expect(names)
 	if !f.noPrecompile {
 		runner, err := sandbox.New(e.ctx, p.runnerOptions(func(s string) { e.Progress("mur: warning: %s", s) }))
 		if err == nil {
@@ -168,13 +181,18 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 		}{out, rep.Moved, rep.Declared, rep.Removed}, err)
 	}
 	// A store that failed other than by lacking the artifact is worth a line, once per
-	// command: the chain fell through it (fallback: any-error).
+	// command: the chain fell through it (fallback: any-error). One that served bad bytes is
+	// told even under -q: the user must hear of it.
 	warned := map[string]bool{}
 	for _, r := range rep.Results {
 		for _, s := range r.Skipped {
 			if s.Token != "not-found" && !warned[s.Place] {
 				warned[s.Place] = true
-				e.Progress("mur: warning: %s: skipped %s: %s: %s", r.Name, s.Place, s.Token, s.Reason)
+				if s.IntegrityFailure() {
+					e.Warn("%s: skipped %s: %s: %s", r.Name, s.Place, s.Token, s.Reason)
+				} else {
+					e.Progress("mur: warning: %s: skipped %s: %s: %s", r.Name, s.Place, s.Token, s.Reason)
+				}
 			}
 		}
 	}
@@ -215,6 +233,9 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 				e.Progress("mur: warning: %s: %s", r.Name, w)
 			}
 		}
+	}
+	if s := fetch.IntegritySummary(rep.Results); s != "" {
+		e.Warn("%s", s)
 	}
 	if len(args) == 0 && p.capsule != nil && len(p.capsule.Artifacts) == 0 {
 		e.Progress("pull: %s declares no artifacts; add one with 'mur add acme/grep@1.2.0'", p.capsule.Path)
