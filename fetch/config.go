@@ -225,10 +225,16 @@ func parseConfig(data []byte, path, baseDir string) (*configFile, error) {
 			if yamlnode.IsNull(v) {
 				continue
 			}
-			if v.Kind != yaml.SequenceNode {
-				return nil, bad("line %d: stores must be a list of store addresses, found %s", v.Line, yamlnode.Describe(v))
+			items := v.Content
+			switch v.Kind {
+			case yaml.SequenceNode:
+			case yaml.ScalarNode, yaml.MappingNode:
+				// One store needs no list: stores: oci://registry:5000/murmur.
+				items = []*yaml.Node{v}
+			default:
+				return nil, bad("line %d: stores must be a store address or a list of them, found %s", v.Line, yamlnode.Describe(v))
 			}
-			for j, item := range v.Content {
+			for j, item := range items {
 				it, warns, err := parseStoreItem(item, fmt.Sprintf("stores[%d]", j), path)
 				if err != nil {
 					return nil, bad("%s", err)

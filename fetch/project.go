@@ -154,6 +154,7 @@ func (w *Workspace) Puller(o PullerOptions) (*Puller, error) {
 	var addrs []string
 	plain := map[string]bool{}
 	for _, a := range o.Stores {
+		a = CleanStoreAddress(a)
 		if err := ValidateStoreAddress(a); err != nil {
 			return nil, err
 		}
@@ -186,6 +187,7 @@ func (w *Workspace) Puller(o PullerOptions) (*Puller, error) {
 	}
 	addr, plainMirror := w.Config.Mirror, w.Config.PlainHTTP[w.Config.Mirror]
 	if o.Mirror != "" {
+		o.Mirror = CleanStoreAddress(o.Mirror)
 		if !strings.HasPrefix(o.Mirror, SchemeOCI) {
 			return nil, errs.New(errs.Usage, "--mirror %q is not a registry; write oci://HOST[:PORT]/PREFIX (a folder is filled with 'mur warm --layout DIR')", o.Mirror)
 		}

@@ -88,7 +88,7 @@ func runPull(e *env, f *pullFlags, args []string) error {
 // pullWith is mur pull, and mur add when add is set: the REFs are then declared, moving entries
 // murmur.yaml already has.
 func pullWith(e *env, f *pullFlags, args []string, add bool) error {
-	if err := checkPlatform(f.platform, false); err != nil {
+	if err := checkPlatform(&f.platform, false); err != nil {
 		return err
 	}
 	if f.provenance != "" {
