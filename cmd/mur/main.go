@@ -193,6 +193,7 @@ func commands() []*command {
 		pushCmd(),
 		indexCmd(),
 		cacheCmd(),
+		stateCmd(),
 		lockCmd(),
 		versionCmd(),
 		completionCmd(),
