@@ -146,6 +146,13 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 		}
 	}
 	register()
+	if got.verified != nil {
+		if err := p.keepBundle(ctx, got.verified); err != nil {
+			prepared.discard()
+			return err
+		}
+		res.Provenance = got.verified.record()
+	}
 	size, want := res.Size, d
 	err := p.lockUpdate()(ctx, proj.LockPath(), func(l *lock.Lock) error {
 		if got.newPin != nil {
@@ -166,6 +173,12 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 		}
 		if err := l.Upsert(req.Name.String(), res.Version, plat, hex, "operator", req.Update); err != nil {
 			return err
+		}
+		// A --locked pull changes nothing: what it verified satisfies the pin either way.
+		if got.verified != nil && !p.Locked {
+			if err := l.SetProvenance(req.Name.String(), got.verified.lockEntry()); err != nil {
+				return err
+			}
 		}
 		if fresh {
 			// Under the lock's own file lock: the blob appears only once the lock will pin it.
@@ -219,6 +232,7 @@ func (p *Puller) record(req Request, res *Result, start time.Time, err error) {
 		r.OwnerID = res.NewPin.OwnerID
 	}
 	r.Notes = res.Notes
+	r.Provenance = res.Provenance
 	for _, sk := range res.Skipped {
 		r.Skipped = append(r.Skipped, cas.Skip{Place: sk.Place, Token: sk.Token, Reason: sk.Reason})
 	}
