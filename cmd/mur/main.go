@@ -186,6 +186,7 @@ func commands() []*command {
 		pullCmd(),
 		addCmd(),
 		rmCmd(),
+		outdatedCmd(),
 		runCmd(),
 		verifyCmd(),
 		warmCmd(),
