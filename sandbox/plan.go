@@ -548,6 +548,14 @@ type Stdio struct {
 // those very folders mounted. It returns the exit status of `mur run`: the guest's own code, or
 // one of the Status values with an error that names the artifact.
 func (r *Runner) RunPlan(ctx context.Context, p *Plan, wasm []byte, args []string, stdio Stdio) (int, error) {
+	if p.layout.store != "" {
+		// Held for the whole run, so that 'mur state rm' can't remove the store under it.
+		release, err := state.Hold(ctx, p.layout.stateDir, p.layout.store)
+		if err != nil {
+			return StatusRunnerFailed, err
+		}
+		defer release()
+	}
 	root, err := p.open()
 	if err != nil {
 		return StatusRunnerFailed, err

@@ -194,6 +194,7 @@ func commands() []*command {
 		pushCmd(),
 		indexCmd(),
 		cacheCmd(),
+		stateCmd(),
 		lockCmd(),
 		versionCmd(),
 		completionCmd(),
