@@ -1,0 +1,16 @@
+package lock
+
+import (
+	"maps"
+	"slices"
+)
+
+// Clone is a deep copy of l, so that a caller can try a change and put l back if it fails (a
+// pull that pins many artifacts in one update, where one of them may conflict).
+func (l *Lock) Clone() *Lock {
+	c := &Lock{Scopes: maps.Clone(l.Scopes), Artifacts: slices.Clone(l.Artifacts), Warnings: slices.Clone(l.Warnings)}
+	for i := range c.Artifacts {
+		c.Artifacts[i].SHA256.Platforms = maps.Clone(c.Artifacts[i].SHA256.Platforms)
+	}
+	return c
+}
