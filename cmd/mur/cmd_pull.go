@@ -27,7 +27,7 @@ func (f *pullFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.update, "update", false, "move the lock to the version asked for")
 	fs.StringSliceVar(&f.from, "from", nil, "narrow install.from for this pull: stores, sources")
 	f.stores.register(fs, "add a store for this command")
-	fs.IntVar(&f.jobs, "jobs", 4, "artifacts pulled in parallel; also bounds the connections of all downloads")
+	fs.IntVar(&f.jobs, "jobs", 4, "downloads at once (every artifact resolves at once); also bounds the connections of all downloads")
 	fs.IntVar(&f.connections, "connections", fetch.DefaultConnections, "connections one large blob is fetched over, when its server serves ranges (1: one stream)")
 	fs.StringVar(&f.stores.mirror, "mirror", "", "write every artifact brought in from elsewhere through to this registry (oci://HOST[:PORT]/PREFIX)")
 	fs.BoolVar(&f.noPrecompile, "no-precompile", false, "don't compile wasm payloads after pulling")
