@@ -42,6 +42,7 @@ import (
 	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/safefile"
 )
 
 // Store is a content-addressed store rooted at one folder. It is safe for concurrent use by
@@ -143,13 +144,13 @@ func (s *Store) Touch(d digest.Digest) error {
 
 func (s *Store) touchHex(hex string, now time.Time) error {
 	p := filepath.Join(s.uses, hex)
-	err := os.Chtimes(p, now, now)
+	err := touchNoFollow(p, now)
 	if errors.Is(err, fs.ErrNotExist) {
 		var f *os.File
-		f, err = os.OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o600)
+		f, err = safefile.Open(p, os.O_WRONLY|os.O_CREATE, 0o600)
 		if err == nil {
 			f.Close()
-			err = os.Chtimes(p, now, now)
+			err = touchNoFollow(p, now)
 		}
 	}
 	if err != nil {

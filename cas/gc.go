@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/murmur-nexus/mur/internal/lockedfile"
+	"github.com/murmur-nexus/mur/internal/safefile"
 )
 
 // IngestGrace is how old a temporary file in ingest/ must be before GC considers it. A live
@@ -248,7 +249,15 @@ func (s *Store) gcIngest(ctx context.Context, now time.Time, opt GCOptions, rep 
 		}
 		p := filepath.Join(s.ingest, e.Name())
 		fi, err := e.Info()
-		if err != nil || !fi.Mode().IsRegular() {
+		if err != nil {
+			continue
+		}
+		if !fi.Mode().IsRegular() {
+			// Planted: mur only ever makes regular files here. Out of the way once it is past
+			// the grace, so that no ingest of its name trips on it.
+			if now.Sub(fi.ModTime()) >= IngestGrace && !dryRun {
+				s.moveAside(p)
+			}
 			continue
 		}
 		grace := IngestGrace
@@ -274,7 +283,13 @@ func (s *Store) gcIngest(ctx context.Context, now time.Time, opt GCOptions, rep 
 		if now.Sub(fi.ModTime()) < grace {
 			continue
 		}
-		f, err := os.Open(p)
+		f, err := safefile.Open(p, os.O_RDONLY, 0)
+		if notRegular(err) {
+			if !dryRun {
+				s.moveAside(p)
+			}
+			continue
+		}
 		if err != nil {
 			continue
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/lockedfile"
+	"github.com/murmur-nexus/mur/internal/safefile"
 )
 
 // A lease keeps blobs from GC while a process brings them in, the way containerd's leases do:
@@ -147,7 +148,14 @@ func (s *Store) leased(ctx context.Context, now time.Time, dryRun bool) (map[dig
 				continue
 			}
 		}
-		f, err := os.Open(p)
+		f, err := safefile.Open(p, os.O_RDONLY, 0)
+		if notRegular(err) {
+			// Never a lease mur made, which is a plain file: a FIFO here would hang every gc.
+			if !dryRun {
+				s.moveAside(p)
+			}
+			continue
+		}
 		if err != nil {
 			continue // released meanwhile
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/safefile"
 )
 
 // A resumable ingest is one whose bytes outlive the process that fetched them, the way
@@ -36,6 +37,9 @@ import (
 const (
 	resumePrefix = "resume-"
 	resumeSuffix = ".json"
+	// maxResumeRecord bounds what is read of a record: a real one is a few hundred bytes, and
+	// its spans merge as they are written, so even a ranged download's stays small.
+	maxResumeRecord = 1 << 20
 )
 
 // ResumeInfo is what an ingest keeps beside its bytes so that a later process can continue it.
@@ -71,6 +75,7 @@ type Resumed struct {
 
 // resumable is the part of a Writer that keeps its ingest resumable.
 type resumable struct {
+	s       *Store
 	meta    string
 	info    ResumeInfo
 	found   *Resumed // nil for a fresh ingest
@@ -105,7 +110,15 @@ func (s *Store) OpenResumable(ctx context.Context, info ResumeInfo) (*Writer, er
 	var f *os.File
 	for attempt := 0; ; attempt++ {
 		var err error
-		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		f, err = safefile.Open(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if notRegular(err) && attempt < 3 {
+			// Planted, never written by mur: a link would have the blob written through it, a
+			// FIFO would block here. Move it out of the way and start over on a fresh file.
+			if err := s.moveAside(path); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if err != nil {
 			return nil, pathErr(err, "opening", path)
 		}
@@ -121,7 +134,7 @@ func (s *Store) OpenResumable(ctx context.Context, info ResumeInfo) (*Writer, er
 		// The name may have moved on while this process waited for nothing: a commit renamed
 		// the file into blobs/, or gc removed it. Writing through a handle of either would
 		// damage a blob or be lost, so only the file the name still leads to will do.
-		if samePath(f, path) {
+		if sameName(f, path) {
 			break
 		}
 		f.Close()
@@ -129,7 +142,7 @@ func (s *Store) OpenResumable(ctx context.Context, info ResumeInfo) (*Writer, er
 			return nil, errs.New(errs.IO, "the ingest %s kept changing under this process; another mur is busy with the same blob, try again", path)
 		}
 	}
-	res := &resumable{meta: path + resumeSuffix, info: ResumeInfo{Digest: info.Digest, Size: info.Size, Store: info.Store, Validator: info.Validator}}
+	res := &resumable{s: s, meta: path + resumeSuffix, info: ResumeInfo{Digest: info.Digest, Size: info.Size, Store: info.Store, Validator: info.Validator}}
 	h := sha256.New()
 	offset, err := res.adopt(ctx, f, h)
 	if err != nil {
@@ -147,15 +160,6 @@ func (s *Store) OpenResumable(ctx context.Context, info ResumeInfo) (*Writer, er
 	return newWriter(s, f, h, offset, res), nil
 }
 
-func samePath(f *os.File, path string) bool {
-	a, err := f.Stat()
-	if err != nil {
-		return false
-	}
-	b, err := os.Stat(path)
-	return err == nil && os.SameFile(a, b)
-}
-
 // adopt reads the record an earlier ingest left and re-hashes the bytes it vouches for into h.
 // A record that is missing, unreadable or for another blob means starting over.
 func (r *resumable) adopt(ctx context.Context, f *os.File, h hash.Hash) (int64, error) {
@@ -164,7 +168,13 @@ func (r *resumable) adopt(ctx context.Context, f *os.File, h hash.Hash) (int64, 
 		return 0, pathErr(err, "reading", f.Name())
 	}
 	var prev ResumeInfo
-	data, err := os.ReadFile(r.meta)
+	data, err := safefile.ReadFile(r.meta, maxResumeRecord)
+	if notRegular(err) {
+		// save renames over the name; a folder planted there would refuse that for good.
+		if err := r.s.moveAside(r.meta); err != nil {
+			return 0, err
+		}
+	}
 	usable := err == nil && json.Unmarshal(data, &prev) == nil && prev.Digest == r.info.Digest && prev.Size == r.info.Size
 	if !usable {
 		if fi.Size() > 0 {

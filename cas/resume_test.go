@@ -233,16 +233,16 @@ func TestResumableNeverWritesARenamedFile(t *testing.T) {
 	os.WriteFile(p, data[:100], 0o600)
 	f, _ := os.Open(p)
 	defer f.Close()
-	if !samePath(f, p) {
-		t.Fatal("samePath: a file is not itself")
+	if !sameName(f, p) {
+		t.Fatal("sameName: a file is not itself")
 	}
 	os.Rename(p, p+".moved")
-	if samePath(f, p) {
-		t.Fatal("samePath follows a renamed file")
+	if sameName(f, p) {
+		t.Fatal("sameName follows a renamed file")
 	}
 	os.WriteFile(p, nil, 0o600)
-	if samePath(f, p) {
-		t.Fatal("samePath takes a new file of the same name for the old")
+	if sameName(f, p) {
+		t.Fatal("sameName takes a new file of the same name for the old")
 	}
 }
 

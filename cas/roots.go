@@ -19,6 +19,7 @@ import (
 	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/lockedfile"
+	"github.com/murmur-nexus/mur/internal/safefile"
 )
 
 // GC roots, the way Nix keeps gcroots: every file that pins blobs (a project's murmur.lock) is
@@ -33,6 +34,9 @@ import (
 // for RootGrace: a root registered for a lock about to be written survives that moment. Pruning
 // runs under a lock that registering shares, so that a registration never lands between GC's
 // check and its removal.
+
+// maxRootFile bounds what is read of a root: one absolute path and a newline.
+const maxRootFile = 8 << 10
 
 // RootGrace is how long a root whose file is missing is kept after it was last registered.
 const RootGrace = 10 * time.Minute
@@ -66,9 +70,8 @@ func (s *Store) RegisterRoot(ctx context.Context, path string) error {
 		return pathErr(err, "locking", s.rootsLock())
 	}
 	defer unlock()
-	if b, err := os.ReadFile(p); err == nil && string(b) == path+"\n" {
-		now := time.Now()
-		if err := os.Chtimes(p, now, now); err != nil {
+	if b, err := safefile.ReadFile(p, maxRootFile); err == nil && string(b) == path+"\n" {
+		if err := touchNoFollow(p, time.Now()); err != nil {
 			return pathErr(err, "registering the GC root", p)
 		}
 		return nil
@@ -115,7 +118,15 @@ func (s *Store) Roots(ctx context.Context, now time.Time, dryRun bool) (RootsRep
 			}
 			continue
 		}
-		b, err := os.ReadFile(p)
+		b, err := safefile.ReadFile(p, maxRootFile)
+		if notRegular(err) || errors.Is(err, safefile.ErrTooLarge) {
+			// Not a root mur wrote: a FIFO here would hang every gc, a link would be read
+			// through. It pins nothing.
+			if !dryRun {
+				s.moveAside(p)
+			}
+			continue
+		}
 		if err != nil {
 			continue
 		}

@@ -389,7 +389,7 @@ func (w *Writer) commit(ctx context.Context, size int64, want digest.Digest, bat
 		return fail(pathErr(err, "locking", w.s.gcLock()))
 	}
 	defer unlock()
-	if fi, err := os.Stat(final); err == nil && fi.Mode().IsRegular() && fi.Size() == w.size {
+	if fi, err := os.Lstat(final); err == nil && fi.Mode().IsRegular() && fi.Size() == w.size {
 		// Another process won the race. Its blob went through the same checks; ours is a
 		// duplicate. A blob of the wrong size (damaged by hand) is replaced below instead.
 		w.f.Close()
@@ -408,6 +408,12 @@ func (w *Writer) commit(ctx context.Context, size int64, want digest.Digest, bat
 	// fsync, rename, fsync of blobs/: the file is whole on disk before its name says so, and the
 	// name survives a power cut before Commit reports success. The flock stays held across the
 	// rename, so GC never judges the file in between.
+	if !sameName(w.f, w.tmp) {
+		// Something else took the ingest's name since it was opened: renaming the name would
+		// make that thing the blob.
+		w.f.Close()
+		return "", errs.New(errs.IO, "the ingest %s was replaced by something else while %s was being written; nothing was stored, check who writes to %s and try again", w.tmp, got, w.s.ingest)
+	}
 	publish := w.s.durability.Publish
 	if batched {
 		publish = func(f *os.File, final string) error {
@@ -421,11 +427,17 @@ func (w *Writer) commit(ctx context.Context, size int64, want digest.Digest, bat
 	}
 	if err := publish(w.f, final); err != nil {
 		w.f.Close()
-		if _, serr := os.Stat(w.tmp); serr == nil {
+		if _, serr := os.Lstat(w.tmp); serr == nil {
 			os.Remove(w.tmp)
 			return "", pathErr(err, "syncing and renaming the ingest to", final)
 		}
 		return "", pathErr(err, "syncing", w.s.blobs)
+	}
+	if !sameName(w.f, final) {
+		// Swapped between the check above and the rename: what landed is not these bytes.
+		w.f.Close()
+		w.s.moveAside(final)
+		return "", errs.New(errs.IO, "the ingest %s was replaced by something else while %s was being committed; nothing was stored, check who writes to %s and try again", w.tmp, got, w.s.ingest)
 	}
 	if err := w.f.Close(); err != nil {
 		return "", pathErr(err, "closing", final)

@@ -14,6 +14,7 @@ import (
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/slowdown"
 )
 
 var hola = ref.Name{Scope: "acme", Name: "hola"}
@@ -30,11 +31,15 @@ type chainWorld struct {
 
 func newChainWorld(t *testing.T) *chainWorld {
 	t.Helper()
-	opt := ocistore.Options{Timeout: 300 * time.Millisecond, Retries: 1}
+	// The silent store can only time out, so its timeout may be short; the stores that answer
+	// get one that a loaded machine's pauses can't reach (TestStoreHealthMarksDownMidRun
+	// waits it out once, when the good store goes silent).
+	silentOpt := ocistore.Options{Timeout: 300 * time.Millisecond, Retries: 1}
+	opt := ocistore.Options{Timeout: slowdown.Scale(2 * time.Second), Retries: 1}
 	c := &chainWorld{packs: map[ref.Name]packed{}}
 	empty := registrytest.StartFaulty(t)
 	c.silentProxy = proxytest.Start(t, empty.Addr(), proxytest.Options{Fault: proxytest.Silence})
-	c.silent = openStore(t, "oci://"+c.silentProxy.Addr()+"/murmur", opt)
+	c.silent = openStore(t, "oci://"+c.silentProxy.Addr()+"/murmur", silentOpt)
 	c.unavailableReg = registrytest.StartFaulty(t)
 	c.unavailable = openStore(t, faultyAddr(c.unavailableReg), opt)
 	wrongReg := registrytest.StartFaulty(t)

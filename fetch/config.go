@@ -1,12 +1,9 @@
 package fetch
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -19,6 +16,7 @@ import (
 
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/safefile"
 )
 
 // The two config.yaml files of SPEC section 13: the user's
@@ -172,13 +170,16 @@ type configFile struct {
 	warnings       []string
 }
 
+// maxConfigBytes caps what is read of a config file, which holds a few lines.
+const maxConfigBytes = 1 << 20
+
 func readConfigFile(path, baseDir string) (*configFile, error) {
-	data, err := os.ReadFile(path)
+	data, err := safefile.ReadProject(path, maxConfigBytes, errs.InvalidConfig)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, errs.Wrap(err, errs.IO, "can't read the config file %s: %v", path, err)
+		return nil, err
 	}
 	return parseConfig(data, path, baseDir)
 }
@@ -188,21 +189,15 @@ func parseConfig(data []byte, path, baseDir string) (*configFile, error) {
 		return errs.New(errs.InvalidConfig, "%s: %s", path, fmt.Sprintf(format, args...))
 	}
 	f := &configFile{sources: map[string]string{}, plainHTTP: map[string]bool{}, fallbacks: map[string]Fallback{}}
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return f, nil // an empty file is an empty config
-		}
-		return nil, errs.Wrap(err, errs.InvalidConfig, "%s is not valid YAML: %v; fix the file or move it aside", path, err)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, bad("line %d: a second YAML document starts here; keep a single one", max(extra.Line, 1))
-	}
-	root := &doc
-	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
-		root = root.Content[0]
+	root, err := yamlnode.Decode(data)
+	var de *yamlnode.DecodeError
+	switch {
+	case errors.As(err, &de) && de.Problem != yamlnode.NotYAML:
+		return nil, bad("%s", de.Error())
+	case err != nil:
+		return nil, errs.Wrap(err, errs.InvalidConfig, "%s is not valid YAML: %v; fix the file or move it aside", path, errors.Unwrap(err))
+	case root == nil:
+		return f, nil // an empty file is an empty config
 	}
 	if yamlnode.IsNull(root) {
 		return f, nil
@@ -287,11 +282,8 @@ func parseConfig(data []byte, path, baseDir string) (*configFile, error) {
 				if _, _, err := lock.ParseSource(sv.Value); err != nil {
 					return nil, bad("line %d: sources.%s: %s", sv.Line, scope, errs.Message(err))
 				}
-				switch {
-				case scope == ref.ScopeLocal:
-					return nil, bad("line %d: sources.local: scope local is reserved for files on disk and is never served by a source; remove this entry", sk.Line)
-				case scope == ref.ScopeMurmur && sv.Value != lock.MurmurSource:
-					return nil, bad("line %d: sources.murmur: scope murmur is reserved and always served by %s, found %q; remove this entry", sk.Line, lock.MurmurSource, sv.Value)
+				if err := lock.CheckScopeSource(scope, sv.Value); err != nil {
+					return nil, bad("line %d: sources.%s: %s; remove this entry", sk.Line, scope, errs.Message(err))
 				}
 				f.sources[scope] = sv.Value
 			}

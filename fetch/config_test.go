@@ -175,6 +175,7 @@ func TestRefusals(t *testing.T) {
 		{"sources: { acme: github:a/b, acme: github:a/c }\n", "appears twice"},
 		{"stores: []\nstores: []\n", `key "stores" appears twice`},
 		{"stores: []\n---\nstores: []\n", "line 2: a second YAML document starts here"},
+		{"stores: []\n# \xff\n", "line 2: the file is not UTF-8"},
 		{"stores:\n  - {url: oci://r:5000/m, fallback: sometimes}\n", "line 2: stores[0].fallback \"sometimes\" is not one of not-found"},
 		{"stores:\n  - {url: oci://r:5000/m, fallback: [x]}\n", "stores[0].fallback must be not-found or any-error"},
 		{"mirror: oci-layout:/x\n", "line 1: mirror must be a registry"},

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -33,8 +34,9 @@ func TestEveryPlaceSaysWhyInOneMessage(t *testing.T) {
 	p.Source = downSource{}
 	before := w.state()
 	_, err := w.pull(p, req(grep, "1.0.1"))
-	// The mistyped version's "not found" survives beside the source's DNS error.
-	errtest.WantToken(t, err, errs.Network, "acme/grep@1.0.1 could not be pulled from any of the 2 places asked",
+	// The mistyped version's "not found" survives beside the source's DNS error, and is the top
+	// token: the store answered, the source could not be reached.
+	errtest.WantToken(t, err, errs.NotFound, "acme/grep@1.0.1 was not found in any of the 2 places asked",
 		"[1] "+st.String()+": not-found: ", "acme/grep:1.0.0", "[2] github:acme/murmur-artifacts: network: can't reach api.github.com")
 	w.assertUnchanged(before)
 }
@@ -45,6 +47,19 @@ func TestNoStoreAndSourceDown(t *testing.T) {
 	p.Source = downSource{}
 	_, err := w.pull(p, req(grep, "1.0.0"))
 	errtest.WantToken(t, err, errs.Network, "acme/grep@1.0.0", "no such host", "no store is configured", `stores: ["oci://`, "--store")
+}
+
+// Advice about the source that was not asked bears on a not-found only: after a store that
+// could not answer, it would send the reader the wrong way.
+func TestSourcesHintOnlyForNotFound(t *testing.T) {
+	w := newWorld(t)
+	stores := []fetch.Request{{Asked: "acme/grep@1.0.0", Name: grep, Version: "1.0.0", From: []string{fetch.FromStores}}}
+	_, err := w.pull(w.puller(openStore(t, "oci://127.0.0.1:1/murmur", ocistore.Options{Retries: -1})), stores...)
+	if errs.TokenOf(err) != errs.Network || strings.Contains(errs.Message(err), "sources were not granted") {
+		t.Fatalf("a store that can't be reached: %v", err)
+	}
+	_, err = w.pull(w.puller(layoutStore(t)), stores...)
+	errtest.WantToken(t, err, errs.NotFound, "sources were not granted")
 }
 
 func TestAllNotFoundIsNotFound(t *testing.T) {

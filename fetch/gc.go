@@ -46,11 +46,16 @@ type GCReport struct {
 	Roots       []string `json:"roots"`        // registered locks whose pins were kept
 	PrunedRoots []string `json:"pruned_roots"` // registered locks that are gone, forgotten
 	Staging     []string `json:"staging"`      // staging leftovers removed from tools/
+	// Warnings are registered locks gc could not take as locks (not regular files): they pin
+	// nothing.
+	Warnings []string `json:"warnings"`
 }
+
+const whyRoots = "every project mur pulled into"
 
 // GC collects garbage in the CAS (see the comment above).
 func GC(ctx context.Context, in GCInput) (GCReport, error) {
-	rep := GCReport{Roots: []string{}, PrunedRoots: []string{}, Staging: []string{}}
+	rep := GCReport{Roots: []string{}, PrunedRoots: []string{}, Staging: []string{}, Warnings: []string{}}
 	for _, p := range in.KeepLocks {
 		if _, err := os.Stat(p); err != nil {
 			return rep, errs.Wrap(err, errs.Usage, "--keep %s: %v; give the path of a murmur.lock", p, unwrapPathErr(err))
@@ -81,6 +86,12 @@ func GC(ctx context.Context, in GCInput) (GCReport, error) {
 				return nil // a project that pinned nothing yet
 			}
 			l, err := lock.Read(path)
+			if errs.TokenOf(err) == errs.Denied && why == whyRoots {
+				// Not a file mur wrote (a symlink to /dev/zero, a FIFO): it pins nothing mur
+				// pulled, and one such root must not stop every gc on the machine.
+				rep.Warnings = append(rep.Warnings, errs.Message(err)+"; gc took it as pinning nothing")
+				return nil
+			}
 			if err != nil {
 				return errs.Wrap(err, errs.TokenOf(err), "%s; gc keeps what %s pins and can't read it, so it removed nothing: fix it, or delete it if the project is gone, then run gc again", errs.Message(err), why)
 			}
@@ -91,7 +102,7 @@ func GC(ctx context.Context, in GCInput) (GCReport, error) {
 			return nil
 		}
 		for _, p := range roots.Live {
-			if err := add(p, "every project mur pulled into"); err != nil {
+			if err := add(p, whyRoots); err != nil {
 				return nil, err
 			}
 		}

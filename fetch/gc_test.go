@@ -17,6 +17,7 @@ import (
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
 	"github.com/murmur-nexus/mur/internal/lockedfile"
+	"github.com/murmur-nexus/mur/internal/slowdown"
 	"github.com/murmur-nexus/mur/lock"
 )
 
@@ -196,7 +197,7 @@ func TestPullLeasesWhatItBringsIn(t *testing.T) {
 	// end of the lease leaves no pin that gc can't see.
 	lockPath, _ := filepath.Abs(w.proj.LockPath())
 	registered := false
-	for deadline := time.Now().Add(10 * time.Second); !registered && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(slowdown.Scale(10 * time.Second)); !registered && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		roots, _ := w.cas.Roots(bg, time.Now(), true)
 		registered = slices.Contains(roots.Live, lockPath)
 	}
@@ -224,7 +225,7 @@ func TestPullLeasesWhatItBringsIn(t *testing.T) {
 // waitLeased waits until a lease in the store names d.
 func waitLeased(t *testing.T, s *cas.Store, d digest.Digest) bool {
 	dir := filepath.Join(s.Root(), "leases")
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(slowdown.Scale(10 * time.Second)); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		ents, _ := os.ReadDir(dir)
 		for _, e := range ents {
 			if b, err := os.ReadFile(filepath.Join(dir, e.Name())); err == nil && strings.Contains(string(b), d.String()+"\n") {

@@ -485,3 +485,26 @@ func TestPullManifestNamingAnotherArtifact(t *testing.T) {
 	w.assertUnchanged(before)
 	w.assertFailedRecord(grep, errs.Integrity)
 }
+
+// GitHub owners are case-insensitive: with github:acme/tools pinned and github:Acme/tools
+// configured, the pull accepts the source, and verify agrees with it instead of reporting a pin.
+func TestPullAndVerifyAgreeOnTheOwnersCase(t *testing.T) {
+	w := newWorld(t)
+	lock.Update(context.Background(), w.proj.LockPath(), func(l *lock.Lock) error {
+		return l.SetPin("acme", lock.ScopePin{Source: "github:acme/tools", OwnerID: 1, RepoID: 42})
+	})
+	src := &fakeSource{label: "github:Acme/tools", owner: 1, version: "1.2.0", zip: githubtest.PackArtifact("grep", "1.2.0")}
+	p := w.puller()
+	p.Source = src
+	if _, err := w.pull(p, req(grep, "1.2.0")); err != nil {
+		t.Fatalf("the pull refused a source that differs from the pin only in the owner's case: %v", err)
+	}
+	rep, err := fetch.Verify(context.Background(), fetch.VerifyInput{Project: w.proj, Lock: w.readLock(), CAS: w.cas,
+		SourceFor: func(string) string { return src.label }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Problems) != 0 {
+		t.Fatalf("verify disagrees with the pull: %+v", rep.Problems)
+	}
+}

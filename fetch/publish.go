@@ -30,8 +30,8 @@ func PublishFile(path, scope, platform string) (PublishItem, error) {
 	if err := ref.ValidateSegment(scope); err != nil {
 		return PublishItem{}, errs.New(errs.Usage, "--scope: %s", errs.Message(err))
 	}
-	if scope == ref.ScopeLocal {
-		return PublishItem{}, errs.New(errs.Usage, "scope %q is reserved for files on disk and can't be published; choose your GitHub owner name as the scope", scope)
+	if err := lock.CheckScopeSource(scope, ""); err != nil {
+		return PublishItem{}, errs.Wrap(err, errs.Usage, "%s, so it can't be published; choose your GitHub owner name as the scope", errs.Message(err))
 	}
 	a, c, err := artifact.Open(path)
 	if err != nil {

@@ -16,18 +16,16 @@ import (
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch/internal/download"
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
 )
 
-// Where a pull may look, in the order a capsule's install.from lists them.
+// Where a pull may look, in the order a capsule's install.from lists them: manifest's words.
 const (
-	FromStores  = "stores"
-	FromSources = "sources"
+	FromStores  = manifest.FromStores
+	FromSources = manifest.FromSources
 )
-
-// DefaultFrom is install.from when a capsule says nothing.
-var DefaultFrom = []string{FromStores, FromSources}
 
 // Project is the folder that holds murmur.yaml, murmur.lock and tools/.
 type Project struct{ Dir string }
@@ -138,6 +136,12 @@ type Puller struct {
 	Mirror         Store
 	MirrorRequired bool
 
+	// CASOnly pulls outside a project: into the CAS and the pull records only, with no
+	// murmur.lock and no tools/ (see outside.go).
+	CASOnly bool
+	// Locked pins nothing: a pull that would change murmur.lock fails with lock-mismatch.
+	Locked bool
+
 	// hooks change the download engine's decisions (tests and benchmarks); nil for its own.
 	hooks *download.Hooks
 }
@@ -202,7 +206,9 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 	defer lease.Release()
 	// Staging leftovers of killed pulls go before new ones are made; one that can't be removed
 	// only costs disk space, and gc tries again.
-	sweepStaging(proj, p.now(), false)
+	if !p.CASOnly {
+		sweepStaging(proj, p.now(), false)
+	}
 	p.health()
 	// Payloads are compiled one after another as their downloads finish, beside the downloads
 	// still running: each compile spreads over every core by itself, and holds no --jobs slot.
@@ -294,7 +300,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 		return res, err
 	}
 	// Refused before anything is fetched or pinned: staging must not go through a symlink.
-	if p.platform() == ref.HostPlatform() {
+	if p.stages() {
 		if err := checkStageDirs(proj, req.Name); err != nil {
 			return res, err
 		}
@@ -303,7 +309,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 	if pin.version != "" {
 		version = pin.version
 	}
-	if p.platform() == ref.HostPlatform() {
+	if p.stages() {
 		req.stageTo = &proj
 	}
 	// A locked pull whose blob is already here makes no request at all.

@@ -89,7 +89,8 @@ func (p *Puller) commitAll(ctx context.Context, proj Project, items []*commitIte
 	for i, err := range cas.SyncAll(ws) {
 		fresh[i].err = err
 	}
-	err := lock.Update(ctx, proj.LockPath(), func(l *lock.Lock) error {
+	// lock.Update, or --locked's check that changes nothing, or nothing outside a project.
+	err := p.lockUpdate()(ctx, proj.LockPath(), func(l *lock.Lock) error {
 		base := l.Clone()
 		pin := func(it *commitItem) {
 			before := l.Clone()

@@ -61,7 +61,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 	fresh := got.w != nil
 	// tools/ shows what this machine runs; a pull for another platform (a CI warming a mixed
 	// fleet's lock) fills the CAS and the lock but leaves tools/ alone.
-	stage := p.platform() == ref.HostPlatform()
+	stage := p.stages()
 	var prepared *preparedStage
 	var key []byte // the compiled cache's key of the payload, when the pull could ask
 	if fresh {
@@ -121,6 +121,9 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 	lockPath, _ := filepath.Abs(proj.LockPath())
 	warned := false
 	register := func() {
+		if p.CASOnly {
+			return
+		}
 		if err := p.CAS.RegisterRoot(ctx, lockPath); err != nil && !warned {
 			warned = true
 			res.Warnings = append(res.Warnings, "not registered as a GC root, so 'mur cache gc' run outside this project may remove its blobs: "+errs.Message(err))

@@ -13,6 +13,7 @@ import (
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
 )
@@ -26,6 +27,9 @@ type pinned struct {
 }
 
 func (p *Puller) readPin(proj Project, req Request) (pinned, error) {
+	if p.CASOnly {
+		return pinned{}, nil
+	}
 	l, err := lock.Read(proj.LockPath())
 	if err != nil {
 		return pinned{}, err
@@ -77,7 +81,7 @@ type fetched struct {
 func (p *Puller) fetch(ctx context.Context, req Request, version string, pin pinned, lease *cas.Lease) (*fetched, error) {
 	from := req.From
 	if from == nil {
-		from = DefaultFrom
+		from = manifest.DefaultFrom()
 	}
 	what := req.Name.String() + "@" + version
 	var failures []error
@@ -145,10 +149,13 @@ func (p *Puller) places(req Request, from []string) []place {
 
 // allFailed is the one error of a pull that every store and source failed: each place's reason
 // in one message, so that a store's "not found" is not lost behind a source's DNS error. Its
-// token is not-found when every place said so, else the first other failure's.
+// token is that of the places that answered (see topToken). Advice about the source that was
+// not asked is given only when every place said not-found: after a full disk or a stopped
+// registry, it would send the reader the wrong way.
 func allFailed(what, scope string, from []string, haveStores bool, asked []string, failures []error) error {
+	tok := topToken(failures)
 	var hints []string
-	if !slices.Contains(from, FromSources) {
+	if !slices.Contains(from, FromSources) && allNotFound(failures) {
 		hints = append(hints, fmt.Sprintf("sources were not granted (install.from: [%s]), so the GitHub source of scope %s was not asked: add sources to capabilities.install.from or push the artifact to a store", strings.Join(from, ", "), scope))
 	}
 	if slices.Contains(from, FromStores) && !haveStores {
@@ -164,13 +171,6 @@ func allFailed(what, scope string, from []string, haveStores bool, asked []strin
 		}
 		return errs.New(errs.NotFound, "%s was not found: nothing was asked%s", what, hint)
 	}
-	tok := errs.NotFound
-	for _, err := range failures {
-		if t := errs.TokenOf(err); t != errs.NotFound {
-			tok = t
-			break
-		}
-	}
 	if len(failures) == 1 {
 		return errs.Wrap(failures[0], tok, "%s: %s%s", what, errs.Message(failures[0]), hint)
 	}
@@ -183,6 +183,39 @@ func allFailed(what, scope string, from []string, haveStores bool, asked []strin
 		verb = "was not found in"
 	}
 	return errs.Wrap(errors.Join(failures...), tok, "%s %s any of the %d places asked: %s%s", what, verb, len(failures), strings.Join(reasons, "; "), hint)
+}
+
+// topToken is the token of a chain's failure: that of a place that answered, since one that
+// could not be reached (network) says nothing about the artifact. Among the places that answered,
+// a failure other than not-found wins (wrong bytes, a refusal); when none answered, network.
+func topToken(failures []error) errs.Token {
+	tok, answered := errs.Token(""), false
+	for _, err := range failures {
+		t := errs.TokenOf(err)
+		if t == errs.Network {
+			continue
+		}
+		if !answered || tok == errs.NotFound {
+			tok = t
+		}
+		answered = true
+	}
+	if !answered {
+		if len(failures) == 0 {
+			return errs.NotFound
+		}
+		return errs.TokenOf(failures[0])
+	}
+	return tok
+}
+
+func allNotFound(failures []error) bool {
+	for _, err := range failures {
+		if errs.TokenOf(err) != errs.NotFound {
+			return false
+		}
+	}
+	return true
 }
 
 // resolveAt turns a request into the descriptor st holds for it. A pinned digest is looked up by

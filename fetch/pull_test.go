@@ -30,6 +30,7 @@ import (
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/slowdown"
 	"github.com/murmur-nexus/mur/lock"
 )
 
@@ -202,11 +203,11 @@ func TestPullStallIsBounded(t *testing.T) {
 	p := pack(t, "grep", "1.0.0", 7)
 	push(t, faultyStore(t, f, ocistore.Options{}), grep, "1.0.0", "any", p)
 	f.Arm(registrytest.StallBlob(len(p.zip), p.zip[:100], release, nil))
-	st := faultyStore(t, f, ocistore.Options{Timeout: 300 * time.Millisecond, Retries: 1})
+	st := faultyStore(t, f, ocistore.Options{Timeout: slowdown.Scale(300 * time.Millisecond), Retries: 1})
 	start := time.Now()
 	_, err := w.pull(w.puller(st), req(grep, "1.0.0"))
 	errtest.WantToken(t, err, errs.Network, "acme/grep")
-	if el := time.Since(start); el > 20*time.Second {
+	if el := time.Since(start); el > slowdown.Scale(20*time.Second) {
 		t.Fatalf("a stalled pull took %s with a 300ms timeout", el)
 	}
 	w.assertKept(before)
@@ -687,7 +688,7 @@ func (h *closeHook) Close() error {
 
 // githubSource is the GitHub source of every scope, asking fake.
 func githubSource(fake *githubtest.Server) fetch.Source {
-	return github.NewSource(github.NewClient(github.ClientOptions{BaseURL: fake.APIURL(), Token: "t0ken", Retries: 1, Timeout: 5 * time.Second}), nil)
+	return github.NewSource(github.NewClient(github.ClientOptions{BaseURL: fake.APIURL(), Token: "t0ken", Retries: 1, Timeout: slowdown.Scale(5 * time.Second)}), nil)
 }
 
 // TestPackedManifestDisagrees: the pipeline alone checks the packed murmur.yaml, for sources as

@@ -16,6 +16,7 @@ import (
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/slowdown"
 )
 
 // pausingStore serves its blobs up to pauseAt bytes, then waits for release.
@@ -92,11 +93,11 @@ func TestPullStagesWhileDownloading(t *testing.T) {
 func assertStagedUnseen(t *testing.T, w *world, wasm []byte) {
 	t.Helper()
 	var staged []byte
-	for range 200 { // the stream's goroutine may still be writing the last chunk
+	// The stream's goroutine may still be writing the last chunk.
+	for deadline := time.Now().Add(slowdown.Scale(2 * time.Second)); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if staged = unnamedFileIn(t, w.proj.Dir); bytes.Equal(staged, wasm) {
 			break
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	if !bytes.Equal(staged, wasm) {
 		t.Errorf("with the download paused after the payload, an unnamed file holds %d of its %d bytes", len(staged), len(wasm))

@@ -41,6 +41,7 @@ type VerifyInput struct {
 	SourceFor func(scope string) string // the configured source of a scope, for pin checks
 	Runner    Compiler                  // nil skips the compiled cache
 	Repair    *Puller                   // nil reports only
+	Intent    *Intent                   // murmur.yaml, whose differences with the lock are problems; nil for none
 }
 
 // Problem is one thing that is wrong.
@@ -63,9 +64,18 @@ type VerifyReport struct {
 // none: after a repair it says that the lines above tell why, not to run the repair again.
 func (r *VerifyReport) Err(repaired bool) error {
 	n := r.Unrepaired()
+	mismatches := 0
+	for _, p := range r.Problems {
+		if p.Kind == problemLockMismatch {
+			mismatches++
+		}
+	}
 	switch {
 	case n == 0:
 		return nil
+	case mismatches == n:
+		// Nothing a repair fetches fixes these: the lock must follow murmur.yaml first.
+		return errs.New(errs.LockMismatch, "murmur.lock does not follow murmur.yaml (%d %s above); run 'mur lock', then commit murmur.lock", n, map[bool]string{true: "difference", false: "differences"}[n == 1])
 	case repaired:
 		return errs.New(errs.Integrity, "%d of %d problems could not be repaired; each line above says why", n, len(r.Problems))
 	case n == 1:
@@ -99,6 +109,7 @@ type pinnedBlob struct {
 // Verify checks murmur.lock against the CAS, tools/ and the compiled cache. It returns an error only when it could not look; what it found is in the report.
 func Verify(ctx context.Context, in VerifyInput) (*VerifyReport, error) {
 	rep := &VerifyReport{Problems: []Problem{}}
+	rep.Problems = append(rep.Problems, intentProblems(in.Intent, in.Lock, in.Platform)...)
 	if in.Repair != nil && in.Platform != "" && in.Platform != "all" {
 		in.Repair.Platform = in.Platform
 	}
@@ -231,9 +242,9 @@ func Verify(ctx context.Context, in VerifyInput) (*VerifyReport, error) {
 		sort.Strings(scopes)
 		for _, s := range scopes {
 			pin := in.Lock.Scopes[s]
-			if want := in.SourceFor(s); want != pin.Source {
-				rep.Problems = append(rep.Problems, Problem{Kind: "pin", Subject: s, Problem: fmt.Sprintf(
-					"murmur.lock pins scope %s to %s (owner id %d), but the configuration now names %s; if the move is expected run 'mur lock forget-scope %s'", s, pin.Source, pin.OwnerID, want, s)})
+			// The pull's own check: a verify that flagged what a pull accepts would be noise.
+			if err := pin.CheckOwner(s, in.SourceFor(s), 0); err != nil {
+				rep.Problems = append(rep.Problems, Problem{Kind: "pin", Subject: s, Problem: errs.Message(err)})
 			}
 		}
 	}

@@ -236,6 +236,15 @@ func TestPins(t *testing.T) {
 	if rep := w.run(t, in); len(rep.Problems) != 0 {
 		t.Fatalf("a pin that matches the configuration: %+v", rep.Problems)
 	}
+	// GitHub owners are case-insensitive: the pull accepts github:Acme/… for a pin of
+	// github:acme/…, and verify must agree with it.
+	in.SourceFor = func(scope string) string { return "github:Acme/murmur-tools" }
+	if rep := w.run(t, in); len(rep.Problems) != 0 {
+		t.Fatalf("a pin that differs from the configuration only in the owner's case: %+v", rep.Problems)
+	}
+	if err := (lock.ScopePin{Source: "github:acme/murmur-tools", OwnerID: 11}).CheckOwner("acme", "github:Acme/murmur-tools", 0); err != nil {
+		t.Fatalf("the pull refuses what verify accepts: %v", err)
+	}
 	in.SourceFor = func(scope string) string { return "github:newowner/murmur-tools" }
 	rep := w.run(t, in)
 	pins := problems(rep, "pin")

@@ -28,8 +28,10 @@ type WarmInput struct {
 	Precompile func(ctx context.Context, wasm []byte) error
 	// Layout, when set, receives every warmed blob, so that the folder serves as a store.
 	Layout Store
-	// From is the install.from of each artifact; nil means DefaultFrom for all.
+	// From is the install.from of each artifact; nil means manifest.DefaultFrom() for all.
 	From func(name string) ([]string, error)
+	// Intent is murmur.yaml, whose differences with the lock are problems; nil for none.
+	Intent *Intent
 }
 
 // WarmReport says what warming did.
@@ -40,12 +42,20 @@ type WarmReport struct {
 	Compiled  int      `json:"compiled"`
 	Bytes     int64    `json:"bytes_fetched"`
 	Results   []Result `json:"results"`
+	// Problems are murmur.lock's differences with murmur.yaml: what the lock pins is warmed all
+	// the same, and the warm fails with lock-mismatch.
+	Problems []Problem `json:"problems"`
 }
 
 // Warm warms. A platform that nobody serves fails with the store's or source's error, naming
 // the artifact and platform; what was warmed before stays warm.
-func Warm(ctx context.Context, in WarmInput) (*WarmReport, error) {
-	rep := &WarmReport{Results: []Result{}}
+func Warm(ctx context.Context, in WarmInput) (_ *WarmReport, err error) {
+	rep := &WarmReport{Results: []Result{}, Problems: intentProblems(in.Intent, in.Lock, in.Platform)}
+	defer func() {
+		if err == nil && in.Intent != nil {
+			err = lock.MismatchError(in.Intent.Mismatches(in.Lock, in.Platform))
+		}
+	}()
 	host := ref.HostPlatform()
 	// One record of store health for every platform's pass: a store that failed costs its
 	// timeout once.

@@ -43,6 +43,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/opencontainers/go-digest"
 
@@ -50,6 +51,7 @@ import (
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/lockedfile"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/safefile"
 )
 
 // Version is the lock_version this mur reads and writes.
@@ -96,6 +98,10 @@ type Hashes struct {
 	Platforms map[string]string // platform tag → hex; never has the key "any"
 }
 
+// MaxFileBytes caps what is read of a murmur.lock: a lock of thousands of artifacts is a few
+// MiB, and a file far beyond that is not a lock.
+const MaxFileBytes = 64 << 20
+
 // GuardPath is the file Update locks for the lock at path: a hidden sibling, because the lock
 // itself is replaced by rename and a lock on a replaced inode guards nothing.
 func GuardPath(path string) string {
@@ -104,12 +110,12 @@ func GuardPath(path string) string {
 
 // Read parses the lock at path. A missing file is an empty lock.
 func Read(path string) (*Lock, error) {
-	data, err := os.ReadFile(path)
+	data, err := safefile.ReadProject(path, MaxFileBytes, errs.InvalidLock)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &Lock{Scopes: map[string]ScopePin{}}, nil
 	}
 	if err != nil {
-		return nil, errs.Wrap(err, errs.IO, "can't read %s: %v", path, err)
+		return nil, err
 	}
 	return Parse(data, path)
 }
@@ -118,19 +124,27 @@ func Read(path string) (*Lock, error) {
 // file lock, so that concurrent processes lose no change. If fn fails nothing is written and its
 // error is returned as is. If the content is unchanged the file is not rewritten, and a missing
 // lock that stays empty is not created.
+//
+// On a read-only file system (a checkout mounted read-only) the file lock can't be made, but
+// nothing can write the lock there either: fn then runs on the lock as it is, and only a change
+// is an error, so that a pull with nothing to do succeeds without writing.
 func Update(ctx context.Context, path string, fn func(*Lock) error) error {
 	unlock, err := lockedfile.Lock(ctx, GuardPath(path))
 	if errs.TokenOf(err) == errs.Denied {
 		return err
 	}
-	if err != nil {
+	readOnly := errors.Is(err, syscall.EROFS)
+	if err != nil && !readOnly {
 		return errs.Wrap(err, errs.IO, "can't lock %s for writing: %v", path, err)
 	}
+	if readOnly {
+		return updateReadOnly(path, fn, errs.Wrap(err, errs.IO, "can't lock %s for writing: %v; this change to it needs a writable checkout", path, err))
+	}
 	defer unlock()
-	old, err := os.ReadFile(path)
+	old, err := safefile.ReadProject(path, MaxFileBytes, errs.InvalidLock)
 	exists := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return errs.Wrap(err, errs.IO, "can't read %s: %v", path, err)
+		return err
 	}
 	l := &Lock{Scopes: map[string]ScopePin{}}
 	if exists {
@@ -377,4 +391,27 @@ func validOrigin(o Origin) bool {
 		}
 	}
 	return true
+}
+
+// updateReadOnly is Update on a read-only file system: fn runs on the lock as it is, and
+// refused is returned only if fn changed it.
+func updateReadOnly(path string, fn func(*Lock) error, refused error) error {
+	old, err := safefile.ReadProject(path, MaxFileBytes, errs.InvalidLock)
+	exists := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	l := &Lock{Scopes: map[string]ScopePin{}}
+	if exists {
+		if l, err = Parse(old, path); err != nil {
+			return err
+		}
+	}
+	if err := fn(l); err != nil {
+		return err
+	}
+	if data := l.Marshal(); (exists && bytes.Equal(data, old)) || (!exists && len(l.Scopes) == 0 && len(l.Artifacts) == 0) {
+		return nil
+	}
+	return refused
 }

@@ -217,6 +217,8 @@ func TestParseRefusals(t *testing.T) {
 		{"bad source", "lock_version: 3\nscopes: { acme: { source: gitlab:acme/x, owner_id: 1, repo_id: 1 } }\n", []string{`scope "acme"`, "github:OWNER/REPO"}},
 		{"missing source", "lock_version: 3\nscopes: { acme: { owner_id: 1, repo_id: 1 } }\n", []string{"has no source"}},
 		{"bad scope name", "lock_version: 3\nscopes: { Acme: { source: github:acme/x, owner_id: 1, repo_id: 1 } }\n", []string{`scope "Acme"`}},
+		{"not utf-8", "lock_version: 3\nartifacts: []\n# \xff\n", []string{"not UTF-8"}},
+		{"two documents", "lock_version: 3\n---\nlock_version: 3\n", []string{"more than one YAML document"}},
 		{"local scope", "lock_version: 3\nscopes: { local: { source: github:acme/x, owner_id: 1, repo_id: 1 } }\n", []string{"scope local is reserved"}},
 		{"murmur hijack", "lock_version: 3\nscopes: { murmur: { source: github:evil/default-artifacts, owner_id: 1, repo_id: 1 } }\n", []string{"scope murmur is reserved", "github:evil/default-artifacts"}},
 		{"duplicate scope", "lock_version: 3\nscopes:\n  acme: { source: github:acme/x, owner_id: 1, repo_id: 1 }\n  acme: { source: github:acme/x, owner_id: 1, repo_id: 1 }\n", []string{`scope "acme" is pinned twice`}},
@@ -525,6 +527,35 @@ func TestCheckOwner(t *testing.T) {
 	for _, w := range []string{"github:acme/murmur-tools", "github:newowner/murmur-tools", "1234567", "mur lock forget-scope acme"} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("moved-source message lacks %q: %v", w, err)
+		}
+	}
+}
+
+// The scope reservations, in their one home: local has no source, murmur only its own.
+func TestCheckScopeSource(t *testing.T) {
+	cases := []struct {
+		scope, source string
+		want          string // "" when allowed
+	}{
+		{"local", "", "scope local is reserved"},
+		{"local", "github:acme/x", "scope local is reserved"},
+		{"murmur", "", ""},
+		{"murmur", MurmurSource, ""},
+		{"murmur", "github:Murmur-Nexus/default-artifacts", ""},
+		{"murmur", "github:evil/default-artifacts", "github:evil/default-artifacts"},
+		{"acme", "github:acme/tools", ""},
+		{"acme", "", ""},
+	}
+	for _, c := range cases {
+		err := CheckScopeSource(c.scope, c.source)
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%s %s: %v", c.scope, c.source, err)
+			}
+			continue
+		}
+		if errs.TokenOf(err) != errs.Usage || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %s: %v, want usage error naming %q", c.scope, c.source, err, c.want)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"strconv"
 	"strings"
@@ -76,20 +75,17 @@ func (p *parser) parse(data []byte) (*Lock, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, p.fail(0, "the file is empty, and a lock written by mur always starts with lock_version: %d; restore it from version control, or delete it and run `mur pull` to write a new one", Version)
 	}
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+	root, err := yamlnode.Decode(data)
+	var de *yamlnode.DecodeError
+	switch {
+	case errors.As(err, &de) && de.Problem == yamlnode.SecondDocument:
+		return nil, p.fail(de.Line, "holds more than one YAML document (or is damaged after the first one); a lock is a single document. Restore it from version control, or move it aside and run `mur pull` to write a new one")
+	case errors.As(err, &de) && de.Problem == yamlnode.NotUTF8:
+		return nil, p.fail(de.Line, "is not UTF-8 from this line on; it may be damaged. Restore it from version control, or move it aside and run `mur pull` to write a new one")
+	case err != nil:
+		return nil, errs.Wrap(err, errs.InvalidLock, "%s is not valid YAML (%v); it may be truncated or damaged by a merge. Restore it from version control, or move it aside and run `mur pull` to write a new one", p.path, errors.Unwrap(err))
+	case root == nil:
 		return nil, p.version(nil) // only comments: no lock_version either
-	} else if err != nil {
-		return nil, errs.Wrap(err, errs.InvalidLock, "%s is not valid YAML (%v); it may be truncated or damaged by a merge. Restore it from version control, or move it aside and run `mur pull` to write a new one", p.path, err)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, p.fail(extra.Line, "holds more than one YAML document (or is damaged after the first one); a lock is a single document. Restore it from version control, or move it aside and run `mur pull` to write a new one")
-	}
-	root := &doc
-	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
-		root = root.Content[0]
 	}
 	if root.Kind != yaml.MappingNode {
 		return nil, p.fail(root.Line, "expected a mapping that starts with lock_version: %d, found %s; restore it from version control, or move it aside and run `mur pull` to write a new one", Version, yamlnode.Describe(root))

@@ -24,6 +24,21 @@ func DefaultSource(scope string) string {
 	return "github:" + scope + "/murmur-artifacts"
 }
 
+// CheckScopeSource is the one home of the scope reservations: scope local names files on disk and
+// no source serves it; scope murmur is served only by MurmurSource (owners compare as GitHub
+// compares them, case-insensitively). source "" asks only whether any source may serve scope.
+// The error is a usage error whose sentence says what is wrong; callers wrap it with their own
+// token and say what to do.
+func CheckScopeSource(scope, source string) error {
+	switch {
+	case scope == ref.ScopeLocal:
+		return errs.New(errs.Usage, "scope local is reserved for files on disk and is never served by a source")
+	case scope == ref.ScopeMurmur && source != "" && !strings.EqualFold(source, MurmurSource):
+		return errs.New(errs.Usage, "scope murmur is reserved and served only by %s, not %s", MurmurSource, source)
+	}
+	return nil
+}
+
 // ParseSource splits `github:OWNER/REPO`, holding both to GitHub's own rules: an owner (a login) is
 // 1 to 39 letters, digits and '-', neither starting nor ending with '-'; a repository name is 1 to
 // 100 letters, digits, '.', '_' and '-', and not "." or "..". The error is a usage error whose
@@ -95,11 +110,10 @@ func describePin(scope string, pin ScopePin) string {
 	if _, _, err := ParseSource(pin.Source); err != nil {
 		return errs.Message(err)
 	}
+	if err := CheckScopeSource(scope, pin.Source); err != nil {
+		return errs.Message(err)
+	}
 	switch {
-	case scope == ref.ScopeLocal:
-		return "scope local is reserved for files on disk and is never served by a source, so it has no owner to pin"
-	case scope == ref.ScopeMurmur && pin.Source != MurmurSource:
-		return fmt.Sprintf("scope murmur is reserved and served only by %s, not %s", MurmurSource, pin.Source)
 	case pin.OwnerID <= 0:
 		return fmt.Sprintf("owner_id must be a positive GitHub id, found %d", pin.OwnerID)
 	case pin.RepoID <= 0:

@@ -446,3 +446,34 @@ func TestUpdateRefusesASymlinkedGuard(t *testing.T) {
 		t.Fatalf("the guard's target was created: %v", err)
 	}
 }
+
+// On a read-only checkout, where the file lock can't be made, an update that changes nothing
+// succeeds, and one that would change the lock fails with the reason it could not.
+func TestUpdateReadOnlyAllowsOnlyNoOps(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), FileName)
+	must(t, Update(ctx, path, func(l *Lock) error {
+		return l.Upsert("acme/grep", "1.2.0", "any", h(1), "", false)
+	}))
+	before, err := os.ReadFile(path)
+	must(t, err)
+	refused := errs.New(errs.IO, "can't lock for writing")
+	if err := updateReadOnly(path, func(l *Lock) error {
+		return l.Upsert("acme/grep", "1.2.0", "any", h(1), "", false)
+	}, refused); err != nil {
+		t.Fatalf("a no-op update on a read-only checkout: %v", err)
+	}
+	if err := updateReadOnly(path, func(l *Lock) error {
+		return l.Upsert("acme/grep", "1.3.0", "any", h(2), "", true)
+	}, refused); err != refused {
+		t.Fatalf("a change on a read-only checkout: %v, want the lock's refusal", err)
+	}
+	if err := updateReadOnly(filepath.Join(t.TempDir(), FileName), func(l *Lock) error { return nil }, refused); err != nil {
+		t.Fatalf("no lock, and nothing to write: %v", err)
+	}
+	after, err := os.ReadFile(path)
+	must(t, err)
+	if !bytes.Equal(before, after) {
+		t.Fatal("the lock changed")
+	}
+}

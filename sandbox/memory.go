@@ -20,6 +20,21 @@ import (
 type reservingAllocator struct {
 	mu   sync.Mutex
 	maps [][]byte
+	peak uint64 // the most any memory of the run grew to, in bytes
+}
+
+// grew notes that a memory of the run now holds size bytes.
+func (a *reservingAllocator) grew(size uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.peak = max(a.peak, size)
+}
+
+// Peak is the most any memory of the run grew to, in bytes: how close the guest came to its cap.
+func (a *reservingAllocator) Peak() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.peak
 }
 
 // wasmPage is WebAssembly's page size; a reservation is never smaller.
@@ -33,12 +48,12 @@ func (a *reservingAllocator) Allocate(capacity, maxBytes uint64) experimental.Li
 	if err != nil {
 		// No address space for the reservation: grow on the Go heap as wazero would. Returning
 		// nil here would make wazero panic, not fail.
-		return &heapMemory{max: reserve}
+		return &heapMemory{max: reserve, grew: a.grew}
 	}
 	a.mu.Lock()
 	a.maps = append(a.maps, b)
 	a.mu.Unlock()
-	return &reservedMemory{buf: b}
+	return &reservedMemory{buf: b, grew: a.grew}
 }
 
 // release unmaps every reservation. Call it only once the runtime is closed.
@@ -55,6 +70,7 @@ type reservedMemory struct {
 	mu        sync.Mutex // Free may come from wazero's timeout goroutine while the guest grows
 	buf       []byte     // the whole reservation
 	committed uint64     // the accessible prefix
+	grew      func(uint64)
 }
 
 // Reallocate implements experimental.LinearMemory: it makes the first size bytes accessible and
@@ -70,6 +86,7 @@ func (m *reservedMemory) Reallocate(size uint64) []byte {
 			return nil
 		}
 		m.committed = size
+		m.grew(size)
 	}
 	// cap == len: nothing may append into the inaccessible rest.
 	return m.buf[:size:size]
@@ -87,8 +104,9 @@ func (m *reservedMemory) Free() {
 
 // heapMemory is the fallback: a Go slice grown by appending, like wazero's own.
 type heapMemory struct {
-	buf []byte
-	max uint64
+	buf  []byte
+	max  uint64
+	grew func(uint64)
 }
 
 func (h *heapMemory) Reallocate(size uint64) []byte {
@@ -97,6 +115,7 @@ func (h *heapMemory) Reallocate(size uint64) []byte {
 	}
 	if size > uint64(len(h.buf)) {
 		h.buf = append(h.buf, make([]byte, size-uint64(len(h.buf)))...)
+		h.grew(size)
 	}
 	return h.buf[:size]
 }

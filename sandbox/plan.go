@@ -27,8 +27,8 @@ import (
 	"github.com/murmur-nexus/mur/state"
 )
 
-// DefaultMemoryMiB caps guest memory when the capsule sets no limit.
-const DefaultMemoryMiB = 512
+// DefaultMemoryMiB caps guest memory when the capsule sets no limit: murmur.yaml's default.
+const DefaultMemoryMiB = manifest.DefaultMemoryMiB
 
 // Plan is everything a launch opens.
 type Plan struct {
@@ -255,7 +255,7 @@ func (l layout) resolve(create bool) (_ *opened, err error) {
 	} else {
 		wt, err := newTree(wd, false, nil)
 		if err != nil {
-			return nil, errs.Wrap(err, errs.IO, "can't open the workdir %s: %v", l.workdir, err)
+			return nil, errs.Wrap(err, errs.IO, "can't open the workdir %s: %v; %s", l.workdir, err, workdirHint)
 		}
 		defer wt.close()
 		o.workdir = heldPath(wt.dir)
@@ -355,7 +355,7 @@ func (l layout) openWorkdir(project string, create bool) (*os.File, error) {
 		}
 		return nil, errs.New(errs.Denied, "%s is not a folder; move it away, or pass --workdir", wd)
 	}
-	return nil, errs.Wrap(err, errs.IO, "can't open the workdir %s: %v", wd, err)
+	return nil, errs.Wrap(err, errs.IO, "can't open the workdir %s: %v; %s", wd, err, workdirHint)
 }
 
 // openNamedWorkdir opens a --workdir, following its path as the user typed it. With create, the
@@ -385,7 +385,7 @@ func (l layout) openNamedWorkdir(create bool) (*os.File, error) {
 			case errors.Is(err, fs.ErrNotExist) && tries < maxHops:
 				continue // removed since it was found
 			}
-			return nil, errs.Wrap(err, errs.IO, "can't open the workdir %s: %v", l.workdir, err)
+			return nil, errs.Wrap(err, errs.IO, "can't open the workdir %s: %v; %s", l.workdir, err, workdirHint)
 		}
 		if !create {
 			return nil, nil
@@ -395,11 +395,11 @@ func (l layout) openNamedWorkdir(create bool) (*os.File, error) {
 			if errors.Is(err, fs.ErrNotExist) && tries < maxHops {
 				continue
 			}
-			return nil, errs.Wrap(err, errs.IO, "can't create the workdir %s: %v", l.workdir, err)
+			return nil, errs.Wrap(err, errs.IO, "can't create the workdir %s: %v; %s", l.workdir, err, workdirHint)
 		}
 		bt, err := newTree(bd, false, nil)
 		if err != nil {
-			return nil, errs.Wrap(err, errs.IO, "can't create the workdir %s: %v", l.workdir, err)
+			return nil, errs.Wrap(err, errs.IO, "can't create the workdir %s: %v; %s", l.workdir, err, workdirHint)
 		}
 		d, _, escape, err := bt.openDir(strings.Join(rest, "/"), true)
 		bt.close()
@@ -409,9 +409,16 @@ func (l layout) openNamedWorkdir(create bool) (*os.File, error) {
 		case escape == nil && errors.Is(err, syscall.ENOENT) && tries < maxHops:
 			continue
 		}
+		if escape == nil && !errors.Is(err, syscall.ENOTDIR) && !errors.Is(err, syscall.ELOOP) {
+			return nil, errs.Wrap(err, errs.IO, "can't create the workdir %s: %v; %s", l.workdir, err, workdirHint)
+		}
 		return nil, walkError(base, strings.Join(rest, "/"), escape, err)
 	}
 }
+
+// workdirHint is the way out of a workdir mur can't open or create: a read-only checkout has no
+// room for workdir/, and the guest's folder need not live in the project at all.
+const workdirHint = "pass --workdir with a folder you can write (the default is workdir/ beside murmur.yaml)"
 
 // refuseSymlink refuses project/name when it is a symlink, naming its target.
 func refuseSymlink(project, name string) error {
@@ -538,6 +545,9 @@ func (r *Runner) RunPlan(ctx context.Context, p *Plan, wasm []byte, args []strin
 		MemoryMiB: p.MemoryMiB, Timeout: p.timeout,
 	}, root)
 	status := ExitStatus(code, err)
+	if errors.Is(err, ErrInterrupted) {
+		err = errs.Wrap(err, errs.Interrupted, "the run of %s was canceled", p.Artifact)
+	}
 	if err != nil && errs.TokenOf(err) == errs.Internal {
 		err = errs.Wrap(err, errs.Internal, "%s: %v", p.Artifact, err)
 	}

@@ -74,6 +74,12 @@ var (
 	// ErrTrap: the guest trapped (unreachable, out-of-bounds access, stack overflow). mur uses
 	// 134, the status of an aborted process (128+SIGABRT).
 	ErrTrap = errors.New("guest trapped")
+	// ErrInterrupted: the caller's context was canceled and the guest was stopped; mur cancels
+	// it on SIGINT and SIGTERM. Exit status 130, as shells report a process killed by SIGINT.
+	ErrInterrupted = errors.New("run interrupted")
+	// ErrMemoryLimit: the guest failed after growing its memory to the cap (limits.memory_mib).
+	// The exit status stays the guest's own, or 134 when it trapped.
+	ErrMemoryLimit = errors.New("guest used its whole memory limit")
 )
 
 // Exit statuses of `mur run` beyond the guest's own code (SPEC section 10).
@@ -83,6 +89,7 @@ const (
 	StatusNotExecutable = 126
 	StatusNotPulled     = 127
 	StatusTrap          = 134
+	StatusInterrupted   = 130
 )
 
 // ExitStatus maps Run's results to the process exit status of `mur run`.
@@ -96,6 +103,10 @@ func ExitStatus(code int, err error) int {
 		return StatusNotExecutable
 	case errors.Is(err, ErrTrap):
 		return StatusTrap
+	case errors.Is(err, ErrInterrupted):
+		return StatusInterrupted
+	case errors.Is(err, ErrMemoryLimit):
+		return code
 	}
 	return StatusRunnerFailed
 }
@@ -254,6 +265,9 @@ func (r *Runner) run(ctx context.Context, wasm []byte, cfg Config, root *rootFS)
 
 	cm, err := r.compile(runCtx, rt, wasm)
 	if err != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return interrupted(cfg, ctx)
+		}
 		if errors.Is(err, ErrNotExecutable) {
 			return StatusNotExecutable, err
 		}
@@ -306,7 +320,32 @@ func (r *Runner) run(ctx context.Context, wasm []byte, cfg Config, root *rootFS)
 	if mod != nil {
 		_ = mod.Close(context.WithoutCancel(ctx))
 	}
-	return r.outcome(ctx, runCtx, cfg, err)
+	code, err := r.outcome(ctx, runCtx, cfg, err)
+	return memoryNote(cfg, alloc.Peak(), code, err)
+}
+
+// memorySlack is how far below its cap a guest's memory may stop and still count as full: a
+// guest grows in steps (Go's runtime by megabytes), so the grow that failed was one that would
+// have crossed the cap, not one that reached it exactly.
+func memorySlack(capBytes uint64) uint64 { return max(capBytes/16, 4<<20) }
+
+// memoryNote adds to a failed run what its author most needs to know when the guest had grown to
+// its memory cap: a Go guest then dies with its runtime's own "out of memory" and exit status 2,
+// and a C guest with a trap, neither of which names limits.memory_mib. The status stays the
+// guest's own (or 134 for a trap).
+func memoryNote(cfg Config, peak uint64, code int, err error) (int, error) {
+	capBytes := uint64(cfg.MemoryMiB) << 20
+	if cfg.MemoryMiB <= 0 || peak+memorySlack(capBytes) < capBytes {
+		return code, err
+	}
+	note := fmt.Sprintf("the guest used its whole memory limit of %d MiB (limits.memory_mib); raise it in murmur.yaml if the guest needs more", cfg.MemoryMiB)
+	switch {
+	case errors.Is(err, ErrTrap):
+		return code, &errs.Error{Token: errs.GuestCrashed, Msg: errs.Message(err) + "; " + note, Err: errors.Join(ErrMemoryLimit, err)}
+	case err == nil && code != 0:
+		return code, &errs.Error{Token: errs.GuestCrashed, Msg: fmt.Sprintf("the guest %s exited with status %d; %s", argv0(cfg), code, note), Err: ErrMemoryLimit}
+	}
+	return code, err
 }
 
 func (r *Runner) outcome(parent, runCtx context.Context, cfg Config, err error) (int, error) {
@@ -322,14 +361,24 @@ func (r *Runner) outcome(parent, runCtx context.Context, cfg Config, err error) 
 			}
 			return StatusTimeout, &errs.Error{Token: errs.Timeout, Msg: fmt.Sprintf("the guest %s was stopped at the caller's deadline", argv0(cfg)), Err: ErrTimeout}
 		case sys.ExitCodeContextCanceled:
-			return StatusRunnerFailed, errs.Wrap(parent.Err(), errs.Internal, "the run of %s was canceled", argv0(cfg))
+			return interrupted(cfg, parent)
 		}
 		return int(exit.ExitCode()), nil
+	}
+	if errors.Is(parent.Err(), context.Canceled) {
+		return interrupted(cfg, parent)
 	}
 	if runCtx.Err() == context.DeadlineExceeded && parent.Err() == nil {
 		return StatusTimeout, &errs.Error{Token: errs.Timeout, Msg: fmt.Sprintf("the guest %s ran longer than its limit of %s and was stopped", argv0(cfg), cfg.Timeout), Err: ErrTimeout}
 	}
-	return StatusTrap, &errs.Error{Token: errs.InvalidArtifact, Msg: fmt.Sprintf("the guest %s crashed: %v", argv0(cfg), err), Err: errors.Join(ErrTrap, err)}
+	// The artifact passed every check; it is this run that crashed.
+	return StatusTrap, &errs.Error{Token: errs.GuestCrashed, Msg: fmt.Sprintf("the guest %s crashed: %v", argv0(cfg), err), Err: errors.Join(ErrTrap, err)}
+}
+
+// interrupted is the outcome of a run whose caller canceled it: not mur's failure, nor the
+// guest's, since whoever canceled meant it to stop.
+func interrupted(cfg Config, parent context.Context) (int, error) {
+	return StatusInterrupted, &errs.Error{Token: errs.Interrupted, Msg: fmt.Sprintf("the run of %s was canceled", argv0(cfg)), Err: errors.Join(ErrInterrupted, parent.Err())}
 }
 
 func argv0(cfg Config) string {

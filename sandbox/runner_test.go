@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/slowdown"
 	"github.com/murmur-nexus/mur/sandbox/guesttest"
 	"github.com/murmur-nexus/mur/state"
 )
@@ -354,7 +356,7 @@ func TestTimeout(t *testing.T) {
 	if errs.TokenOf(res.err) != "timeout" {
 		t.Errorf("token = %s", errs.TokenOf(res.err))
 	}
-	if elapsed > 20*time.Second {
+	if elapsed > slowdown.Scale(20*time.Second) {
 		t.Errorf("the run took %s, far past its 1s limit", elapsed)
 	}
 	if strings.Contains(res.stdout, "woke up") {
@@ -385,7 +387,17 @@ func TestMemoryCap(t *testing.T) {
 	if strings.Contains(res.stdout, "allocated 64 MiB") {
 		t.Errorf("memhog allocated past the cap: %q", res.stdout)
 	}
+	// Go's runtime says "out of memory" and exits 2, which names nothing of mur's; mur adds the
+	// limit the guest ran into, and keeps the guest's status.
+	if !errors.Is(res.err, ErrMemoryLimit) || errs.TokenOf(res.err) != errs.GuestCrashed || ExitStatus(res.code, res.err) != res.code ||
+		!strings.Contains(errs.Message(res.err), "the guest used its whole memory limit of 32 MiB (limits.memory_mib)") {
+		t.Errorf("memhog's error %v (status %d), want guest-crashed naming limits.memory_mib", res.err, ExitStatus(res.code, res.err))
+	}
 	t.Logf("memhog: %d %v %q %q", res.code, res.err, res.stdout, lastLine(res.stderr))
+	// A guest that fails far below its cap gets no such note.
+	if res := run(t, r, guesttest.Build(t, "exitcode"), Config{Args: []string{"exitcode", "3"}, MemoryMiB: 512}); res.err != nil || res.code != 3 {
+		t.Errorf("exitcode 3 under a 512 MiB cap: %d, %v", res.code, res.err)
+	}
 }
 
 func lastLine(s string) string {
@@ -430,4 +442,44 @@ func TestTrap(t *testing.T) {
 	if !errors.Is(res.err, ErrTrap) || ExitStatus(res.code, res.err) != StatusTrap {
 		t.Fatalf("Run = %d, %v; want a trap", res.code, res.err)
 	}
+	// The artifact passed every check: the run crashed, not the artifact.
+	if errs.TokenOf(res.err) != errs.GuestCrashed {
+		t.Errorf("a trap's token is %s, want guest-crashed", errs.TokenOf(res.err))
+	}
+}
+
+// A caller that cancels the run (mur does on Ctrl-C and SIGTERM) stops a spinning guest; that
+// is neither mur's failure nor the guest's: token interrupted, status 130.
+func TestCancelStopsASpinningGuest(t *testing.T) {
+	r := sharedRunner(t)
+	guest := guesttest.Build(t, "spin")
+	ctx, cancel := context.WithCancel(context.Background())
+	started := &signalWriter{line: "spinning", seen: make(chan struct{})}
+	done := make(chan struct{})
+	var code int
+	var err error
+	go func() {
+		defer close(done)
+		code, err = r.Run(ctx, guest, Config{Args: []string{"spin"}, Stderr: started})
+	}()
+	<-started.seen
+	cancel()
+	<-done
+	if code != StatusInterrupted || !errors.Is(err, ErrInterrupted) || errs.TokenOf(err) != errs.Interrupted || ExitStatus(code, err) != 130 {
+		t.Fatalf("Run = %d, %v (token %s); want 130, ErrInterrupted, interrupted", code, err, errs.TokenOf(err))
+	}
+}
+
+// signalWriter closes seen the first time line is written.
+type signalWriter struct {
+	line string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), w.line) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return len(p), nil
 }

@@ -213,7 +213,7 @@ mur cache gc --keep a/murmur.lock --keep b/murmur.lock --older-than 168h`,
 			if err != nil {
 				return errs.Wrap(err, errs.IO, "can't read the current folder: %v", err)
 			}
-			project, err := findProject(cwd)
+			project, err := fetch.FindProject(cwd)
 			if err != nil {
 				return err
 			}
@@ -273,6 +273,9 @@ mur cache gc --keep a/murmur.lock --keep b/murmur.lock --older-than 168h`,
 			e.Progress("%s %s and %s, %s; %s kept (%s), %d of them pinned by %s or %s in flight",
 				verb, plural(len(rep.Blobs), "blob"), plural(len(rep.Ingest)+len(rep.Staging)+len(rep.Quarantine), "leftover"), cas.FormatSize(rep.Freed),
 				plural(rep.Kept, "blob"), cas.FormatSize(rep.Size), rep.Pinned, plural(len(rep.Roots), "lock"), plural(rep.Leases, "pull"))
+			for _, w := range rep.Warnings {
+				e.Warn("%s", w)
+			}
 			if rep.OverMaxSize {
 				e.Progress("mur: warning: the blobs that locks pin or pulls are bringing in hold %s, over --max-size %s; remove projects you no longer use, or raise the size", cas.FormatSize(rep.Size), cas.FormatSize(capBytes))
 			}

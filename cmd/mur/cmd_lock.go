@@ -1,32 +1,115 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 
+	"github.com/spf13/pflag"
+
+	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
 )
 
 func lockCmd() *command {
-	return &command{name: "lock", short: "change murmur.lock", examples: `mur lock forget-scope acme`, subs: []*command{
-		{
-			name:  "forget-scope",
-			args:  "SCOPE",
-			short: "forget a scope's owner pin",
-			long: `Removes the owner pin of SCOPE from murmur.lock, so that the next source pull of SCOPE
+	var (
+		f              pullFlags
+		bump, dry, chk bool
+	)
+	return &command{name: "lock", args: "[REF...]", short: "pin what murmur.yaml declares, from metadata alone",
+		long: `Resolves every artifact murmur.yaml declares (or the REFs named) and pins it in murmur.lock
+from metadata alone: a registry's manifest, a layout's index.json, a GitHub source's index. It
+downloads no payload and stages no tools/; the next pull checks the bytes against the pin. A
+latest entry stays at its pin unless --bump; an entry whose version changed moves; a pin no
+entry declares is dropped (when no REF is named). --check changes nothing and fails with
+lock-mismatch when murmur.lock does not follow murmur.yaml.`,
+		examples: `mur lock
+mur lock --check                        # CI: fail if murmur.lock does not follow murmur.yaml
+mur lock --bump                         # move latest entries to the newest version
+mur lock acme/grep --dry-run --json
+mur lock forget-scope acme`,
+		flags: func(fs *pflag.FlagSet) {
+			fs.BoolVar(&bump, "bump", false, "move latest entries to the newest version")
+			fs.BoolVar(&dry, "dry-run", false, "resolve and report, write nothing")
+			fs.BoolVar(&chk, "check", false, "only check that murmur.lock follows murmur.yaml; no network, no writes")
+			fs.StringVar(&f.platform, "platform", "", "platform to pin for (default: this machine's)")
+			fs.StringSliceVar(&f.from, "from", nil, "narrow install.from: stores, sources")
+			f.stores.register(fs, "add a store for this command")
+		},
+		run: func(e *env, args []string) error { return runLock(e, &f, args, bump, dry, chk) },
+		subs: []*command{
+			{
+				name:  "forget-scope",
+				args:  "SCOPE",
+				short: "forget a scope's owner pin",
+				long: `Removes the owner pin of SCOPE from murmur.lock, so that the next source pull of SCOPE
 pins the repository's current owner again. Use it after a transfer of the repository that you
 expected; mur refuses a changed owner until then. Pinned artifact hashes are kept.`,
-			examples: `mur lock forget-scope acme
+				examples: `mur lock forget-scope acme
 mur lock forget-scope acme --json`,
-			run: runForgetScope,
-		},
-	}}
+				run: runForgetScope,
+			},
+		}}
+}
+
+func runLock(e *env, f *pullFlags, args []string, bump, dryRun, check bool) error {
+	if err := checkPlatform(f.platform, false); err != nil {
+		return err
+	}
+	p, l, err := e.openLocked()
+	if err != nil {
+		return err
+	}
+	in := p.intent()
+	if in == nil {
+		return usagef("no murmur.yaml in %s or above; mur lock pins what murmur.yaml declares", p.Dir)
+	}
+	if check {
+		if len(args) > 0 || bump || dryRun {
+			return usagef("--check takes no REF, --bump or --dry-run: it checks the whole lock and changes nothing")
+		}
+		ms := in.Mismatches(l, f.platform)
+		if e.g.json {
+			return jsonThen(e, struct {
+				Mismatches []lock.Mismatch `json:"mismatches"`
+			}{ms}, lock.MismatchError(ms))
+		}
+		if err := lock.MismatchError(ms); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "%s follows %s\n", p.LockPath(), in.Path)
+		return nil
+	}
+	reqs, _, err := pullRequests(p, args, f)
+	if err != nil {
+		return err
+	}
+	// Metadata only: one connection, and nothing is brought in for a mirror to receive.
+	f.stores.mirror = ""
+	puller, err := p.puller(e, f.stores, fetch.PullerOptions{Platform: f.platform, Connections: 1})
+	if err != nil {
+		return err
+	}
+	rep, err := puller.LockProject(e.ctx, p.Project, *in, reqs, fetch.LockOptions{Args: len(args) > 0, Bump: bump, DryRun: dryRun})
+	if e.g.json {
+		return jsonThen(e, rep, err)
+	}
+	for _, c := range rep.Changes {
+		if c.Action != fetch.LockKept || err == nil {
+			fmt.Fprintln(e.stdout, c.String())
+		}
+	}
+	if err == nil {
+		switch {
+		case dryRun:
+			fmt.Fprintf(e.stdout, "dry run: %s was not changed\n", p.LockPath())
+		case !rep.Changed():
+			fmt.Fprintf(e.stdout, "%s already follows %s\n", p.LockPath(), in.Path)
+		}
+	}
+	return err
 }
 
 // forgetResult is the --json output of `mur lock forget-scope`.
@@ -55,7 +138,7 @@ func runForgetScope(e *env, args []string) error {
 	if err != nil {
 		return errs.Wrap(err, errs.IO, "can't find the current folder: %v", err)
 	}
-	dir, err := findProject(wd)
+	dir, err := fetch.FindProject(wd)
 	if err != nil {
 		return err
 	}
@@ -85,31 +168,4 @@ func runForgetScope(e *env, args []string) error {
 	fmt.Fprintf(e.stdout, "forgot scope %s in %s (was %s, owner id %d, repo id %d); the next source pull of %s pins its current owner\n",
 		scope, path, removed.Source, removed.OwnerID, removed.RepoID, scope)
 	return nil
-}
-
-// findProject walks up from start to the first folder that holds murmur.yaml or murmur.lock, and
-// returns start itself (made absolute) when none does, so that a command run outside any project
-// works on the current folder, as `mur pull REF` in an empty folder should.
-func findProject(start string) (string, error) {
-	abs, err := filepath.Abs(start)
-	if err != nil {
-		return "", errs.Wrap(err, errs.IO, "can't make %q absolute: %v", start, err)
-	}
-	for dir := abs; ; {
-		for _, name := range []string{"murmur.yaml", lock.FileName} {
-			fi, err := os.Stat(filepath.Join(dir, name))
-			if err == nil && !fi.IsDir() {
-				return dir, nil
-			}
-			// A folder we may not search, or start naming a file, is just not a project.
-			if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) && !errors.Is(err, syscall.ENOTDIR) {
-				return "", errs.Wrap(err, errs.IO, "looking for the project of %s: can't check %s: %v", abs, filepath.Join(dir, name), err)
-			}
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return abs, nil
-		}
-		dir = parent
-	}
 }

@@ -12,60 +12,6 @@ import (
 	"github.com/murmur-nexus/mur/lock"
 )
 
-func TestFindProject(t *testing.T) {
-	root := t.TempDir()
-	mk := func(rel string) string {
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	touch := func(rel string) {
-		if err := os.WriteFile(filepath.Join(root, rel), nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mk("a/b/c")
-	mk("lockonly/x")
-	mk("none/y")
-	mk("decoy/murmur.yaml/z") // a folder named murmur.yaml is not a manifest
-	touch("a/murmur.yaml")
-	touch("a/b/c/file.txt")
-	touch("lockonly/murmur.lock")
-
-	cases := []struct{ start, want string }{
-		{"a/b/c", "a"},             // nearest parent with murmur.yaml
-		{"a", "a"},                 // the folder itself
-		{"lockonly/x", "lockonly"}, // murmur.lock alone marks a project
-		{"none/y", "none/y"},       // nothing above: start itself
-		{"decoy/murmur.yaml/z", "decoy/murmur.yaml/z"},
-		{"a/b/c/file.txt", "a"}, // a file as start does not break the walk
-	}
-	for _, tc := range cases {
-		got, err := findProject(filepath.Join(root, tc.start))
-		if err != nil {
-			t.Fatalf("%s: %v", tc.start, err)
-		}
-		if want := filepath.Join(root, tc.want); got != want {
-			t.Errorf("findProject(%s) = %s, want %s", tc.start, got, want)
-		}
-	}
-
-	// A relative start is made absolute.
-	t.Chdir(filepath.Join(root, "a", "b"))
-	got, err := findProject(".")
-	if err != nil || got != filepath.Join(root, "a") {
-		t.Fatalf("findProject(.) = %q, %v", got, err)
-	}
-
-	// Nearer murmur.lock wins over a farther murmur.yaml.
-	touch("a/b/murmur.lock")
-	if got, _ := findProject(filepath.Join(root, "a/b/c")); got != filepath.Join(root, "a/b") {
-		t.Fatalf("got %s", got)
-	}
-}
-
 func TestLockForgetScope(t *testing.T) {
 	proj := t.TempDir()
 	if err := os.WriteFile(filepath.Join(proj, "murmur.yaml"), []byte("name: demo\nversion: \"1\"\n"), 0o644); err != nil {

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/opencontainers/go-digest"
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/sandbox"
 )
@@ -20,6 +23,9 @@ type pullFlags struct {
 	jobs         int
 	connections  int
 	noPrecompile bool
+	locked       bool
+	frozen       bool
+	output       string
 }
 
 func (f *pullFlags) register(fs *pflag.FlagSet) {
@@ -31,6 +37,9 @@ func (f *pullFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.connections, "connections", fetch.DefaultConnections, "connections one large blob is fetched over, when its server serves ranges (1: one stream)")
 	fs.StringVar(&f.stores.mirror, "mirror", "", "write every artifact brought in from elsewhere through to this registry (oci://HOST[:PORT]/PREFIX)")
 	fs.BoolVar(&f.noPrecompile, "no-precompile", false, "don't compile wasm payloads after pulling")
+	fs.BoolVar(&f.locked, "locked", false, "fail with lock-mismatch if murmur.lock does not follow murmur.yaml; write neither")
+	fs.BoolVar(&f.frozen, "frozen", false, "--locked and --offline")
+	fs.StringVarP(&f.output, "output", "o", "", "also write each pulled .mur.zip into this folder")
 }
 
 func pullCmd() *command {
@@ -42,6 +51,15 @@ func pullCmd() *command {
 		long: `With no REF, pulls every artifact murmur.yaml declares. A REF is scope/name@version,
 scope/name (latest), or a path to a .mur.zip file (scope local). Pinned digests come from
 murmur.lock; a locked pull whose blobs are all in the CAS makes no network request.
+
+murmur.yaml is the intent and murmur.lock follows it: an entry whose version changed is
+re-resolved (acme/grep: 1.0.0 → 1.1.0), a latest entry stays at its pin until --update, and a
+pin no entry declares is dropped with its tools/ folder. A REF murmur.yaml does not declare is
+added to it, at the exact version it resolved to, as 'mur add' does. --update of an entry with
+an exact version moves murmur.yaml's version with the pin. --locked changes neither file.
+
+Outside a project (no murmur.yaml here or above) a pull fills the CAS and the pull records
+only, and says where the blob is; -o DIR also writes the .mur.zip there.
 Progress goes to stderr: one line per artifact on a terminal, plain lines otherwise.`,
 		examples: `mur pull
 mur pull acme/grep@1.2.0
@@ -51,6 +69,8 @@ mur pull --store oci://registry.internal:5000/murmur acme/grep@1.2.0
 mur pull --plain-http --store oci://registry:5000/murmur acme/grep@1.2.0
 mur pull --mirror oci://registry.internal:5000/murmur   # fill the team registry as you pull
 mur pull ./grep-1.2.0.mur.zip           # as local/grep
+mur pull --locked                       # CI: fail if murmur.lock does not follow murmur.yaml
+mur pull -o . acme/grep@1.2.0           # outside a project: the .mur.zip, as oras pull -o
 mur pull --json acme/grep@1.2.0`,
 		flags: f.register,
 		run: func(e *env, args []string) error {
@@ -60,17 +80,35 @@ mur pull --json acme/grep@1.2.0`,
 }
 
 func runPull(e *env, f *pullFlags, args []string) error {
+	return pullWith(e, f, args, false)
+}
+
+// pullWith is mur pull, and mur add when add is set: the REFs are then declared, moving entries
+// murmur.yaml already has.
+func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 	if err := checkPlatform(f.platform, false); err != nil {
 		return err
 	}
 	for _, v := range f.from {
-		if v != fetch.FromStores && v != fetch.FromSources {
-			return usagef("--from %q is not one of stores, sources", v)
+		if err := manifest.CheckFrom(v); err != nil {
+			return usagef("--from %s", errs.Message(err))
 		}
+	}
+	if f.frozen {
+		f.locked, e.g.offline = true, true
+	}
+	if f.locked && f.update {
+		return usagef("--locked and --update contradict each other: --update moves pins, --locked refuses to; drop one")
 	}
 	p, err := e.openProject()
 	if err != nil {
 		return err
+	}
+	if add && p.capsule == nil {
+		return usagef("no murmur.yaml in %s or above, so there is nothing to add to; create one (name: my-capsule) or use 'mur pull REF' to fill the cache only", p.Dir)
+	}
+	if f.locked && p.capsule == nil {
+		return usagef("--locked checks murmur.lock against murmur.yaml, and there is no murmur.yaml in %s or above", p.Dir)
 	}
 	reqs, files, err := pullRequests(p, args, f)
 	if err != nil {
@@ -80,18 +118,21 @@ func runPull(e *env, f *pullFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	stores, err := p.stores(f.stores)
-	if err != nil {
-		return err
-	}
 	pr := newProgress(e.stderr, e.g.quiet || e.g.json, "pull").watch(e)
-	puller, err := p.chain(p.cacheCap(e, &fetch.Puller{
-		CAS: store, Stores: append(files, stores...), Source: p.source(), Offline: e.Offline(),
-		Platform: f.platform, Jobs: f.jobs, Events: pr.event,
-	}), f.stores, f.connections)
+	puller, err := p.puller(e, f.stores, fetch.PullerOptions{
+		CAS: store, Files: files, Platform: f.platform, Jobs: f.jobs, Connections: f.connections, Events: pr.event,
+	})
+	if err == nil {
+		puller.CASOnly, puller.Locked = p.capsule == nil, f.locked
+	}
 	if err != nil {
 		return err
 	}
+	names := make([]string, len(reqs))
+	for i, r := range reqs {
+		names[i] = r.Name.String()
+	}
+	pr.expect(names)
 	if !f.noPrecompile {
 		runner, err := sandbox.New(e.ctx, p.runnerOptions(func(s string) { e.Progress("mur: warning: %s", s) }))
 		if err == nil {
@@ -100,44 +141,94 @@ func runPull(e *env, f *pullFlags, args []string) error {
 			puller.Compiled = runner
 		}
 	}
-	results, err := puller.Pull(e.ctx, p.Project, reqs)
-	pr.finish(err)
-	if e.g.json {
-		out := make([]pullResult, len(results))
-		for i, r := range results {
-			out[i] = pullResult{Result: r, Error: toJSONError(r.Err)}
-		}
-		return jsonThen(e, struct {
-			Results []pullResult `json:"results"`
-		}{out}, err)
+	rep := &fetch.SyncReport{}
+	if p.capsule == nil {
+		rep.Results, err = puller.Pull(e.ctx, p.Project, reqs)
 	} else {
-		// A store that failed other than by lacking the artifact is worth a line, once per
-		// command: the chain fell through it (fallback: any-error).
-		warned := map[string]bool{}
-		for _, r := range results {
-			for _, s := range r.Skipped {
-				if s.Token != "not-found" && !warned[s.Place] {
-					warned[s.Place] = true
-					e.Progress("mur: warning: %s: skipped %s: %s: %s", r.Name, s.Place, s.Token, s.Reason)
-				}
+		rep, err = puller.PullProject(e.ctx, p.Project, fetch.Intent{Path: p.capsule.Path, Capsule: p.capsule}, reqs,
+			fetch.SyncOptions{Args: len(args) > 0, Locked: f.locked, Add: add})
+	}
+	pr.finish(err)
+	out := make([]pullResult, len(rep.Results))
+	for i, r := range rep.Results {
+		out[i] = pullResult{Result: r, Error: toJSONError(r.Err)}
+		if r.Error == "" && r.Digest != "" && p.capsule == nil {
+			out[i].Blob = store.Path(digest.Digest(r.Digest))
+		}
+		if r.Error == "" && r.Digest != "" && f.output != "" {
+			n, _ := ref.ParseName(r.Name)
+			file, werr := fetch.WriteZip(e.ctx, store, digest.Digest(r.Digest), f.output, fetch.ZipName(n, r.Version, r.Platform))
+			if werr != nil && err == nil {
+				err = werr
+			}
+			out[i].File = file
+		}
+	}
+	if e.g.json {
+		return jsonThen(e, struct {
+			Results  []pullResult `json:"results"`
+			Moved    []fetch.Move `json:"moved"`
+			Declared []string     `json:"declared"`
+			Removed  []string     `json:"removed"`
+		}{out, rep.Moved, rep.Declared, rep.Removed}, err)
+	}
+	// A store that failed other than by lacking the artifact is worth a line, once per
+	// command: the chain fell through it (fallback: any-error).
+	warned := map[string]bool{}
+	for _, r := range rep.Results {
+		for _, s := range r.Skipped {
+			if s.Token != "not-found" && !warned[s.Place] {
+				warned[s.Place] = true
+				e.Progress("mur: warning: %s: skipped %s: %s: %s", r.Name, s.Place, s.Token, s.Reason)
 			}
 		}
-		for _, r := range results {
-			if r.Error != "" {
-				continue
-			}
-			if r.NewPin != nil {
-				scope, _, _ := strings.Cut(r.Name, "/")
-				fmt.Fprintf(e.stdout, "pinned scope %s to %s (owner id %d, repo id %d) in murmur.lock\n",
-					scope, r.NewPin.Source, r.NewPin.OwnerID, r.NewPin.RepoID)
-			}
-			fmt.Fprintf(e.stdout, "%s@%s %s %s\n", r.Name, r.Version, r.Digest, r.Platform)
-			for _, w := range r.Warnings {
-				if e.ctx.Err() == nil { // a compile cut short by Ctrl-C is not worth a warning
-					e.Progress("mur: warning: %s: %s", r.Name, w)
+	}
+	// Each failed artifact gets its own line, with its own token and reason; the first
+	// failure is the command's error, printed last.
+	if e.ctx.Err() == nil {
+		for _, r := range rep.Results {
+			if r.Err != nil && r.Err != err {
+				msg := errs.Message(r.Err)
+				if !strings.Contains(msg, r.Name) {
+					msg = r.Name + ": " + msg
 				}
+				fmt.Fprintf(e.stderr, "mur: %s: %s\n", errs.TokenOf(r.Err), msg)
 			}
 		}
+	}
+	for _, m := range rep.Moved {
+		fmt.Fprintln(e.stdout, m.String())
+	}
+	for _, r := range out {
+		if r.Result.Error != "" {
+			continue
+		}
+		if r.NewPin != nil {
+			scope, _, _ := strings.Cut(r.Name, "/")
+			fmt.Fprintf(e.stdout, "pinned scope %s to %s (owner id %d, repo id %d) in murmur.lock\n",
+				scope, r.NewPin.Source, r.NewPin.OwnerID, r.NewPin.RepoID)
+		}
+		fmt.Fprintf(e.stdout, "%s@%s %s %s\n", r.Name, r.Version, r.Digest, r.Platform)
+		if r.Blob != "" {
+			fmt.Fprintf(e.stdout, "  in the CAS at %s (no murmur.yaml here or above: murmur.lock and tools/ were not written)\n", r.Blob)
+		}
+		if r.File != "" {
+			fmt.Fprintf(e.stdout, "  wrote %s\n", r.File)
+		}
+		for _, w := range r.Warnings {
+			if e.ctx.Err() == nil { // a compile cut short by Ctrl-C is not worth a warning
+				e.Progress("mur: warning: %s: %s", r.Name, w)
+			}
+		}
+	}
+	if len(args) == 0 && p.capsule != nil && len(p.capsule.Artifacts) == 0 {
+		e.Progress("pull: %s declares no artifacts; add one with 'mur add acme/grep@1.2.0'", p.capsule.Path)
+	}
+	for _, d := range rep.Declared {
+		fmt.Fprintf(e.stdout, "declared %s in %s\n", d, p.capsule.Path)
+	}
+	for _, name := range rep.Removed {
+		fmt.Fprintf(e.stdout, "removed %s: murmur.yaml no longer declares it, so its murmur.lock entry and tools/ folder are gone ('mur cache gc' may free its blob)\n", name)
 	}
 	return err
 }
@@ -147,13 +238,10 @@ func runPull(e *env, f *pullFlags, args []string) error {
 func pullRequests(p *project, args []string, f *pullFlags) ([]fetch.Request, []fetch.Store, error) {
 	var reqs []fetch.Request
 	var files []fetch.Store
-	fromFor := func(name string) ([]string, error) { return p.installFrom(name, f.from) }
+	fromFor := func(name string) ([]string, error) { return p.InstallFrom(name, f.from) }
 	if len(args) == 0 {
 		if p.capsule == nil {
 			return nil, nil, usagef("no REF given and no murmur.yaml in %s; name what to pull, for example 'mur pull acme/grep@1.2.0'", p.Dir)
-		}
-		if len(p.capsule.Artifacts) == 0 {
-			return nil, nil, usagef("%s declares no artifacts; add one under artifacts: or name it, e.g. 'mur pull acme/grep@1.2.0'", p.capsule.Path)
 		}
 		for _, a := range p.capsule.Artifacts {
 			from, err := fromFor(a.Name.String())
@@ -199,6 +287,8 @@ func pullRequests(p *project, args []string, f *pullFlags) ([]fetch.Request, []f
 // {"token", "message"}.
 type pullResult struct {
 	fetch.Result
+	Blob  string     `json:"blob,omitempty"` // outside a project: where the CAS holds it
+	File  string     `json:"file,omitempty"` // -o: the .mur.zip written
 	Error *jsonError `json:"error"`
 }
 

@@ -23,6 +23,7 @@ func runCmd() *command {
 		workdir string
 		timeout time.Duration
 		explain bool
+		locked  lockedFlags
 	)
 	return &command{
 		name:  "run",
@@ -30,18 +31,21 @@ func runCmd() *command {
 		short: "run a pulled artifact in the sandbox",
 		long: `Runs the payload pinned in murmur.lock, loaded from the CAS and verified, with exactly the
 preopens the capsule grants. Flags after ARTIFACT belong to the guest. Exit status: the guest's
-own, 124 on timeout, 125 when mur fails, 126 when the payload can't be executed, 127 when the
-artifact is not pulled, 2 for a usage error. --explain-scope prints the grants and changes nothing.`,
+own; 2 for a usage error; 124 on timeout; 125 when mur fails; 126 when the payload can't be
+executed; 127 when the artifact is not pulled; 130 when Ctrl-C or SIGTERM stopped the guest (a
+second Ctrl-C kills mur at once); 134 when the guest crashed (a trap). --explain-scope prints the grants and changes nothing.`,
 		examples: `mur run grep -- --help
 mur run acme/grep -- -n TODO src/
 mur run --timeout 30s --workdir ./data acme/grep -- pattern
 mur run --explain-scope acme/grep
+mur run --locked grep                   # CI: refuse a murmur.lock that does not follow murmur.yaml
 mur run --explain-scope --json grep`,
 		passThrough: true,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&workdir, "workdir", "", "the guest's workdir (default workdir/ beside murmur.yaml)")
 			fs.DurationVar(&timeout, "timeout", 0, "wall-time limit, overriding limits.timeout_s")
 			fs.BoolVar(&explain, "explain-scope", false, "print the effective grants and exit")
+			locked.register(fs)
 		},
 		run: func(e *env, args []string) error {
 			if len(args) == 0 {
@@ -53,12 +57,12 @@ mur run --explain-scope --json grep`,
 			if len(args) > 1 && args[1] == "--" {
 				args = append(args[:1], args[2:]...)
 			}
-			return runArtifact(e, args[0], args[1:], workdir, timeout, explain)
+			return runArtifact(e, args[0], args[1:], workdir, timeout, explain, &locked)
 		},
 	}
 }
 
-func runArtifact(e *env, artifact string, guestArgs []string, workdir string, timeout time.Duration, explain bool) error {
+func runArtifact(e *env, artifact string, guestArgs []string, workdir string, timeout time.Duration, explain bool, locked *lockedFlags) error {
 	fail := func(code int, err error) error {
 		if errs.TokenOf(err) == errs.Usage {
 			code = 2 // usage errors exit 2 under every command
@@ -68,6 +72,15 @@ func runArtifact(e *env, artifact string, guestArgs []string, workdir string, ti
 	p, l, err := e.openLocked()
 	if err != nil {
 		return fail(sandbox.StatusRunnerFailed, err)
+	}
+	if err := locked.check(e, p, l, ""); err != nil {
+		return fail(sandbox.StatusRunnerFailed, err)
+	}
+	if in := p.intent(); in != nil {
+		// Without --locked a run still runs what the lock pins, and says what does not follow.
+		for _, m := range in.Mismatches(l, "") {
+			e.Progress("mur: warning: lock-mismatch: %s; run 'mur pull' (or 'mur lock'), then commit murmur.lock", m)
+		}
 	}
 	plan, err := sandbox.BuildPlan(sandbox.PlanInput{
 		ProjectDir: p.Dir, Capsule: p.capsule, Lock: l, Home: p.home.Root, StateDir: p.home.State(),
@@ -97,7 +110,7 @@ func runArtifact(e *env, artifact string, guestArgs []string, workdir string, ti
 	if err != nil {
 		return fail(sandbox.StatusRunnerFailed, err)
 	}
-	opt := p.runnerOptions(func(s string) { e.Progress("mur: warning: %s", s) })
+	opt := p.runnerOptions(e.SandboxWarning)
 	opt.GuestWritable = plan.Writable()
 	runner, err := sandbox.New(e.ctx, opt)
 	if err != nil {
@@ -114,9 +127,17 @@ func runArtifact(e *env, artifact string, guestArgs []string, workdir string, ti
 		}
 		return fail(sandbox.StatusRunnerFailed, err)
 	}
+	stopped := errs.New(errs.Interrupted, "the run of %s was stopped by a signal", plan.Artifact)
+	// A guest held in a host call (a read of the terminal) can't be stopped, so main's grace
+	// period may end the run instead: it then says the same.
+	setGraceMessage(stopped)
 	status, err := runner.RunPlan(e.ctx, plan, wasm, guestArgs, sandbox.Stdio{
-		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, LookupEnv: os.LookupEnv,
+		Stdin: e.stdin, Stdout: raw(e.stdout), Stderr: raw(e.stderr), LookupEnv: os.LookupEnv,
 	})
+	if errors.Is(err, sandbox.ErrInterrupted) && e.ctx.Err() != nil {
+		// mur's context ends only on SIGINT or SIGTERM.
+		err = errs.Wrap(err, errs.Interrupted, "%s", stopped.Msg)
+	}
 	if status == 0 && err == nil {
 		return nil
 	}

@@ -11,24 +11,31 @@ import (
 
 func verifyCmd() *command {
 	var (
-		repair   bool
-		platform string
-		stores   storeFlags
+		repair      bool
+		platform    string
+		stores      storeFlags
+		connections int
+		locked      lockedFlags
 	)
 	return &command{
 		name:  "verify",
 		short: "check murmur.lock against the CAS, tools/ and the compiled cache",
 		long: `Re-hashes every blob murmur.lock pins (using every core), checks the staged tools/
-against their digests, the compiled cache and the owner pins it can check offline. One line per
-problem; exit 1 if there is any. --repair fetches and restores what it can.`,
+against their digests, the compiled cache and the owner pins it can check offline, and that
+murmur.lock follows murmur.yaml. One line per problem; exit 1 if there is any. --repair fetches and restores what it can.`,
 		examples: `mur verify
 mur verify --platform all
 mur verify --repair --store oci://registry.internal:5000/murmur
+mur verify --repair --mirror oci://registry.internal:5000/murmur --connections 8
+mur verify --locked                     # CI: also fail if murmur.lock does not follow murmur.yaml
 mur verify --json`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.BoolVar(&repair, "repair", false, "fetch and restore what is missing or damaged")
 			fs.StringVar(&platform, "platform", "", "platform whose pins to check, or all (default: this machine's)")
 			stores.register(fs, "add a store for --repair")
+			fs.IntVar(&connections, "connections", fetch.DefaultConnections, "connections one large blob is fetched over by --repair, when its server serves ranges (1: one stream)")
+			fs.StringVar(&stores.mirror, "mirror", "", "write every artifact --repair brings in from elsewhere through to this registry (oci://HOST[:PORT]/PREFIX)")
+			locked.register(fs)
 		},
 		run: func(e *env, args []string) error {
 			if len(args) > 0 {
@@ -41,13 +48,16 @@ mur verify --json`,
 			if err != nil {
 				return err
 			}
+			if err := locked.check(e, p, l, platform); err != nil {
+				return err
+			}
 			store, err := openCAS(p.home)
 			if err != nil {
 				return err
 			}
 			in := fetch.VerifyInput{
 				Project: p.Project, Lock: l, CAS: store, Platform: platform,
-				SourceFor: p.cfg.SourceFor,
+				SourceFor: p.cfg.SourceFor, Intent: p.intent(),
 			}
 			runner, rerr := sandbox.New(e.ctx, p.runnerOptions(nil))
 			if rerr == nil {
@@ -55,11 +65,11 @@ mur verify --json`,
 				in.Runner = runner
 			}
 			if repair {
-				st, err := p.stores(stores)
-				if err != nil {
+				// The same assembly as pull and warm: fallbacks, the mirror's write-through and
+				// --connections apply to what a repair fetches.
+				if in.Repair, err = p.puller(e, stores, fetch.PullerOptions{CAS: store, Platform: platform, Connections: connections}); err != nil {
 					return err
 				}
-				in.Repair = p.cacheCap(e, &fetch.Puller{CAS: store, Stores: st, Source: p.source(), Offline: e.Offline(), Platform: platform, Fallbacks: p.cfg.Fallbacks})
 			}
 			rep, err := fetch.Verify(e.ctx, in)
 			if err != nil {

@@ -18,6 +18,7 @@ func warmCmd() *command {
 		stores      storeFlags
 		jobs        int
 		connections int
+		locked      lockedFlags
 	)
 	return &command{
 		name:  "warm",
@@ -28,6 +29,7 @@ warm it makes no request and prints one summary line. --layout DIR also writes t
 OCI layout folder that other machines can use as the store oci-layout:DIR.`,
 		examples: `mur warm
 mur warm --platform all
+mur warm --locked                       # CI: fail first if murmur.lock does not follow murmur.yaml
 mur warm --layout ./ci-store            # then: mur pull --store oci-layout:./ci-store
 mur warm --store oci://registry.internal:5000/murmur
 mur warm --mirror oci://registry.internal:5000/murmur   # the fleet's warming machine fills the team registry`,
@@ -38,6 +40,7 @@ mur warm --mirror oci://registry.internal:5000/murmur   # the fleet's warming ma
 			fs.IntVar(&jobs, "jobs", 4, "downloads at once (every artifact resolves at once); also bounds the connections of all downloads")
 			fs.IntVar(&connections, "connections", fetch.DefaultConnections, "connections one large blob is fetched over, when its server serves ranges (1: one stream)")
 			fs.StringVar(&stores.mirror, "mirror", "", "write every artifact brought in from elsewhere through to this registry (oci://HOST[:PORT]/PREFIX)")
+			locked.register(fs)
 		},
 		run: func(e *env, args []string) error {
 			if len(args) > 0 {
@@ -50,6 +53,9 @@ mur warm --mirror oci://registry.internal:5000/murmur   # the fleet's warming ma
 			if err != nil {
 				return err
 			}
+			if err := locked.check(e, p, l, platform); err != nil {
+				return err
+			}
 			if len(l.Artifacts) == 0 {
 				return usagef("%s pins nothing; run 'mur pull' first", p.LockPath())
 			}
@@ -57,22 +63,18 @@ mur warm --mirror oci://registry.internal:5000/murmur   # the fleet's warming ma
 			if err != nil {
 				return err
 			}
-			sts, err := p.stores(stores)
-			if err != nil {
-				return err
-			}
 			// Warm is quiet when everything is warm: an artifact gets a line only once it is
 			// being fetched.
 			pr := newProgress(e.stderr, e.g.quiet || e.g.json, "warm").watch(e)
 			pr.hide[fetch.PhaseResolve], pr.hide[fetch.PhaseCached] = true, true
-			puller, err := p.chain(p.cacheCap(e, &fetch.Puller{CAS: store, Stores: sts, Source: p.source(), Offline: e.Offline(), Jobs: jobs, Events: pr.event}), stores, connections)
+			puller, err := p.puller(e, stores, fetch.PullerOptions{CAS: store, Jobs: jobs, Connections: connections, Events: pr.event})
 			if err != nil {
 				return err
 			}
 			in := fetch.WarmInput{
 				Project: p.Project, Lock: l, Platform: platform,
-				From:   func(name string) ([]string, error) { return p.installFrom(name, nil) },
-				Puller: puller,
+				From:   func(name string) ([]string, error) { return p.InstallFrom(name, nil) },
+				Puller: puller, Intent: p.intent(),
 			}
 			runner, err := sandbox.New(e.ctx, p.runnerOptions(func(s string) { e.Progress("mur: warning: %s", s) }))
 			if err != nil {
@@ -91,7 +93,11 @@ mur warm --mirror oci://registry.internal:5000/murmur   # the fleet's warming ma
 			pr.finish(err)
 			if e.g.json {
 				return jsonThen(e, rep, err)
-			} else if err == nil {
+			}
+			for _, pr := range rep.Problems {
+				fmt.Fprintf(e.stdout, "%s %s: %s\n", pr.Kind, pr.Subject, pr.Problem)
+			}
+			if err == nil || len(rep.Problems) > 0 {
 				fmt.Fprintf(e.stdout, "warm: %s ready (%d fetched, %s; %d already cached), %d compiled\n",
 					plural(rep.Artifacts, "artifact"), rep.Fetched, cas.FormatSize(rep.Bytes), rep.Cached, rep.Compiled)
 			}

@@ -9,6 +9,7 @@ import (
 	"reflect"
 
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/termtext"
 )
 
 // The --json envelope. Every command that prints JSON prints one object on stdout: the
@@ -61,7 +62,7 @@ func writeEnvelope(w io.Writer, result any, err error) error {
 		return errs.Wrap(err, errs.Internal, "encoding the JSON result: %v", err)
 	}
 	out.WriteByte('\n')
-	_, werr := w.Write(out.Bytes())
+	_, werr := w.Write(termtext.JSON(out.Bytes()))
 	return werr
 }
 

@@ -12,12 +12,16 @@ import (
 	"os/signal"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/slowdown"
+	"github.com/murmur-nexus/mur/internal/suggest"
+	"github.com/murmur-nexus/mur/internal/termtext"
 )
 
 func main() {
@@ -29,8 +33,10 @@ func main() {
 		// Whatever does not notice the interrupt within the grace period (a compile in
 		// wazero, an fsync) is abandoned: every write mur makes is safe to cut at any instant,
 		// and the next command or 'mur cache gc' removes a leftover.
-		time.Sleep(interruptGrace)
-		fmt.Fprintln(os.Stderr, "\nmur: interrupted: stopped by a signal before the command could wind down; what had finished stays pinned, and 'mur cache gc' removes what was left in flight")
+		// A loaded test machine (MUR_TEST_SLOWDOWN, set by .ci/run) stretches the grace as it
+		// stretches the wind-down, so the scripts see the command's own message, not this one.
+		time.Sleep(slowdown.Scale(interruptGrace))
+		fmt.Fprintf(os.Stderr, "\nmur: %s: %s\n", errs.TokenOf(graceMessage()), errs.Message(graceMessage()))
 		os.Exit(exitInterrupted)
 	}()
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
@@ -41,6 +47,19 @@ func main() {
 // exitInterrupted is the status of a command stopped by SIGINT or SIGTERM, as shells report a
 // process killed by SIGINT (128+2).
 const exitInterrupted = 130
+
+// graceNote is what main says when a command did not wind down within interruptGrace of Ctrl-C.
+// It is process-wide because the signal is: a command that knows better (mur run) replaces it.
+var graceNote atomic.Pointer[errs.Error]
+
+func setGraceMessage(e *errs.Error) { graceNote.Store(e) }
+
+func graceMessage() error {
+	if e := graceNote.Load(); e != nil {
+		return e
+	}
+	return errs.New(errs.Interrupted, "stopped by a signal before the command could wind down; what had finished stays pinned, and 'mur cache gc' removes what was left in flight")
+}
 
 // interruptGrace is how long a command has, after Ctrl-C, to remove what it has in flight and
 // report; the issue's bound is 200 ms.
@@ -95,11 +114,31 @@ func (e *env) JSON(v any) error {
 	return nil
 }
 
+// raw is the stream beneath termtext's escaping, for output that is escaped some other way.
+func raw(w io.Writer) io.Writer {
+	if t, ok := w.(*termtext.Writer); ok {
+		return t.Unwrap()
+	}
+	return w
+}
+
+// Warn writes a warning to stderr. Unlike Progress it prints under -q: a warning is something
+// the user must see.
+func (e *env) Warn(format string, args ...any) {
+	fmt.Fprintf(e.stderr, "mur: warning: "+format+"\n", args...)
+}
+
 // Progress writes a human progress line to stderr unless -q.
 func (e *env) Progress(format string, args ...any) {
 	if !e.g.quiet {
 		fmt.Fprintf(e.stderr, format+"\n", args...)
 	}
+}
+
+// SandboxWarning writes a warning that bears on what a guest may do, or on the sandbox that
+// holds it, to stderr: -q never hides these, since CI runs quiet and they change what runs.
+func (e *env) SandboxWarning(msg string) {
+	fmt.Fprintf(e.stderr, "mur: warning: %s\n", msg)
 }
 
 // command is one verb of the command line. A command either runs or has subcommands.
@@ -134,6 +173,8 @@ func (x *exitCode) Unwrap() error { return x.err }
 func commands() []*command {
 	return []*command{
 		pullCmd(),
+		addCmd(),
+		rmCmd(),
 		runCmd(),
 		verifyCmd(),
 		warmCmd(),
@@ -147,7 +188,12 @@ func commands() []*command {
 	}
 }
 
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdin io.Reader, rawStdout, rawStderr io.Writer) int {
+	// Everything mur itself prints passes through termtext, so that no byte a server, an index
+	// or a packed file sent can drive the terminal. Only a guest's own output (mur run), the
+	// JSON envelope (escaped as JSON) and the progress display's cursor moves take the raw
+	// streams.
+	stdout, stderr := termtext.NewWriter(rawStdout), termtext.NewWriter(rawStderr)
 	g := &globals{}
 	top := pflag.NewFlagSet("mur", pflag.ContinueOnError)
 	top.SetInterspersed(false)
@@ -193,7 +239,10 @@ func dispatch(e *env, path string, cmds []*command, args []string) int {
 		return fail(e.stderr, unknownCommand(args[0], cmds, path))
 	}
 	args = args[1:]
-	if len(c.subs) > 0 {
+	// A command with subcommands may also run itself (mur lock [REF...] beside mur lock
+	// forget-scope): a first argument that names no subcommand is its own.
+	ownRun := c.run != nil && (len(args) == 0 || find(c.subs, firstWord(args)) == nil && args[0] != "help")
+	if len(c.subs) > 0 && !ownRun {
 		if len(args) == 0 || args[0] == "help" || args[0] == "--help" || args[0] == "-h" {
 			printCommandHelp(e.stdout, path, c, e.g)
 			if len(args) == 0 {
@@ -231,11 +280,11 @@ func dispatch(e *env, path string, cmds []*command, args []string) int {
 		return 0
 	}
 	err := c.run(e, fs.Args())
-	if e.ctx.Err() != nil && !isExitStatus(err) {
+	if e.ctx.Err() != nil && !isExitStatus(err) && errs.TokenOf(err) != errs.Interrupted {
 		err = interrupted(e, err)
 	}
 	if e.g.json && (e.result != nil || (err != nil && !isExitStatus(err))) {
-		if jerr := writeEnvelope(e.stdout, e.result, err); jerr != nil && err == nil {
+		if jerr := writeEnvelope(raw(e.stdout), e.result, err); jerr != nil && err == nil {
 			err = jerr
 		}
 	}
@@ -274,7 +323,7 @@ func find(cmds []*command, name string) *command {
 func unknownCommand(name string, cmds []*command, path string) error {
 	best, bestD := "", 3
 	for _, c := range cmds {
-		if d := editDistance(name, c.name); d < bestD {
+		if d := suggest.Distance(name, c.name); d < bestD {
 			best, bestD = c.name, d
 		}
 	}
@@ -283,26 +332,6 @@ func unknownCommand(name string, cmds []*command, path string) error {
 		hint = fmt.Sprintf("; did you mean '%s %s'?", path, best)
 	}
 	return errs.New(errs.Usage, "unknown command %q for %s%s; run '%s help' for the list", name, path, hint, path)
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // fail prints err as `mur: <token>: <sentence>` and returns its exit status.
@@ -363,7 +392,9 @@ func printCommandHelp(w io.Writer, path string, c *command, g *globals) {
 			fmt.Fprintf(w, "  %-14s %s\n", s.name, s.short)
 		}
 		fmt.Fprintf(w, "\nRun '%s %s SUBCOMMAND --help' for more.\n", path, c.name)
-		return
+		if c.run == nil {
+			return
+		}
 	}
 	fs := pflag.NewFlagSet(c.name, pflag.ContinueOnError)
 	if c.flags != nil {
@@ -379,3 +410,14 @@ func printCommandHelp(w io.Writer, path string, c *command, g *globals) {
 
 // usagef is a usage error for a command's arguments.
 func usagef(format string, args ...any) error { return errs.New(errs.Usage, format, args...) }
+
+// firstWord is the first argument that is not a flag, for telling a subcommand from a command's
+// own arguments; global flags may come before a subcommand.
+func firstWord(args []string) string {
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			return a
+		}
+	}
+	return ""
+}

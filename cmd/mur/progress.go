@@ -13,6 +13,7 @@ import (
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/internal/termtext"
 )
 
 // progress renders the events of a pull, warm or push the way docker and oras do. On a
@@ -36,6 +37,8 @@ type progress struct {
 	now     func() time.Time
 	// stopped reports whether Ctrl-C came, so that what fails after it reads "stopped".
 	stopped func() bool
+	// tick ends the clock that redraws a terminal while a compile, which sends no events, runs.
+	tick chan struct{}
 }
 
 // artifactLine is the state of one artifact's line.
@@ -47,12 +50,62 @@ type artifactLine struct {
 	start        time.Time
 	elapsed      time.Duration // of the transfer, once done
 	upload       bool          // a push: "to" the store, not "from" it
+	compileStart time.Time     // when compiling began; zero when it did not
+	compileTook  time.Duration // once done
 }
 
 // phaseUpload is a push's transfer; fetch has no such phase, since it only pulls.
 const phaseUpload fetch.Phase = "uploading"
 
+// phaseWaiting is an artifact not yet started: every --jobs slot is busy.
+const phaseWaiting fetch.Phase = "waiting"
+
+// expect shows every artifact of the command at once, as waiting, so that a terminal shows the
+// whole of the work from the start rather than each artifact as a slot frees; and it starts the
+// clock that keeps a compile's elapsed time moving. A log gets no waiting lines: they would only
+// repeat the names.
+func (p *progress) expect(names []string) {
+	if p.quiet || !p.tty() {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	for _, n := range names {
+		if _, ok := p.by[n]; ok {
+			continue
+		}
+		l := &artifactLine{name: termtext.Line(n), phase: phaseWaiting, start: now, total: -1}
+		p.by[n] = l
+		p.lines = append(p.lines, l)
+	}
+	p.redraw(now)
+	p.tick = make(chan struct{})
+	go func(stop chan struct{}) {
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				p.mu.Lock()
+				for _, l := range p.lines {
+					if l.phase == fetch.PhaseCompile {
+						p.redraw(p.now())
+						break
+					}
+				}
+				p.mu.Unlock()
+			}
+		}
+	}(p.tick)
+}
+
 func newProgress(w io.Writer, quiet bool, verb string) *progress {
+	// The display writes its own cursor moves and colours; every text in it that came from
+	// outside (names, stores) is escaped as it arrives, in event.
+	w = raw(w)
 	p := &progress{w: w, fd: -1, quiet: quiet, verb: verb, by: map[string]*artifactLine{}, now: time.Now, hide: map[fetch.Phase]bool{}}
 	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		p.fd = int(f.Fd())
@@ -93,11 +146,17 @@ func (p *progress) event(ev fetch.Event) {
 		if p.hide[ev.Phase] {
 			return
 		}
-		l = &artifactLine{name: ev.Name, start: now, total: -1}
+		l = &artifactLine{name: termtext.Line(ev.Name), start: now, total: -1}
 		p.by[ev.Name] = l
 		p.lines = append(p.lines, l)
 	}
 	changed := l.phase != ev.Phase
+	if l.phase == phaseWaiting {
+		l.start = now // its time runs from its start, not from the command's
+	}
+	if changed && ev.Phase == fetch.PhaseCompile {
+		l.compileStart = now
+	}
 	l.phase = ev.Phase
 	l.upload = l.upload || ev.Phase == phaseUpload
 	if ev.Total != 0 {
@@ -107,13 +166,16 @@ func (p *progress) event(ev fetch.Event) {
 		l.bytes = ev.Bytes
 	}
 	if ev.From != "" {
-		l.from = ev.From
+		l.from = termtext.Foreign(ev.From)
 	}
 	if ev.Phase == fetch.PhaseDone || ev.Phase == fetch.PhaseCached {
 		l.bytes, l.total = ev.Bytes, ev.Bytes
 		l.elapsed = ev.Elapsed
 		if l.elapsed <= 0 {
 			l.elapsed = now.Sub(l.start)
+		}
+		if !l.compileStart.IsZero() {
+			l.compileTook = now.Sub(l.compileStart)
 		}
 	}
 	if !p.tty() {
@@ -200,10 +262,22 @@ func (p *progress) status(l *artifactLine, now time.Time, width int) string {
 		return fmt.Sprintf("%s %s %s", verb, cas.FormatSize(l.bytes), speed)
 	case fetch.PhaseVerify:
 		return "verifying " + cas.FormatSize(l.bytes)
+	case phaseWaiting:
+		return "waiting"
 	case fetch.PhaseCompile:
-		return "compiling"
+		if width <= 0 {
+			return "compiling"
+		}
+		return "compiling " + now.Sub(l.compileStart).Round(100*time.Millisecond).String()
 	case fetch.PhaseDone:
 		s := fmt.Sprintf("done %s in %s (%s/s)", cas.FormatSize(l.bytes), l.elapsed.Round(time.Millisecond), cas.FormatSize(rate(l.bytes, l.elapsed)))
+		if !l.compileStart.IsZero() {
+			// The download and the compile, each with its own time: a first pull that spends
+			// seconds compiling must not read as a slow download.
+			download := l.compileStart.Sub(l.start)
+			s = fmt.Sprintf("done %s in %s (download %s at %s/s, compile %s)", cas.FormatSize(l.bytes), (download + l.compileTook).Round(time.Millisecond),
+				download.Round(time.Millisecond), cas.FormatSize(rate(l.bytes, download)), l.compileTook.Round(time.Millisecond))
+		}
 		if l.from != "" && l.upload {
 			s += " to " + l.from
 		} else if l.from != "" {
@@ -268,6 +342,10 @@ func (p *progress) finish(err error) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.tick != nil {
+		close(p.tick)
+		p.tick = nil
+	}
 	now := p.now()
 	if p.tty() && len(p.lines) > 0 {
 		p.redraw(now)

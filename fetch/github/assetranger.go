@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/murmur-nexus/mur/fetch/internal/download"
@@ -71,52 +69,41 @@ func refusedLink(code int) bool {
 	return false
 }
 
-// resolve asks the download link, else the API, and remembers the storage URL it led to.
+// resolve asks the download link, else the API (askAsset), and remembers the storage URL it led
+// to.
 func (r *assetRanger) resolve(ctx context.Context, off, end int64, hdr http.Header) (download.Part, error) {
 	r.mu.Lock()
-	tryWeb := !r.needsToken && !r.webFailed
+	web := !r.needsToken && !r.webFailed
 	r.mu.Unlock()
-	if link, ok := r.c.downloadLink(r.a); ok && tryWeb {
-		resp, err := r.c.getEvery(ctx, link, acceptBytes, nil, hdr)
-		if err == nil {
-			if r.usable(resp, off, end) {
-				r.remember(resp)
-				return r.part(resp, off, end)
-			}
-			resp.Body.Close()
-		}
-		if ctx.Err() != nil {
-			return download.Part{}, errs.Wrap(ctx.Err(), errs.Network, "fetching %s was abandoned: %v", r.what, ctx.Err())
-		}
-		// Why no longer matters: the API answers instead, and its error is the one to report.
-		r.mu.Lock()
-		r.webFailed = true
-		r.mu.Unlock()
-	}
-	u := r.c.apiURL("repos", r.owner, r.repo, "releases", "assets", strconv.FormatInt(r.a.ID, 10))
 	var part download.Part
-	err := r.c.retry(ctx, u, func(ctx context.Context) (bool, error) {
-		resp, err := r.c.getEvery(ctx, u, acceptBytes, nil, hdr)
-		if err != nil {
-			return true, err
-		}
-		switch resp.StatusCode {
-		case http.StatusOK, http.StatusPartialContent, http.StatusRequestedRangeNotSatisfiable:
-		default:
-			again, err := r.c.checkStatus(resp, r.what)
-			resp.Body.Close()
-			if err == nil {
-				err = errs.New(errs.Network, "%s answered %d %s for %s", redact(u), resp.StatusCode, http.StatusText(resp.StatusCode), r.what)
+	err := r.c.askAsset(ctx, assetAsk{owner: r.owner, repo: r.repo, a: r.a, web: web, hdr: hdr,
+		linkOK: func(resp *http.Response) bool { return r.usable(resp, off, end) },
+		linkFailed: func() {
+			r.mu.Lock()
+			r.webFailed = true
+			r.mu.Unlock()
+		},
+		use: func(resp *http.Response, fromLink bool) (bool, error) {
+			if !fromLink {
+				switch resp.StatusCode {
+				case http.StatusOK, http.StatusPartialContent, http.StatusRequestedRangeNotSatisfiable:
+				default:
+					again, err := r.c.checkStatus(resp, r.what)
+					resp.Body.Close()
+					if err == nil {
+						err = errs.New(errs.Network, "%s answered %d %s for %s", redact(resp.Request.URL.String()), resp.StatusCode, http.StatusText(resp.StatusCode), r.what)
+					}
+					return again, err
+				}
 			}
-			return again, err
-		}
-		p, err := r.part(resp, off, end)
-		if err != nil {
-			return false, err
-		}
-		r.remember(resp)
-		part = p
-		return false, nil
+			p, err := r.part(resp, off, end)
+			if err != nil {
+				return false, err
+			}
+			r.remember(resp)
+			part = p
+			return false, nil
+		},
 	})
 	return part, err
 }
@@ -124,9 +111,8 @@ func (r *assetRanger) resolve(ctx context.Context, off, end int64, hdr http.Head
 // usable reports whether a download link's answer is the asset: not a login page, nor an answer
 // of another length. Only then is it worth more than asking the API.
 func (r *assetRanger) usable(resp *http.Response, off, end int64) bool {
-	mediaType := strings.ToLower(strings.TrimSpace(strings.Split(resp.Header.Get("Content-Type"), ";")[0]))
 	switch {
-	case mediaType == "text/html":
+	case mediaType(resp) == "text/html":
 		return false
 	case resp.StatusCode == http.StatusOK:
 		return r.a.Size <= 0 || resp.ContentLength < 0 || resp.ContentLength == r.a.Size

@@ -6,6 +6,7 @@ import (
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/lock"
 )
 
 // IndexFiles builds the murmur-index.json entries of packed files attached to one release.
@@ -13,8 +14,8 @@ func IndexFiles(files []string, scope, release, platform string) (*Index, error)
 	if err := ref.ValidateSegment(scope); err != nil {
 		return nil, errs.New(errs.Usage, "--scope: %s", errs.Message(err))
 	}
-	if scope == ref.ScopeLocal {
-		return nil, errs.New(errs.Usage, "scope local is reserved for files on disk; an index can't serve it")
+	if err := lock.CheckScopeSource(scope, ""); err != nil {
+		return nil, errs.Wrap(err, errs.Usage, "%s; an index can't serve it", errs.Message(err))
 	}
 	if release == "" {
 		return nil, errs.New(errs.Usage, "--release names the release tag the assets are attached to, e.g. --release v1.2.0")

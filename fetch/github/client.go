@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/murmur-nexus/mur/fetch/internal/retry"
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/termtext"
 )
 
 // DefaultBaseURL is GitHub's REST API.
@@ -227,18 +229,41 @@ func (c *Client) ReleaseByTag(ctx context.Context, owner, repo, tag string) (*Re
 // copied, so the caller notices an overlong body without reading all of it. A body that breaks
 // off after its first byte reached w is an errs.Network error, since w can't be rewound.
 func (c *Client) DownloadAsset(ctx context.Context, owner, repo string, a Asset, needsToken bool, limit int64, w io.Writer) (int64, error) {
-	what := fmt.Sprintf("asset %s in %s/%s", a.Name, owner, repo)
-	if a.Name == "" {
-		what = fmt.Sprintf("asset %d in %s/%s", a.ID, owner, repo)
-	}
-	if link, ok := c.downloadLink(a); ok && !needsToken {
-		// When the link fails before its first byte, why no longer matters: the API answers
-		// instead, and if it fails too, its error is the one that says what to do.
-		if n, err := c.downloadFromWeb(ctx, link, what, a.Size, limit, w); !errors.Is(err, errTryTheAPI) {
-			return n, err
-		}
-	}
-	return c.downloadFromAPI(ctx, owner, repo, a.ID, what, limit, w)
+	what := assetWhat(owner, repo, a)
+	var written int64
+	err := c.askAsset(ctx, assetAsk{owner: owner, repo: repo, a: a, web: !needsToken,
+		// A login page (an enterprise in private mode) or an answer of the wrong length is not the
+		// asset; the API may know better, and nothing has reached w yet.
+		linkOK: func(resp *http.Response) bool {
+			return resp.StatusCode == http.StatusOK && mediaType(resp) != "text/html" && (a.Size <= 0 || resp.ContentLength < 0 || resp.ContentLength == a.Size)
+		},
+		use: func(resp *http.Response, fromLink bool) (bool, error) {
+			defer resp.Body.Close()
+			if !fromLink {
+				if again, err := c.checkStatus(resp, what); err != nil {
+					return again, err
+				}
+			}
+			var body io.Reader = resp.Body
+			if limit > 0 {
+				body = io.LimitReader(body, limit+1)
+			}
+			n, readErr, writeErr := copyCounting(w, body)
+			written += n
+			switch {
+			case writeErr != nil:
+				return false, errs.Wrap(writeErr, errs.IO, "writing %s: %v", what, writeErr)
+			case readErr != nil && written == 0 && fromLink:
+				return false, fmt.Errorf("%w: %v", errTryTheAPI, readErr)
+			case readErr != nil && written == 0:
+				return true, readErr
+			case readErr != nil:
+				return false, errs.Wrap(readErr, errs.Network, "the download of %s from %s broke off after %d bytes: %v; retry the command", what, redact(resp.Request.URL.String()), written, readErr)
+			}
+			return false, nil
+		},
+	})
+	return written, err
 }
 
 // downloadLink is a's browser_download_url when mur may use it: an absolute http(s) URL, and
@@ -253,72 +278,6 @@ func (c *Client) downloadLink(a Asset) (string, bool) {
 		return "", false
 	}
 	return u.String(), true
-}
-
-// errTryTheAPI marks a download link that failed before its first byte reached w.
-var errTryTheAPI = errors.New("the download link failed; try the API")
-
-// downloadFromWeb tries a download link once: retries would only delay the fallback to the API,
-// which has retries of its own.
-func (c *Client) downloadFromWeb(ctx context.Context, link, what string, size, limit int64, w io.Writer) (int64, error) {
-	resp, err := c.get(ctx, link, acceptBytes, nil)
-	if err != nil {
-		return 0, fmt.Errorf("%w: %v", errTryTheAPI, err)
-	}
-	defer resp.Body.Close()
-	// A login page (an enterprise in private mode) or an answer of the wrong length is not the
-	// asset; the API may know better, and nothing has reached w yet.
-	mediaType := strings.ToLower(strings.TrimSpace(strings.Split(resp.Header.Get("Content-Type"), ";")[0]))
-	if resp.StatusCode != http.StatusOK || mediaType == "text/html" || (size > 0 && resp.ContentLength >= 0 && resp.ContentLength != size) {
-		return 0, fmt.Errorf("%w: %s answered %d %s (%s, %d bytes)", errTryTheAPI, redact(link), resp.StatusCode, http.StatusText(resp.StatusCode), mediaType, resp.ContentLength)
-	}
-	var body io.Reader = resp.Body
-	if limit > 0 {
-		body = io.LimitReader(body, limit+1)
-	}
-	n, readErr, writeErr := copyCounting(w, body)
-	switch {
-	case writeErr != nil:
-		return n, errs.Wrap(writeErr, errs.IO, "writing %s: %v", what, writeErr)
-	case readErr != nil && n == 0:
-		return 0, fmt.Errorf("%w: %v", errTryTheAPI, readErr)
-	case readErr != nil:
-		return n, errs.Wrap(readErr, errs.Network, "the download of %s from %s broke off after %d bytes: %v; retry the command", what, redact(resp.Request.URL.String()), n, readErr)
-	}
-	return n, nil
-}
-
-// downloadFromAPI asks the API's asset endpoint, which answers with the bytes or a redirect to
-// storage. Failures before the first byte reaches w are retried.
-func (c *Client) downloadFromAPI(ctx context.Context, owner, repo string, assetID int64, what string, limit int64, w io.Writer) (int64, error) {
-	u := c.apiURL("repos", owner, repo, "releases", "assets", strconv.FormatInt(assetID, 10))
-	var written int64
-	err := c.retry(ctx, u, func(ctx context.Context) (bool, error) {
-		resp, err := c.get(ctx, u, acceptBytes, nil)
-		if err != nil {
-			return true, err
-		}
-		defer resp.Body.Close()
-		if retry, err := c.checkStatus(resp, what); err != nil {
-			return retry, err
-		}
-		var body io.Reader = resp.Body
-		if limit > 0 {
-			body = io.LimitReader(body, limit+1)
-		}
-		n, readErr, writeErr := copyCounting(w, body)
-		written += n
-		switch {
-		case writeErr != nil:
-			return false, errs.Wrap(writeErr, errs.IO, "writing %s: %v", what, writeErr)
-		case readErr != nil && written == 0:
-			return true, readErr
-		case readErr != nil:
-			return false, errs.Wrap(readErr, errs.Network, "the download of %s from %s broke off after %d bytes: %v; retry the command", what, redact(resp.Request.URL.String()), written, readErr)
-		}
-		return false, nil
-	})
-	return written, err
 }
 
 // copyCounting is io.Copy that tells read failures from write failures.
@@ -448,6 +407,10 @@ func (c *Client) retry(ctx context.Context, u string, op func(context.Context) (
 			return nil
 		case ctx.Err() != nil:
 			return retry.Permanent(errs.Wrap(ctx.Err(), errs.Network, "GET %s was abandoned: %v", redact(u), ctx.Err()))
+		case noSuchHost(err):
+			// The name does not exist (no network, or a scope nobody mapped to a reachable
+			// host): asking the resolver again a moment later only delays the error.
+			return retry.Permanent(errs.Wrap(err, errs.Network, "GET %s failed: %v; check the network, or MUR_GITHUB_API_BASE", redact(u), err))
 		case !again:
 			var tokErr *errs.Error
 			if errors.As(err, &tokErr) {
@@ -607,7 +570,7 @@ func githubMessage(resp *http.Response) string {
 		Message string `json:"message"`
 	}
 	if json.Unmarshal(data, &e) == nil && e.Message != "" {
-		return ": " + e.Message
+		return ": " + termtext.Foreign(e.Message)
 	}
 	return ""
 }
@@ -621,4 +584,11 @@ func redact(u string) string {
 		return u[:i]
 	}
 	return u
+}
+
+// noSuchHost reports whether err is the resolver's definite "no such host", as opposed to a
+// resolver that timed out or failed for now.
+func noSuchHost(err error) bool {
+	var dns *net.DNSError
+	return errors.As(err, &dns) && dns.IsNotFound
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/proxytest"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
+	"github.com/murmur-nexus/mur/internal/slowdown"
 )
 
 // noCredentialsOffTheAPI fails t if a web or storage request carried the token, or if the fake
@@ -93,7 +94,7 @@ func TestBrokenDownloadLinkFallsBackToTheAPI(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			fake, _ := setup(t)
-			c := NewClient(ClientOptions{BaseURL: fake.APIURL(), Token: token, Retries: 2, Timeout: 300 * time.Millisecond})
+			c := NewClient(ClientOptions{BaseURL: fake.APIURL(), Token: token, Retries: 2, Timeout: slowdown.Scale(300 * time.Millisecond)})
 			c.backoff = time.Millisecond
 			tries := tc.break_(t, fake)
 			_, scratch, err := fetchGrep(t, c, "1.2.0", nil)

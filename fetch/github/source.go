@@ -60,8 +60,8 @@ func (s *Source) Label(scope string) (string, bool) {
 }
 
 func (s *Source) resolve(scope string) (label, owner, repo string, err error) {
-	if scope == ref.ScopeLocal {
-		return "", "", "", errs.New(errs.NotFound, "scope local names artifacts read from .mur.zip files on disk, and no source serves it; give the file's path instead")
+	if err := lock.CheckScopeSource(scope, ""); err != nil {
+		return "", "", "", errs.Wrap(err, errs.NotFound, "%s; give the .mur.zip file's path instead", errs.Message(err))
 	}
 	label = s.labels(scope)
 	if label == "" {
@@ -71,8 +71,8 @@ func (s *Source) resolve(scope string) (label, owner, repo string, err error) {
 	if err != nil {
 		return "", "", "", errs.Wrap(err, errs.InvalidConfig, "the source for scope %s: %s; fix it under sources: in config.yaml", scope, errs.Message(err))
 	}
-	if scope == ref.ScopeMurmur && !strings.EqualFold(label, lock.MurmurSource) {
-		return "", "", "", errs.New(errs.InvalidConfig, "scope murmur is reserved for %s, but config.yaml maps it to %s; remove that entry, no other repository may serve it", lock.MurmurSource, label)
+	if err := lock.CheckScopeSource(scope, label); err != nil {
+		return "", "", "", errs.Wrap(err, errs.InvalidConfig, "%s (config.yaml maps it there); remove that entry, no other repository may serve it", errs.Message(err))
 	}
 	return label, owner, repo, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/slowdown"
 	"github.com/murmur-nexus/mur/lock"
 )
 
@@ -396,13 +397,15 @@ func TestStallIsBoundedByTheTimeout(t *testing.T) {
 		start := time.Now()
 		_, _, err := fetchGrep(t, c, "1.2.0", nil)
 		errtest.WantToken(t, err, errs.Network, "no data for 200ms")
-		if d := time.Since(start); d > 20*time.Second {
+		if d := time.Since(start); d > slowdown.Scale(20*time.Second) {
 			t.Fatalf("took %s", d)
 		}
 	})
 	t.Run("within the body", func(t *testing.T) {
 		fake, _ := setup(t)
-		c0 := NewClient(ClientOptions{BaseURL: fake.APIURL(), Token: token, Retries: 2, Timeout: 200 * time.Millisecond})
+		// The index must arrive within the timeout before the body stalls.
+		timeout := slowdown.Scale(200 * time.Millisecond)
+		c0 := NewClient(ClientOptions{BaseURL: fake.APIURL(), Token: token, Retries: 2, Timeout: timeout})
 		c0.backoff = time.Millisecond
 		src := NewSource(c0, nil)
 		if _, err := src.Index(context.Background(), "acme"); err != nil {
@@ -411,7 +414,7 @@ func TestStallIsBoundedByTheTimeout(t *testing.T) {
 		fake.StallStorageBody(time.Minute)
 		var scratch memScratch
 		_, err := src.Fetch(context.Background(), grep, "1.2.0", "any", nil, &scratch)
-		errtest.WantToken(t, err, errs.Network, "broke off after", "no data for 200ms")
+		errtest.WantToken(t, err, errs.Network, "broke off after", "no data for "+timeout.String())
 		if scratch.Size() == 0 {
 			t.Fatal("the stall was meant to come after some bytes")
 		}
@@ -612,7 +615,7 @@ func TestClientOptionsFromEnv(t *testing.T) {
 func TestConcurrentFetchesShareAFailure(t *testing.T) {
 	fake, c := setup(t)
 	fake.AlwaysFail(http.StatusInternalServerError)
-	fake.Stall(100 * time.Millisecond) // keeps the first look-up in flight while the others arrive
+	fake.Stall(slowdown.Scale(100 * time.Millisecond)) // keeps the first look-up in flight while the others arrive
 	src := NewSource(c, nil)
 	errc := make(chan error, 4)
 	for range 4 {

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/termtext"
 )
 
 // Failures that go-containerregistry reports in terms of HTTP, but whose cause and remedy lie
@@ -60,8 +61,9 @@ func untrusted(err error) error {
 }
 
 // oneLine folds the whitespace of a server's message (often an HTML or text body with trailing
-// newlines) so that a printed error stays on one line.
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+// newlines) so that a printed error stays on one line, escapes what a terminal would act on and
+// cuts a long body short.
+func oneLine(s string) string { return termtext.Foreign(strings.Join(strings.Fields(s), " ")) }
 
 // credentialKeychain names the file or helper behind a credential failure. go-containerregistry
 // reports a broken docker config or a missing docker-credential-* helper as a bare error that

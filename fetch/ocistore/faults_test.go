@@ -18,6 +18,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
+	"github.com/murmur-nexus/mur/internal/slowdown"
 )
 
 // faultyStore opens f's registry as a store.
@@ -149,7 +150,7 @@ func TestFaultStall(t *testing.T) {
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
 	f := registrytest.StartFaulty(t)
-	s := faultyStore(t, f, ocistore.Options{Timeout: 300 * time.Millisecond, Retries: 1})
+	s := faultyStore(t, f, ocistore.Options{Timeout: slowdown.Scale(300 * time.Millisecond), Retries: 1})
 	data := payload(100_000, 75)
 	d := push(t, s, grep, "1.0.0", "any", data)
 
@@ -158,7 +159,7 @@ func TestFaultStall(t *testing.T) {
 	start := time.Now()
 	_, err := s.Resolve(context.Background(), grep, "1.0.0", "any")
 	errtest.WantToken(t, err, errs.Network, f.Addr())
-	if el := time.Since(start); el > 15*time.Second {
+	if el := time.Since(start); el > slowdown.Scale(15*time.Second) {
 		t.Fatalf("a stalled manifest request took %s", el)
 	}
 
@@ -173,7 +174,7 @@ func TestFaultStall(t *testing.T) {
 	if n != 1000 {
 		t.Fatalf("read %d bytes before the stall, want 1000", n)
 	}
-	if el := time.Since(start); el > 15*time.Second {
+	if el := time.Since(start); el > slowdown.Scale(15*time.Second) {
 		t.Fatalf("a stalled body took %s to fail", el)
 	}
 }

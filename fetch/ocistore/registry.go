@@ -187,7 +187,7 @@ func (s *registryStore) classify(err error, what string) error {
 		case te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden || codes[transport.UnauthorizedErrorCode] || codes[transport.DeniedErrorCode]:
 			return errs.Wrap(err, errs.Denied, "%s: the registry refused access (HTTP %d); log in with `docker login %s` or check the credentials in the docker config", what, te.StatusCode, s.host)
 		case codes[transport.DigestInvalidErrorCode] || codes[transport.SizeInvalidErrorCode]:
-			return errs.Wrap(err, errs.Integrity, "%s: the registry found that the uploaded bytes do not match their digest or size (%v)", what, te)
+			return errs.Wrap(err, errs.Integrity, "%s: the registry found that the uploaded bytes do not match their digest or size (%s)", what, oneLine(te.Error()))
 		case te.StatusCode == http.StatusTooManyRequests || te.StatusCode >= 500:
 			return errs.Wrap(err, errs.Network, "%s: the registry at %s kept failing with HTTP %d after retries; try again later", what, s.host, te.StatusCode)
 		}

@@ -81,6 +81,9 @@ type Options struct {
 	// Times bounds how many answers the fault hits from the moment these Options take effect;
 	// 0 means every matching answer.
 	Times int
+	// OnFault, when set, is called as each fault is inflicted, before the client can see it: a
+	// test's event for "the download just broke off" that needs no clock.
+	OnFault func()
 	// RTT, when positive, is the round trip of the network between client and upstream (see
 	// latency.go): a new connection costs one RTT before its first request arrives, a request
 	// arrives RTT/2 after it was sent, and each chunk of the answer RTT/2 after the upstream gave
@@ -285,10 +288,13 @@ func (p *Proxy) count(path string, n int) {
 	p.paths[path].bytes += int64(n)
 }
 
-func (p *Proxy) inflicted() {
+func (p *Proxy) inflicted(pl plan) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.faults++
+	p.mu.Unlock()
+	if pl.OnFault != nil {
+		pl.OnFault()
+	}
 }
 
 // abort drops the client's connection without finishing the answer; net/http recovers this panic
@@ -325,10 +331,10 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 
 	switch pl.fault {
 	case Hangup:
-		p.inflicted()
+		p.inflicted(pl)
 		abort()
 	case Silence:
-		p.inflicted()
+		p.inflicted(pl)
 		<-ctx.Done()
 		abort()
 	}
@@ -401,7 +407,7 @@ func (p *Proxy) copyBody(ctx context.Context, w http.ResponseWriter, body io.Rea
 				if n, err := body.Read(buf[:1]); n == 0 && err == io.EOF {
 					return
 				}
-				p.inflicted()
+				p.inflicted(pl)
 				_ = rc.Flush() // the status and headers go out even when no body byte does
 				if pl.fault == Stall {
 					<-ctx.Done()

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/murmur-nexus/mur/internal/slowdown"
 )
 
 // blob is what the upstream serves under /blob/..., with Range support as http.ServeContent gives.
@@ -223,10 +225,30 @@ func TestBandwidthCap(t *testing.T) {
 	}
 }
 
+// OnFault runs before the client sees the fault: by the time the body breaks off, the test's
+// reaction to it (a link expiring, say) has already happened.
+func TestOnFaultComesBeforeTheClientSeesIt(t *testing.T) {
+	up := startUpstream(t)
+	hit := make(chan struct{}, 2)
+	p := Start(t, up.URL, Options{Fault: Cut, After: 10000, Times: 1, OnFault: func() { hit <- struct{}{} }})
+	_, _, err := get(t, fresh(), p.URL()+"/blob/a")
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("cut answer: %v", err)
+	}
+	select {
+	case <-hit:
+	default:
+		t.Fatal("the client saw the cut before OnFault ran")
+	}
+	if _, _, err := get(t, fresh(), p.URL()+"/blob/a"); err != nil || len(hit) != 0 {
+		t.Fatalf("an answer without a fault: %v, OnFault ran %d more times", err, len(hit))
+	}
+}
+
 func TestStallHoldsTheBodyUntilTheClientGivesUp(t *testing.T) {
 	up := startUpstream(t)
 	p := Start(t, up.URL, Options{Fault: Stall, After: 1000})
-	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 300 * time.Millisecond}
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: slowdown.Scale(300 * time.Millisecond)}
 	_, body, err := get(t, c, p.URL()+"/blob/a")
 	var ne net.Error
 	if !errors.As(err, &ne) || !ne.Timeout() || !bytes.Equal(body, blob[:1000]) {

@@ -424,16 +424,17 @@ func ParseManifest(data []byte) (Manifest, error) {
 	if len(data) > MaxManifestBytes {
 		return Manifest{}, invalid("%s is %d bytes, over the limit of %d", ManifestName, len(data), MaxManifestBytes)
 	}
-	if !utf8.Valid(data) {
+	root, err := yamlnode.Decode(data)
+	var de *yamlnode.DecodeError
+	switch {
+	case errors.As(err, &de) && de.Problem == yamlnode.NotUTF8:
 		return Manifest{}, invalid("%s is not UTF-8; save it as UTF-8", ManifestName)
-	}
-	var doc yaml.Node
-	if err := safeUnmarshal(data, &doc); err != nil {
-		return Manifest{}, errs.Wrap(err, errs.InvalidArtifact, "%s is not valid YAML: %v", ManifestName, err)
-	}
-	root := &doc
-	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
-		root = root.Content[0]
+	case errors.As(err, &de) && de.Problem == yamlnode.SecondDocument:
+		return Manifest{}, invalid("%s holds more than one YAML document; a manifest is a single one", ManifestName)
+	case err != nil:
+		return Manifest{}, errs.Wrap(err, errs.InvalidArtifact, "%s is not valid YAML: %v", ManifestName, errors.Unwrap(err))
+	case root == nil:
+		root = &yaml.Node{}
 	}
 	var m Manifest
 	if root.Kind != yaml.MappingNode && root.Kind != 0 && !(root.Kind == yaml.ScalarNode && root.Tag == "!!null") {
@@ -474,15 +475,4 @@ func ParseManifest(data []byte) (Manifest, error) {
 		return Manifest{}, errs.Wrap(err, errs.InvalidArtifact, "%s: %s", ManifestName, errs.Message(err))
 	}
 	return m, nil
-}
-
-// safeUnmarshal turns a panic inside the YAML parser into an error: hostile input must never
-// take the process down.
-func safeUnmarshal(data []byte, n *yaml.Node) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("the YAML parser failed: %v", r)
-		}
-	}()
-	return yaml.Unmarshal(data, n)
 }

@@ -161,6 +161,7 @@ func TestReadRefusals(t *testing.T) {
 		{"nested manifest only", []entry{{name: "sub/murmur.yaml", data: goodManifest}, wasm}, "no murmur.yaml at its root"},
 		{"manifest dir", []entry{{name: "murmur.yaml/", mode: fs.ModeDir | 0o755}, wasm}, "no murmur.yaml"},
 		{"manifest not utf-8", []entry{{name: "murmur.yaml", data: []byte("name: gr\xffep\nversion: 1\n")}, wasm}, "not UTF-8"},
+		{"manifest two documents", []entry{{name: "murmur.yaml", data: []byte("name: grep\nversion: 1.0.0\n---\nname: evil\n")}, wasm}, "more than one YAML document"},
 		{"manifest too big", []entry{{name: "murmur.yaml", data: append([]byte("name: grep\nversion: \"1\"\n#"), bytes.Repeat([]byte("x"), MaxManifestBytes)...)}, wasm}, "over the limit"},
 		{"manifest no name", []entry{{name: "murmur.yaml", data: []byte("version: 1.0.0\n")}, wasm}, "has no name"},
 		{"manifest null name", []entry{{name: "murmur.yaml", data: []byte("name: null\nversion: 1.0.0\n")}, wasm}, "has no name"},

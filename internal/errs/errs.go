@@ -23,6 +23,7 @@ const (
 	IndexMismatch   Token = "index-mismatch"
 	OwnerChanged    Token = "owner-changed"
 	LockConflict    Token = "lock-conflict"
+	LockMismatch    Token = "lock-mismatch" // murmur.lock does not follow murmur.yaml (--locked, mur lock --check)
 	NotGranted      Token = "not-granted"
 	Offline         Token = "offline"
 	RateLimited     Token = "rate-limited"
@@ -36,7 +37,8 @@ const (
 	NotExecutable   Token = "not-executable" // a payload mur can't run: a component, an invalid module
 	IO              Token = "io"
 	Denied          Token = "denied"
-	Interrupted     Token = "interrupted" // Ctrl-C or SIGTERM stopped the command
+	Interrupted     Token = "interrupted"   // Ctrl-C or SIGTERM stopped the command
+	GuestCrashed    Token = "guest-crashed" // the guest trapped or died of its memory limit: the run, not the artifact, failed
 	Internal        Token = "internal"
 
 	ProvenanceMismatch     Token = "provenance-mismatch"     // a bundle that says another owner, repo, artifact or predicate

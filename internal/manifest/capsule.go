@@ -114,8 +114,8 @@ func NarrowFrom(from []string, flag []string) ([]string, error) {
 	}
 	out := []string{}
 	for _, f := range flag {
-		if f != FromStores && f != FromSources {
-			return nil, errs.New(errs.Usage, "--from %q is not one of %s, %s", f, FromStores, FromSources)
+		if err := CheckFrom(f); err != nil {
+			return nil, errs.Wrap(err, errs.Usage, "--from %s", errs.Message(err))
 		}
 		if !contains(from, f) {
 			return nil, errs.New(errs.NotGranted, "--from %s is not granted: install.from in murmur.yaml allows only [%s]; add %s there to allow it", f, strings.Join(from, ", "), f)

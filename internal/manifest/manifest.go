@@ -20,20 +20,21 @@
 //   - install.from: the intersection, in the capsule's order. The capsule's default is
 //     [stores, sources].
 //
-// Unknown keys are kept out of the result and reported in Capsule.Warnings with file and line;
-// they are never an error, so that one murmur.yaml can serve other Murmur tools too.
+// An unknown key under capabilities, the capsule's or an artifact's, is an error with its line
+// and the key it most likely meant: a mistyped grant (readonly for read_only, limit for limits)
+// would otherwise leave the guest more than the author meant. Unknown keys elsewhere are kept out
+// of the result and reported in Capsule.Warnings with file and line, so that one murmur.yaml can
+// serve other Murmur tools too; those that look like a mistyped capabilities key go to
+// GrantWarnings instead, which concern the sandbox and are never silenced.
 package manifest
 
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -42,6 +43,8 @@ import (
 
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/safefile"
+	"github.com/murmur-nexus/mur/internal/suggest"
 )
 
 // FileName is the capsule manifest's name, beside murmur.lock.
@@ -49,15 +52,26 @@ const FileName = "murmur.yaml"
 
 // Limits that apply when murmur.yaml sets none.
 const (
-	DefaultMemoryMiB = 256  // the memory cap of a guest when limits.memory_mib is unset
+	DefaultMemoryMiB = 512  // the memory cap of a guest when limits.memory_mib is unset
 	MaxMemoryMiB     = 4096 // a wasm32 guest can't address more
 )
 
-// The install sources of install.from.
+// The words of install.from (and of pull's --from): the one vocabulary of where a pull may look.
 const (
 	FromStores  = "stores"
 	FromSources = "sources"
 )
+
+// DefaultFrom is install.from when a capsule says nothing: stores first, then sources.
+func DefaultFrom() []string { return []string{FromStores, FromSources} }
+
+// CheckFrom refuses a word that is not one of install.from's, naming the ones that are.
+func CheckFrom(word string) error {
+	if word != FromStores && word != FromSources {
+		return errs.New(errs.Usage, "%q is not one of %s, %s", word, FromStores, FromSources)
+	}
+	return nil
+}
 
 // maxFileBytes bounds what Load reads: a capsule manifest is a few lines.
 const maxFileBytes = 4 << 20
@@ -70,6 +84,9 @@ type Capsule struct {
 	Artifacts    []Artifact
 	Capabilities Capabilities // the ceiling for every artifact
 	Warnings     []string     // unknown keys, as "file:line: ..."
+	// GrantWarnings are unknown keys that look like a mistyped capabilities key: what the
+	// guest may do depends on them, so callers show them even when asked to be quiet.
+	GrantWarnings []string
 	// StoreNames lists every state-store name the file gives, where it gives it, for the one
 	// store-name rule (state.ValidateStoreName) to judge. The parser does not judge them.
 	StoreNames []StoreName
@@ -130,39 +147,32 @@ type Install struct {
 
 // Load reads and parses a murmur.yaml.
 func Load(p string) (*Capsule, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, errs.Wrap(err, errs.NotFound, "%s does not exist; run mur in a capsule folder, beside its murmur.yaml", p)
-		}
-		return nil, errs.Wrap(err, errs.IO, "can't read %s: %v", p, err)
+	data, err := safefile.ReadProject(p, maxFileBytes, errs.InvalidManifest)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, errs.Wrap(err, errs.NotFound, "%s does not exist; run mur in a capsule folder, beside its murmur.yaml", p)
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
 	if err != nil {
-		return nil, errs.Wrap(err, errs.IO, "can't read %s: %v", p, err)
-	}
-	if len(data) > maxFileBytes {
-		return nil, errs.New(errs.InvalidManifest, "%s is over %d bytes; a capsule manifest holds a few lines", p, maxFileBytes)
+		return nil, err
 	}
 	return Parse(data, p)
 }
 
 // Parse parses murmur.yaml's bytes; p names the file in messages.
 func Parse(data []byte, p string) (*Capsule, error) {
-	if !utf8.Valid(data) {
-		return nil, errs.New(errs.InvalidManifest, "%s:%d: the file is not UTF-8 from this line on; save it as UTF-8", p, firstInvalidLine(data))
-	}
-	var doc yaml.Node
-	if err := safeUnmarshal(data, &doc); err != nil {
-		return nil, errs.Wrap(err, errs.InvalidManifest, "%s is not valid YAML: %v; fix the line it names", p, err)
+	root, err := yamlnode.Decode(data)
+	var de *yamlnode.DecodeError
+	switch {
+	case errors.As(err, &de) && de.Problem == yamlnode.NotUTF8:
+		return nil, errs.New(errs.InvalidManifest, "%s:%d: the file is not UTF-8 from this line on; save it as UTF-8", p, de.Line)
+	case errors.As(err, &de) && de.Problem == yamlnode.SecondDocument:
+		return nil, errs.New(errs.InvalidManifest, "%s:%d: a second YAML document starts here; a manifest is a single one", p, de.Line)
+	case err != nil:
+		return nil, errs.Wrap(err, errs.InvalidManifest, "%s is not valid YAML: %v; fix the line it names", p, errors.Unwrap(err))
+	case root == nil:
+		root = &yaml.Node{}
 	}
 	ps := &parser{path: p}
 	c := &Capsule{Path: p}
-	root := &doc
-	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
-		root = root.Content[0]
-	}
 	if root.Kind == 0 || yamlnode.IsNull(root) {
 		return nil, errs.New(errs.InvalidManifest, "%s:1: the file is empty; it needs at least name, e.g. name: my-capsule", p)
 	}
@@ -186,7 +196,7 @@ func Parse(data []byte, p string) (*Capsule, error) {
 		}
 	}
 	c.Capabilities.Filesystem.Scope = "."
-	c.Capabilities.Install.From = []string{FromStores, FromSources}
+	c.Capabilities.Install.From = DefaultFrom()
 	if n := top["capabilities"]; n != nil {
 		if err := ps.capabilities(n, "capabilities", &c.Capabilities, nil); err != nil {
 			return nil, err
@@ -201,14 +211,16 @@ func Parse(data []byte, p string) (*Capsule, error) {
 		}
 	}
 	c.Warnings = ps.warnings
+	c.GrantWarnings = ps.grantWarnings
 	c.StoreNames = ps.storeNames
 	return c, nil
 }
 
 type parser struct {
-	path       string
-	warnings   []string
-	storeNames []StoreName
+	path          string
+	warnings      []string
+	grantWarnings []string
+	storeNames    []StoreName
 }
 
 func (ps *parser) errf(n *yaml.Node, key, format string, args ...any) error {
@@ -225,6 +237,15 @@ func join(prefix, key string) string {
 // fields reads a mapping, keeps the known keys, and warns about the others. A null node is an
 // empty mapping, so `capabilities:` with nothing under it is fine.
 func (ps *parser) fields(n *yaml.Node, prefix string, known ...string) (map[string]*yaml.Node, error) {
+	return ps.mapping(n, prefix, false, known)
+}
+
+// grants is fields for a mapping under capabilities, where an unknown key is an error.
+func (ps *parser) grants(n *yaml.Node, prefix string, known ...string) (map[string]*yaml.Node, error) {
+	return ps.mapping(n, prefix, true, known)
+}
+
+func (ps *parser) mapping(n *yaml.Node, prefix string, strict bool, known []string) (map[string]*yaml.Node, error) {
 	n = deref(n)
 	out := map[string]*yaml.Node{}
 	if yamlnode.IsNull(n) {
@@ -252,12 +273,36 @@ func (ps *parser) fields(n *yaml.Node, prefix string, known ...string) (map[stri
 			}
 		}
 		if !isKnown || k.Kind != yaml.ScalarNode {
+			if strict {
+				return nil, ps.unknownGrant(k, prefix, known)
+			}
+			if near, ok := suggest.Nearest(key, []string{"capabilities"}); ok && k.Kind == yaml.ScalarNode && contains(known, near) {
+				ps.grantWarnings = append(ps.grantWarnings, fmt.Sprintf("%s:%d: unknown key %q ignored; did you mean %s? Without it the guest gets %s", ps.path, k.Line, join(prefix, key), near, grantsWithout(prefix)))
+				continue
+			}
 			ps.warnings = append(ps.warnings, fmt.Sprintf("%s:%d: unknown key %q ignored", ps.path, k.Line, join(prefix, key)))
 			continue
 		}
 		out[key] = v
 	}
 	return out, nil
+}
+
+// unknownGrant is the error for key k under the grants mapping prefix, which knows only known.
+func (ps *parser) unknownGrant(k *yaml.Node, prefix string, known []string) error {
+	hint := "its keys are " + strings.Join(known, ", ") + "."
+	if near, ok := suggest.Nearest(k.Value, known); ok && k.Kind == yaml.ScalarNode {
+		hint = "did you mean " + near + "?"
+	}
+	return errs.New(errs.InvalidManifest, "%s:%d: %s has no key %s; %s A grant mur can't read is refused rather than guessed at, since it decides what the guest may do", ps.path, k.Line, prefix, yamlnode.Describe(k), hint)
+}
+
+// grantsWithout says what a guest gets when the capabilities key at prefix is missing.
+func grantsWithout(prefix string) string {
+	if prefix == "" {
+		return "the default grants (the workdir, no state store, default limits)"
+	}
+	return "the capsule's grants, not narrowed"
 }
 
 func deref(n *yaml.Node) *yaml.Node {
@@ -341,13 +386,13 @@ func (ps *parser) relPath(n *yaml.Node, key string) (string, error) {
 // capabilities parses a capabilities mapping into out. ceiling is nil for the capsule's own, and
 // the capsule's grants when parsing an artifact's narrowing.
 func (ps *parser) capabilities(n *yaml.Node, prefix string, out *Capabilities, ceiling *capsuleCeiling) error {
-	f, err := ps.fields(n, prefix, "filesystem", "state", "env", "limits", "install")
+	f, err := ps.grants(n, prefix, "filesystem", "state", "env", "limits", "install")
 	if err != nil {
 		return err
 	}
 	if fsn := f["filesystem"]; fsn != nil {
 		key := join(prefix, "filesystem")
-		ff, err := ps.fields(fsn, key, "scope", "read_only")
+		ff, err := ps.grants(fsn, key, "scope", "read_only")
 		if err != nil {
 			return err
 		}
@@ -383,7 +428,7 @@ func (ps *parser) capabilities(n *yaml.Node, prefix string, out *Capabilities, c
 		if yamlnode.IsNull(deref(sn)) {
 			out.State, out.dropState = nil, ceiling != nil
 		} else {
-			sf, err := ps.fields(sn, key, "store")
+			sf, err := ps.grants(sn, key, "store")
 			if err != nil {
 				return err
 			}
@@ -409,7 +454,7 @@ func (ps *parser) capabilities(n *yaml.Node, prefix string, out *Capabilities, c
 	}
 	if en := f["env"]; en != nil {
 		key := join(prefix, "env")
-		ef, err := ps.fields(en, key, "allow")
+		ef, err := ps.grants(en, key, "allow")
 		if err != nil {
 			return err
 		}
@@ -427,7 +472,7 @@ func (ps *parser) capabilities(n *yaml.Node, prefix string, out *Capabilities, c
 	}
 	if ln := f["limits"]; ln != nil {
 		key := join(prefix, "limits")
-		lf, err := ps.fields(ln, key, "memory_mib", "timeout_s")
+		lf, err := ps.grants(ln, key, "memory_mib", "timeout_s")
 		if err != nil {
 			return err
 		}
@@ -444,7 +489,7 @@ func (ps *parser) capabilities(n *yaml.Node, prefix string, out *Capabilities, c
 	}
 	if in := f["install"]; in != nil {
 		key := join(prefix, "install")
-		inf, err := ps.fields(in, key, "from")
+		inf, err := ps.grants(in, key, "from")
 		if err != nil {
 			return err
 		}
@@ -459,8 +504,8 @@ func (ps *parser) capabilities(n *yaml.Node, prefix string, out *Capabilities, c
 			}
 			var clean []string
 			for i, s := range from {
-				if s != FromStores && s != FromSources {
-					return ps.errf(deref(fn).Content[i], k, "holds %q; the sources are %s and %s", s, FromStores, FromSources)
+				if err := CheckFrom(s); err != nil {
+					return ps.errf(deref(fn).Content[i], k, "entry %s", errs.Message(err))
 				}
 				if !contains(clean, s) {
 					clean = append(clean, s)
@@ -558,31 +603,4 @@ func contains(ss []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// safeUnmarshal turns a panic inside the YAML parser into an error: bad input must never take
-// the process down.
-// firstInvalidLine is the line of the first byte that is not UTF-8.
-func firstInvalidLine(data []byte) int {
-	line := 1
-	for i := 0; i < len(data); {
-		r, size := utf8.DecodeRune(data[i:])
-		if r == utf8.RuneError && size <= 1 {
-			return line
-		}
-		if r == '\n' {
-			line++
-		}
-		i += size
-	}
-	return line
-}
-
-func safeUnmarshal(data []byte, n *yaml.Node) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("the YAML parser failed: %v", r)
-		}
-	}()
-	return yaml.Unmarshal(data, n)
 }

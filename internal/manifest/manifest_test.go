@@ -150,20 +150,58 @@ func TestWarnings(t *testing.T) {
 	c := mustParse(t, `name: cap
 description: other tools read this
 capabilities:
-  network: true
-  filesystem: { scope: ".", writable: [x] }
+  filesystem: { scope: "." }
 artifacts:
   - name: acme/grep
     pinned: yes
+  - name: acme/sed
+    capabilites: { filesystem: { scope: "." } }
+capabilites: { state: {} }
 `)
 	want := []string{
 		`murmur.yaml:2: unknown key "description" ignored`,
-		`murmur.yaml:4: unknown key "capabilities.network" ignored`,
-		`murmur.yaml:5: unknown key "capabilities.filesystem.writable" ignored`,
-		`murmur.yaml:8: unknown key "artifacts[0].pinned" ignored`,
+		`murmur.yaml:7: unknown key "artifacts[0].pinned" ignored`,
 	}
 	if !reflect.DeepEqual(c.Warnings, want) {
 		t.Errorf("warnings = %q\nwant %q", c.Warnings, want)
+	}
+	// A mistyped capabilities key is not an error (it is not under capabilities), but it
+	// concerns the sandbox: it goes where -q can't hide it.
+	grant := []string{
+		`murmur.yaml:10: unknown key "capabilites" ignored; did you mean capabilities? Without it the guest gets the default grants (the workdir, no state store, default limits)`,
+		`murmur.yaml:9: unknown key "artifacts[1].capabilites" ignored; did you mean capabilities? Without it the guest gets the capsule's grants, not narrowed`,
+	}
+	if !reflect.DeepEqual(c.GrantWarnings, grant) {
+		t.Errorf("grant warnings = %q\nwant %q", c.GrantWarnings, grant)
+	}
+}
+
+// A mistyped grant would widen what the guest may do (readonly for read_only mounts docs/
+// read-write; limit for limits keeps the default memory cap), so under capabilities, the
+// capsule's or an artifact's, every unknown key is an error that names its line and the key
+// meant.
+func TestUnknownGrantsAreErrors(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{"name: c\ncapabilities:\n  filesystem: { scope: \".\", readonly: [docs] }\n",
+			`murmur.yaml:3: capabilities.filesystem has no key "readonly"; did you mean read_only?`},
+		{"name: c\ncapabilities:\n  limit: { memory_mib: 64 }\n",
+			`murmur.yaml:3: capabilities has no key "limit"; did you mean limits?`},
+		{"name: c\ncapabilities:\n  network: true\n",
+			`murmur.yaml:3: capabilities has no key "network"; its keys are filesystem, state, env, limits, install.`},
+		{"name: c\ncapabilities:\n  limits: { memory: 64 }\n",
+			`capabilities.limits has no key "memory"; its keys are memory_mib, timeout_s.`},
+		{"name: c\ncapabilities:\n  state: { stor: x }\n", `did you mean store?`},
+		{"name: c\ncapabilities:\n  env: { allows: [A] }\n", `did you mean allow?`},
+		{"name: c\ncapabilities:\n  install: { form: [stores] }\n", `did you mean from?`},
+		{"name: c\ncapabilities: { state: {} }\nartifacts:\n  - name: acme/grep\n    capabilities:\n      filesystem: { scpoe: data }\n",
+			`murmur.yaml:6: artifacts[0].capabilities.filesystem has no key "scpoe"; did you mean scope?`},
+		{"name: c\nartifacts:\n  - name: acme/grep\n    capabilities: { limts: { memory_mib: 1 } }\n",
+			`murmur.yaml:4: artifacts[0].capabilities has no key "limts"; did you mean limits?`},
+	} {
+		_, err := Parse([]byte(c.yaml), "murmur.yaml")
+		if errs.TokenOf(err) != errs.InvalidManifest || err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "refused") {
+			t.Errorf("%s: err = %v, want invalid-manifest with %q", c.yaml, err, c.want)
+		}
 	}
 }
 
@@ -172,6 +210,7 @@ func TestParseErrors(t *testing.T) {
 		name, yaml, want string
 	}{
 		{"not utf-8", "name: caps\xff\n", "not UTF-8"},
+		{"two documents", "name: c\n---\nname: d\n", "murmur.yaml:2: a second YAML document"},
 		{"not yaml", "name: [x\n", "not valid YAML"},
 		{"empty", "", "is empty"},
 		{"a list", "- a\n", "the document must be a mapping"},
@@ -187,7 +226,7 @@ func TestParseErrors(t *testing.T) {
 		{"dotdot read_only", "name: c\ncapabilities:\n  filesystem:\n    read_only:\n      - docs\n      - ../secret\n", `murmur.yaml:6: capabilities.filesystem.read_only "../secret" climbs out`},
 		{"absolute read_only", "name: c\ncapabilities:\n  filesystem: { read_only: [/home] }\n", "is absolute"},
 		{"read_only not list", "name: c\ncapabilities:\n  filesystem: { read_only: docs }\n", "must be a list"},
-		{"bad from", "name: c\ncapabilities:\n  install: { from: [stores, registry] }\n", `murmur.yaml:3: capabilities.install.from holds "registry"; the sources are stores and sources`},
+		{"bad from", "name: c\ncapabilities:\n  install: { from: [stores, registry] }\n", `murmur.yaml:3: capabilities.install.from entry "registry" is not one of stores, sources`},
 		{"state scalar", "name: c\ncapabilities:\n  state: yes\n", "capabilities.state must be a mapping"},
 		{"env name", "name: c\ncapabilities:\n  env: { allow: [\"A=B\"] }\n", `"A=B" is not an environment variable name`},
 		{"memory words", "name: c\ncapabilities:\n  limits: { memory_mib: 256Mi }\n", "memory_mib must be a whole number of MiB"},
@@ -207,7 +246,7 @@ func TestParseErrors(t *testing.T) {
 		{"artifact read_only outside", "name: c\ncapabilities: { filesystem: { scope: data, read_only: [docs] } }\nartifacts:\n  - name: a/b\n    capabilities: { filesystem: { read_only: [secrets] } }\n", `"secrets" lies outside everything the capsule grants`},
 		{"artifact state not granted", "name: c\nartifacts:\n  - name: a/b\n    capabilities: { state: {} }\n", "the capsule's capabilities grant none"},
 		{"artifact other store", "name: c\ncapabilities: { state: {} }\nartifacts:\n  - name: a/b\n    capabilities: { state: { store: other } }\n", `names store "other", but the capsule grants "c"`},
-		{"artifact bad from", "name: c\nartifacts:\n  - name: a/b\n    capabilities: { install: { from: [cdn] } }\n", `holds "cdn"`},
+		{"artifact bad from", "name: c\nartifacts:\n  - name: a/b\n    capabilities: { install: { from: [cdn] } }\n", `entry "cdn" is not one of stores, sources`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -97,6 +97,9 @@ func ValidateVersion(v string) error {
 	if IsReservedVersion(v) {
 		return errs.New(errs.Usage, "version %q is reserved and can't be published or pinned; use an exact version such as 1.2.0", v)
 	}
+	if IsRange(v) {
+		return errs.New(errs.Usage, "version %q is a range, and version ranges aren't supported: pin an exact version or use latest", v)
+	}
 	if len(v) < 1 || len(v) > 128 {
 		return errs.New(errs.Usage, "version %q must be 1 to 128 characters", v)
 	}
@@ -110,6 +113,24 @@ func ValidateVersion(v string) error {
 		}
 	}
 	return nil
+}
+
+// IsRange reports whether v is written as a version range (^1.2, ~1.2, >=1.0, 1.x, *), which
+// cargo and npm accept and mur does not: a pin is one exact version.
+func IsRange(v string) bool {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return false
+	}
+	if strings.ContainsAny(v[:1], "^~<>=*") || strings.Contains(v, "||") {
+		return true
+	}
+	for _, part := range strings.Split(v, ".") {
+		if part == "x" || part == "X" || part == "*" {
+			return true
+		}
+	}
+	return false
 }
 
 // Platforms.

@@ -1,6 +1,7 @@
 package ref
 
 import (
+	"sort"
 	"strings"
 )
 
@@ -133,7 +134,8 @@ func (a semver) compare(b semver) int {
 	return 0
 }
 
-// HighestSemver picks what "latest" means: the highest semantic version among versions. Versions
+// HighestSemver picks what "latest" means: the highest release among versions, or, only when
+// there is no release at all, the highest pre-release (2.0.0-rc.1 never beats 1.2.0). Versions
 // that are not semantic versions are ignored; when none is one, it returns false and the caller
 // asks for an explicit version. Among versions of equal precedence (1.0.0+a and 1.0.0+b, or
 // v1.0.0 and 1.0.0) the one that sorts last as a string wins, so the answer never depends on the
@@ -148,6 +150,12 @@ func HighestSemver(versions []string) (string, bool) {
 		}
 		if !found {
 			best, bestS, found = v, s, true
+			continue
+		}
+		if isRelease, bestIsRelease := len(s.pre) == 0, len(bestS.pre) == 0; isRelease != bestIsRelease {
+			if isRelease {
+				best, bestS = v, s
+			}
 			continue
 		}
 		if c := s.compare(bestS); c > 0 || c == 0 && v > best {
@@ -165,3 +173,36 @@ func TagFromVersion(v string) string { return strings.ReplaceAll(v, "+", "_") }
 // version that already held '_' can't be told apart from one that held '+', so stores should
 // prefer the version annotation of the manifest when there is one.
 func VersionFromTag(tag string) string { return strings.ReplaceAll(tag, "_", "+") }
+
+// IsPrerelease reports whether v is a semantic version with a pre-release part.
+func IsPrerelease(v string) bool {
+	s, ok := parseSemver(v)
+	return ok && len(s.pre) > 0
+}
+
+// NewestFirst returns the semantic versions among versions, newest first (releases and
+// pre-releases in one order), followed by the others in the order given.
+func NewestFirst(versions []string) []string {
+	type sv struct {
+		v string
+		s semver
+	}
+	var sem []sv
+	var other []string
+	for _, v := range versions {
+		if s, ok := parseSemver(v); ok {
+			sem = append(sem, sv{v, s})
+		} else {
+			other = append(other, v)
+		}
+	}
+	sort.SliceStable(sem, func(i, j int) bool {
+		c := sem[i].s.compare(sem[j].s)
+		return c > 0 || c == 0 && sem[i].v > sem[j].v
+	})
+	out := make([]string, 0, len(versions))
+	for _, x := range sem {
+		out = append(out, x.v)
+	}
+	return append(out, other...)
+}

@@ -2,6 +2,7 @@ package ref
 
 import (
 	"math/rand"
+	"strings"
 	"testing"
 )
 
@@ -106,8 +107,10 @@ func TestHighestSemver(t *testing.T) {
 	}{
 		{nil, "", false},
 		{[]string{"nightly", "1.2", "main"}, "", false},
-		{[]string{"1.0.0", "1.1.0-rc.1"}, "1.1.0-rc.1", true},
-		{[]string{"2.0.0-rc.1", "1.9.9"}, "2.0.0-rc.1", true},
+		{[]string{"1.0.0", "1.1.0-rc.1"}, "1.0.0", true},
+		{[]string{"2.0.0-rc.1", "1.2.0"}, "1.2.0", true},
+		{[]string{"1.2.0", "2.0.0-rc.1"}, "1.2.0", true},
+		{[]string{"2.0.0-rc.1", "2.0.0-beta.2", "nightly"}, "2.0.0-rc.1", true},
 		{[]string{"v1.0.0", "1.0.0"}, "v1.0.0", true},
 		{[]string{"1.0.0", "v1.0.0"}, "v1.0.0", true},
 		{[]string{"1.0.0+b", "1.0.0+a"}, "1.0.0+b", true},
@@ -117,6 +120,30 @@ func TestHighestSemver(t *testing.T) {
 		if got != tt.want || ok != tt.ok {
 			t.Errorf("HighestSemver(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.ok)
 		}
+	}
+}
+
+func TestVersionRangesAreRefused(t *testing.T) {
+	for _, v := range []string{"^1.2", "~1.2", ">=1.0.0", "1.x", "*", "1.2.*"} {
+		err := ValidateVersion(v)
+		if err == nil || !strings.Contains(err.Error(), "version ranges aren't supported: pin an exact version or use latest") {
+			t.Errorf("ValidateVersion(%q) = %v", v, err)
+		}
+	}
+	if _, err := ParseRef("acme/grep@^1.2"); err == nil || !strings.Contains(err.Error(), "version ranges aren't supported") {
+		t.Errorf("ParseRef of a range: %v", err)
+	}
+	for _, v := range []string{"1.2.0", "1.0.0-x.1", "2024.1"} {
+		if IsRange(v) {
+			t.Errorf("IsRange(%q)", v)
+		}
+	}
+}
+
+func TestNewestFirst(t *testing.T) {
+	got := strings.Join(NewestFirst([]string{"1.0.0", "nightly", "1.10.0", "1.2.0-rc.1", "1.2.0"}), " ")
+	if got != "1.10.0 1.2.0 1.2.0-rc.1 1.0.0 nightly" {
+		t.Fatal(got)
 	}
 }
 

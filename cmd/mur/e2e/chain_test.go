@@ -58,7 +58,7 @@ func TestReliabilityMirrorChain(t *testing.T) {
 		refs = append(refs, "e2e/"+n+"@1.0.0")
 	}
 	w.write("murmur.yaml", capsuleYAML(refs...))
-	w.env = append(w.env, "MUR_NETWORK_TIMEOUT=2s")
+	w.env = append(w.env, networkTimeout())
 
 	t.Run("any-error", func(t *testing.T) {
 		var cfg strings.Builder
@@ -112,7 +112,7 @@ func TestReliabilityMirrorChain(t *testing.T) {
 
 	t.Run("not-found", func(t *testing.T) {
 		w2 := newWorld(t)
-		w2.env = append(w2.env, "MUR_NETWORK_TIMEOUT=2s")
+		w2.env = append(w2.env, networkTimeout())
 		w2.write("murmur.yaml", capsuleYAML(refs[0]))
 		w2.stores(chain[1], chain[3])
 		goodBefore := good.Requests("")
@@ -197,7 +197,7 @@ func TestReliabilityWriteThroughFleet(t *testing.T) {
 
 	// A mirror that fails is reported and the pull succeeds; mirror_required makes it fail.
 	dead := newWorld(t)
-	dead.env = append(dead.env, "MUR_NETWORK_TIMEOUT=2s")
+	dead.env = append(dead.env, networkTimeout())
 	dead.write("murmur.yaml", capsuleYAML(refs[0]))
 	dead.write(".murmur/config.yaml", "stores: [\""+team+"\"]\nmirror: \"oci://127.0.0.1:1/murmur\"\n")
 	r := dead.ok("pull", "--no-precompile")

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/murmur-nexus/mur/internal/slowdown"
 	"github.com/murmur-nexus/mur/lock"
 )
 
@@ -105,7 +106,7 @@ func newWorld(t testing.TB) *world {
 	}
 	w.env = []string{"MURMUR_HOME=" + w.home, "HOME=" + root, "PATH=" + os.Getenv("PATH"), "GITHUB_TOKEN=", "MUR_OFFLINE=",
 		// Never the real GitHub: a test that grants sources without its own server gets a closed port.
-		"MUR_GITHUB_API_BASE=http://127.0.0.1:1"}
+		"MUR_GITHUB_API_BASE=http://127.0.0.1:1", slowdown.Env + "=" + os.Getenv(slowdown.Env)}
 	return w
 }
 
@@ -218,4 +219,11 @@ func (w *world) assertUnchanged(blobs int, lockBefore string) {
 			}
 		}
 	}
+}
+
+// networkTimeout is MUR_NETWORK_TIMEOUT for tests with a store that never answers: short, so the
+// test doesn't wait long on it, and stretched by MUR_TEST_SLOWDOWN, so that the stores that do
+// answer are not taken for silent ones on a loaded machine.
+func networkTimeout() string {
+	return "MUR_NETWORK_TIMEOUT=" + slowdown.Scale(2*time.Second).String()
 }

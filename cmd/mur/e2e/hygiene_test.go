@@ -364,15 +364,31 @@ func TestPushOutsideAProject(t *testing.T) {
 	f := artifacttest.File(t, t.TempDir(), "x", "1.0.0", []byte(artifacttest.EmptyModule))
 	w.ok("push", f, "--scope", "acme", "--store", store)
 	w.stores(store)
-	w.ok("pull", "--no-precompile", "acme/x@1.0.0")
+	// The folder has no murmur.yaml: the pull fills the CAS and the records, and writes nothing
+	// there, saying where the blob is.
+	r := w.ok("pull", "--no-precompile", "acme/x@1.0.0")
+	data, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hex := fmt.Sprintf("%x", sha256.Sum256(data))
+	if !strings.Contains(r.stdout, filepath.Join("cas", "blobs", "sha256", hex)) {
+		t.Fatalf("a pull outside a project does not say where the blob is: %s", r)
+	}
+	for _, name := range []string{"murmur.lock", ".murmur.lock.lck", "tools"} {
+		if _, err := os.Lstat(filepath.Join(w.project, name)); err == nil {
+			t.Fatalf("a pull outside a project wrote %s", name)
+		}
+	}
 	if r := w.elsewhere("push", "acme/x@1.0.0", "--store", mirror); r.code != 0 || !strings.Contains(r.stdout, "pushed acme/x@1.0.0") {
 		t.Fatalf("push outside a project: %s", r)
 	}
 	// The mirror serves it: a fresh project pulls it from there, with the same digest.
 	other := w.sibling("other")
 	other.stores(mirror)
-	other.ok("pull", "--no-precompile", "acme/x@1.0.0")
-	if other.lock().Find("acme/x").SHA256.Any != w.lock().Find("acme/x").SHA256.Any {
+	other.write("murmur.yaml", capsuleYAML("acme/x@1.0.0"))
+	other.ok("pull", "--no-precompile")
+	if other.lock().Find("acme/x").SHA256.Any != hex {
 		t.Fatal("the mirror serves another digest")
 	}
 	if r := w.elsewhere("push", "acme/never@1.0.0", "--store", mirror); r.code != 1 || !strings.Contains(r.stderr, "mur: not-found:") {

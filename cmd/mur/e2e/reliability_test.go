@@ -13,6 +13,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/fetch/proxytest"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
+	"github.com/murmur-nexus/mur/internal/slowdown"
 	"github.com/murmur-nexus/mur/sandbox/guesttest"
 )
 
@@ -241,8 +242,9 @@ func TestReliabilityHostileInputs(t *testing.T) {
 	w.afterFault("e2e/ok")
 }
 
+// waitFor polls cond until it holds or limit (stretched by MUR_TEST_SLOWDOWN) has passed.
 func waitFor(t *testing.T, limit time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(limit)
+	deadline := time.Now().Add(slowdown.Scale(limit))
 	for time.Now().Before(deadline) {
 		if cond() {
 			return true

@@ -14,6 +14,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/internal/slowdown"
 	"github.com/murmur-nexus/mur/sandbox/guesttest"
 )
 
@@ -37,6 +38,9 @@ func TestScripts(t *testing.T) {
 			env.Setenv("GOCACHE", goEnv("GOCACHE"))
 			env.Setenv("GOMODCACHE", goEnv("GOMODCACHE"))
 			env.Setenv("GOFLAGS", "-buildvcs=false")
+			if v := os.Getenv(slowdown.Env); v != "" {
+				env.Setenv(slowdown.Env, v)
+			}
 			return nil
 		},
 	})

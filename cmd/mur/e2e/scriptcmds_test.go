@@ -27,6 +27,8 @@ import (
 	"github.com/creack/pty"
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/murmur-nexus/mur/internal/slowdown"
 )
 
 // The script commands of the command line's contract beyond exec: peers (oras, crane), a
@@ -38,6 +40,7 @@ func init() {
 		"throttle":    cmdThrottle,
 		"tlsregistry": cmdTLSRegistry,
 		"bigguest":    cmdBigGuest,
+		"trapguest":   cmdTrapGuest,
 		"interrupt":   cmdInterrupt,
 		"ptyexec":     cmdPtyExec,
 		"screen":      cmdScreen,
@@ -178,6 +181,25 @@ func cmdTLSRegistry(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Setenv(args[0], strings.TrimPrefix(srv.URL, "https://"))
 }
 
+// trapguest DIR: writes DIR/capsule.wasm, a valid module whose _start traps at once
+// (unreachable), and DIR/murmur.yaml naming it trap 1.0.0: a run that crashes, of an artifact
+// that passes every check.
+func cmdTrapGuest(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: trapguest DIR")
+	}
+	section := func(id byte, body ...byte) []byte { return append([]byte{id, byte(len(body))}, body...) }
+	mod := []byte("\x00asm\x01\x00\x00\x00")
+	mod = append(mod, section(1, 1, 0x60, 0, 0)...)                                         // one type: () -> ()
+	mod = append(mod, section(3, 1, 0)...)                                                  // one function of it
+	mod = append(mod, section(7, append(append([]byte{1, 6}, "_start"...), 0x00, 0)...)...) // exported as _start
+	mod = append(mod, section(10, 1, 3, 0, 0x00, 0x0b)...)                                  // no locals; unreachable; end
+	dir := ts.MkAbs(args[0])
+	ts.Check(os.MkdirAll(dir, 0o755))
+	ts.Check(os.WriteFile(filepath.Join(dir, "capsule.wasm"), mod, 0o644))
+	ts.Check(os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte("name: trap\nversion: 1.0.0\n"), 0o644))
+}
+
 // bigguest DIR MIB [FUNCS]: writes DIR/capsule.wasm, a valid module carrying MIB MiB in a
 // custom section (a payload large enough to interrupt its download) and FUNCS functions (enough
 // code to keep a compile busy), and DIR/murmur.yaml naming it big 1.0.0.
@@ -241,11 +263,26 @@ func cmdBigGuest(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte("name: big\nversion: 1.0.0\n"), 0o644))
 }
 
-// interrupt REGEXP prog args...: runs prog, sends it SIGINT once its stderr matches REGEXP, and
-// requires it to exit with status 130. Its stdout and stderr are there for the lines that follow.
+// interrupt [-term] [-holdstdin] REGEXP prog args...: runs prog, sends it SIGINT (SIGTERM with
+// -term) once its stderr matches REGEXP, and requires it to exit with status 130. -holdstdin
+// gives prog a stdin that stays open and silent, as a terminal nobody types into. Its stdout and
+// stderr are there for the lines that follow.
 func cmdInterrupt(ts *testscript.TestScript, neg bool, args []string) {
+	sig := syscall.SIGINT
+	holdStdin := false
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		switch args[0] {
+		case "-term":
+			sig = syscall.SIGTERM
+		case "-holdstdin":
+			holdStdin = true
+		default:
+			ts.Fatalf("interrupt: unknown option %s", args[0])
+		}
+		args = args[1:]
+	}
 	if neg || len(args) < 2 {
-		ts.Fatalf("usage: interrupt REGEXP program [args...]")
+		ts.Fatalf("usage: interrupt [-term] [-holdstdin] REGEXP program [args...]")
 	}
 	re, err := regexp.Compile(args[0])
 	ts.Check(err)
@@ -264,6 +301,11 @@ func cmdInterrupt(ts *testscript.TestScript, neg bool, args []string) {
 	cmd.Env = scriptEnv(ts)
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
+	if holdStdin {
+		in, err := cmd.StdinPipe()
+		ts.Check(err)
+		defer in.Close()
+	}
 	pipe, err := cmd.StderrPipe()
 	ts.Check(err)
 	ts.Check(cmd.Start())
@@ -289,16 +331,16 @@ func cmdInterrupt(ts *testscript.TestScript, neg bool, args []string) {
 	// The bound only keeps a broken build from hanging the suite.
 	select {
 	case <-matched:
-	case <-time.After(60 * time.Second):
+	case <-time.After(slowdown.Scale(60 * time.Second)):
 		cmd.Process.Kill()
 		ts.Fatalf("%s never printed a line matching %q", args[1], args[0])
 	}
-	ts.Check(cmd.Process.Signal(syscall.SIGINT))
+	ts.Check(cmd.Process.Signal(sig))
 	select {
 	case <-scanned:
-	case <-time.After(30 * time.Second):
+	case <-time.After(slowdown.Scale(30 * time.Second)):
 		cmd.Process.Kill()
-		ts.Fatalf("%s did not stop after SIGINT", args[1])
+		ts.Fatalf("%s did not stop after %v", args[1], sig)
 	}
 	werr := cmd.Wait()
 	fmt.Fprint(ts.Stdout(), stdout.String())
@@ -309,7 +351,7 @@ func cmdInterrupt(ts *testscript.TestScript, neg bool, args []string) {
 		code = ee.ExitCode()
 	}
 	if code != 130 {
-		ts.Fatalf("%s exited %d after SIGINT, want 130\n%s", args[1], code, stderr.String())
+		ts.Fatalf("%s exited %d after %v, want 130\n%s", args[1], code, sig, stderr.String())
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/murmur-nexus/mur/fetch/github/githubtest"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
+	"github.com/murmur-nexus/mur/internal/slowdown"
 	"github.com/murmur-nexus/mur/sandbox/guesttest"
 )
 
@@ -30,7 +31,7 @@ func githubWorld(t *testing.T) (*world, *githubtest.Server, githubtest.Artifact)
 		Data: readFile(t, artifacttest.File(t, t.TempDir(), "hello", "1.0.0", guesttest.Build(t, "hello")))}
 	gh.Publish("acme", "murmur-artifacts", "acme", art)
 	w := newWorld(t)
-	w.env = append(w.env, "MUR_GITHUB_API_BASE="+gh.APIURL(), "GITHUB_TOKEN=s3cret", "MUR_NETWORK_TIMEOUT=2s")
+	w.env = append(w.env, "MUR_GITHUB_API_BASE="+gh.APIURL(), "GITHUB_TOKEN=s3cret", networkTimeout())
 	w.write("murmur.yaml", sourceCapsule("stores, sources", "acme/hello@1.0.0"))
 	return w, gh, art
 }
@@ -146,7 +147,7 @@ func TestReliabilityMisbehavingGitHub(t *testing.T) {
 		f.inflict()
 		start := time.Now()
 		r := w.fails(f.token, "pull")
-		if time.Since(start) > 30*time.Second {
+		if time.Since(start) > slowdown.Scale(30*time.Second) {
 			t.Errorf("%s: the pull took %s", f.name, time.Since(start))
 		}
 		if f.token == "rate-limited" && !strings.Contains(r.stderr, "GITHUB_TOKEN") && !strings.Contains(r.stderr, "token") {

@@ -102,6 +102,7 @@ type Server struct {
 	limitReset  time.Time
 	retryAfter  int
 	token       string
+	failMessage string            // the message of failed answers; "" is the status text
 	failOn      map[string]int    // server -> status every request to it gets
 	via         map[string]string // server -> the base URL links to it advertise
 	apiLimit    int               // API calls allowed per hour; 0 means no limit
@@ -336,6 +337,14 @@ func (s *Server) AlwaysFail(status int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.alwaysFail = status
+}
+
+// FailMessage makes failed answers carry msg as GitHub's "message" instead of the status text:
+// a hostile server's, say, with control sequences in it.
+func (s *Server) FailMessage(msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failMessage = msg
 }
 
 // FailServer makes every request to server (API, Web or Storage) answer with status; 0 turns it
@@ -600,7 +609,13 @@ func (s *Server) begin(server string, w *statusWriter, r *http.Request) (done fu
 		return done, false
 	}
 	if fail != 0 {
-		writeError(w, fail, http.StatusText(fail))
+		msg := http.StatusText(fail)
+		s.mu.Lock()
+		if s.failMessage != "" {
+			msg = s.failMessage
+		}
+		s.mu.Unlock()
+		writeError(w, fail, msg)
 		return done, false
 	}
 	return done, true

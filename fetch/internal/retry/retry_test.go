@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/murmur-nexus/mur/internal/slowdown"
 )
 
 func TestRetryAfter(t *testing.T) {
@@ -63,7 +65,7 @@ func TestDo(t *testing.T) {
 		}
 		return nil
 	})
-	if d := time.Since(start); err != nil || d < 250*time.Millisecond || d > 5*time.Second {
+	if d := time.Since(start); err != nil || d < 250*time.Millisecond || d > slowdown.Scale(5*time.Second) {
 		t.Fatalf("After: %v after %s", err, d)
 	}
 	// A context that ends during a wait abandons the loop.
@@ -156,7 +158,7 @@ func TestIdleTimeout(t *testing.T) {
 	hc := &http.Client{Transport: IdleTimeout(http.DefaultTransport, 150*time.Millisecond)}
 	start := time.Now()
 	_, err := hc.Get(srv.URL + "/slow-answer")
-	if !errors.Is(err, ErrStalled) || !strings.Contains(err.Error(), "no data for 150ms") || time.Since(start) > 10*time.Second {
+	if !errors.Is(err, ErrStalled) || !strings.Contains(err.Error(), "no data for 150ms") || time.Since(start) > slowdown.Scale(10*time.Second) {
 		t.Fatalf("a stalled answer: %v", err)
 	}
 	resp, err := hc.Get(srv.URL + "/slow-body")

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/murmur-nexus/mur/internal/slowdown"
 )
 
 // zeros is a well-formed digest of a blob no test pushes.
@@ -97,7 +99,7 @@ func TestFaultyStall(t *testing.T) {
 	release := make(chan struct{})
 	f := StartFaulty(t)
 	f.Arm(StallBlob(100, []byte("first"), release, Hang(release)))
-	client := &http.Client{Timeout: 200 * time.Millisecond}
+	client := &http.Client{Timeout: slowdown.Scale(200 * time.Millisecond)}
 
 	resp, err := client.Get(f.URL() + "/v2/acme/grep/blobs/sha256:" + zeros)
 	if err != nil {

@@ -24,6 +24,8 @@ import (
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/murmur-nexus/mur/internal/slowdown"
 )
 
 // Binary is where Debian's docker-registry package installs the registry.
@@ -145,7 +147,8 @@ http:
 		<-exited
 	}
 
-	deadline := time.Now().Add(15 * time.Second)
+	limit := slowdown.Scale(15 * time.Second)
+	deadline := time.Now().Add(limit)
 	client := &http.Client{Timeout: time.Second}
 	for {
 		select {
@@ -164,7 +167,7 @@ http:
 		}
 		if time.Now().After(deadline) {
 			kill()
-			return nil, fmt.Errorf("%s did not answer GET /v2/ on %s within 15s (last error %v): %s", bin, addr, err, strings.TrimSpace(output.String()))
+			return nil, fmt.Errorf("%s did not answer GET /v2/ on %s within %s (last error %v): %s", bin, addr, limit, err, strings.TrimSpace(output.String()))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

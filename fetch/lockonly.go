@@ -1,0 +1,247 @@
+package fetch
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/manifest"
+	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/lock"
+)
+
+// `mur lock` pins from metadata alone: a store's manifest (its layer descriptor names the digest
+// and size) or a source's index (its sha256). No payload is downloaded and no tools/ is staged;
+// the next pull checks the bytes against the pin as every pull does. This is what an update bot
+// runs after it edits murmur.yaml.
+
+// LockOptions say what `mur lock` may move.
+type LockOptions struct {
+	// Args is true when the requests name artifacts; a whole lock (false) also drops the pins
+	// no entry declares.
+	Args bool
+	// Bump moves latest entries to the newest version; without it they stay at their pin.
+	Bump bool
+	// DryRun resolves and reports, and writes nothing.
+	DryRun bool
+}
+
+// LockChange is what `mur lock` did, or would do, to one artifact.
+type LockChange struct {
+	Name     string `json:"name"`
+	Action   string `json:"action"` // pinned, moved, kept or removed
+	From     string `json:"from"`   // the version pinned before; "" when there was none
+	To       string `json:"to"`     // the version pinned now; "" when removed
+	Platform string `json:"platform"`
+	Digest   string `json:"digest"`
+	Origin   string `json:"origin"` // the store or source that answered; "" when nothing was asked
+}
+
+// The actions of a LockChange.
+const (
+	LockPinned  = "pinned"
+	LockMoved   = "moved"
+	LockKept    = "kept"
+	LockRemoved = "removed"
+)
+
+// LockReport is what `mur lock` did.
+type LockReport struct {
+	Changes []LockChange `json:"changes"`
+	DryRun  bool         `json:"dry_run"`
+}
+
+// Changed reports whether the lock was (or, with DryRun, would be) changed.
+func (r *LockReport) Changed() bool {
+	for _, c := range r.Changes {
+		if c.Action != LockKept {
+			return true
+		}
+	}
+	return false
+}
+
+// LockProject resolves reqs (every declared artifact, or the ones named) from metadata and pins
+// them in murmur.lock, following murmur.yaml as a pull does.
+func (p *Puller) LockProject(ctx context.Context, proj Project, in Intent, reqs []Request, opt LockOptions) (*LockReport, error) {
+	rep := &LockReport{Changes: []LockChange{}, DryRun: opt.DryRun}
+	l, err := lock.Read(proj.LockPath())
+	if err != nil {
+		return rep, err
+	}
+	type pin struct {
+		req    Request
+		desc   Descriptor
+		newPin *lock.ScopePin
+		update bool
+	}
+	var pins []pin
+	for _, r := range reqs {
+		a, _ := in.Capsule.Find(r.Name.String())
+		if a == nil {
+			return rep, errs.New(errs.Usage, "%s does not declare %s; 'mur lock' pins what murmur.yaml declares: run 'mur add %s' to declare it", in.Path, r.Name, r.Name)
+		}
+		e := l.Find(r.Name.String())
+		target := a.Version
+		if target == ref.Latest && e != nil && !opt.Bump {
+			target = e.ResolvedVersion // latest is held at its pin until --bump
+		}
+		if e != nil && e.ResolvedVersion == target {
+			if hex, plat, ok := e.Digest(p.platform()); ok {
+				rep.Changes = append(rep.Changes, LockChange{Name: e.Name, Action: LockKept, From: target, To: target, Platform: plat, Digest: "sha256:" + hex})
+				continue
+			}
+		}
+		var owner *lock.ScopePin
+		if op, ok := l.Pin(r.Name.Scope); ok {
+			owner = &op
+		}
+		desc, newPin, err := p.resolveMeta(ctx, r, target, owner)
+		if err != nil {
+			return rep, err
+		}
+		if desc.Platform == "" {
+			desc.Platform = ref.PlatformAny
+		}
+		c := LockChange{Name: r.Name.String(), Action: LockPinned, To: desc.Version, Platform: desc.Platform, Digest: desc.Digest.String(), Origin: desc.Origin}
+		if e != nil {
+			c.From = e.ResolvedVersion
+			if e.ResolvedVersion != desc.Version {
+				c.Action = LockMoved
+			}
+		}
+		if e != nil && e.ResolvedVersion == desc.Version {
+			if hex, _, ok := e.Digest(p.platform()); ok && "sha256:"+hex == c.Digest {
+				c.Action = LockKept
+			}
+		}
+		rep.Changes = append(rep.Changes, c)
+		pins = append(pins, pin{req: r, desc: desc, newPin: newPin, update: e != nil && e.ResolvedVersion != desc.Version})
+	}
+	keep := map[string]bool{}
+	for _, w := range in.Wants() {
+		keep[w.Name] = true
+	}
+	apply := func(l *lock.Lock) error {
+		for _, pn := range pins {
+			name := pn.req.Name.String()
+			if pn.newPin != nil {
+				if cur, ok := l.Pin(pn.req.Name.Scope); ok {
+					if err := cur.CheckOwner(pn.req.Name.Scope, pn.newPin.Source, pn.newPin.OwnerID); err != nil {
+						return err
+					}
+				} else if err := l.SetPin(pn.req.Name.Scope, *pn.newPin); err != nil {
+					return err
+				}
+			}
+			plat := pn.desc.Platform
+			if e := l.Find(name); e != nil && len(e.SHA256.Platforms) > 0 && plat == ref.PlatformAny && p.platform() != ref.PlatformAny {
+				plat = p.platform() // as a pull pins a store's "any" payload in a per-platform entry
+			}
+			if err := l.Upsert(name, pn.desc.Version, plat, pn.desc.Digest.Encoded(), lock.OriginOperator, pn.update); err != nil {
+				return err
+			}
+		}
+		if !opt.Args {
+			for _, e := range append([]lock.Entry(nil), l.Artifacts...) {
+				if !keep[e.Name] {
+					l.Remove(e.Name)
+				}
+			}
+		}
+		return nil
+	}
+	if !opt.Args {
+		for _, e := range l.Artifacts {
+			if !keep[e.Name] {
+				rep.Changes = append(rep.Changes, LockChange{Name: e.Name, Action: LockRemoved, From: e.ResolvedVersion})
+			}
+		}
+	}
+	if opt.DryRun {
+		// Applied to the copy read above, so that a conflict is reported as the real run would.
+		return rep, apply(l)
+	}
+	if err := lock.Update(ctx, proj.LockPath(), apply); err != nil {
+		return rep, err
+	}
+	if !opt.Args {
+		for _, c := range rep.Changes {
+			if c.Action != LockRemoved {
+				continue
+			}
+			if n, err := ref.ParseName(c.Name); err == nil {
+				if err := unstage(proj, n); err != nil {
+					return rep, err
+				}
+			}
+		}
+	}
+	return rep, nil
+}
+
+// resolveMeta asks the places of req, in order, what version resolves to, downloading nothing: a
+// store's manifest, a source's index.
+func (p *Puller) resolveMeta(ctx context.Context, req Request, version string, owner *lock.ScopePin) (Descriptor, *lock.ScopePin, error) {
+	what := req.Name.String() + "@" + version
+	if req.Name.Scope == ref.ScopeLocal {
+		return Descriptor{}, nil, errs.New(errs.NotFound, "%s was read from a file, and no store or source serves scope local; pull the file again with 'mur pull FILE.mur.zip'", what)
+	}
+	if p.Offline {
+		return Descriptor{}, nil, errs.New(errs.Offline, "%s is not pinned in murmur.lock and the network is off (--offline or MUR_OFFLINE); run 'mur lock' with network", what)
+	}
+	from := req.From
+	if from == nil {
+		from = manifest.DefaultFrom()
+	}
+	var failures []error
+	var asked []string
+	places := p.places(req, from)
+	for i, pl := range places {
+		asked = append(asked, pl.label)
+		if pl.store != nil {
+			d, err := pl.store.Resolve(ctx, req.Name, version, p.platform())
+			if err == nil {
+				d.Origin = pl.store.String()
+				return d, nil, nil
+			}
+			if ctx.Err() != nil {
+				return Descriptor{}, nil, err
+			}
+			failures = append(failures, err)
+			if i < len(places)-1 && !p.fallsThrough(pl.store, err) {
+				return Descriptor{}, nil, stopped(what, pl.store, err, nil, len(places)-1-i)
+			}
+			continue
+		}
+		if owner != nil {
+			if err := owner.CheckOwner(req.Name.Scope, pl.label, 0); err != nil {
+				return Descriptor{}, nil, err
+			}
+		}
+		s, err := p.Source.Resolve(ctx, req.Name, version, p.platform(), owner)
+		if err == nil {
+			s.Descriptor.Origin = s.Origin
+			return s.Descriptor, s.NewPin, nil
+		}
+		if ctx.Err() != nil || errors.Is(err, errs.OwnerChanged) {
+			return Descriptor{}, nil, err
+		}
+		failures = append(failures, err)
+	}
+	return Descriptor{}, nil, allFailed(what, req.Name.Scope, from, len(p.Stores) > 0, asked, failures)
+}
+
+// String is the line `mur lock` prints for a change.
+func (c LockChange) String() string {
+	switch c.Action {
+	case LockRemoved:
+		return c.Name + ": removed (murmur.yaml no longer declares it; was " + c.From + ")"
+	case LockMoved:
+		return c.Name + ": " + c.From + " → " + c.To + " " + c.Digest + " " + c.Platform
+	case LockKept:
+		return c.Name + ": " + c.To + " (kept)"
+	}
+	return strings.TrimSpace(c.Name + ": " + c.To + " " + c.Digest + " " + c.Platform + " (pinned)")
+}

@@ -1,0 +1,244 @@
+package fetch_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/github/githubtest"
+	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/fetch/proxytest"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/errs/errtest"
+	"github.com/murmur-nexus/mur/internal/manifest"
+	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/lock"
+)
+
+// askCounter counts what a store is asked: Resolve reads metadata, Open reads a payload.
+type askCounter struct {
+	fetch.Store
+	resolves, opens atomic.Int64
+}
+
+func (c *askCounter) Resolve(ctx context.Context, n ref.Name, version, platform string) (fetch.Descriptor, error) {
+	c.resolves.Add(1)
+	return c.Store.Resolve(ctx, n, version, platform)
+}
+
+func (c *askCounter) Open(ctx context.Context, n ref.Name, d digest.Digest) (io.ReadCloser, error) {
+	c.opens.Add(1)
+	return c.Store.Open(ctx, n, d)
+}
+
+func intentOf(t *testing.T, w *world, yaml string) fetch.Intent {
+	t.Helper()
+	path := filepath.Join(w.proj.Dir, "murmur.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := manifest.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fetch.Intent{Path: path, Capsule: c}
+}
+
+func declaredReqs(in fetch.Intent) []fetch.Request {
+	var out []fetch.Request
+	for _, a := range in.Capsule.Artifacts {
+		out = append(out, fetch.Request{Asked: a.Name.String() + "@" + a.Version, Name: a.Name, Version: a.Version})
+	}
+	return out
+}
+
+const lockYAML = "name: bot\nartifacts:\n  - name: acme/grep\n    version: latest\n"
+
+// TestLockPinsFromMetadata: mur lock resolves latest (the newest release, not the newer
+// pre-release) and pins it from a registry's manifest, a layout's index.json and a GitHub
+// source's index, downloading no payload: no blob request, no asset download, nothing in the
+// CAS, no tools/. A second run asks nothing at all, and --bump asks again.
+func TestLockPinsFromMetadata(t *testing.T) {
+	v1, v2, rc := pack(t, "grep", "1.1.0", 1), pack(t, "grep", "1.2.0", 2), pack(t, "grep", "2.0.0-rc.1", 3)
+	for _, kind := range []string{"registry", "layout", "github"} {
+		t.Run(kind, func(t *testing.T) {
+			w := newWorld(t)
+			in := intentOf(t, w, lockYAML)
+			p := w.puller()
+			var requests func() int
+			var payloadRequests func() int
+			var counted *askCounter
+			var fake *githubtest.Server
+			switch kind {
+			case "registry", "layout":
+				var st fetch.Store
+				if kind == "registry" {
+					reg := registrytest.Start(t)
+					px := proxytest.Start(t, reg.Addr(), proxytest.Options{})
+					st = openStore(t, "oci://"+px.Addr()+"/murmur", ocistore.Options{})
+					requests = func() int { return px.Requests("") }
+					payloadRequests = func() int { return px.Requests("/v2/murmur/acme/grep/blobs/") }
+				} else {
+					st = layoutStore(t)
+				}
+				for _, a := range []struct {
+					v string
+					p packed
+				}{{"1.1.0", v1}, {"1.2.0", v2}, {"2.0.0-rc.1", rc}} {
+					push(t, st, grep, a.v, ref.PlatformAny, a.p)
+				}
+				counted = &askCounter{Store: st}
+				p.Stores = []fetch.Store{counted}
+				if requests == nil {
+					requests = func() int { return int(counted.resolves.Load() + counted.opens.Load()) }
+					payloadRequests = func() int { return int(counted.opens.Load()) }
+				}
+			case "github":
+				fake = githubtest.New(t)
+				fake.AddRepo("acme", "murmur-artifacts", 1234567, 7654321)
+				var arts []githubtest.Artifact
+				for _, a := range []struct {
+					v string
+					p packed
+				}{{"1.1.0", v1}, {"1.2.0", v2}, {"2.0.0-rc.1", rc}} {
+					arts = append(arts, githubtest.Artifact{Name: "acme/grep", Version: a.v, Release: "v" + a.v, Asset: "grep-" + a.v + ".mur.zip", Data: a.p.zip})
+				}
+				fake.Publish("acme", "murmur-artifacts", "acme", arts...)
+				fake.ResetRequests()
+				p.Source = githubSource(fake)
+				requests = func() int { return len(fake.Requests()) }
+				// The index is an asset too; every other asset is a payload. Storage answers by
+				// asset id, so the web host's download links and the API's asset endpoint tell.
+				payloadRequests = func() int {
+					n := 0
+					for _, r := range fake.Requests() {
+						if strings.Contains(r.Path, ".mur.zip") {
+							n++
+						}
+					}
+					for _, v := range []string{"1.1.0", "1.2.0", "2.0.0-rc.1"} {
+						id := strconv.FormatInt(fake.AssetID("acme", "murmur-artifacts", "v"+v, "grep-"+v+".mur.zip"), 10)
+						for _, r := range fake.Requests() {
+							if strings.HasSuffix(r.Path, "/"+id) {
+								n++
+							}
+						}
+					}
+					return n
+				}
+			}
+			before := w.state()
+			base, basePayload := requests(), payloadRequests()
+			rep, err := p.LockProject(context.Background(), w.proj, in, declaredReqs(in), fetch.LockOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Changes) != 1 || rep.Changes[0].Action != fetch.LockPinned || rep.Changes[0].To != "1.2.0" || rep.Changes[0].Digest != v2.digest().String() {
+				t.Fatalf("changes: %+v", rep.Changes)
+			}
+			first := requests()
+			t.Logf("%s: mur lock made %d requests", kind, first-base)
+			if kind == "github" {
+				for _, r := range fake.Requests() {
+					t.Logf("  %s %s %s", r.Server, r.Method, r.Path)
+				}
+			}
+			if n := payloadRequests() - basePayload; n != 0 {
+				t.Fatalf("mur lock downloaded a payload (%d requests for it)", n)
+			}
+			after := w.state()
+			if after.blobs != before.blobs || after.tools != before.tools {
+				t.Fatalf("mur lock changed the CAS or tools/:\n%+v\n%+v", before, after)
+			}
+			l, err := lock.Read(w.proj.LockPath())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e := l.Find("acme/grep"); e == nil || e.ResolvedVersion != "1.2.0" || e.SHA256.Any != v2.digest().Encoded() {
+				t.Fatalf("lock: %+v", e)
+			}
+			if kind == "github" {
+				if pin, ok := l.Pin("acme"); !ok || pin.OwnerID != 1234567 {
+					t.Fatalf("the scope's owner was not pinned: %+v", pin)
+				}
+			}
+			// Again: latest is held at its pin, and nothing is asked.
+			rep, err = p.LockProject(context.Background(), w.proj, in, declaredReqs(in), fetch.LockOptions{})
+			if err != nil || rep.Changed() || requests() != first {
+				t.Fatalf("a second mur lock: %v, %+v, %d requests after %d", err, rep.Changes, requests(), first)
+			}
+			// The pull that follows checks the bytes against the pin, as always.
+			if kind != "github" {
+				res := w.mustPull(p, req(grep, "1.2.0"))
+				if res[0].Digest != v2.digest().String() {
+					t.Fatalf("pull after lock: %+v", res[0])
+				}
+			}
+		})
+	}
+}
+
+// TestLockMovesAndDrops: an entry whose version changed moves, a latest entry moves only with
+// --bump, a pin no entry declares is dropped with its tools/, and --dry-run writes nothing.
+func TestLockMovesAndDrops(t *testing.T) {
+	w := newWorld(t)
+	st := layoutStore(t)
+	sed := ref.Name{Scope: "acme", Name: "sed"}
+	push(t, st, grep, "1.0.0", ref.PlatformAny, pack(t, "grep", "1.0.0", 1))
+	push(t, st, grep, "1.1.0", ref.PlatformAny, pack(t, "grep", "1.1.0", 2))
+	push(t, st, sed, "1.0.0", ref.PlatformAny, pack(t, "sed", "1.0.0", 3))
+	push(t, st, seed, "1.0.0", ref.PlatformAny, pack(t, "seed", "1.0.0", 4))
+	p := w.puller(st)
+	p.Platform = "" // stage tools/, so that dropping it can be seen
+	w.mustPull(p, req(grep, "1.0.0"), req(sed, "1.0.0"), req(seed, "1.0.0"))
+	in := intentOf(t, w, "name: bot\nartifacts:\n  - { name: acme/grep, version: \"1.1.0\" }\n  - { name: acme/seed, version: latest }\n")
+
+	lockBefore, _ := os.ReadFile(w.proj.LockPath())
+	rep, err := p.LockProject(context.Background(), w.proj, in, declaredReqs(in), fetch.LockOptions{DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lockAfter, _ := os.ReadFile(w.proj.LockPath()); string(lockAfter) != string(lockBefore) {
+		t.Fatal("--dry-run wrote murmur.lock")
+	}
+	got := map[string]string{}
+	for _, c := range rep.Changes {
+		got[c.Name] = c.Action + " " + c.From + ">" + c.To
+	}
+	want := map[string]string{"acme/grep": "moved 1.0.0>1.1.0", "acme/seed": "kept 1.0.0>1.0.0", "acme/sed": "removed 1.0.0>"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Fatalf("%s: %q, want %q (all: %v)", k, got[k], v, got)
+		}
+	}
+	if _, err := p.LockProject(context.Background(), w.proj, in, declaredReqs(in), fetch.LockOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := lock.Read(w.proj.LockPath())
+	if l.Find("acme/sed") != nil || l.Find("acme/grep").ResolvedVersion != "1.1.0" {
+		t.Fatalf("lock after mur lock: %+v", l.Artifacts)
+	}
+	if _, err := os.Stat(fetch.StagedDir(w.proj, sed)); err == nil {
+		t.Fatal("tools/acme/sed stayed after its pin was dropped")
+	}
+	if ms := in.Mismatches(l, ""); len(ms) != 0 {
+		t.Fatalf("still mismatched: %v", ms)
+	}
+	// --bump moves latest; a name murmur.yaml does not declare is refused.
+	push(t, st, seed, "1.1.0", ref.PlatformAny, pack(t, "seed", "1.1.0", 5))
+	rep, err = p.LockProject(context.Background(), w.proj, in, []fetch.Request{req(seed, ref.Latest)}, fetch.LockOptions{Args: true, Bump: true})
+	if err != nil || rep.Changes[0].Action != fetch.LockMoved || rep.Changes[0].To != "1.1.0" {
+		t.Fatalf("--bump: %v %+v", err, rep.Changes)
+	}
+	_, err = p.LockProject(context.Background(), w.proj, in, []fetch.Request{req(sed, "1.0.0")}, fetch.LockOptions{Args: true})
+	errtest.WantToken(t, err, errs.Usage, "does not declare acme/sed", "mur add acme/sed")
+}

@@ -1,0 +1,203 @@
+package fetch
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/manifest"
+	"github.com/murmur-nexus/mur/lock"
+)
+
+// Workspace is a project opened for the commands that pull: where it is, the capsule manifest
+// when there is one, and the configuration that applies to it. Its Puller is the one assembly
+// of stores, source, fallbacks and mirror that pull, warm and verify --repair share.
+type Workspace struct {
+	Project
+	Capsule  *manifest.Capsule // nil when the folder has no murmur.yaml
+	Config   *Config
+	Warnings []string // what the capsule and the configuration ignored
+}
+
+// FindProject is the project start lies in: the nearest folder, from start up, that holds
+// murmur.yaml or murmur.lock; start itself when none does.
+func FindProject(start string) (string, error) {
+	abs, err := filepath.Abs(start)
+	if err != nil {
+		return "", errs.Wrap(err, errs.IO, "can't make %q absolute: %v", start, err)
+	}
+	for dir := abs; ; {
+		for _, name := range []string{manifest.FileName, lock.FileName} {
+			fi, err := os.Stat(filepath.Join(dir, name))
+			if err == nil && !fi.IsDir() {
+				return dir, nil
+			}
+			// A folder we may not search, or start naming a file, is just not a project.
+			if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) && !errors.Is(err, syscall.ENOTDIR) {
+				return "", errs.Wrap(err, errs.IO, "looking for the project of %s: can't check %s: %v", abs, filepath.Join(dir, name), err)
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return abs, nil
+		}
+		dir = parent
+	}
+}
+
+// OpenProject opens the project start lies in (FindProject): its murmur.yaml, when there is one,
+// and the configuration of homeConfig and the project's own .murmur/config.yaml.
+func OpenProject(start, homeConfig string) (*Workspace, error) {
+	dir, err := FindProject(start)
+	if err != nil {
+		return nil, err
+	}
+	w := &Workspace{Project: Project{Dir: dir}}
+	mpath := filepath.Join(dir, manifest.FileName)
+	if _, err := os.Stat(mpath); err == nil {
+		c, err := manifest.Load(mpath)
+		if err != nil {
+			return nil, err
+		}
+		w.Capsule = c
+		w.Warnings = append(w.Warnings, c.Warnings...)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, errs.Wrap(err, errs.IO, "can't read %s: %v", mpath, err)
+	}
+	cfg, err := LoadConfig(homeConfig, dir)
+	if err != nil {
+		return nil, err
+	}
+	w.Config = cfg
+	w.Warnings = append(w.Warnings, cfg.Warnings...)
+	return w, nil
+}
+
+// InstallFrom is where a pull of name may look: the artifact's effective install.from, else the
+// capsule's, else stores then sources, narrowed by --from (flag; nil leaves it).
+func (w *Workspace) InstallFrom(name string, flag []string) ([]string, error) {
+	var from []string
+	if w.Capsule != nil {
+		from = w.Capsule.Capabilities.Install.From
+		if a, err := w.Capsule.Find(name); err == nil {
+			from = w.Capsule.Effective(a).Install.From
+		}
+	}
+	if from == nil {
+		from = manifest.DefaultFrom()
+	}
+	if flag != nil {
+		return manifest.NarrowFrom(from, flag)
+	}
+	return from, nil
+}
+
+// Openers build what a Workspace's Puller talks to: the store packages import fetch, so fetch
+// is handed their constructors rather than importing them.
+type Openers struct {
+	// Store opens a store address; plainHTTP lets a registry be spoken to without TLS.
+	Store func(addr string, plainHTTP bool) (Store, error)
+	// Mirror opens the mirror registry, which is written to; nil means Store.
+	Mirror func(addr string, plainHTTP bool) (Store, error)
+	// Source is the source of every scope, labelled by sourceFor.
+	Source func(sourceFor func(scope string) string) Source
+}
+
+// PullerOptions are a command's flags and hooks for a Workspace's Puller.
+type PullerOptions struct {
+	CAS *cas.Store
+	// Files are packed files named on the command line: asked before any store.
+	Files []Store
+	// Stores are --store addresses, asked before the configured ones; relative oci-layout:
+	// paths resolve against WorkDir.
+	Stores  []string
+	WorkDir string
+	// PlainHTTP applies to Stores and Mirror, the registries named on the command line.
+	PlainHTTP bool
+	// Mirror is --mirror; "" leaves config.yaml's mirror:.
+	Mirror      string
+	Connections int // --connections: at least 1
+	Jobs        int
+	Platform    string
+	Offline     bool
+	Events      func(Event)
+	Warn        func(string)
+	// Evict removes what derives from a blob that cache.max_size trims (see Puller.Evict).
+	Evict func(ctx context.Context, d digest.Digest, dryRun bool) []string
+	Open  Openers
+}
+
+// Puller assembles the one Puller of a command: packed files first, then --store in the order
+// given, then the configured stores, each once; the source of every scope; the stores' fallbacks;
+// the write-through mirror (--mirror, else config.yaml's); cache.max_size; and the download's
+// connections.
+func (w *Workspace) Puller(o PullerOptions) (*Puller, error) {
+	if o.PlainHTTP && len(o.Stores) == 0 && o.Mirror == "" {
+		return nil, errs.New(errs.Usage, "--plain-http applies to the registries given with --store or --mirror; for a store in config.yaml write it as {url: oci://HOST:PORT/PREFIX, plain_http: true}")
+	}
+	if o.Connections < 1 {
+		return nil, errs.New(errs.Usage, "--connections is %d; give at least 1 (1 fetches every blob as one stream)", o.Connections)
+	}
+	var addrs []string
+	plain := map[string]bool{}
+	for _, a := range o.Stores {
+		if err := ValidateStoreAddress(a); err != nil {
+			return nil, err
+		}
+		r := ResolveStore(a, o.WorkDir)
+		addrs = append(addrs, r)
+		plain[r] = o.PlainHTTP
+	}
+	addrs = append(addrs, w.Config.Stores...)
+	stores := append([]Store(nil), o.Files...)
+	seen := map[string]bool{}
+	for _, a := range addrs {
+		if seen[a] {
+			continue
+		}
+		seen[a] = true
+		s, err := o.Open.Store(a, plain[a] || w.Config.PlainHTTP[a])
+		if err != nil {
+			return nil, err
+		}
+		stores = append(stores, s)
+	}
+	p := &Puller{
+		CAS: o.CAS, Stores: stores, Offline: o.Offline, Platform: o.Platform, Jobs: o.Jobs,
+		Events: o.Events, Warn: o.Warn, Evict: o.Evict, Connections: o.Connections,
+		Fallbacks: w.Config.Fallbacks, MaxCacheSize: w.Config.MaxCacheSize,
+	}
+	if o.Open.Source != nil {
+		p.Source = o.Open.Source(w.Config.SourceFor)
+	}
+	addr, plainMirror := w.Config.Mirror, w.Config.PlainHTTP[w.Config.Mirror]
+	if o.Mirror != "" {
+		if !strings.HasPrefix(o.Mirror, SchemeOCI) {
+			return nil, errs.New(errs.Usage, "--mirror %q is not a registry; write oci://HOST[:PORT]/PREFIX (a folder is filled with 'mur warm --layout DIR')", o.Mirror)
+		}
+		if err := ValidateStoreAddress(o.Mirror); err != nil {
+			return nil, err
+		}
+		addr, plainMirror = o.Mirror, o.PlainHTTP
+	}
+	if addr != "" {
+		open := o.Open.Mirror
+		if open == nil {
+			open = o.Open.Store
+		}
+		m, err := open(addr, plainMirror)
+		if err != nil {
+			return nil, err
+		}
+		p.Mirror, p.MirrorRequired = m, w.Config.MirrorRequired
+	}
+	return p, nil
+}

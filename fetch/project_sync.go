@@ -1,0 +1,311 @@
+package fetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/murmur-nexus/mur/internal/atomicfile"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/lockedfile"
+	"github.com/murmur-nexus/mur/internal/manifest"
+	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/lock"
+)
+
+// murmur.yaml is the intent and murmur.lock follows it (SPEC section 6):
+//   - a pin stays while it satisfies its entry: the exact version, or any version for latest
+//     (held until --update or mur lock --bump);
+//   - an entry whose version changed is re-resolved by the next pull, which reports the move;
+//   - a pin no entry declares is dropped by the next pull, with its tools/ folder;
+//   - a pull of an artifact murmur.yaml does not declare declares it (as `mur add` does), with
+//     the exact version it resolved to, and says so;
+//   - --update of an entry with an exact version moves murmur.yaml's version along with the pin;
+//   - --locked changes neither file, and fails with lock-mismatch: when they disagree.
+
+// Intent is a project's murmur.yaml, as read.
+type Intent struct {
+	Path    string // murmur.yaml
+	Capsule *manifest.Capsule
+}
+
+// Wants is what the capsule declares, for lock.Check.
+func (in Intent) Wants() []lock.Want {
+	var out []lock.Want
+	for _, a := range in.Capsule.Artifacts {
+		out = append(out, lock.Want{Name: a.Name.String(), Version: a.Version})
+	}
+	return out
+}
+
+// SyncOptions say how a pull inside a project may change murmur.yaml and murmur.lock.
+type SyncOptions struct {
+	// Args is true when the requests name artifacts (mur pull REF, mur add), false when they are
+	// every declared artifact (mur pull).
+	Args bool
+	// Add declares what the requests name (mur add): an entry murmur.yaml has moves to the
+	// version asked for, as with --update.
+	Add bool
+	// Locked refuses any difference between the two files and writes neither.
+	Locked bool
+}
+
+// Move is a pin that moved because murmur.yaml asked for another version.
+type Move struct {
+	Name string `json:"name"`
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// SyncReport is what a pull inside a project did besides pulling.
+type SyncReport struct {
+	Results []Result `json:"results"`
+	// Moved are pins that moved to the version murmur.yaml asks for.
+	Moved []Move `json:"moved"`
+	// Declared are the entries the pull wrote into murmur.yaml (name@version), new or moved.
+	Declared []string `json:"declared"`
+	// Removed are the pins dropped because no entry declares them any more.
+	Removed []string `json:"removed"`
+}
+
+// PullProject pulls reqs inside a project, keeping murmur.yaml and murmur.lock in agreement.
+func (p *Puller) PullProject(ctx context.Context, proj Project, in Intent, reqs []Request, opt SyncOptions) (*SyncReport, error) {
+	rep := &SyncReport{}
+	l, err := lock.Read(proj.LockPath())
+	if err != nil {
+		return rep, err
+	}
+	wants := in.Wants()
+	if opt.Locked {
+		if err := lockedCheck(l, wants, reqs, in, p.platform()); err != nil {
+			return rep, err
+		}
+	}
+	var declare []int // requests whose result murmur.yaml must name
+	for i := range reqs {
+		r := &reqs[i]
+		a, _ := in.Capsule.Find(r.Name.String())
+		if opt.Add && a != nil && r.Version != a.Version {
+			r.Update = true
+		}
+		if e := l.Find(r.Name.String()); a == nil && e != nil && r.Version != ref.Latest && r.Version != e.ResolvedVersion {
+			r.Update = true // a pin no entry declares is stale: the next pull would drop it anyway
+		}
+		switch {
+		case a == nil || opt.Add && r.Version != a.Version:
+			declare = append(declare, i)
+		case opt.Args && a.Version != ref.Latest && r.Version != a.Version && !r.Update:
+			if r.Version != ref.Latest {
+				return rep, errs.New(errs.Usage, "%s declares %s at %s, and %s was asked for; to move both murmur.yaml and murmur.lock run 'mur pull --update %s@%s', or edit murmur.yaml and run 'mur pull'",
+					in.Path, r.Name, a.Version, r.Version, r.Name, r.Version)
+			}
+			r.Version = a.Version // `mur pull acme/grep` pulls what murmur.yaml asks for
+		case r.Update && a.Version != ref.Latest:
+			declare = append(declare, i)
+		}
+		if a != nil && !r.Update && r.Version == a.Version && a.Version != ref.Latest {
+			if e := l.Find(r.Name.String()); e != nil && e.ResolvedVersion != a.Version {
+				// murmur.yaml changed: the user's edit is the intent, so the pin moves.
+				r.Update = true
+				rep.Moved = append(rep.Moved, Move{Name: r.Name.String(), From: e.ResolvedVersion, To: a.Version})
+			}
+		}
+	}
+	results, err := p.Pull(ctx, proj, reqs)
+	rep.Results = results
+	for i, m := range rep.Moved {
+		for _, r := range results {
+			if r.Name == m.Name && r.Error != "" {
+				rep.Moved[i].To = "" // not moved after all
+			}
+		}
+	}
+	rep.Moved = compactMoves(rep.Moved)
+	if opt.Locked {
+		return rep, err
+	}
+	var edits []declared
+	for _, i := range declare {
+		if results[i].Error == "" && results[i].Version != "" {
+			edits = append(edits, declared{reqs[i].Name, results[i].Version})
+		}
+	}
+	if derr := declareAll(ctx, proj, in.Path, edits); derr != nil {
+		return rep, errors.Join(err, derr)
+	}
+	for _, d := range edits {
+		rep.Declared = append(rep.Declared, d.name.String()+"@"+d.version)
+	}
+	if err != nil {
+		return rep, err
+	}
+	keep := map[string]bool{}
+	for _, w := range wants {
+		keep[w.Name] = true
+	}
+	for _, d := range edits {
+		keep[d.name.String()] = true
+	}
+	rep.Removed, err = Prune(ctx, proj, keep)
+	return rep, err
+}
+
+func compactMoves(ms []Move) []Move {
+	out := []Move{}
+	for _, m := range ms {
+		if m.To != "" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// lockedCheck refuses, before anything is fetched, a locked pull that would have to change
+// murmur.yaml or murmur.lock.
+func lockedCheck(l *lock.Lock, wants []lock.Want, reqs []Request, in Intent, platform string) error {
+	for _, r := range reqs {
+		if r.Update {
+			return errs.New(errs.Usage, "--locked and --update contradict each other: --update moves pins, --locked refuses to; drop one")
+		}
+		if a, _ := in.Capsule.Find(r.Name.String()); a == nil {
+			return errs.New(errs.LockMismatch, "%s is not declared in %s, and --locked does not edit murmur.yaml\nrun 'mur add %s' without --locked, then commit murmur.yaml and murmur.lock", r.Name, in.Path, r.Name)
+		}
+	}
+	return lock.MismatchError(l.Check(wants, platform))
+}
+
+type declared struct {
+	name    ref.Name
+	version string
+}
+
+// declareAll writes each artifact's version into murmur.yaml, editing its text in place.
+func declareAll(ctx context.Context, proj Project, path string, ds []declared) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	return editManifest(ctx, proj, path, func(data []byte) ([]byte, error) {
+		var err error
+		for _, d := range ds {
+			if data, err = manifest.SetArtifact(data, path, d.name, d.version); err != nil {
+				return nil, err
+			}
+		}
+		return data, nil
+	})
+}
+
+// editManifest changes murmur.yaml under the lock's file lock, so that two mur processes editing
+// one project lose nothing, and atomically, keeping its permissions.
+func editManifest(ctx context.Context, proj Project, path string, edit func([]byte) ([]byte, error)) error {
+	unlock, err := lockedfile.Lock(ctx, lock.GuardPath(proj.LockPath()))
+	if err != nil {
+		return errs.Wrap(err, errs.TokenOf(err), "can't lock %s for editing %s: %s", lock.GuardPath(proj.LockPath()), path, errs.Message(err))
+	}
+	defer unlock()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return errs.Wrap(err, errs.IO, "can't read %s: %v", path, err)
+	}
+	out, err := edit(data)
+	if err != nil {
+		return err
+	}
+	perm := os.FileMode(0o644)
+	if fi, err := os.Stat(path); err == nil {
+		perm = fi.Mode().Perm()
+	}
+	if err := atomicfile.WriteFile(path, out, perm); err != nil {
+		return errs.Wrap(err, errs.IO, "can't write %s: %v; check that its folder is writable", path, err)
+	}
+	return nil
+}
+
+// Undeclare removes names from murmur.yaml (mur rm), then drops their pins and tools/ folders.
+// A name murmur.yaml does not declare is refused before anything changes.
+func Undeclare(ctx context.Context, proj Project, in Intent, names []ref.Name) ([]string, error) {
+	keep := map[string]bool{}
+	for _, w := range in.Wants() {
+		keep[w.Name] = true
+	}
+	for _, n := range names {
+		if !keep[n.String()] {
+			var have []string
+			for _, w := range in.Wants() {
+				have = append(have, w.Name)
+			}
+			hint := "it declares nothing"
+			if len(have) > 0 {
+				hint = "it declares " + strings.Join(have, ", ")
+			}
+			return nil, errs.New(errs.NotFound, "%s does not declare %s (%s); nothing was changed", in.Path, n, hint)
+		}
+		delete(keep, n.String())
+	}
+	err := editManifest(ctx, proj, in.Path, func(data []byte) ([]byte, error) {
+		var err error
+		for _, n := range names {
+			if data, err = manifest.RemoveArtifact(data, in.Path, n); err != nil {
+				return nil, err
+			}
+		}
+		return data, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return Prune(ctx, proj, keep)
+}
+
+// Prune drops every pin whose name keep does not hold, and its tools/ folder, and returns the
+// names dropped. The blobs stay in the CAS, where 'mur cache gc' may free them.
+func Prune(ctx context.Context, proj Project, keep map[string]bool) ([]string, error) {
+	removed := []string{}
+	err := lock.Update(ctx, proj.LockPath(), func(l *lock.Lock) error {
+		for _, e := range append([]lock.Entry(nil), l.Artifacts...) {
+			if !keep[e.Name] {
+				l.Remove(e.Name)
+				removed = append(removed, e.Name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range removed {
+		n, err := ref.ParseName(name)
+		if err != nil {
+			continue
+		}
+		if err := unstage(proj, n); err != nil {
+			return removed, err
+		}
+	}
+	return removed, nil
+}
+
+// unstage removes tools/<scope>/<name>/ and its staging lock, and the scope's folder once it is
+// empty. A symlink on the way is refused, as staging refuses it.
+func unstage(proj Project, name ref.Name) error {
+	if err := checkStageDirs(proj, name); err != nil {
+		return err
+	}
+	dir := StagedDir(proj, name)
+	if err := os.RemoveAll(dir); err != nil {
+		return errs.Wrap(err, errs.IO, "can't remove %s, which no entry of murmur.yaml declares any more: %v; remove it by hand", dir, err)
+	}
+	scopeDir := filepath.Dir(dir)
+	if err := os.Remove(filepath.Join(scopeDir, "."+name.Name+".lock")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return errs.Wrap(err, errs.IO, "can't remove %s: %v", filepath.Join(scopeDir, "."+name.Name+".lock"), err)
+	}
+	_ = os.Remove(scopeDir) // only when empty; another tool of the scope keeps it
+	return nil
+}
+
+// String is the line `mur pull` prints for a move.
+func (m Move) String() string { return fmt.Sprintf("%s: %s → %s", m.Name, m.From, m.To) }

@@ -1,0 +1,182 @@
+package fetch_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/internal/errs"
+)
+
+// FindProject walks up from start to the first folder that holds murmur.yaml or murmur.lock, and
+// returns start itself (made absolute) when none does.
+func TestFindProject(t *testing.T) {
+	root := t.TempDir()
+	mk := func(rel string) string {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	touch := func(rel string) {
+		if err := os.WriteFile(filepath.Join(root, rel), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("a/b/c")
+	mk("lockonly/x")
+	mk("none/y")
+	mk("decoy/murmur.yaml/z") // a folder named murmur.yaml is not a manifest
+	touch("a/murmur.yaml")
+	touch("a/b/c/file.txt")
+	touch("lockonly/murmur.lock")
+
+	cases := []struct{ start, want string }{
+		{"a/b/c", "a"},             // nearest parent with murmur.yaml
+		{"a", "a"},                 // the folder itself
+		{"lockonly/x", "lockonly"}, // murmur.lock alone marks a project
+		{"none/y", "none/y"},       // nothing above: start itself
+		{"decoy/murmur.yaml/z", "decoy/murmur.yaml/z"},
+		{"a/b/c/file.txt", "a"}, // a file as start does not break the walk
+	}
+	for _, tc := range cases {
+		got, err := fetch.FindProject(filepath.Join(root, tc.start))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.start, err)
+		}
+		if want := filepath.Join(root, tc.want); got != want {
+			t.Errorf("fetch.FindProject(%s) = %s, want %s", tc.start, got, want)
+		}
+	}
+
+	// A relative start is made absolute.
+	t.Chdir(filepath.Join(root, "a", "b"))
+	got, err := fetch.FindProject(".")
+	if err != nil || got != filepath.Join(root, "a") {
+		t.Fatalf("fetch.FindProject(.) = %q, %v", got, err)
+	}
+
+	// Nearer murmur.lock wins over a farther murmur.yaml.
+	touch("a/b/murmur.lock")
+	if got, _ := fetch.FindProject(filepath.Join(root, "a/b/c")); got != filepath.Join(root, "a/b") {
+		t.Fatalf("got %s", got)
+	}
+}
+
+// openRecorder opens every address as a layout store of its own and remembers what was opened.
+type openRecorder struct {
+	t       *testing.T
+	opened  []string
+	plain   map[string]bool
+	mirrors []string
+	stores  map[string]fetch.Store
+}
+
+func newOpenRecorder(t *testing.T) *openRecorder {
+	return &openRecorder{t: t, plain: map[string]bool{}, stores: map[string]fetch.Store{}}
+}
+
+func (o *openRecorder) store(addr string, plain bool) (fetch.Store, error) {
+	o.opened = append(o.opened, addr)
+	o.plain[addr] = plain
+	if s, ok := o.stores[addr]; ok {
+		return s, nil
+	}
+	s := layoutStore(o.t)
+	o.stores[addr] = s
+	return s, nil
+}
+
+func (o *openRecorder) mirror(addr string, plain bool) (fetch.Store, error) {
+	o.mirrors = append(o.mirrors, addr)
+	o.plain[addr] = plain
+	return o.store(addr, plain)
+}
+
+func (o *openRecorder) openers() fetch.Openers {
+	return fetch.Openers{Store: o.store, Mirror: o.mirror}
+}
+
+// The one assembly of a command's Puller: --store first in the order given, then the configured
+// stores, each once; the configuration's fallbacks, cache cap and mirror, which --mirror replaces.
+func TestWorkspacePuller(t *testing.T) {
+	dir := t.TempDir()
+	ws := &fetch.Workspace{Project: fetch.Project{Dir: dir}, Config: &fetch.Config{
+		Stores:       []string{"oci://config.example/a", "oci-layout:" + filepath.Join(dir, "shared")},
+		PlainHTTP:    map[string]bool{"oci://config.example/a": true, "oci://mirror.example/m": true},
+		Fallbacks:    map[string]fetch.Fallback{"oci://config.example/a": fetch.FallbackAnyError},
+		Mirror:       "oci://mirror.example/m",
+		MaxCacheSize: 1 << 30,
+	}}
+	rec := newOpenRecorder(t)
+	pl, err := ws.Puller(fetch.PullerOptions{
+		Stores: []string{"oci://flag.example/x", "oci-layout:shared"}, WorkDir: dir, PlainHTTP: true,
+		Connections: 3, Jobs: 2, Open: rec.openers(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"oci://flag.example/x", "oci-layout:" + filepath.Join(dir, "shared"), "oci://config.example/a"}
+	if strings.Join(rec.opened[:len(want)], " ") != strings.Join(want, " ") || len(pl.Stores) != 3 {
+		t.Fatalf("opened %v (%d stores), want %v then the mirror", rec.opened, len(pl.Stores), want)
+	}
+	if !rec.plain["oci://flag.example/x"] || !rec.plain["oci://config.example/a"] {
+		t.Fatalf("plain HTTP %v: --plain-http applies to --store, config.yaml's to its own", rec.plain)
+	}
+	if strings.Join(rec.mirrors, " ") != "oci://mirror.example/m" || pl.Mirror == nil || !rec.plain["oci://mirror.example/m"] {
+		t.Fatalf("mirrors opened %v", rec.mirrors)
+	}
+	if pl.Connections != 3 || pl.Jobs != 2 || pl.MaxCacheSize != 1<<30 || pl.Fallbacks["oci://config.example/a"] != fetch.FallbackAnyError {
+		t.Fatalf("puller %+v", pl)
+	}
+
+	// --mirror replaces config.yaml's; it must be a registry.
+	rec = newOpenRecorder(t)
+	if _, err := ws.Puller(fetch.PullerOptions{Mirror: "oci://other.example/m", Connections: 1, Open: rec.openers()}); err != nil || strings.Join(rec.mirrors, " ") != "oci://other.example/m" {
+		t.Fatalf("--mirror: %v, mirrors %v", err, rec.mirrors)
+	}
+	for _, bad := range []fetch.PullerOptions{
+		{Mirror: "oci-layout:/tmp/x", Connections: 1},
+		{PlainHTTP: true, Connections: 1},
+		{Connections: 0},
+		{Stores: []string{"http://nope"}, Connections: 1},
+	} {
+		bad.Open = newOpenRecorder(t).openers()
+		if _, err := ws.Puller(bad); errs.TokenOf(err) != errs.Usage {
+			t.Errorf("%+v: %v, want a usage error", bad, err)
+		}
+	}
+}
+
+// verify --repair fetches through the same assembly as pull: what it brings in is written through
+// to the mirror, and it fetches over the connections it was given.
+func TestVerifyRepairWritesThroughTheWorkspacePuller(t *testing.T) {
+	w := newVerifyWorld(t)
+	d := w.digests["acme/grep"]
+	if err := os.Remove(w.cas.Path(d)); err != nil {
+		t.Fatal(err)
+	}
+	rec := newOpenRecorder(t)
+	rec.stores["oci://team.example/murmur"] = w.layout
+	ws := &fetch.Workspace{Project: w.proj, Config: &fetch.Config{Stores: []string{"oci://team.example/murmur"}, Mirror: "oci://mirror.example/murmur"}}
+	repair, err := ws.Puller(fetch.PullerOptions{CAS: w.cas, Connections: 3, Open: rec.openers()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := w.input(t)
+	in.Repair = repair
+	rep := w.run(t, in)
+	if rep.Unrepaired() != 0 || rep.RepairedCount() != 1 {
+		t.Fatalf("repair: %+v", rep.Problems)
+	}
+	got, err := rec.stores["oci://mirror.example/murmur"].Resolve(w.ctx, grep, "1.0.0", "any")
+	if err != nil || got.Digest != d {
+		t.Fatalf("the mirror holds %+v, %v; want the repaired blob written through", got, err)
+	}
+	if in.Repair.Connections != 3 {
+		t.Fatalf("the repair fetched over %d connections, want 3", in.Repair.Connections)
+	}
+}
