@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -41,6 +42,21 @@ func sameName(f *os.File, path string) bool {
 	}
 	b, err := os.Lstat(path)
 	return err == nil && os.SameFile(a, b)
+}
+
+// committedBlob reports whether final, just renamed from f's name, holds a blob: f itself, or
+// the identical blob another process committed over it in the same instant (a regular file of
+// the same size with one link). A link or a file that is also elsewhere (a hard link) is not.
+func committedBlob(f *os.File, final string, size int64) bool {
+	if sameName(f, final) {
+		return true
+	}
+	fi, err := os.Lstat(final)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() != size {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && st.Nlink == 1
 }
 
 // touchNoFollow sets path's times to now without following a symlink at path.

@@ -190,14 +190,21 @@ func TestCommitRefusesANameSwappedMidIngest(t *testing.T) {
 // The same swap, in the instant between Commit's check and its rename (the rename step is the
 // seam), leaves nothing at the blob's name either.
 func TestCommitRefusesANameSwappedAtTheRename(t *testing.T) {
+	for _, link := range []func(string, string) error{os.Symlink, os.Link} {
+		commitSwappedAtTheRename(t, link)
+	}
+}
+
+func commitSwappedAtTheRename(t *testing.T, link func(oldname, newname string) error) {
 	s := openStore(t)
 	data := patternBytes(44, 100_000)
 	info := resumeInfo(data)
+	// The same bytes, so that only the link gives the swap away.
 	outside := filepath.Join(t.TempDir(), "victim")
 	must(t, os.WriteFile(outside, data, 0o644))
 	s.durability.Rename = func(oldpath, newpath string) error {
 		must(t, os.Rename(oldpath, oldpath+".elsewhere"))
-		must(t, os.Symlink(outside, oldpath))
+		must(t, link(outside, oldpath))
 		return os.Rename(oldpath, newpath)
 	}
 	w, err := s.OpenResumable(ctx, info)
@@ -205,7 +212,7 @@ func TestCommitRefusesANameSwappedAtTheRename(t *testing.T) {
 	defer w.Close()
 	w.Write(data)
 	if _, err := w.Commit(ctx, info.Size, info.Digest); err == nil {
-		t.Fatal("Commit succeeded with a symlink renamed to the blob's name")
+		t.Fatal("Commit succeeded with a link renamed to the blob's name")
 	}
 	if fi, err := os.Lstat(s.Path(info.Digest)); err == nil {
 		t.Fatalf("the store holds %v at the blob's name", fi.Mode())

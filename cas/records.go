@@ -57,6 +57,9 @@ type Record struct {
 	Error       string        `json:"error,omitempty"`
 	Skipped     []Skip        `json:"skipped,omitempty"` // places asked before Source, and why they did not answer
 	Notes       []string      `json:"notes,omitempty"`   // what the download had to do: continue, start over
+	// Private is set when the place needed the user's credentials to serve the blob (a private
+	// repository, a registry that asked for auth).
+	Private bool `json:"private,omitempty"`
 }
 
 func (s *Store) recordsFile() string { return filepath.Join(s.records, "records.jsonl") }

@@ -433,7 +433,7 @@ func (w *Writer) commit(ctx context.Context, size int64, want digest.Digest, bat
 		}
 		return "", pathErr(err, "syncing", w.s.blobs)
 	}
-	if !sameName(w.f, final) {
+	if !committedBlob(w.f, final, w.size) {
 		// Swapped between the check above and the rename: what landed is not these bytes.
 		w.f.Close()
 		w.s.moveAside(final)

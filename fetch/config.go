@@ -76,6 +76,9 @@ type Config struct {
 	// write-through fail the command.
 	Mirror         string
 	MirrorRequired bool
+	// MirrorFromProject is set when the mirror is named by the project's .murmur/config.yaml and
+	// not by the home's config.yaml: a cloned project's choice (see Puller.MirrorFromProject).
+	MirrorFromProject bool
 	// Warnings name keys that were ignored, with their file, for the command to print.
 	Warnings []string
 }
@@ -144,6 +147,7 @@ func LoadConfig(homeConfigPath, projectDir string) (*Config, error) {
 			c.MirrorRequired = *f.mirrorRequired
 		}
 	}
+	c.MirrorFromProject = project != nil && project.mirror != "" && (user == nil || user.mirror != project.mirror)
 	return c, nil
 }
 

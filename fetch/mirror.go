@@ -27,6 +27,12 @@ import (
 //     command's, after the artifact is committed and pinned locally: the pull itself is whole,
 //     and running the command again retries the push.
 //   - --offline pulls push nothing (mirroring is network use).
+//   - The mirror is the operator's choice, not the project's. A mirror that only a project's
+//     .murmur/config.yaml names (a cloned repository could name anyone's registry) never receives
+//     an artifact that was fetched with the user's credentials (a private repository, or a
+//     registry that asked for auth), now or by an earlier pull as the records say; the pull
+//     warns instead. Naming the same mirror in the home's config.yaml or with --mirror makes it
+//     the operator's.
 
 // MirrorPush is the write-through of one artifact.
 type MirrorPush struct {
@@ -37,9 +43,10 @@ type MirrorPush struct {
 
 // mirrorLedger is what the pull records say the mirror holds, read once per Pull.
 type mirrorLedger struct {
-	once sync.Once
-	mu   sync.Mutex
-	has  map[digest.Digest]bool
+	once    sync.Once
+	mu      sync.Mutex
+	has     map[digest.Digest]bool
+	private map[digest.Digest]bool // fetched with credentials by some pull
 }
 
 func (p *Puller) mirrorState() *mirrorLedger {
@@ -49,16 +56,31 @@ func (p *Puller) mirrorState() *mirrorLedger {
 	return &mirrorLedger{}
 }
 
-func (m *mirrorLedger) holds(store *cas.Store, mirror string, d digest.Digest) bool {
+func (m *mirrorLedger) read(store *cas.Store, mirror string) {
 	m.once.Do(func() {
-		m.has = map[digest.Digest]bool{}
+		m.has, m.private = map[digest.Digest]bool{}, map[digest.Digest]bool{}
 		recs, _ := store.Records("") // unreadable records only cost a push that finds the blob there
 		for _, r := range recs {
+			if r.Private {
+				m.private[r.Digest] = true
+			}
 			if r.Digest != "" && r.Source == mirror && (r.Outcome == cas.OutcomeMirrored || r.Outcome == cas.OutcomePulled) {
 				m.has[r.Digest] = true
 			}
 		}
 	})
+}
+
+// privateBlob reports whether some pull fetched d with the user's credentials.
+func (m *mirrorLedger) privateBlob(store *cas.Store, mirror string, d digest.Digest) bool {
+	m.read(store, mirror)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.private[d]
+}
+
+func (m *mirrorLedger) holds(store *cas.Store, mirror string, d digest.Digest) bool {
+	m.read(store, mirror)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.has[d]
@@ -82,6 +104,10 @@ func (p *Puller) writeThrough(ctx context.Context, req Request, res *Result, m *
 		return nil
 	}
 	if p.Offline {
+		return nil
+	}
+	if p.MirrorFromProject && (res.private || m.privateBlob(p.CAS, addr, d)) {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("not written through to the mirror %s: only this project's .murmur/config.yaml names it, and %s@%s was fetched with your credentials (a private repository, or a registry that asked for auth); a cloned project does not choose where private artifacts go: name the mirror in $MURMUR_HOME/config.yaml or pass --mirror to write it through", addr, req.Name, res.Version))
 		return nil
 	}
 	desc := Descriptor{

@@ -197,7 +197,10 @@ func (w *Workspace) Puller(o PullerOptions) (*Puller, error) {
 		if err != nil {
 			return nil, err
 		}
+		// --mirror is the operator's own choice, as the home's config is; a mirror only the
+		// project names never receives what was fetched with credentials (mirror.go).
 		p.Mirror, p.MirrorRequired = m, w.Config.MirrorRequired
+		p.MirrorFromProject = w.Config.MirrorFromProject && o.Mirror == ""
 	}
 	return p, nil
 }

@@ -81,6 +81,7 @@ type Result struct {
 	Mirror *MirrorPush `json:"mirror,omitempty"`
 
 	compile digest.Digest // a fresh payload waiting for the compile queue
+	private bool          // fetched with the user's credentials, now or by an earlier pull
 	took    time.Duration // the pull's own time, before any compile
 }
 
@@ -135,6 +136,10 @@ type Puller struct {
 	// mirror.go). A failed push is a warning, unless MirrorRequired.
 	Mirror         Store
 	MirrorRequired bool
+	// MirrorFromProject is set when only the project's .murmur/config.yaml names the mirror, not
+	// the home's config.yaml or --mirror: a cloned project's choice, which never receives an
+	// artifact fetched with the user's credentials (mirror.go).
+	MirrorFromProject bool
 
 	// CASOnly pulls outside a project: into the CAS and the pull records only, with no
 	// murmur.lock and no tools/ (see outside.go).
@@ -340,6 +345,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 	res.Size, res.Transferred, res.Release, res.Asset, res.NewPin = got.w.Size(), got.xfer.Bytes, got.release, got.asset, got.newPin
 	res.Skipped, res.Notes, res.Resumed, res.Connections = got.skipped, got.xfer.Notes, got.xfer.Resumed, got.xfer.Conns
 	res.Digest = got.w.Digest().String()
+	res.private = got.desc.Private
 	if err := p.finish(ctx, proj, req, &res, got, start); err != nil {
 		return res, err
 	}

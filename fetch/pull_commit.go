@@ -30,6 +30,7 @@ func (p *Puller) cacheHit(ctx context.Context, proj Project, req Request, res *R
 	res.Version, res.Platform, res.Digest, res.Size, res.CacheHit = got.desc.Version, plat, got.desc.Digest.String(), st.Size, true
 	res.Origin, res.Release, res.Asset, res.NewPin = "cas", got.release, got.asset, got.newPin
 	res.Skipped = got.skipped
+	res.private = got.desc.Private
 	if err := p.finish(ctx, proj, req, res, got, start); err != nil {
 		return err
 	}
@@ -193,7 +194,7 @@ func (p *Puller) record(ctx context.Context, req Request, res *Result, start tim
 	r := cas.Record{
 		Time: p.now().UTC(), Ref: req.Asked, Name: req.Name.String(), Version: res.Version, Platform: res.Platform,
 		Digest: digest.Digest(res.Digest), Size: res.Size, Source: res.Origin, Release: res.Release, Asset: res.Asset,
-		Transferred: res.Transferred, DurationMS: dur.Milliseconds(), Outcome: cas.OutcomePulled,
+		Transferred: res.Transferred, DurationMS: dur.Milliseconds(), Outcome: cas.OutcomePulled, Private: res.private,
 	}
 	if res.NewPin != nil {
 		r.OwnerID = res.NewPin.OwnerID

@@ -94,6 +94,9 @@ func (p *Puller) fetch(ctx context.Context, req Request, version string, pin pin
 		var err error
 		if pl.store != nil {
 			got, err = p.fromStore(ctx, pl.store, req, version, pin, lease)
+			if c, ok := pl.store.(Credentialed); ok && err == nil && c.Credentialed() {
+				got.desc.Private = true
+			}
 		} else {
 			if pin.owner != nil {
 				if err := pin.owner.CheckOwner(req.Name.Scope, pl.label, 0); err != nil {

@@ -41,6 +41,16 @@ type Descriptor struct {
 	Size     int64
 	Origin   string // the store's address, e.g. oci://127.0.0.1:5000/murmur or oci-layout:/srv/store
 	Title    string // the file name, e.g. grep-1.2.0.mur.zip
+	// Private is set when the place needed the user's credentials to serve it: a private
+	// repository, or a registry that asked for auth. A mirror only a project names never
+	// receives it (mirror.go).
+	Private bool
+}
+
+// Credentialed is implemented by a store that can say whether it sent the user's credentials.
+type Credentialed interface {
+	// Credentialed reports whether the store authenticated with the user's credentials.
+	Credentialed() bool
 }
 
 // Store holds packed artifacts and answers by name, version and digest. It is not meant for

@@ -173,13 +173,18 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 		}{out, rep.Moved, rep.Declared, rep.Removed}, err)
 	}
 	// A store that failed other than by lacking the artifact is worth a line, once per
-	// command: the chain fell through it (fallback: any-error).
+	// command: the chain fell through it (fallback: any-error). One that served bad bytes is
+	// told even under -q: the user must hear of it.
 	warned := map[string]bool{}
 	for _, r := range rep.Results {
 		for _, s := range r.Skipped {
 			if s.Token != "not-found" && !warned[s.Place] {
 				warned[s.Place] = true
-				e.Progress("mur: warning: %s: skipped %s: %s: %s", r.Name, s.Place, s.Token, s.Reason)
+				if s.IntegrityFailure() {
+					e.Warn("%s: skipped %s: %s: %s", r.Name, s.Place, s.Token, s.Reason)
+				} else {
+					e.Progress("mur: warning: %s: skipped %s: %s: %s", r.Name, s.Place, s.Token, s.Reason)
+				}
 			}
 		}
 	}
@@ -220,6 +225,9 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 				e.Progress("mur: warning: %s: %s", r.Name, w)
 			}
 		}
+	}
+	if s := fetch.IntegritySummary(rep.Results); s != "" {
+		e.Warn("%s", s)
 	}
 	if len(args) == 0 && p.capsule != nil && len(p.capsule.Artifacts) == 0 {
 		e.Progress("pull: %s declares no artifacts; add one with 'mur add acme/grep@1.2.0'", p.capsule.Path)

@@ -91,6 +91,11 @@ mur warm --mirror oci://registry.internal:5000/murmur   # the fleet's warming ma
 			}
 			rep, err := fetch.Warm(e.ctx, in)
 			pr.finish(err)
+			if rep != nil && !e.g.json {
+				if s := fetch.IntegritySummary(rep.Results); s != "" {
+					e.Warn("%s", s)
+				}
+			}
 			if e.g.json {
 				return jsonThen(e, rep, err)
 			}

@@ -198,6 +198,7 @@ func (r *resolved) sourced(name ref.Name, got digest.Digest) fetch.Sourced {
 			Size:     r.entry.Size,
 			Origin:   r.label,
 			Title:    r.entry.Asset,
+			Private:  r.gh.Private || (r.gh.Visibility != "" && r.gh.Visibility != "public"),
 		},
 		Release: r.entry.Release,
 		Asset:   r.entry.Asset,

@@ -108,6 +108,15 @@ func (a *registryAuth) challenge(ctx context.Context) (*transport.Challenge, aut
 	}
 }
 
+// Credentialed reports whether the registry asked for auth and got the user's credentials: what
+// it serves is then not for a mirror the user did not choose (see fetch.Descriptor.Private).
+func (s *registryStore) Credentialed() bool {
+	a := s.auth
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ch != nil && a.ch.Scheme != "" && a.auth != nil && a.auth != authn.Anonymous
+}
+
 // client is the one way to reach the registry for repository r's pull scope: every manifest,
 // tag list and blob request goes through the transport it returns, which adds the credentials
 // and, for Bearer, the repository's token. It pings and exchanges a token only the first time it

@@ -1,0 +1,126 @@
+package fetch_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/internal/errs"
+)
+
+type aliceKeychain struct{}
+
+func (aliceKeychain) Resolve(authn.Resource) (authn.Authenticator, error) {
+	return &authn.Basic{Username: registrytest.User, Password: registrytest.Password}, nil
+}
+
+// wantNotMirrored checks that a pull kept a credentialed artifact from a project's mirror.
+func wantNotMirrored(t *testing.T, res fetch.Result, mirror fetch.Store) {
+	t.Helper()
+	if res.Mirror != nil || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "only this project's .murmur/config.yaml names it") {
+		t.Fatalf("result: mirror %+v, warnings %q", res.Mirror, res.Warnings)
+	}
+	if _, err := mirror.Resolve(context.Background(), grep, "1.0.0", "linux-x86_64"); !errors.Is(err, errs.NotFound) {
+		t.Fatalf("the project's mirror received a credentialed artifact: %v", err)
+	}
+}
+
+// A cloned project names an attacker's registry as its write-through mirror. What the user's
+// credentials fetch from a registry that asked for auth never goes there, on the pull that
+// fetched it or on a later cache hit; a mirror the operator chose (home config, --mirror) gets
+// it.
+func TestProjectMirrorNeverGetsWhatARegistryLoginFetched(t *testing.T) {
+	private := registrytest.StartInProcessBearer(t, nil)
+	src := openStore(t, "oci://"+private.Addr()+"/murmur", ocistore.Options{Keychain: aliceKeychain{}})
+	p := pack(t, "grep", "1.0.0", 451)
+	push(t, src, grep, "1.0.0", "linux-x86_64", p)
+	_, mirror, _ := mirrorWorld(t)
+
+	w := newWorld(t)
+	pl := w.mirroring(mirror, src)
+	pl.MirrorFromProject = true
+	wantNotMirrored(t, w.mustPull(pl, req(grep, "1.0.0"))[0], mirror)
+
+	pl = w.mirroring(mirror, src)
+	pl.MirrorFromProject = true
+	res := w.mustPull(pl, req(grep, "1.0.0"))[0]
+	if !res.CacheHit {
+		t.Fatalf("the second pull is not a cache hit: %+v", res)
+	}
+	wantNotMirrored(t, res, mirror)
+
+	pl = w.mirroring(mirror, src) // the operator's own mirror
+	res = w.mustPull(pl, req(grep, "1.0.0"))[0]
+	if res.Mirror == nil || !res.Mirror.Pushed {
+		t.Fatalf("the operator's mirror did not receive the artifact: %+v", res.Mirror)
+	}
+}
+
+// The same for a private GitHub repository fetched with GITHUB_TOKEN.
+func TestProjectMirrorNeverGetsAPrivateRelease(t *testing.T) {
+	w, fake, _, _ := sourceWorld(t, 4000, true)
+	_, mirror, _ := mirrorWorld(t)
+	pl := w.sourcePuller(fake)
+	pl.Mirror, pl.MirrorFromProject = mirror, true
+	wantNotMirrored(t, w.mustPull(pl, req(grep, "1.0.0"))[0], mirror)
+}
+
+// A public artifact still goes to the project's mirror: the rule is about credentials.
+func TestProjectMirrorGetsPublicArtifacts(t *testing.T) {
+	w, fake, _, _ := sourceWorld(t, 4000, false)
+	_, mirror, _ := mirrorWorld(t)
+	pl := w.sourcePuller(fake)
+	pl.Mirror, pl.MirrorFromProject = mirror, true
+	res := w.mustPull(pl, req(grep, "1.0.0"))[0]
+	if res.Mirror == nil || !res.Mirror.Pushed || len(res.Warnings) != 0 {
+		t.Fatalf("a public artifact was not written through: %+v, %q", res.Mirror, res.Warnings)
+	}
+}
+
+// Which mirror is the project's own: one only .murmur/config.yaml names.
+func TestConfigSaysWhoseMirrorItIs(t *testing.T) {
+	home := t.TempDir() + "/config.yaml"
+	proj := t.TempDir()
+	write := func(p, s string) {
+		must(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		must(t, os.WriteFile(p, []byte(s), 0o644))
+	}
+	write(proj+"/.murmur/config.yaml", "mirror: oci://evil.example/murmur\n")
+	c, err := fetch.LoadConfig(home, proj)
+	if err != nil || c.Mirror != "oci://evil.example/murmur" || !c.MirrorFromProject {
+		t.Fatalf("project only: %+v, %v", c, err)
+	}
+	write(home, "mirror: oci://evil.example/murmur\n")
+	if c, err = fetch.LoadConfig(home, proj); err != nil || c.MirrorFromProject {
+		t.Fatalf("named by both: %+v, %v", c, err)
+	}
+	write(home, "mirror: oci://team.example/murmur\n")
+	if c, err = fetch.LoadConfig(home, proj); err != nil || c.Mirror != "oci://evil.example/murmur" || !c.MirrorFromProject {
+		t.Fatalf("the home names another: %+v, %v", c, err)
+	}
+}
+
+// The Puller of a command marks the mirror as the project's only when --mirror did not name
+// one: --mirror is the operator's choice, as the home's config is.
+func TestWorkspacePullerMarksAProjectsMirror(t *testing.T) {
+	ws := &fetch.Workspace{Project: fetch.Project{Dir: t.TempDir()}, Config: &fetch.Config{
+		Mirror: "oci://evil.example/m", MirrorFromProject: true,
+	}}
+	rec := newOpenRecorder(t)
+	pl, err := ws.Puller(fetch.PullerOptions{Connections: 1, Open: rec.openers()})
+	if err != nil || !pl.MirrorFromProject {
+		t.Fatalf("the project's mirror: %v, from project %v", err, pl != nil && pl.MirrorFromProject)
+	}
+	pl, err = ws.Puller(fetch.PullerOptions{Mirror: "oci://evil.example/m", Connections: 1, Open: rec.openers()})
+	if err != nil || pl.MirrorFromProject {
+		t.Fatalf("--mirror naming it: %v, from project %v", err, pl != nil && pl.MirrorFromProject)
+	}
+}
