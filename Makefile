@@ -10,8 +10,10 @@ export GOFLAGS := -buildvcs=false
 all: build
 
 # -buildvcs=auto stamps the git revision into the binary (mur version) when built in a clone.
+# mur-provenance, which verifies Sigstore bundles for mur, is installed beside it.
 build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/mur
+	$(GO) build -buildvcs=auto -o $(dir $(BIN))mur-provenance ./cmd/mur-provenance
 
 # The whole suite: every package with the race detector, then the end-to-end suite on the real
 # binary (which ends with the reliability table). It refuses to run without the real registry

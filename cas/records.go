@@ -57,9 +57,22 @@ type Record struct {
 	Error       string        `json:"error,omitempty"`
 	Skipped     []Skip        `json:"skipped,omitempty"` // places asked before Source, and why they did not answer
 	Notes       []string      `json:"notes,omitempty"`   // what the download had to do: continue, start over
+	// Provenance is what the artifact's verified Sigstore bundle proved, when it had one.
+	Provenance *Provenance `json:"provenance,omitempty"`
 	// Private is set when the place needed the user's credentials to serve the blob (a private
 	// repository, a registry that asked for auth).
 	Private bool `json:"private,omitempty"`
+}
+
+// Provenance is the record of a verified bundle: the bundle itself is a blob of the CAS.
+type Provenance struct {
+	Kind         string        `json:"kind"`
+	Bundle       digest.Digest `json:"bundle"`
+	Signer       string        `json:"signer"`
+	OwnerID      int64         `json:"owner_id,omitempty"`
+	RepoID       int64         `json:"repo_id,omitempty"`
+	Repository   string        `json:"repository,omitempty"`
+	SourceCommit string        `json:"source_commit,omitempty"`
 }
 
 func (s *Store) recordsFile() string { return filepath.Join(s.records, "records.jsonl") }

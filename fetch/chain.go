@@ -174,7 +174,11 @@ func stopped(what string, st Store, err error, skipped []Skipped, remaining int)
 	}
 	hint := ""
 	if remaining > 0 {
-		hint = fmt.Sprintf("; %s falls through only when an artifact is not found there (fallback: not-found), so the %d place(s) after it were not asked; to fall through on any failure, write it in stores: as {url: %s, fallback: any-error}", st, remaining, st)
+		places := "the place after it was"
+		if remaining > 1 {
+			places = fmt.Sprintf("the %d places after it were", remaining)
+		}
+		hint = fmt.Sprintf("; %s falls through only when an artifact is not found there (fallback: not-found), so %s not asked; to fall through on any failure, write it in stores: as {url: %s, fallback: any-error}", st, places, st)
 	}
 	return errs.Wrap(err, errs.TokenOf(err), "%s: %s: %s%s%s", what, st, strings.TrimSuffix(errs.Message(err), "."), before, hint)
 }

@@ -136,7 +136,7 @@ func TestChainNotFoundStopsAtAFailure(t *testing.T) {
 	before := w.state()
 	goodBefore := c.goodProxy.Requests("")
 	_, err := w.pull(w.puller(c.unavailable, c.good), req(grep, "1.0.0"))
-	errtest.WantToken(t, err, errs.Network, c.unavailable.String(), "503", "fallback: not-found", "any-error")
+	errtest.WantToken(t, err, errs.Network, c.unavailable.String(), "503", "fallback: not-found", "any-error", "so the place after it was not asked")
 	if n := c.goodProxy.Requests("") - goodBefore; n != 0 {
 		t.Errorf("the store after a failed one got %d requests", n)
 	}

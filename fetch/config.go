@@ -76,6 +76,8 @@ type Config struct {
 	// write-through fail the command.
 	Mirror         string
 	MirrorRequired bool
+	// Provenance is the provenance policy (config_provenance.go).
+	Provenance ProvenanceConfig
 	// MirrorFromProject is set when the mirror is named by the project's .murmur/config.yaml and
 	// not by the home's config.yaml: a cloned project's choice (see Puller.MirrorFromProject).
 	MirrorFromProject bool
@@ -146,6 +148,7 @@ func LoadConfig(homeConfigPath, projectDir string) (*Config, error) {
 		if f.mirrorRequired != nil {
 			c.MirrorRequired = *f.mirrorRequired
 		}
+		mergeProvenance(&c.Provenance, f.provenance)
 	}
 	c.MirrorFromProject = project != nil && project.mirror != "" && (user == nil || user.mirror != project.mirror)
 	return c, nil
@@ -171,6 +174,7 @@ type configFile struct {
 	maxCacheSize   int64
 	mirror         string
 	mirrorRequired *bool
+	provenance     ProvenanceConfig
 	warnings       []string
 }
 
@@ -221,10 +225,16 @@ func parseConfig(data []byte, path, baseDir string) (*configFile, error) {
 			if yamlnode.IsNull(v) {
 				continue
 			}
-			if v.Kind != yaml.SequenceNode {
-				return nil, bad("line %d: stores must be a list of store addresses, found %s", v.Line, yamlnode.Describe(v))
+			items := v.Content
+			switch v.Kind {
+			case yaml.SequenceNode:
+			case yaml.ScalarNode, yaml.MappingNode:
+				// One store needs no list: stores: oci://registry:5000/murmur.
+				items = []*yaml.Node{v}
+			default:
+				return nil, bad("line %d: stores must be a store address or a list of them, found %s", v.Line, yamlnode.Describe(v))
 			}
-			for j, item := range v.Content {
+			for j, item := range items {
 				it, warns, err := parseStoreItem(item, fmt.Sprintf("stores[%d]", j), path)
 				if err != nil {
 					return nil, bad("%s", err)
@@ -314,6 +324,12 @@ func parseConfig(data []byte, path, baseDir string) (*configFile, error) {
 				f.maxCacheSize = n
 			}
 		default:
+			if ok, err := parseProvenanceKey(&f.provenance, k, v, baseDir); ok {
+				if err != nil {
+					return nil, bad("%s", err)
+				}
+				continue
+			}
 			f.warnings = append(f.warnings, fmt.Sprintf("%s: line %d: unknown key %q ignored", path, k.Line, k.Value))
 		}
 	}

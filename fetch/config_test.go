@@ -159,7 +159,8 @@ func TestRefusals(t *testing.T) {
 	cases := []struct{ content, want string }{
 		{"stores: [", "not valid YAML"},
 		{"- a\n- b\n", "expected a mapping"},
-		{"stores: oci://x/y\n", "stores must be a list"},
+		{"stores: 5000\n", "stores[0]"},
+		{"stores: oci://x/\n", "stores[0]: store \"oci://x\" is not a valid"},
 		{"stores: [ {a: b} ]\n", "stores[0] has no url"},
 		{"stores: [ [x] ]\n", "stores[0] must be an address or {url: ADDRESS, plain_http: true, fallback: any-error}"},
 		{"stores:\n  - url: oci://r:5000/m\n    plain_http: maybe\n", "line 3: stores[0].plain_http must be true or false"},
@@ -345,5 +346,21 @@ mirror_required: false
 	c, err = LoadConfig(homeCfg, "")
 	if err != nil || !c.MirrorRequired || c.Fallbacks["oci://team:5000/murmur"] != FallbackNotFound {
 		t.Fatalf("home alone: %+v, %v", c, err)
+	}
+}
+
+// One store needs no list, and a trailing slash names the same store.
+func TestStoresAsOneAddress(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, ".murmur", "config.yaml"), "stores: oci://registry.internal:5000/murmur/\nmirror: {url: oci://mirror:5000/m/}\n")
+	c, err := LoadConfig("", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Stores) != 1 || c.Stores[0] != "oci://registry.internal:5000/murmur" {
+		t.Fatalf("stores %q", c.Stores)
+	}
+	if got := CleanStoreAddress("oci-layout:/srv/store//"); got != "oci-layout:/srv/store" {
+		t.Errorf("CleanStoreAddress = %q", got)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch/attest"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/lock"
@@ -133,6 +134,10 @@ type PullerOptions struct {
 	// Evict removes what derives from a blob that cache.max_size trims (see Puller.Evict).
 	Evict func(ctx context.Context, d digest.Digest, dryRun bool) []string
 	Open  Openers
+	// Verifier checks provenance bundles under config.yaml's policy; Provenance is
+	// --provenance, over every scope's policy ("" for none).
+	Verifier   attest.Verifier
+	Provenance string
 }
 
 // Puller assembles the one Puller of a command: packed files first, then --store in the order
@@ -149,6 +154,7 @@ func (w *Workspace) Puller(o PullerOptions) (*Puller, error) {
 	var addrs []string
 	plain := map[string]bool{}
 	for _, a := range o.Stores {
+		a = CleanStoreAddress(a)
 		if err := ValidateStoreAddress(a); err != nil {
 			return nil, err
 		}
@@ -174,12 +180,14 @@ func (w *Workspace) Puller(o PullerOptions) (*Puller, error) {
 		CAS: o.CAS, Stores: stores, Offline: o.Offline, Platform: o.Platform, Jobs: o.Jobs,
 		Events: o.Events, Warn: o.Warn, Evict: o.Evict, Connections: o.Connections,
 		Fallbacks: w.Config.Fallbacks, MaxCacheSize: w.Config.MaxCacheSize,
+		Verifier: o.Verifier, Policy: w.Config.ProvenanceFor, ProvenanceOverride: o.Provenance,
 	}
 	if o.Open.Source != nil {
 		p.Source = o.Open.Source(w.Config.SourceFor)
 	}
 	addr, plainMirror := w.Config.Mirror, w.Config.PlainHTTP[w.Config.Mirror]
 	if o.Mirror != "" {
+		o.Mirror = CleanStoreAddress(o.Mirror)
 		if !strings.HasPrefix(o.Mirror, SchemeOCI) {
 			return nil, errs.New(errs.Usage, "--mirror %q is not a registry; write oci://HOST[:PORT]/PREFIX (a folder is filled with 'mur warm --layout DIR')", o.Mirror)
 		}

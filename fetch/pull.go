@@ -14,6 +14,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch/attest"
 	"github.com/murmur-nexus/mur/fetch/internal/download"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/manifest"
@@ -79,6 +80,8 @@ type Result struct {
 	Connections int `json:"connections,omitempty"`
 	// Mirror is the write-through of the artifact to the mirror registry, when one is set.
 	Mirror *MirrorPush `json:"mirror,omitempty"`
+	// Provenance is what the artifact's verified Sigstore bundle proved, when this pull checked one.
+	Provenance *cas.Provenance `json:"provenance,omitempty"`
 
 	compile digest.Digest // a fresh payload waiting for the compile queue
 	private bool          // fetched with the user's credentials, now or by an earlier pull
@@ -141,6 +144,13 @@ type Puller struct {
 	// artifact fetched with the user's credentials (mirror.go).
 	MirrorFromProject bool
 
+	// Verifier checks Sigstore bundles (attest.Helper runs mur-provenance); nil checks none,
+	// and then refuses only to pull a pin that recorded provenance.
+	Verifier attest.Verifier
+	// Policy is each scope's provenance policy (Config.ProvenanceFor); nil is prefer with the
+	// embedded roots. ProvenanceOverride is --provenance, over every scope's.
+	Policy             func(scope string) ProvenancePolicy
+	ProvenanceOverride string
 	// CASOnly pulls outside a project: into the CAS and the pull records only, with no
 	// murmur.lock and no tools/ (see outside.go).
 	CASOnly bool
@@ -332,6 +342,10 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 	}
 	got, err := p.fetch(ctx, req, version, pin, lease)
 	if err != nil {
+		return res, err
+	}
+	if err := p.checkProvenance(ctx, req, pin, got, &res); err != nil {
+		got.discard()
 		return res, err
 	}
 	if got.w == nil {

@@ -131,6 +131,13 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 		}
 	}
 	register()
+	if got.verified != nil {
+		if err := p.keepBundle(ctx, got.verified); err != nil {
+			prepared.discard()
+			return err
+		}
+		res.Provenance = got.verified.record()
+	}
 	item := &commitItem{size: res.Size, want: d, apply: func(l *lock.Lock) error {
 		if got.newPin != nil {
 			// Another process may have pinned the scope since this pull read the lock.
@@ -148,7 +155,16 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 			// what this platform runs, so it is pinned under this platform's own key.
 			plat = p.platform()
 		}
-		return l.Upsert(req.Name.String(), res.Version, plat, hex, "operator", req.Update)
+		if err := l.Upsert(req.Name.String(), res.Version, plat, hex, "operator", req.Update); err != nil {
+			return err
+		}
+		// A --locked pull changes nothing: what it verified satisfies the pin either way.
+		if got.verified != nil && !p.Locked {
+			if err := l.SetProvenance(req.Name.String(), got.verified.lockEntry()); err != nil {
+				return err
+			}
+		}
+		return nil
 	}}
 	if fresh {
 		item.w = got.w
@@ -200,6 +216,7 @@ func (p *Puller) record(ctx context.Context, req Request, res *Result, start tim
 		r.OwnerID = res.NewPin.OwnerID
 	}
 	r.Notes = res.Notes
+	r.Provenance = res.Provenance
 	for _, sk := range res.Skipped {
 		r.Skipped = append(r.Skipped, cas.Skip{Place: sk.Place, Token: sk.Token, Reason: sk.Reason})
 	}

@@ -24,6 +24,8 @@ type pinned struct {
 	digest   digest.Digest // "" when this platform is not pinned
 	platform string
 	owner    *lock.ScopePin
+	// provenance is what the entry recorded: from then on a verified bundle is required.
+	provenance *lock.Provenance
 }
 
 func (p *Puller) readPin(proj Project, req Request) (pinned, error) {
@@ -42,6 +44,7 @@ func (p *Puller) readPin(proj Project, req Request) (pinned, error) {
 	if e == nil {
 		return pin, nil
 	}
+	pin.provenance = e.Provenance
 	if req.Update {
 		// An update re-resolves, also at the pinned version: the lock-conflict for a moved tag
 		// tells the user to run exactly that, so the old digest must not be enforced here.
@@ -76,6 +79,20 @@ type fetched struct {
 	skipped []Skipped    // the places asked before this one, and why they did not answer
 	stream  *streamStage // the payload, staged as it downloaded; nil when it was not
 	key     hash.Hash    // the compiled cache's key, fed by stream
+	// bundles is the place that served the payload, when it can hold Sigstore bundles;
+	// verified is the one that passed checkProvenance.
+	bundles  BundleFinder
+	verified *verifiedBundle
+}
+
+// discard drops what a refused payload left in its scratch and staging.
+func (f *fetched) discard() {
+	if f.w != nil {
+		f.w.Close()
+	}
+	if f.stream != nil {
+		f.stream.abandon()
+	}
 }
 
 func (p *Puller) fetch(ctx context.Context, req Request, version string, pin pinned, lease *cas.Lease) (*fetched, error) {
@@ -107,6 +124,11 @@ func (p *Puller) fetch(ctx context.Context, req Request, version string, pin pin
 		}
 		if err == nil {
 			got.skipped = skipped
+			if pl.store != nil {
+				got.bundles, _ = pl.store.(BundleFinder)
+			} else {
+				got.bundles, _ = p.Source.(BundleFinder)
+			}
 			return got, nil
 		}
 		if pl.store != nil && errors.Is(err, errs.LockConflict) {

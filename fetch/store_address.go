@@ -22,6 +22,20 @@ var repoPath = regexp.MustCompile(`^[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*(?:/[a-
 
 var hostLabel = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
 
+// CleanStoreAddress is the spelling of a store address that mur keeps and prints: without the
+// trailing slash people often write (oci://registry:5000/murmur/) and with a layout's path
+// cleaned, so that two spellings of one store are one store.
+func CleanStoreAddress(s string) string {
+	s = strings.TrimSpace(s)
+	if rest, ok := strings.CutPrefix(s, SchemeOCI); ok {
+		return SchemeOCI + strings.TrimRight(rest, "/")
+	}
+	if p, ok := strings.CutPrefix(s, SchemeOCILayout); ok && p != "" {
+		return SchemeOCILayout + filepath.Clean(p)
+	}
+	return s
+}
+
 // ValidateStoreAddress accepts `oci://HOST[:PORT]/PREFIX` and `oci-layout:PATH`.
 func ValidateStoreAddress(s string) error {
 	switch {
@@ -111,10 +125,11 @@ type storeItem struct {
 func parseStoreItem(item *yaml.Node, key, path string) (it storeItem, warnings []string, err error) {
 	switch item.Kind {
 	case yaml.ScalarNode:
-		if err := ValidateStoreAddress(item.Value); err != nil {
+		addr := CleanStoreAddress(item.Value)
+		if err := ValidateStoreAddress(addr); err != nil {
 			return it, nil, fmt.Errorf("line %d: %s: %s", item.Line, key, errs.Message(err))
 		}
-		return storeItem{addr: item.Value}, nil, nil
+		return storeItem{addr: addr}, nil, nil
 	case yaml.MappingNode:
 	default:
 		return it, nil, fmt.Errorf("line %d: %s must be an address or {url: ADDRESS, plain_http: true, fallback: any-error}, found %s", item.Line, key, yamlnode.Describe(item))
@@ -136,10 +151,10 @@ func parseStoreItem(item *yaml.Node, key, path string) (it storeItem, warnings [
 	if urlNode == nil || urlNode.Kind != yaml.ScalarNode || urlNode.Value == "" {
 		return it, nil, fmt.Errorf("line %d: %s has no url; write {url: oci://HOST[:PORT]/PREFIX, plain_http: true}", item.Line, key)
 	}
-	if err := ValidateStoreAddress(urlNode.Value); err != nil {
+	it.addr = CleanStoreAddress(urlNode.Value)
+	if err := ValidateStoreAddress(it.addr); err != nil {
 		return it, nil, fmt.Errorf("line %d: %s.url: %s", urlNode.Line, key, errs.Message(err))
 	}
-	it.addr = urlNode.Value
 	if plainNode != nil {
 		if plainNode.Kind != yaml.ScalarNode || plainNode.ShortTag() != "!!bool" {
 			return it, nil, fmt.Errorf("line %d: %s.plain_http must be true or false, found %s", plainNode.Line, key, yamlnode.Describe(plainNode))

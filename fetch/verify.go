@@ -15,6 +15,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch/attest"
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -41,7 +42,11 @@ type VerifyInput struct {
 	SourceFor func(scope string) string // the configured source of a scope, for pin checks
 	Runner    Compiler                  // nil skips the compiled cache
 	Repair    *Puller                   // nil reports only
-	Intent    *Intent                   // murmur.yaml, whose differences with the lock are problems; nil for none
+	// Verifier re-checks the provenance bundles the lock records, offline, under Policy's
+	// trust and signer rules (nil Policy: the embedded roots).
+	Verifier attest.Verifier
+	Policy   func(scope string) ProvenancePolicy
+	Intent   *Intent // murmur.yaml, whose differences with the lock are problems; nil for none
 }
 
 // Problem is one thing that is wrong.
@@ -58,6 +63,8 @@ type VerifyReport struct {
 	Tools    int       `json:"tools"`
 	Compiled int       `json:"compiled"`
 	Problems []Problem `json:"problems"`
+	// Provenance lists the pins whose recorded bundle verified again, with what it proves.
+	Provenance []VerifiedProvenance `json:"provenance,omitempty"`
 }
 
 // Err is the error of a verification that found problems still standing, nil when there are
@@ -232,6 +239,7 @@ func Verify(ctx context.Context, in VerifyInput) (*VerifyReport, error) {
 			in.Runner.Precompile(ctx, wasm)
 		}
 	}
+	verifyProvenance(ctx, in, rep)
 	// Owner pins that can be checked without the network: the pin must still name the source
 	// the configuration would ask.
 	if in.SourceFor != nil {

@@ -38,6 +38,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -90,6 +91,48 @@ type Entry struct {
 	ResolvedVersion string
 	SHA256          Hashes
 	Origin          Origin // OriginOperator unless something else pinned it
+	// Provenance is set once a pull verified the artifact's Sigstore bundle; from then on every
+	// pull of the entry requires a verified bundle, from any store.
+	Provenance *Provenance
+}
+
+// Provenance is what a verified bundle pinned: its kind, the bundle's own digest (the bundle is
+// kept in the CAS) and who signed it.
+type Provenance struct {
+	Kind   string // ProvenanceGitHub or ProvenanceKey
+	Bundle string // sha256:<hex> of the bundle
+	Signer string // the signing workflow (the certificate's SAN), or the key's hint
+}
+
+// The kinds of provenance.
+const (
+	ProvenanceGitHub = "github-attestation"
+	ProvenanceKey    = "key"
+)
+
+// SetProvenance records a verified bundle on name's entry.
+func (l *Lock) SetProvenance(name string, p Provenance) error {
+	e := l.Find(name)
+	if e == nil {
+		return errs.New(errs.Internal, "no entry %s to record provenance on", name)
+	}
+	if msg := describeProvenance(p); msg != "" {
+		return errs.New(errs.Internal, "provenance of %s: %s", name, msg)
+	}
+	e.Provenance = &p
+	return nil
+}
+
+func describeProvenance(p Provenance) string {
+	switch {
+	case p.Kind != ProvenanceGitHub && p.Kind != ProvenanceKey:
+		return fmt.Sprintf("kind must be %s or %s, found %q", ProvenanceGitHub, ProvenanceKey, p.Kind)
+	case !strings.HasPrefix(p.Bundle, "sha256:") || !isHex64(strings.TrimPrefix(p.Bundle, "sha256:")):
+		return fmt.Sprintf("bundle must be sha256:<64 lowercase hex>, found %q", p.Bundle)
+	case p.Signer == "" || len(p.Signer) > 1024:
+		return "signer must be 1 to 1024 characters"
+	}
+	return ""
 }
 
 // Hashes holds exactly one of Any and Platforms. Hashes are lowercase hex, without "sha256:".
@@ -337,7 +380,8 @@ func (l *Lock) ForgetScope(scope string) bool {
 	return true
 }
 
-// Digests lists every pinned hash, of every platform, once each, sorted.
+// Digests lists every pinned hash, of every platform, and every recorded provenance bundle, once
+// each, sorted: the blobs a lock keeps (GC roots, cache export).
 func (l *Lock) Digests() []digest.Digest {
 	seen := map[string]bool{}
 	var out []digest.Digest
@@ -351,6 +395,9 @@ func (l *Lock) Digests() []digest.Digest {
 		add(e.SHA256.Any)
 		for _, h := range e.SHA256.Platforms {
 			add(h)
+		}
+		if e.Provenance != nil {
+			add(strings.TrimPrefix(e.Provenance.Bundle, "sha256:"))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })

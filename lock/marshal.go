@@ -78,6 +78,15 @@ func (l *Lock) Marshal() []byte {
 		b.WriteString("    origin: ")
 		scalar(&b, string(origin))
 		b.WriteByte('\n')
+		if pr := e.Provenance; pr != nil {
+			b.WriteString("    provenance:\n      kind: ")
+			scalar(&b, pr.Kind)
+			b.WriteString("\n      bundle: ")
+			scalar(&b, pr.Bundle)
+			b.WriteString("\n      signer: ")
+			scalar(&b, pr.Signer)
+			b.WriteByte('\n')
+		}
 	}
 	return b.Bytes()
 }

@@ -222,7 +222,7 @@ func (p *parser) entry(i int, n *yaml.Node) (Entry, error) {
 	if nn := fieldNode(n, "name"); nn != nil && nn.Kind == yaml.ScalarNode && nn.Value != "" {
 		what = fmt.Sprintf("artifacts[%d] (%s)", i, nn.Value)
 	}
-	f, err := p.fields(n, what, "name", "resolved_version", "sha256", "origin")
+	f, err := p.fields(n, what, "name", "resolved_version", "sha256", "origin", "provenance")
 	if err != nil {
 		return Entry{}, err
 	}
@@ -256,6 +256,29 @@ func (p *parser) entry(i int, n *yaml.Node) (Entry, error) {
 	}
 	if e.SHA256, err = p.hashes(hn, what); err != nil {
 		return Entry{}, err
+	}
+	if pn := f["provenance"]; pn != nil {
+		if pn.Kind != yaml.MappingNode {
+			return Entry{}, p.fail(pn.Line, "%s: provenance must be a mapping with kind, bundle and signer, found %s; %s", what, yamlnode.Describe(pn), fix)
+		}
+		pf, err := p.fields(pn, what+" provenance", "kind", "bundle", "signer")
+		if err != nil {
+			return Entry{}, err
+		}
+		var prov Provenance
+		if prov.Kind, err = p.scalar(pf, "kind", what+" provenance", pn.Line); err != nil {
+			return Entry{}, err
+		}
+		if prov.Bundle, err = p.scalar(pf, "bundle", what+" provenance", pn.Line); err != nil {
+			return Entry{}, err
+		}
+		if prov.Signer, err = p.scalar(pf, "signer", what+" provenance", pn.Line); err != nil {
+			return Entry{}, err
+		}
+		if msg := describeProvenance(prov); msg != "" {
+			return Entry{}, p.fail(pn.Line, "%s: provenance: %s; %s", what, msg, fix)
+		}
+		e.Provenance = &prov
 	}
 	return e, nil
 }

@@ -37,7 +37,7 @@ mur index grep-1.2.0-linux.mur.zip --scope acme --release v1.2.0 --platform linu
 			if len(args) == 0 || scope == "" {
 				return usagef("mur index needs FILE.mur.zip... and --scope, e.g. 'mur index grep-1.2.0.mur.zip --scope acme --release v1.2.0'")
 			}
-			if err := checkPlatform(platform, false); err != nil {
+			if err := checkPlatform(&platform, false); err != nil {
 				return err
 			}
 			ix, err := github.IndexFiles(args, scope, release, platform)

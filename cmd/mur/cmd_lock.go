@@ -55,7 +55,7 @@ mur lock forget-scope acme --json`,
 }
 
 func runLock(e *env, f *pullFlags, args []string, bump, dryRun, check bool) error {
-	if err := checkPlatform(f.platform, false); err != nil {
+	if err := checkPlatform(&f.platform, false); err != nil {
 		return err
 	}
 	p, l, err := e.openLocked()

@@ -23,6 +23,7 @@ type pullFlags struct {
 	jobs         int
 	connections  int
 	noPrecompile bool
+	provenance   string
 	locked       bool
 	frozen       bool
 	output       string
@@ -37,6 +38,7 @@ func (f *pullFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.connections, "connections", fetch.DefaultConnections, "connections one large blob is fetched over, when its server serves ranges (1: one stream)")
 	fs.StringVar(&f.stores.mirror, "mirror", "", "write every artifact brought in from elsewhere through to this registry (oci://HOST[:PORT]/PREFIX)")
 	fs.BoolVar(&f.noPrecompile, "no-precompile", false, "don't compile wasm payloads after pulling")
+	fs.StringVar(&f.provenance, "provenance", "", "provenance policy for this command, over every scope's: require, prefer or off")
 	fs.BoolVar(&f.locked, "locked", false, "fail with lock-mismatch if murmur.lock does not follow murmur.yaml; write neither")
 	fs.BoolVar(&f.frozen, "frozen", false, "--locked and --offline")
 	fs.StringVarP(&f.output, "output", "o", "", "also write each pulled .mur.zip into this folder")
@@ -86,8 +88,13 @@ func runPull(e *env, f *pullFlags, args []string) error {
 // pullWith is mur pull, and mur add when add is set: the REFs are then declared, moving entries
 // murmur.yaml already has.
 func pullWith(e *env, f *pullFlags, args []string, add bool) error {
-	if err := checkPlatform(f.platform, false); err != nil {
+	if err := checkPlatform(&f.platform, false); err != nil {
 		return err
+	}
+	if f.provenance != "" {
+		if err := fetch.ValidProvenanceMode(f.provenance); err != nil {
+			return usagef("--provenance: %s", errs.Message(err))
+		}
 	}
 	for _, v := range f.from {
 		if err := manifest.CheckFrom(v); err != nil {
@@ -121,6 +128,7 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 	pr := newProgress(e.stderr, e.g.quiet || e.g.json, "pull").watch(e)
 	puller, err := p.puller(e, f.stores, fetch.PullerOptions{
 		CAS: store, Files: files, Platform: f.platform, Jobs: f.jobs, Connections: f.connections, Events: pr.event,
+		Provenance: f.provenance,
 	})
 	if err == nil {
 		puller.CASOnly, puller.Locked = p.capsule == nil, f.locked

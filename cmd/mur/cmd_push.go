@@ -48,7 +48,7 @@ mur push grep-1.2.0.mur.zip --scope acme --plain-http --store oci://registry:500
 			if store == "" {
 				return usagef("mur push needs --store oci://HOST[:PORT]/PREFIX or --store oci-layout:PATH")
 			}
-			if err := checkPlatform(platform, false); err != nil {
+			if err := checkPlatform(&platform, false); err != nil {
 				return err
 			}
 			if e.Offline() {
@@ -58,6 +58,7 @@ mur push grep-1.2.0.mur.zip --scope acme --plain-http --store oci://registry:500
 			if err != nil {
 				return err
 			}
+			store = fetch.CleanStoreAddress(store)
 			if err := fetch.ValidateStoreAddress(store); err != nil {
 				return err
 			}

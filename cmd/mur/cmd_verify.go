@@ -22,7 +22,10 @@ func verifyCmd() *command {
 		short: "check murmur.lock against the CAS, tools/ and the compiled cache",
 		long: `Re-hashes every blob murmur.lock pins (using every core), checks the staged tools/
 against their digests, the compiled cache and the owner pins it can check offline, and that
-murmur.lock follows murmur.yaml. One line per problem; exit 1 if there is any. --repair fetches and restores what it can.`,
+murmur.lock follows murmur.yaml. One line per problem; exit 1 if there is any. A blob whose
+bytes no longer match its digest is moved to $MURMUR_HOME/cas/quarantine/ even without
+--repair, so that nothing runs it; 'mur cache gc' removes it in time. --repair fetches and
+restores what it can.`,
 		examples: `mur verify
 mur verify --platform all
 mur verify --repair --store oci://registry.internal:5000/murmur
@@ -41,7 +44,7 @@ mur verify --json`,
 			if len(args) > 0 {
 				return usagef("mur verify takes no arguments, found %q", args)
 			}
-			if err := checkPlatform(platform, true); err != nil {
+			if err := checkPlatform(&platform, true); err != nil {
 				return err
 			}
 			p, l, err := e.openLocked()
@@ -58,6 +61,7 @@ mur verify --json`,
 			in := fetch.VerifyInput{
 				Project: p.Project, Lock: l, CAS: store, Platform: platform,
 				SourceFor: p.cfg.SourceFor, Intent: p.intent(),
+				Verifier: e.verifier(), Policy: p.cfg.ProvenanceFor,
 			}
 			runner, rerr := sandbox.New(e.ctx, p.runnerOptions(nil))
 			if rerr == nil {

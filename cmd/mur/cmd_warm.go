@@ -46,7 +46,7 @@ mur warm --mirror oci://registry.internal:5000/murmur   # the fleet's warming ma
 			if len(args) > 0 {
 				return usagef("mur warm takes no arguments, found %q; it warms what murmur.lock pins", args)
 			}
-			if err := checkPlatform(platform, true); err != nil {
+			if err := checkPlatform(&platform, true); err != nil {
 				return err
 			}
 			p, l, err := e.openLocked()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"os/exec"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -170,5 +171,19 @@ func TestCompletion(t *testing.T) {
 	}
 	if code, _, errOut := runMur(t, "completion", "tcsh"); code != 2 || !strings.Contains(errOut, "bash, zsh or fish") && !strings.Contains(errOut, "bash, zsh, fish") {
 		t.Errorf("completion tcsh: exit %d, %s", code, errOut)
+	}
+}
+
+// sigstore-go's package initialisation costs tens of milliseconds per process; mur must never
+// link it, so that `mur run` and warm pulls stay fast. mur-provenance does the verifying.
+func TestMurNeverLinksSigstore(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/murmur-nexus/mur/cmd/mur").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if strings.Contains(pkg, "sigstore") || strings.Contains(pkg, "go-openapi") {
+			t.Fatalf("cmd/mur links %s; keep sigstore-go behind fetch/attest.Helper", pkg)
+		}
 	}
 }

@@ -20,7 +20,10 @@ func plural(n int, one string, many ...string) string {
 
 // checkPlatform is the one check of every command's --platform: empty (this machine's), any,
 // a known platform tag, and "all" where the command can act on every platform the lock names.
-func checkPlatform(value string, allowAll bool) error {
+// It rewrites the OCI spelling (linux/arm64) to mur's tag in place.
+func checkPlatform(platform *string, allowAll bool) error {
+	*platform = ref.NormalizePlatform(*platform)
+	value := *platform
 	if value == "" || (allowAll && value == "all") {
 		return nil
 	}

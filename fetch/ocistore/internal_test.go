@@ -81,3 +81,13 @@ func TestLatestIgnoresReferrerTags(t *testing.T) {
 		t.Fatalf("latest among referrer tags only: %v, want not-found", err)
 	}
 }
+
+// The '+'/'_' explanation is given only when a '+' is involved.
+func TestSharedTagSaysWhy(t *testing.T) {
+	if s := sharedTag("1.0.0+build", "1.0.0_build"); !strings.Contains(s, "'+' is stored as '_'") {
+		t.Errorf("with a '+': %q", s)
+	}
+	if s := sharedTag("1.0.0", "2.0.0"); strings.Contains(s, "'+'") {
+		t.Errorf("without a '+': %q", s)
+	}
+}

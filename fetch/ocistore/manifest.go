@@ -364,7 +364,7 @@ func resolveTag(ctx context.Context, r manifestReader, repo, tag string, name re
 		return fetch.Descriptor{}, err
 	}
 	if version != ref.Latest && d.Version != version {
-		return fetch.Descriptor{}, errs.New(errs.NotFound, "%s holds version %q, not %q (the two share a tag because '+' is stored as '_')", r.where(repo, tag), d.Version, version)
+		return fetch.Descriptor{}, errs.New(errs.NotFound, "%s holds version %q, not %q (%s)", r.where(repo, tag), d.Version, version, sharedTag(d.Version, version))
 	}
 	return d, nil
 }
@@ -400,7 +400,7 @@ func planPush(ctx context.Context, r manifestReader, repo, tag string, desc fetc
 			return pushPlan{}, err
 		}
 		if held.Version != desc.Version {
-			return pushPlan{}, errs.New(errs.LockConflict, "%s already holds version %q, which shares the tag with %q because '+' is stored as '_'; publish under another version", r.where(repo, tag), held.Version, desc.Version)
+			return pushPlan{}, errs.New(errs.LockConflict, "%s already holds version %q under the tag of %q (%s); publish under another version", r.where(repo, tag), held.Version, desc.Version, sharedTag(held.Version, desc.Version))
 		}
 		if held.Platform == desc.Platform {
 			if held.Digest != desc.Digest {
@@ -476,4 +476,13 @@ func latestTag(where string, name ref.Name, all []string) (string, error) {
 		return "", errs.New(errs.Usage, "%s holds versions of %s (%s) but none is a semantic version, so latest means nothing; ask for one explicitly, e.g. %s@%s", where, name, strings.Join(shown, ", "), name, ref.VersionFromTag(tags[0]))
 	}
 	return byVersion[best], nil
+}
+
+// sharedTag says why two versions meet under one tag: '+', which tags can't hold, is stored as
+// '_'; without a '+' in either, the tag was written by hand, or by another tool.
+func sharedTag(a, b string) string {
+	if strings.Contains(a, "+") || strings.Contains(b, "+") {
+		return "the two share a tag because '+' is stored as '_'"
+	}
+	return "the tag names another version than its own; it was written by hand or by another tool"
 }

@@ -11,7 +11,6 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
-	"io"
 	"strings"
 	"time"
 
@@ -25,15 +24,12 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature/options"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/murmur-nexus/mur/fetch/attest"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
-// TrustedKey is one entry of trusted_keys in config.yaml: a hint (the name a bundle's publicKey
-// carries) and the PEM of the public key.
-type TrustedKey struct {
-	Hint string `yaml:"hint" json:"hint"`
-	PEM  string `yaml:"pem" json:"pem"`
-}
+// TrustedKey is one entry of trusted_keys.
+type TrustedKey = attest.TrustedKey
 
 type trustedKey struct {
 	verifier signature.Verifier
@@ -90,17 +86,6 @@ type expiringVerifier struct{ signature.Verifier }
 
 func (expiringVerifier) ValidAtTime(time.Time) bool { return true }
 
-func sha512Of(content io.Reader) ([]byte, error) {
-	if content == nil {
-		return nil, errs.New(errs.Internal, "an Ed25519 signature needs the artifact's content")
-	}
-	h := sha512.New()
-	if _, err := io.Copy(h, content); err != nil {
-		return nil, errs.Wrap(err, errs.IO, "reading the artifact: %v", err)
-	}
-	return h.Sum(nil), nil
-}
-
 func verifyKeyed(b *bundle.Bundle, vc verify.VerificationContent, sum []byte, want Expect, roots *Roots) (Facts, error) {
 	hint := ""
 	if pk := vc.PublicKey(); pk != nil {
@@ -124,9 +109,9 @@ func verifyKeyed(b *bundle.Bundle, vc verify.VerificationContent, sum []byte, wa
 	if sc, err := b.SignatureContent(); err == nil && sc.MessageSignatureContent() != nil && sc.MessageSignatureContent().DigestAlgorithm() == "SHA2_512" {
 		// Ed25519ph: the signed digest is SHA-512, computed here from the artifact, whose
 		// SHA-256 the caller has already checked against the pin.
-		algo = "sha512"
-		if artifactSum, err = sha512Of(want.content()); err != nil {
-			return Facts{}, err
+		algo, artifactSum = "sha512", want.SHA512
+		if len(artifactSum) != sha512.Size {
+			return Facts{}, errs.New(errs.Internal, "verifying the Ed25519 signature of %s needs the artifact's SHA-512", want.Artifact)
 		}
 	}
 	if _, err := v.Verify(b, verify.NewPolicy(verify.WithArtifactDigest(algo, artifactSum), verify.WithKey())); err != nil {
@@ -140,8 +125,8 @@ func verifyKeyed(b *bundle.Bundle, vc verify.VerificationContent, sum []byte, wa
 // and returns a bundle v0.3 with a publicKey hint and a messageSignature, the shape
 // `cosign verify-blob --bundle --key` accepts. The hint is the key's SHA-256 fingerprint.
 // ECDSA signs the zip's SHA-256 digest. Ed25519 can only sign a SHA-512 digest (Ed25519ph), so
-// for it content is read once to compute that; it may be nil for ECDSA keys.
-func SignDigest(keyPEM []byte, artifact digest.Digest, content io.Reader) (bundleJSON []byte, hint string, err error) {
+// it signs sha512sum, the zip's SHA-512, which may be nil for ECDSA keys.
+func SignDigest(keyPEM []byte, artifact digest.Digest, sha512sum []byte) (bundleJSON []byte, hint string, err error) {
 	block, _ := pem.Decode(keyPEM)
 	if block == nil {
 		return nil, "", errs.New(errs.Usage, "the signing key is not PEM; give an ECDSA P-256 or Ed25519 private key")
@@ -170,9 +155,10 @@ func SignDigest(keyPEM []byte, artifact digest.Digest, content io.Reader) (bundl
 		sig, err = ecdsa.SignASN1(rand.Reader, k, sum)
 		pub = k.Public()
 	case ed25519.PrivateKey:
-		if sum, err = sha512Of(content); err != nil {
-			return nil, "", err
+		if len(sha512sum) != sha512.Size {
+			return nil, "", errs.New(errs.Internal, "an Ed25519 signature needs the artifact's SHA-512")
 		}
+		sum = sha512sum
 		algo = protocommon.HashAlgorithm_SHA2_512
 		var s *signature.ED25519phSignerVerifier
 		s, err = signature.LoadED25519phSignerVerifier(k)
@@ -193,7 +179,7 @@ func SignDigest(keyPEM []byte, artifact digest.Digest, content io.Reader) (bundl
 	fp := sha256.Sum256(der)
 	hint = hex.EncodeToString(fp[:])
 	pb := &protobundle.Bundle{
-		MediaType: BundleMediaType,
+		MediaType: attest.BundleMediaType,
 		VerificationMaterial: &protobundle.VerificationMaterial{
 			Content: &protobundle.VerificationMaterial_PublicKey{PublicKey: &protocommon.PublicKeyIdentifier{Hint: hint}},
 		},

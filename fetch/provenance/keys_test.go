@@ -5,13 +5,14 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha512"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
-	"io"
 	"strings"
 	"testing"
 
+	"github.com/murmur-nexus/mur/fetch/attest"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
@@ -37,7 +38,7 @@ func TestKeyedBundles(t *testing.T) {
 	for name, gen := range map[string]func(*testing.T) []byte{"ecdsa-p256": ecdsaPEM, "ed25519": ed25519PEM} {
 		t.Run(name, func(t *testing.T) {
 			priv := gen(t)
-			b, hint, err := SignDigest(priv, zipDigest, strings.NewReader("the grep zip"))
+			b, hint, err := SignDigest(priv, zipDigest, sha512Sum("the grep zip"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -50,7 +51,7 @@ func TestKeyedBundles(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := acmeExpect()
-			want.Content = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader("the grep zip")), nil }
+			want.SHA512 = sha512Sum("the grep zip")
 			facts, err := Verify(b, zipDigest, want, roots)
 			if err != nil {
 				t.Fatalf("keyed bundle: %v", err)
@@ -58,13 +59,16 @@ func TestKeyedBundles(t *testing.T) {
 			if facts.Kind != KindKey || facts.Signer != hint {
 				t.Fatalf("facts = %+v", facts)
 			}
-			if !Names(b, zipDigest) || (name == "ecdsa-p256" && Names(b, otherDigest)) {
+			if !attest.Names(b, zipDigest) || (name == "ecdsa-p256" && attest.Names(b, otherDigest)) {
 				t.Fatal("Names does not tell a message signature's digest apart")
+			}
+			if attest.NeedsSHA512(b) != (name == "ed25519") {
+				t.Fatal("NeedsSHA512 is wrong")
 			}
 			// The same bundle for another artifact, an untrusted key, a key under the hint
 			// that is not the signer's.
 			other := want
-			other.Content = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader("another artifact")), nil }
+			other.SHA512 = sha512Sum("another artifact")
 			if _, err := Verify(b, otherDigest, other, roots); !errors.Is(err, errs.ProvenanceMismatch) {
 				t.Fatalf("other artifact: %v", err)
 			}
@@ -92,4 +96,9 @@ func TestSignDigestRefusesOtherKeys(t *testing.T) {
 	if _, err := mustEmbedded(t).WithKeys([]TrustedKey{{Hint: "x", PEM: "nope"}}); !errors.Is(err, errs.InvalidConfig) {
 		t.Fatalf("bad trusted key: %v", err)
 	}
+}
+
+func sha512Sum(s string) []byte {
+	h := sha512.Sum512([]byte(s))
+	return h[:]
 }

@@ -1,7 +1,8 @@
 // Package provenance verifies Sigstore bundles offline: GitHub artifact attestations, tied to the
 // numeric owner and repository ids that murmur.lock pins, and keyed signatures for team
-// registries. It is the only package of mur that imports sigstore-go, so that commands which
-// verify nothing never pay for its package initialisation.
+// registries. It is the only package of mur that imports sigstore-go, and only the
+// mur-provenance helper links it, so that commands which verify nothing never pay for its package
+// initialisation (see fetch/attest).
 //
 // Verification is gh's per-instance policy (the public-good instance needs an SCT, a
 // transparency-log entry and an observer timestamp; GitHub's own instance a signed timestamp),
@@ -12,12 +13,9 @@
 package provenance
 
 import (
-	"bytes"
 	"crypto/x509"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"io"
 	"strconv"
 	"strings"
 
@@ -25,75 +23,23 @@ import (
 	"github.com/sigstore/sigstore-go/pkg/bundle"
 	"github.com/sigstore/sigstore-go/pkg/verify"
 
+	"github.com/murmur-nexus/mur/fetch/attest"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
-// The kinds of provenance a lock entry records.
-const (
-	KindGitHub = "github-attestation"
-	KindKey    = "key"
+// Aliases of attest's types, so that callers in process (tests, mur-provenance) need one import.
+type (
+	Expect = attest.Expect
+	Facts  = attest.Facts
 )
 
 const (
-	// BundleMediaType is the media type of the Sigstore bundles mur reads and writes.
-	BundleMediaType = "application/vnd.dev.sigstore.bundle.v0.3+json"
-	// SLSAProvenanceV1 is the only predicate an attestation may carry.
-	SLSAProvenanceV1 = "https://slsa.dev/provenance/v1"
-	// GitHubActionsIssuer is the only OIDC issuer an attestation's certificate may name.
-	GitHubActionsIssuer = "https://token.actions.githubusercontent.com"
+	KindGitHub          = attest.KindGitHub
+	KindKey             = attest.KindKey
+	SLSAProvenanceV1    = attest.SLSAProvenanceV1
+	GitHubActionsIssuer = attest.GitHubActionsIssuer
 	githubHosted        = "github-hosted"
 )
-
-// Expect is what an attestation must show: the pins of murmur.lock and the scope's policy.
-type Expect struct {
-	Artifact        string // "acme/grep@1.2.0", for messages
-	Scope           string // for the forget-scope hint
-	OwnerID         int64  // GitHub's numeric owner id the lock pins
-	RepoID          int64  // GitHub's numeric repository id the lock pins
-	AllowSelfHosted bool   // accept a runner environment other than github-hosted
-	SignerWorkflow  string // when set, a prefix the certificate's SAN must start with
-
-	// Content opens the artifact's bytes, already checked against its SHA-256. Only an
-	// Ed25519 keyed bundle needs it, since Ed25519ph signs a SHA-512 digest.
-	Content func() (io.ReadCloser, error)
-}
-
-func (e Expect) content() io.Reader {
-	if e.Content == nil {
-		return nil
-	}
-	rc, err := e.Content()
-	if err != nil {
-		return errReader{err}
-	}
-	return closingReader{rc}
-}
-
-type errReader struct{ err error }
-
-func (r errReader) Read([]byte) (int, error) { return 0, r.err }
-
-// closingReader closes the artifact once it has been read to its end.
-type closingReader struct{ rc io.ReadCloser }
-
-func (r closingReader) Read(p []byte) (int, error) {
-	n, err := r.rc.Read(p)
-	if err != nil {
-		r.rc.Close()
-	}
-	return n, err
-}
-
-// Facts is what a verified bundle proves, for the lock, the records and `mur verify --json`.
-type Facts struct {
-	Kind         string `json:"kind"`
-	Signer       string `json:"signer"`
-	OwnerID      int64  `json:"owner_id,omitempty"`
-	RepoID       int64  `json:"repo_id,omitempty"`
-	Repository   string `json:"repository,omitempty"`
-	SourceCommit string `json:"source_commit,omitempty"`
-	Runner       string `json:"runner,omitempty"`
-}
 
 // Verify checks bundleJSON against the artifact's digest, the pins in want and the trusted
 // roots, entirely offline. A bundle that is well-formed but says something else is a
@@ -194,51 +140,6 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
-}
-
-// Statement is the part of an in-toto statement mur reads without verifying, to find which
-// subjects a bundle speaks for (an OCI referrer's or a release asset's).
-type statement struct {
-	Subject []struct {
-		Digest map[string]string `json:"digest"`
-	} `json:"subject"`
-}
-
-// Names reports whether bundleJSON may speak for artifact, without verifying anything: a cheap
-// filter before Verify when a store holds several bundles.
-func Names(bundleJSON []byte, artifact digest.Digest) bool {
-	var raw struct {
-		DSSE *struct {
-			Payload []byte `json:"payload"`
-		} `json:"dsseEnvelope"`
-		Message *struct {
-			Digest struct {
-				Algorithm string `json:"algorithm"`
-				Digest    []byte `json:"digest"`
-			} `json:"messageDigest"`
-		} `json:"messageSignature"`
-	}
-	if json.Unmarshal(bundleJSON, &raw) != nil {
-		return false
-	}
-	switch {
-	case raw.DSSE != nil:
-		var st statement
-		if json.Unmarshal(raw.DSSE.Payload, &st) != nil {
-			return false
-		}
-		for _, s := range st.Subject {
-			if s.Digest["sha256"] == artifact.Encoded() {
-				return true
-			}
-		}
-	case raw.Message != nil && raw.Message.Digest.Algorithm == "SHA2_512":
-		return true // Ed25519ph signs a SHA-512 digest: only Verify, with the content, can tell
-	case raw.Message != nil:
-		sum, err := hex.DecodeString(artifact.Encoded())
-		return err == nil && bytes.Equal(sum, raw.Message.Digest.Digest)
-	}
-	return false
 }
 
 var errNoKey = errors.New("no trusted key")

@@ -154,6 +154,26 @@ func ValidatePlatform(p string) error {
 	return errs.New(errs.Usage, "platform %q is not one of any, %s", p, strings.Join(KnownPlatforms, ", "))
 }
 
+// NormalizePlatform turns the OCI spelling of a platform (linux/arm64, darwin/amd64) and Go's
+// architecture names into mur's tag (linux-aarch64, darwin-x86_64); anything else comes back as
+// given, for ValidatePlatform to judge.
+func NormalizePlatform(p string) string {
+	os, arch, ok := strings.Cut(p, "/")
+	if !ok {
+		os, arch, ok = strings.Cut(p, "-")
+	}
+	if !ok || (os != "linux" && os != "darwin") {
+		return p
+	}
+	switch arch {
+	case "amd64", "x86_64":
+		return os + "-x86_64"
+	case "arm64", "aarch64", "arm64/v8":
+		return os + "-aarch64"
+	}
+	return p
+}
+
 // HostPlatform is the platform tag of the running machine, or "any" where mur knows no tag.
 func HostPlatform() string {
 	arch := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH]

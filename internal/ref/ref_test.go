@@ -184,3 +184,16 @@ func TestParseDigest(t *testing.T) {
 		t.Error("DigestFromHex(xyz) succeeded")
 	}
 }
+
+// The OCI spelling, which crane, oras and docker take, is accepted for mur's own.
+func TestNormalizePlatform(t *testing.T) {
+	for in, want := range map[string]string{
+		"linux/arm64": "linux-aarch64", "linux/arm64/v8": "linux-aarch64", "linux/amd64": "linux-x86_64",
+		"darwin/arm64": "darwin-aarch64", "linux-amd64": "linux-x86_64", "linux-aarch64": "linux-aarch64",
+		"any": "any", "windows/amd64": "windows/amd64", "linux/riscv64": "linux/riscv64", "bogus": "bogus",
+	} {
+		if got := NormalizePlatform(in); got != want {
+			t.Errorf("NormalizePlatform(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -34,7 +34,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	murBin = filepath.Join(dir, "mur")
-	build := exec.Command("go", "build", "-o", murBin, "github.com/murmur-nexus/mur/cmd/mur")
+	// mur-provenance sits beside mur, where mur looks for it, as `make build` installs them.
+	build := exec.Command("go", "build", "-o", dir, "github.com/murmur-nexus/mur/cmd/mur", "github.com/murmur-nexus/mur/cmd/mur-provenance")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building mur:", err)

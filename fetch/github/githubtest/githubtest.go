@@ -3,7 +3,8 @@
 //
 // Three servers on 127.0.0.1 play GitHub's three hosts:
 //   - API (api.github.com) serves, as GitHub documents them, GET /repos/{o}/{r}, /releases/latest,
-//     /releases/tags/{tag} and /releases/assets/{id}. An asset asked for with
+//     /releases/tags/{tag}, /releases/assets/{id} and /attestations/{subject_digest} (whose
+//     bundle_url entries storage serves snappy-compressed). An asset asked for with
 //     `Accept: application/octet-stream` answers 302 to storage. JSON answers carry ETags and
 //     honour If-None-Match. Every API request counts against an optional hourly rate limit.
 //   - Web (github.com) serves /{o}/{r}/releases/download/{tag}/{name}, each asset's
@@ -110,6 +111,8 @@ type Server struct {
 	apiReset    time.Time     // end of the current rate-limit window
 	linkTTL     time.Duration // how long a signed storage link opens
 	expiredTill time.Time     // links signed before this have expired, whatever their TTL
+
+	attestations map[string][]*attestation // by lowercased owner/repo@subject digest
 }
 
 // New starts the fake and closes it when the test ends.
@@ -701,6 +704,8 @@ func (s *Server) serveAPI(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.writeJSON(w, r, body)
+	case len(rest) == 2 && rest[0] == "attestations":
+		s.serveAttestations(w, r, rp, rest[1])
 	case len(rest) == 3 && rest[0] == "releases" && rest[1] == "assets":
 		id, err := strconv.ParseInt(rest[2], 10, 64)
 		s.mu.Lock()
@@ -954,6 +959,10 @@ func (s *Server) serveStorage(rw http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
 		_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>InvalidArgument</Code>` +
 			`<Message>Only one auth mechanism allowed; only the X-Amz-Algorithm query parameter, Signature query string parameter or the Authorization header should be specified</Message></Error>`))
+		return
+	}
+	if rest, isBundle := strings.CutPrefix(r.URL.Path, "/attestations/"); isBundle {
+		s.serveAttestationBundle(w, r, rest)
 		return
 	}
 	idText, ok := strings.CutPrefix(r.URL.Path, "/objects/")

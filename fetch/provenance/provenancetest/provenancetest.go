@@ -1,6 +1,12 @@
-package provenance
+// Package provenancetest mints Sigstore bundles for tests: a small Fulcio of its own whose
+// leaf certificates carry GitHub's OIDs (owner id 1.3.6.1.4.1.57264.1.17, repository id …1.15,
+// runner environment, issuer, SAN workflow), signed with sigstore-go's sign package, and
+// timestamped (GitHub's instance) or logged with an embedded SCT (public good) by sigstore-go's
+// VirtualSigstore. Nothing touches the network.
+package provenancetest
 
 import (
+	"bytes"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -30,11 +36,13 @@ import (
 	"github.com/sigstore/sigstore-go/pkg/testing/ca"
 	"github.com/sigstore/sigstore-go/pkg/tlog"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/murmur-nexus/mur/fetch/attest"
 )
 
-// testCA is a small Fulcio of the tests' own: a root and an intermediate that issue leaf
+// CA is a small Fulcio of the tests' own: a root and an intermediate that issue leaf
 // certificates with GitHub's OIDs, and a VirtualSigstore that timestamps and logs what they sign.
-type testCA struct {
+type CA struct {
 	org       string // "GitHub, Inc." mints GitHub-instance bundles, anything else public-good ones
 	root      *x509.Certificate
 	inter     *x509.Certificate
@@ -44,7 +52,7 @@ type testCA struct {
 	publicish bool
 }
 
-func newTestCA(t *testing.T, org string) *testCA {
+func NewCA(t testing.TB, org string) *CA {
 	t.Helper()
 	rootKey := mustKey(t)
 	now := time.Now()
@@ -66,10 +74,10 @@ func newTestCA(t *testing.T, org string) *testCA {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testCA{org: org, root: rootCert, inter: inter, interKey: interKey, vs: vs, ctKey: mustKey(t), publicish: org != "GitHub, Inc."}
+	return &CA{org: org, root: rootCert, inter: inter, interKey: interKey, vs: vs, ctKey: mustKey(t), publicish: org != "GitHub, Inc."}
 }
 
-func mustKey(t *testing.T) *ecdsa.PrivateKey {
+func mustKey(t testing.TB) *ecdsa.PrivateKey {
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +85,7 @@ func mustKey(t *testing.T) *ecdsa.PrivateKey {
 	return k
 }
 
-func skid(t *testing.T, pub crypto.PublicKey) []byte {
+func skid(t testing.TB, pub crypto.PublicKey) []byte {
 	der, err := x509.MarshalPKIXPublicKey(pub)
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +94,7 @@ func skid(t *testing.T, pub crypto.PublicKey) []byte {
 	return s[:20]
 }
 
-func mustCert(t *testing.T, tmpl, parent *x509.Certificate, pub crypto.PublicKey, key crypto.Signer) *x509.Certificate {
+func mustCert(t testing.TB, tmpl, parent *x509.Certificate, pub crypto.PublicKey, key crypto.Signer) *x509.Certificate {
 	t.Helper()
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, key)
 	if err != nil {
@@ -99,9 +107,9 @@ func mustCert(t *testing.T, tmpl, parent *x509.Certificate, pub crypto.PublicKey
 	return c
 }
 
-// material is the trust a test verifies against: this CA, the VirtualSigstore's TSA and Rekor
+// Material is the trust a test verifies against: this CA, the VirtualSigstore's TSA and Rekor
 // log, and this CA's own CT log. A GitHub-style instance has no logs at all.
-func (c *testCA) material() root.TrustedMaterial {
+func (c *CA) Material() root.TrustedMaterial {
 	m := &testMaterial{cas: []root.CertificateAuthority{&root.FulcioCertificateAuthority{
 		Root: c.root, Intermediates: []*x509.Certificate{c.inter}, URI: "https://fulcio.test",
 	}}, tsas: c.vs.TimestampingAuthorities()}
@@ -130,17 +138,17 @@ func (m *testMaterial) TimestampingAuthorities() []root.TimestampingAuthority   
 func (m *testMaterial) RekorLogs() map[string]*root.TransparencyLog               { return m.rekor }
 func (m *testMaterial) CTLogs() map[string]*root.TransparencyLog                  { return m.ct }
 
-// leaf is what the minted certificate says: Fulcio's GitHub Actions OIDs.
-type leaf struct {
+// Leaf is what the minted certificate says: Fulcio's GitHub Actions OIDs.
+type Leaf struct {
 	SAN, Issuer, Runner, OwnerID, RepoID, RepoURI, Commit string
 	NotBefore, NotAfter                                   time.Time
 	NoTimestamp                                           bool // mint without any time source
 }
 
-func goodLeaf() leaf {
-	return leaf{
+func GoodLeaf() Leaf {
+	return Leaf{
 		SAN:     "https://github.com/acme/murmur-tools/.github/workflows/release.yml@refs/tags/v1.2.0",
-		Issuer:  GitHubActionsIssuer,
+		Issuer:  attest.GitHubActionsIssuer,
 		Runner:  "github-hosted",
 		OwnerID: "1234567", RepoID: "7654321",
 		RepoURI: "https://github.com/acme/murmur-tools",
@@ -148,7 +156,7 @@ func goodLeaf() leaf {
 	}
 }
 
-func derString(t *testing.T, s string) []byte {
+func derString(t testing.TB, s string) []byte {
 	b, err := asn1.MarshalWithParams(s, "utf8")
 	if err != nil {
 		t.Fatal(err)
@@ -160,9 +168,9 @@ func oid(n int) asn1.ObjectIdentifier { return asn1.ObjectIdentifier{1, 3, 6, 1,
 
 // certProvider issues the leaf for sign.Bundle's ephemeral key, the way Fulcio does.
 type certProvider struct {
-	t  *testing.T
-	c  *testCA
-	lf leaf
+	t  testing.TB
+	c  *CA
+	lf Leaf
 }
 
 func (p certProvider) GetCertificate(_ context.Context, kp sign.Keypair, _ *sign.CertificateProviderOptions) ([]byte, error) {
@@ -224,8 +232,8 @@ func (p certProvider) GetCertificate(_ context.Context, kp sign.Keypair, _ *sign
 	return mustCert(t, tmpl, c.inter, pub, c.interKey).Raw, nil
 }
 
-// statement is an in-toto statement for one subject digest.
-func statementFor(subject string, predicateType string) []byte {
+// Statement is an in-toto statement for one subject digest.
+func Statement(subject string, predicateType string) []byte {
 	st := map[string]any{
 		"_type":         "https://in-toto.io/Statement/v1",
 		"subject":       []any{map[string]any{"name": "grep-1.2.0.mur.zip", "digest": map[string]string{"sha256": subject}}},
@@ -236,10 +244,10 @@ func statementFor(subject string, predicateType string) []byte {
 	return b
 }
 
-// mint signs stmt with sigstore-go's sign package and a fresh leaf, then adds what the
+// Mint signs stmt with sigstore-go's sign package and a fresh leaf, then adds what the
 // instance needs: a signed timestamp (GitHub) or a Rekor entry with an inclusion proof
 // (public good, whose SCT is already in the leaf).
-func (c *testCA) mint(t *testing.T, stmt []byte, lf leaf) []byte {
+func (c *CA) Mint(t testing.TB, stmt []byte, lf Leaf) []byte {
 	t.Helper()
 	kp, err := sign.NewEphemeralKeypair(nil)
 	if err != nil {
@@ -290,10 +298,47 @@ func (c *testCA) mint(t *testing.T, stmt []byte, lf leaf) []byte {
 	return out
 }
 
-func mustURL(t *testing.T, s string) *url.URL {
+func mustURL(t testing.TB, s string) *url.URL {
 	u, err := url.Parse(s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// Tamper changes one byte of meaning inside a bundle's signed DSSE payload and keeps the old
+// signature, as an attacker editing the attestation would.
+func Tamper(t testing.TB, b []byte) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	env := m["dsseEnvelope"].(map[string]any)
+	payload, _ := base64.StdEncoding.DecodeString(env["payload"].(string))
+	changed := bytes.Replace(payload, []byte(`buildtypes`), []byte(`buildTypes`), 1)
+	if bytes.Equal(changed, payload) {
+		t.Fatal("Tamper found nothing to change")
+	}
+	env["payload"] = base64.StdEncoding.EncodeToString(changed)
+	out, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TrustedRootJSON is the CA's trust as a Sigstore trusted_root.json, for `trusted_root: FILE`.
+func (c *CA) TrustedRootJSON(t testing.TB) []byte {
+	t.Helper()
+	m := c.Material()
+	tr, err := root.NewTrustedRoot(root.TrustedRootMediaType01, m.FulcioCertificateAuthorities(), m.CTLogs(), m.TimestampingAuthorities(), m.RekorLogs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := tr.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

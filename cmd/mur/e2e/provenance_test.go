@@ -1,0 +1,78 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/fetch/attest"
+	"github.com/murmur-nexus/mur/fetch/provenance/provenancetest"
+)
+
+// TestProvenanceThroughTheBinary: mur pulls acme/hello with a GitHub attestation served through
+// bundle_url, verified by mur-provenance against the project's trusted_root, pins it in the lock,
+// shows it in verify --json and cache records; a second artifact attested by another owner fails
+// with the facts side by side and leaves nothing behind.
+func TestProvenanceThroughTheBinary(t *testing.T) {
+	w, gh, art := githubWorld(t)
+	ca := provenancetest.NewCA(t, "GitHub, Inc.")
+	w.write(".murmur/roots.json", string(ca.TrustedRootJSON(t)))
+	w.write(".murmur/config.yaml", "trusted_root: .murmur/roots.json\nscopes:\n  acme:\n    provenance: require\n")
+	d := digest.Digest("sha256:" + art.SHA256())
+	bundle := ca.Mint(t, provenancetest.Statement(d.Encoded(), attest.SLSAProvenanceV1), provenancetest.GoodLeaf())
+	gh.AddAttestation("acme", "murmur-artifacts", d.String(), bundle, true)
+
+	w.ok("pull", "--no-precompile")
+	e := w.lock().Find("acme/hello")
+	if e.Provenance == nil || e.Provenance.Bundle != digest.FromBytes(bundle).String() || e.Provenance.Signer != provenancetest.GoodLeaf().SAN {
+		t.Fatalf("lock:\n%s", w.lockBytes())
+	}
+	for _, r := range gh.Requests() {
+		if r.Server != "api" && r.Header.Get("Authorization") != "" {
+			t.Fatalf("GITHUB_TOKEN reached %s %s", r.Server, r.Path)
+		}
+	}
+
+	var rep struct {
+		Provenance []struct {
+			Name         string `json:"name"`
+			Signer       string `json:"signer"`
+			OwnerID      int64  `json:"owner_id"`
+			RepoID       int64  `json:"repo_id"`
+			SourceCommit string `json:"source_commit"`
+		} `json:"provenance"`
+	}
+	out := w.ok("verify", "--json")
+	if err := json.Unmarshal([]byte(out.stdout), &rep); err != nil {
+		t.Fatalf("verify --json: %v\n%s", err, out.stdout)
+	}
+	if p := rep.Provenance; len(p) != 1 || p[0].OwnerID != ownerID || p[0].RepoID != repoID || p[0].SourceCommit != provenancetest.GoodLeaf().Commit {
+		t.Fatalf("verify --json provenance: %s", out.stdout)
+	}
+	if rec := w.ok("cache", "records", "--json"); !strings.Contains(rec.stdout, `"source_commit": "`+provenancetest.GoodLeaf().Commit) {
+		t.Fatalf("cache records --json: %s", rec.stdout)
+	}
+
+	// Another artifact, attested by a repository of another owner.
+	evil := provenancetest.GoodLeaf()
+	evil.OwnerID, evil.RepoID, evil.RepoURI = "55", "9990001", "https://github.com/evil/tools"
+	w2, gh2, art2 := githubWorld(t)
+	w2.write(".murmur/roots.json", string(ca.TrustedRootJSON(t)))
+	w2.write(".murmur/config.yaml", "trusted_root: .murmur/roots.json\n")
+	d2 := digest.Digest("sha256:" + art2.SHA256())
+	gh2.AddAttestation("acme", "murmur-artifacts", d2.String(), ca.Mint(t, provenancetest.Statement(d2.Encoded(), attest.SLSAProvenanceV1), evil), false)
+	r := w2.fails("provenance-mismatch", "pull", "--no-precompile")
+	if !strings.Contains(r.stderr, "acme/hello@1.0.0 was attested by repository 9990001 (evil/tools), owner 55; murmur.lock pins owner 1234567, repository 7654321; run 'mur lock forget-scope acme' only if the transfer is expected") {
+		t.Fatalf("the mismatch does not show the facts side by side: %s", r)
+	}
+	if _, err := os.Stat(filepath.Join(w2.project, "tools")); !os.IsNotExist(err) {
+		t.Fatalf("tools/ exists after a refused pull: %v", err)
+	}
+	if w2.lockBytes() != "" || w2.blobCount() != 0 {
+		t.Fatalf("a refused pull left a lock or blobs:\n%s", w2.lockBytes())
+	}
+}

@@ -1,0 +1,242 @@
+package fetch
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/murmur-nexus/mur/fetch/attest"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/yamlnode"
+)
+
+// The provenance keys of config.yaml (see README "Provenance"):
+//
+//	provenance: prefer                  # require | prefer | off, for every scope
+//	trusted_root: sigstore-roots.jsonl  # replaces mur's embedded trusted roots
+//	trusted_keys: [{hint: 3f…, pem: "-----BEGIN PUBLIC KEY-----…"}]
+//	scopes:
+//	  acme:
+//	    provenance: require
+//	    allow_self_hosted: false
+//	    signer_workflow: https://github.com/acme/murmur-tools/.github/workflows/release.yml@
+//	    trusted_keys: [...]
+//
+// A project's values win over the home's, key by key; trusted_keys add up. A relative
+// trusted_root is resolved against the folder the file is written for, as oci-layout paths are.
+
+// The provenance policies.
+const (
+	ProvenanceRequire = "require"
+	ProvenancePrefer  = "prefer"
+	ProvenanceOff     = "off"
+)
+
+// ProvenancePolicy is how a scope's bundles are looked for and checked.
+type ProvenancePolicy struct {
+	Mode            string // ProvenanceRequire, ProvenancePrefer or ProvenanceOff
+	AllowSelfHosted bool
+	SignerWorkflow  string
+	Trust           attest.Trust
+}
+
+// ProvenanceConfig is the merged provenance part of config.yaml.
+type ProvenanceConfig struct {
+	Mode        string
+	TrustedRoot string
+	TrustedKeys []attest.TrustedKey
+	Scopes      map[string]ScopeProvenance
+}
+
+// ScopeProvenance is one scope's entry under scopes:.
+type ScopeProvenance struct {
+	Mode            string
+	AllowSelfHosted *bool
+	SignerWorkflow  string
+	TrustedKeys     []attest.TrustedKey
+}
+
+// ProvenanceFor is scope's policy: its own entry over the file-wide keys, prefer by default.
+func (c *Config) ProvenanceFor(scope string) ProvenancePolicy {
+	pol := ProvenancePolicy{Mode: ProvenancePrefer}
+	if c == nil {
+		return pol
+	}
+	pc := c.Provenance
+	if pc.Mode != "" {
+		pol.Mode = pc.Mode
+	}
+	pol.Trust.RootFile = pc.TrustedRoot
+	pol.Trust.Keys = append(pol.Trust.Keys, pc.TrustedKeys...)
+	if sp, ok := pc.Scopes[scope]; ok {
+		if sp.Mode != "" {
+			pol.Mode = sp.Mode
+		}
+		if sp.AllowSelfHosted != nil {
+			pol.AllowSelfHosted = *sp.AllowSelfHosted
+		}
+		pol.SignerWorkflow = sp.SignerWorkflow
+		pol.Trust.Keys = append(pol.Trust.Keys, sp.TrustedKeys...)
+	}
+	return pol
+}
+
+// ValidProvenanceMode checks a policy word, for --provenance.
+func ValidProvenanceMode(mode string) error {
+	switch mode {
+	case ProvenanceRequire, ProvenancePrefer, ProvenanceOff:
+		return nil
+	}
+	return errs.New(errs.Usage, "provenance must be require, prefer or off, found %q", mode)
+}
+
+// mergeProvenance lays over onto base, key by key.
+func mergeProvenance(base *ProvenanceConfig, over ProvenanceConfig) {
+	if over.Mode != "" {
+		base.Mode = over.Mode
+	}
+	if over.TrustedRoot != "" {
+		base.TrustedRoot = over.TrustedRoot
+	}
+	base.TrustedKeys = append(base.TrustedKeys, over.TrustedKeys...)
+	for scope, sp := range over.Scopes {
+		if base.Scopes == nil {
+			base.Scopes = map[string]ScopeProvenance{}
+		}
+		cur := base.Scopes[scope]
+		if sp.Mode != "" {
+			cur.Mode = sp.Mode
+		}
+		if sp.AllowSelfHosted != nil {
+			cur.AllowSelfHosted = sp.AllowSelfHosted
+		}
+		if sp.SignerWorkflow != "" {
+			cur.SignerWorkflow = sp.SignerWorkflow
+		}
+		cur.TrustedKeys = append(cur.TrustedKeys, sp.TrustedKeys...)
+		base.Scopes[scope] = cur
+	}
+}
+
+// parseProvenanceKey reads one top-level provenance key of a config file; ok is false for a key
+// that is not one of them.
+func parseProvenanceKey(pc *ProvenanceConfig, k, v *yaml.Node, baseDir string) (ok bool, err error) {
+	switch k.Value {
+	case "provenance":
+		pc.Mode, err = provenanceMode(v, "provenance")
+	case "trusted_root":
+		if v.Kind != yaml.ScalarNode || v.Value == "" {
+			return true, fmt.Errorf("line %d: trusted_root must be the path of a Sigstore trusted_root.json, found %s", v.Line, yamlnode.Describe(v))
+		}
+		pc.TrustedRoot = v.Value
+		if !filepath.IsAbs(pc.TrustedRoot) {
+			pc.TrustedRoot = filepath.Join(baseDir, pc.TrustedRoot)
+		}
+	case "trusted_keys":
+		pc.TrustedKeys, err = trustedKeys(v, "trusted_keys")
+	case "scopes":
+		if yamlnode.IsNull(v) {
+			return true, nil
+		}
+		if v.Kind != yaml.MappingNode {
+			return true, fmt.Errorf("line %d: scopes must map scopes to {provenance, allow_self_hosted, signer_workflow, trusted_keys}, found %s", v.Line, yamlnode.Describe(v))
+		}
+		pc.Scopes = map[string]ScopeProvenance{}
+		for i := 0; i+1 < len(v.Content); i += 2 {
+			sk, sv := v.Content[i], v.Content[i+1]
+			if err := ref.ValidateSegment(sk.Value); err != nil {
+				return true, fmt.Errorf("line %d: scopes key %q is not a scope: %s", sk.Line, sk.Value, errs.Message(err))
+			}
+			if _, dup := pc.Scopes[sk.Value]; dup {
+				return true, fmt.Errorf("line %d: scopes.%s appears twice; keep one", sk.Line, sk.Value)
+			}
+			sp, err := scopeProvenance(sk.Value, sv)
+			if err != nil {
+				return true, err
+			}
+			pc.Scopes[sk.Value] = sp
+		}
+	default:
+		return false, nil
+	}
+	return true, err
+}
+
+func scopeProvenance(scope string, v *yaml.Node) (ScopeProvenance, error) {
+	var sp ScopeProvenance
+	if v.Kind != yaml.MappingNode {
+		return sp, fmt.Errorf("line %d: scopes.%s must be a mapping, found %s", v.Line, scope, yamlnode.Describe(v))
+	}
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		k, val := v.Content[i], v.Content[i+1]
+		what := "scopes." + scope + "." + k.Value
+		var err error
+		switch k.Value {
+		case "provenance":
+			sp.Mode, err = provenanceMode(val, what)
+		case "allow_self_hosted":
+			if val.Kind != yaml.ScalarNode || val.ShortTag() != "!!bool" {
+				return sp, fmt.Errorf("line %d: %s must be true or false, found %s", val.Line, what, yamlnode.Describe(val))
+			}
+			b := val.Value == "true"
+			sp.AllowSelfHosted = &b
+		case "signer_workflow":
+			// A prefix of the certificate's SAN: it must name a whole workflow URL, so that it
+			// can't be satisfied by another repository whose name merely starts the same.
+			if val.Kind != yaml.ScalarNode || !validSignerWorkflow(val.Value) {
+				return sp, fmt.Errorf("line %d: %s must be a workflow URL prefix such as https://github.com/OWNER/REPO/.github/workflows/release.yml@, found %s", val.Line, what, yamlnode.Describe(val))
+			}
+			sp.SignerWorkflow = val.Value
+		case "trusted_keys":
+			sp.TrustedKeys, err = trustedKeys(val, what)
+		default:
+			return sp, fmt.Errorf("line %d: unknown key %s; scopes take provenance, allow_self_hosted, signer_workflow and trusted_keys", k.Line, what)
+		}
+		if err != nil {
+			return sp, err
+		}
+	}
+	return sp, nil
+}
+
+func validSignerWorkflow(s string) bool {
+	const base = "https://github.com/"
+	if len(s) <= len(base) || s[:len(base)] != base {
+		return false
+	}
+	// OWNER/REPO/ at least: a prefix that stops inside a repository name would match others.
+	slashes := 0
+	for _, c := range s[len(base):] {
+		if c == '/' {
+			slashes++
+		}
+	}
+	return slashes >= 2
+}
+
+func provenanceMode(v *yaml.Node, what string) (string, error) {
+	if v.Kind != yaml.ScalarNode || ValidProvenanceMode(v.Value) != nil {
+		return "", fmt.Errorf("line %d: %s must be require, prefer or off, found %s", v.Line, what, yamlnode.Describe(v))
+	}
+	return v.Value, nil
+}
+
+func trustedKeys(v *yaml.Node, what string) ([]attest.TrustedKey, error) {
+	if yamlnode.IsNull(v) {
+		return nil, nil
+	}
+	if v.Kind != yaml.SequenceNode {
+		return nil, fmt.Errorf("line %d: %s must be a list of {hint, pem}, found %s", v.Line, what, yamlnode.Describe(v))
+	}
+	var out []attest.TrustedKey
+	for i, item := range v.Content {
+		var k attest.TrustedKey
+		if item.Kind != yaml.MappingNode || item.Decode(&k) != nil || k.Hint == "" || k.PEM == "" {
+			return nil, fmt.Errorf("line %d: %s[%d] must be {hint: HINT, pem: PUBLIC KEY PEM}", item.Line, what, i)
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}

@@ -1,0 +1,181 @@
+package fetch
+
+import (
+	"context"
+	"crypto/sha512"
+	"errors"
+	"io"
+	"strings"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch/attest"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/lock"
+)
+
+// BundleFinder is implemented by the stores and sources that can hold an artifact's Sigstore
+// bundles: GitHub's attestations API and release assets, and OCI referrers. Bundles returns the
+// bundles that may speak for d (unverified), and none, without an error, when there are none.
+type BundleFinder interface {
+	Bundles(ctx context.Context, name ref.Name, version string, d digest.Digest) ([][]byte, error)
+}
+
+// BundleAttacher is implemented by the stores that can keep bundles beside an artifact (OCI
+// referrers), for `mur push` and the write-through mirror.
+type BundleAttacher interface {
+	AttachBundle(ctx context.Context, name ref.Name, version string, d digest.Digest, bundle []byte) error
+}
+
+// verifiedBundle is a bundle that passed, waiting for the pull to commit.
+type verifiedBundle struct {
+	raw   []byte
+	facts attest.Facts
+}
+
+func (v *verifiedBundle) digest() digest.Digest { return digest.FromBytes(v.raw) }
+
+func (v *verifiedBundle) lockEntry() lock.Provenance {
+	return lock.Provenance{Kind: v.facts.Kind, Bundle: v.digest().String(), Signer: v.facts.Signer}
+}
+
+func (v *verifiedBundle) record() *cas.Provenance {
+	f := v.facts
+	return &cas.Provenance{Kind: f.Kind, Bundle: v.digest(), Signer: f.Signer, OwnerID: f.OwnerID, RepoID: f.RepoID,
+		Repository: f.Repository, SourceCommit: f.SourceCommit}
+}
+
+func (p *Puller) provenancePolicy(scope string) ProvenancePolicy {
+	pol := ProvenancePolicy{Mode: ProvenancePrefer}
+	if p.Policy != nil {
+		pol = p.Policy(scope)
+	}
+	if p.ProvenanceOverride != "" {
+		pol.Mode = p.ProvenanceOverride
+	}
+	return pol
+}
+
+// checkProvenance finds and verifies the bundles of what a place served, before anything is
+// committed. A pin that recorded provenance requires it, whatever the policy says; with prefer,
+// an artifact without any bundle is pulled with a no-provenance warning, but a bundle that is
+// there and does not verify always fails the pull.
+func (p *Puller) checkProvenance(ctx context.Context, req Request, pin pinned, got *fetched, res *Result) error {
+	pol := p.provenancePolicy(req.Name.Scope)
+	what := req.Name.String() + "@" + got.desc.Version
+	if pin.provenance != nil && pol.Mode == ProvenanceOff {
+		return errs.New(errs.ProvenanceMissing, "murmur.lock records verified provenance for %s (%s by %s), and --provenance=off would downgrade that pin, so nothing was pulled; pull with provenance, or remove the entry's provenance from murmur.lock if you really accept unsigned bytes",
+			req.Name, pin.provenance.Kind, pin.provenance.Signer)
+	}
+	if pol.Mode == ProvenanceOff || (p.Verifier == nil && pin.provenance == nil) {
+		return nil
+	}
+	if pin.provenance != nil {
+		pol.Mode = ProvenanceRequire
+	}
+	d := got.desc.Digest
+	var candidates [][]byte
+	asked := "the place that served it"
+	if got.bundles != nil {
+		asked = got.desc.Origin
+		found, err := got.bundles.Bundles(ctx, req.Name, got.desc.Version, d)
+		if err != nil {
+			return errs.Wrap(err, errs.TokenOf(err), "looking for the provenance of %s at %s: %s; nothing was pulled", what, asked, errs.Message(err))
+		}
+		for _, b := range found {
+			if attest.Names(b, d) {
+				candidates = append(candidates, b)
+			}
+		}
+	}
+	if pin.provenance != nil {
+		// The bundle the lock recorded goes first, so that a store's copy of it leaves the lock
+		// as it is; when this machine kept it, it proves these bytes without any store.
+		recorded := digest.Digest(pin.provenance.Bundle)
+		if b, err := p.readSmallBlob(ctx, recorded); err == nil && attest.Names(b, d) {
+			candidates = append([][]byte{b}, candidates...)
+		} else {
+			for i, b := range candidates {
+				if digest.FromBytes(b) == recorded {
+					candidates[0], candidates[i] = candidates[i], candidates[0]
+				}
+			}
+		}
+	}
+	if len(candidates) == 0 {
+		if pol.Mode == ProvenanceRequire {
+			why := "scope " + req.Name.Scope + " sets provenance: require"
+			if pin.provenance != nil {
+				why = "murmur.lock recorded a verified bundle for it (" + pin.provenance.Bundle + "), so it is required from every store"
+			}
+			return errs.New(errs.ProvenanceMissing, "%s has no Sigstore bundle at %s, and %s; nothing was pulled. The publisher must attest it (actions/attest-build-provenance) or the store must carry its bundle",
+				what, asked, why)
+		}
+		res.Warnings = append(res.Warnings, string(errs.NoProvenance)+": "+what+" has no provenance bundle at "+asked+"; it was pulled on its digest alone (set provenance: require for scope "+req.Name.Scope+" once its publisher attests)")
+		return nil
+	}
+	if p.Verifier == nil {
+		return errs.New(errs.ProvenanceUnverifiable, "%s needs its provenance checked, and this mur has no verifier; run it with mur-provenance installed", what)
+	}
+	want := attest.Expect{Artifact: what, Scope: req.Name.Scope, AllowSelfHosted: pol.AllowSelfHosted, SignerWorkflow: pol.SignerWorkflow}
+	switch {
+	case got.newPin != nil:
+		want.OwnerID, want.RepoID = got.newPin.OwnerID, got.newPin.RepoID
+	case pin.owner != nil:
+		want.OwnerID, want.RepoID = pin.owner.OwnerID, pin.owner.RepoID
+	}
+	var first error
+	for _, b := range candidates {
+		if attest.NeedsSHA512(b) && want.SHA512 == nil {
+			sum, err := p.sha512Of(ctx, got)
+			if err != nil {
+				return err
+			}
+			want.SHA512 = sum
+		}
+		if want.OwnerID == 0 && !strings.Contains(string(b), `"publicKey"`) {
+			// An attestation proves owner and repository ids, and this scope has none pinned
+			// (it was never pulled from its source): nothing to hold them against.
+			if first == nil {
+				first = errs.New(errs.ProvenanceUnverifiable, "%s carries a GitHub attestation, but murmur.lock pins no owner id for scope %s to check it against; pull it once from its GitHub source (or with --from sources) to pin the owner", what, req.Name.Scope)
+			}
+			continue
+		}
+		facts, err := p.Verifier.Verify(ctx, b, d, want, pol.Trust)
+		if err == nil {
+			got.verified = &verifiedBundle{raw: b, facts: facts}
+			return nil
+		}
+		if first == nil || errors.Is(first, errs.ProvenanceUnverifiable) && !errors.Is(err, errs.ProvenanceUnverifiable) {
+			first = err
+		}
+	}
+	return first
+}
+
+func (p *Puller) readSmallBlob(ctx context.Context, d digest.Digest) ([]byte, error) {
+	return readCASBlob(ctx, p.CAS, d, maxBundleSize)
+}
+
+// maxBundleSize bounds what mur reads as one Sigstore bundle: real ones are a few KB.
+const maxBundleSize = 4 << 20
+
+func (p *Puller) sha512Of(ctx context.Context, got *fetched) ([]byte, error) {
+	h := sha512.New()
+	if got.w != nil {
+		if _, err := io.Copy(h, io.NewSectionReader(got.w, 0, got.w.Size())); err != nil {
+			return nil, err
+		}
+		return h.Sum(nil), nil
+	}
+	return casSHA512(ctx, p.CAS, got.desc.Digest)
+}
+
+// keepBundle puts a verified bundle in the CAS, where the lock's entry and the pull record
+// point; it is called only once every check has passed.
+func (p *Puller) keepBundle(ctx context.Context, v *verifiedBundle) error {
+	_, err := p.CAS.Ingest(ctx, strings.NewReader(string(v.raw)), int64(len(v.raw)), v.digest())
+	return err
+}

@@ -1,0 +1,140 @@
+package fetch
+
+import (
+	"context"
+	"crypto/sha512"
+	"fmt"
+	"io"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch/attest"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/lock"
+)
+
+// VerifiedProvenance is one pin whose recorded bundle `mur verify` checked again, offline.
+type VerifiedProvenance struct {
+	Name   string        `json:"name"`
+	Digest digest.Digest `json:"digest"`
+	Bundle string        `json:"bundle"`
+	attest.Facts
+}
+
+// verifyProvenance re-verifies the bundle of every pin that recorded one, from the CAS and
+// against the lock's own owner and repository ids, without the network. A bundle that is gone
+// or no longer verifies is a problem of kind provenance.
+func verifyProvenance(ctx context.Context, in VerifyInput, rep *VerifyReport) {
+	for i := range in.Lock.Artifacts {
+		e := &in.Lock.Artifacts[i]
+		if e.Provenance == nil {
+			continue
+		}
+		subject := e.Name + " " + e.Provenance.Bundle
+		problem := func(format string, args ...any) {
+			rep.Problems = append(rep.Problems, Problem{Kind: "provenance", Subject: subject, Problem: fmt.Sprintf(format, args...)})
+		}
+		if in.Verifier == nil {
+			problem("murmur.lock records provenance for %s, and this verify has no verifier to check it", e.Name)
+			continue
+		}
+		raw, err := readCASBlob(ctx, in.CAS, digest.Digest(e.Provenance.Bundle), maxBundleSize)
+		if err != nil {
+			problem("the bundle murmur.lock records for %s is not in the CAS (%s); run 'mur pull' or 'mur warm' to fetch it with its artifact", e.Name, errs.Message(err))
+			continue
+		}
+		pol := ProvenancePolicy{Mode: ProvenanceRequire}
+		if in.Policy != nil {
+			pol = in.Policy(scopeOf(e.Name))
+		}
+		want := attest.Expect{Artifact: e.Name + "@" + e.ResolvedVersion, Scope: scopeOf(e.Name), AllowSelfHosted: pol.AllowSelfHosted, SignerWorkflow: pol.SignerWorkflow}
+		if pin, ok := in.Lock.Pin(scopeOf(e.Name)); ok {
+			want.OwnerID, want.RepoID = pin.OwnerID, pin.RepoID
+		}
+		var firstErr error
+		verified := false
+		for _, hex := range entryHashes(e) {
+			d := digest.NewDigestFromEncoded(digest.SHA256, hex)
+			if !attest.Names(raw, d) || !in.CAS.Has(d) {
+				continue
+			}
+			w := want
+			if attest.NeedsSHA512(raw) {
+				if w.SHA512, err = casSHA512(ctx, in.CAS, d); err != nil {
+					firstErr = err
+					continue
+				}
+			}
+			facts, err := in.Verifier.Verify(ctx, raw, d, w, pol.Trust)
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				continue
+			}
+			if facts.Kind != e.Provenance.Kind || facts.Signer != e.Provenance.Signer {
+				firstErr = errs.New(errs.ProvenanceMismatch, "the bundle now proves %s by %s, but murmur.lock recorded %s by %s", facts.Kind, facts.Signer, e.Provenance.Kind, e.Provenance.Signer)
+				continue
+			}
+			rep.Provenance = append(rep.Provenance, VerifiedProvenance{Name: e.Name, Digest: d, Bundle: e.Provenance.Bundle, Facts: facts})
+			verified = true
+			break
+		}
+		switch {
+		case verified:
+		case firstErr != nil:
+			problem("%s: %s", errs.TokenOf(firstErr), errs.Message(firstErr))
+		default:
+			problem("the bundle murmur.lock records for %s speaks for none of its pinned digests held in the CAS", e.Name)
+		}
+	}
+}
+
+func scopeOf(name string) string {
+	for i := 0; i < len(name); i++ {
+		if name[i] == '/' {
+			return name[:i]
+		}
+	}
+	return name
+}
+
+func entryHashes(e *lock.Entry) []string {
+	var out []string
+	if e.SHA256.Any != "" {
+		out = append(out, e.SHA256.Any)
+	}
+	for _, h := range e.SHA256.Platforms {
+		out = append(out, h)
+	}
+	return out
+}
+
+func readCASBlob(ctx context.Context, store *cas.Store, d digest.Digest, limit int64) ([]byte, error) {
+	if d.Validate() != nil {
+		return nil, errs.New(errs.InvalidLock, "%q is not a digest", d)
+	}
+	r, err := store.VerifiedReaderAt(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	if r.Size() > limit {
+		return nil, errs.New(errs.ProvenanceUnverifiable, "blob %s is %d bytes, over the %d a bundle may have", d, r.Size(), limit)
+	}
+	return io.ReadAll(io.NewSectionReader(r, 0, r.Size()))
+}
+
+func casSHA512(ctx context.Context, store *cas.Store, d digest.Digest) ([]byte, error) {
+	r, err := store.ReaderAt(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	h := sha512.New()
+	if _, err := io.Copy(h, io.NewSectionReader(r, 0, r.Size())); err != nil {
+		return nil, err
+	}
+	return h.Sum(nil), nil
+}
