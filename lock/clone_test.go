@@ -14,6 +14,9 @@ func TestCloneIsDeep(t *testing.T) {
 	if err := l.SetPin("acme", ScopePin{Source: "github:acme/murmur-artifacts", OwnerID: 1, RepoID: 2}); err != nil {
 		t.Fatal(err)
 	}
+	if err := l.SetProvenance("acme/grep", Provenance{Kind: ProvenanceKey, Bundle: "sha256:" + hex64('d'), Signer: "release key"}); err != nil {
+		t.Fatal(err)
+	}
 	before := l.Marshal()
 	c := l.Clone()
 	if !bytes.Equal(c.Marshal(), before) {
@@ -26,6 +29,7 @@ func TestCloneIsDeep(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.SetPin("acme", ScopePin{Source: "github:other/murmur-artifacts", OwnerID: 3, RepoID: 4})
+	c.Find("acme/grep").Provenance.Signer = "someone else"
 	if !bytes.Equal(l.Marshal(), before) {
 		t.Fatalf("changing the clone changed the original:\n%s", l.Marshal())
 	}
