@@ -125,7 +125,9 @@ func (p *Puller) PullProject(ctx context.Context, proj Project, in Intent, reqs 
 		}
 	}
 	rep.Moved = compactMoves(rep.Moved)
-	if opt.Locked {
+	if opt.Locked || ctx.Err() != nil {
+		// An interrupted pull winds down at once: what it pinned stays, and the next pull
+		// declares and prunes.
 		return rep, err
 	}
 	var edits []declared

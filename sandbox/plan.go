@@ -30,6 +30,9 @@ import (
 // DefaultMemoryMiB caps guest memory when the capsule sets no limit: murmur.yaml's default.
 const DefaultMemoryMiB = manifest.DefaultMemoryMiB
 
+// DefaultStateMiB is the state store's quota when the capsule sets none: murmur.yaml's default.
+const DefaultStateMiB = manifest.DefaultStateMiB
+
 // Plan is everything a launch opens.
 type Plan struct {
 	Artifact string `json:"artifact"`
@@ -46,8 +49,11 @@ type Plan struct {
 	States    []state.Report `json:"state_stores"`
 	EnvNames  []string       `json:"env"`
 	MemoryMiB int            `json:"memory_mib"`
-	TimeoutS  float64        `json:"timeout_s"`
-	Argv0     string         `json:"argv0"`
+	// StateMiB is the state store's quota, enforced as the guest writes; 0 when no store is
+	// granted.
+	StateMiB int     `json:"state_mib,omitempty"`
+	TimeoutS float64 `json:"timeout_s"`
+	Argv0    string  `json:"argv0"`
 
 	timeout time.Duration
 	layout  layout
@@ -147,6 +153,12 @@ func BuildPlan(in PlanInput) (*Plan, error) {
 	p.MemoryMiB = caps.Limits.MemoryMiB
 	if p.MemoryMiB <= 0 {
 		p.MemoryMiB = DefaultMemoryMiB
+	}
+	if len(p.States) > 0 {
+		p.StateMiB = caps.Limits.StateMiB
+		if p.StateMiB <= 0 {
+			p.StateMiB = DefaultStateMiB
+		}
 	}
 	p.timeout = time.Duration(caps.Limits.TimeoutS) * time.Second
 	if in.Timeout > 0 {
@@ -502,6 +514,12 @@ func (p *Plan) open() (*rootFS, error) {
 	if err != nil {
 		return nil, errs.Wrap(err, errs.IO, "can't mount %s: %v", o.root, err)
 	}
+	if fsys.state != nil {
+		if fsys.state.quota, err = newQuota(fsys.state.dir, int64(p.StateMiB)<<20); err != nil {
+			fsys.Close()
+			return nil, errs.Wrap(err, errs.IO, "can't measure the state store: %v", err)
+		}
+	}
 	return fsys, nil
 }
 
@@ -530,6 +548,14 @@ type Stdio struct {
 // those very folders mounted. It returns the exit status of `mur run`: the guest's own code, or
 // one of the Status values with an error that names the artifact.
 func (r *Runner) RunPlan(ctx context.Context, p *Plan, wasm []byte, args []string, stdio Stdio) (int, error) {
+	if p.layout.store != "" {
+		// Held for the whole run, so that 'mur state rm' can't remove the store under it.
+		release, err := state.Hold(ctx, p.layout.stateDir, p.layout.store)
+		if err != nil {
+			return StatusRunnerFailed, err
+		}
+		defer release()
+	}
 	root, err := p.open()
 	if err != nil {
 		return StatusRunnerFailed, err
@@ -605,5 +631,9 @@ func (p *Plan) Explain(w io.Writer) {
 	if p.timeout > 0 {
 		t = p.timeout.String()
 	}
-	fmt.Fprintf(w, "limits:    memory %d MiB, timeout %s\n", p.MemoryMiB, t)
+	fmt.Fprintf(w, "limits:    memory %d MiB, timeout %s", p.MemoryMiB, t)
+	if p.StateMiB > 0 {
+		fmt.Fprintf(w, ", state %d MiB", p.StateMiB)
+	}
+	fmt.Fprintln(w)
 }

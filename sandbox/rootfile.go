@@ -26,6 +26,7 @@ type osFile[Off ~int64] struct {
 	dev      uint64
 	ino      sys.Inode
 	isDir    bool
+	quota    *quota // the state store's, for a file in it; nil elsewhere
 }
 
 func (f *osFile[Off]) cached() experimentalsys.Errno {
@@ -150,7 +151,12 @@ func (f *osFile[Off]) Write(buf []byte) (int, experimentalsys.Errno) {
 	if len(buf) == 0 {
 		return 0, 0
 	}
+	charged, e := f.charge(len(buf), -1)
+	if e != 0 {
+		return 0, e
+	}
 	n, err := f.file.Write(buf)
+	f.refund(charged, len(buf), n)
 	return n, f.fileErrno(err)
 }
 
@@ -158,7 +164,12 @@ func (f *osFile[Off]) Pwrite(buf []byte, off int64) (int, experimentalsys.Errno)
 	if len(buf) == 0 {
 		return 0, 0
 	}
+	charged, e := f.charge(len(buf), off)
+	if e != 0 {
+		return 0, e
+	}
 	n, err := f.file.WriteAt(buf, off)
+	f.refund(charged, len(buf), n)
 	return n, f.fileErrno(err)
 }
 
@@ -168,6 +179,21 @@ func (f *osFile[Off]) Truncate(size int64) experimentalsys.Errno {
 	}
 	if f.readOnly {
 		return experimentalsys.EROFS
+	}
+	if f.quota != nil {
+		fi, err := f.file.Stat()
+		if err != nil {
+			return errno(err)
+		}
+		if !f.quota.grow(size - fi.Size()) {
+			return errQuota
+		}
+		if err := f.file.Truncate(size); err != nil {
+			f.quota.shrink(size - fi.Size())
+			return f.fileErrno(err)
+		}
+		f.quota.shrink(fi.Size() - size)
+		return 0
 	}
 	return f.fileErrno(f.file.Truncate(size))
 }

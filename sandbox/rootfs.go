@@ -92,7 +92,15 @@ func (r *rootFS) route(p string) (t *tree, rel string, dirOnly, storeRoot bool) 
 // OpenFile implements experimentalsys.FS.
 func (r *rootFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode) (experimentalsys.File, experimentalsys.Errno) {
 	t, rel, dirOnly, _ := r.route(p)
-	return t.open(rel, dirOnly, flag, perm)
+	if t.quota == nil || flag&experimentalsys.O_TRUNC == 0 {
+		return t.open(rel, dirOnly, flag, perm)
+	}
+	freed := t.freedBy(rel)
+	f, e := t.open(rel, dirOnly, flag, perm)
+	if e == 0 {
+		t.quota.shrink(freed)
+	}
+	return f, e
 }
 
 // Lstat implements experimentalsys.FS.
@@ -136,7 +144,12 @@ func (r *rootFS) Rename(from, to string) experimentalsys.Errno {
 	case tf != tt:
 		return experimentalsys.ENOSYS
 	}
-	return tf.rename(relFrom, relTo)
+	freed := tf.freedBy(relTo)
+	e := tf.rename(relFrom, relTo)
+	if e == 0 && relFrom != relTo {
+		tf.quota.shrink(freed)
+	}
+	return e
 }
 
 // Rmdir implements experimentalsys.FS.
@@ -151,7 +164,12 @@ func (r *rootFS) Rmdir(p string) experimentalsys.Errno {
 // Unlink implements experimentalsys.FS.
 func (r *rootFS) Unlink(p string) experimentalsys.Errno {
 	t, rel, _, _ := r.route(p)
-	return t.unlink(rel)
+	freed := t.freedBy(rel)
+	e := t.unlink(rel)
+	if e == 0 {
+		t.quota.shrink(freed)
+	}
+	return e
 }
 
 // Link implements experimentalsys.FS and always refuses: a hard link to a file the guest can
@@ -238,7 +256,7 @@ func (t *tree) open(rel string, dirOnly bool, flag experimentalsys.Oflag, perm f
 					ro = true
 				}
 			}
-			return &rootFile{file: os.NewFile(uintptr(fd), rel), append: flag&experimentalsys.O_APPEND != 0, readOnly: ro}, 0
+			return &rootFile{file: os.NewFile(uintptr(fd), rel), append: flag&experimentalsys.O_APPEND != 0, readOnly: ro, quota: t.quota}, 0
 		}
 		maybeLink := err == unix.ELOOP || err == unix.ENOTDIR && osFlag&unix.O_DIRECTORY != 0
 		if !follow || !maybeLink {

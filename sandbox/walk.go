@@ -40,6 +40,7 @@ type tree struct {
 	// removing one would move a read-only subtree, or put another folder in its place.
 	pinned map[fileID]bool
 	held   []*os.File // the read-only subtrees, held so that their IDs stay theirs
+	quota  *quota     // the state store's; nil for the workdir
 }
 
 // newTree takes ownership of dir and of subtrees, folders the plan opened as read-only

@@ -29,7 +29,10 @@ func toJSONError(err error) *jsonError {
 		return nil
 	}
 	var x *exitCode
-	if errors.As(err, &x) && x.err != nil {
+	if errors.As(err, &x) {
+		if x.err == nil {
+			return nil // a status with nothing to say (mur outdated --exit-code): no error
+		}
 		err = x.err
 	}
 	return &jsonError{Token: errs.TokenOf(err), Message: errs.Message(err)}

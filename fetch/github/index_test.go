@@ -127,7 +127,7 @@ func TestLookup(t *testing.T) {
 		{"acme/grep", "1.10.0", "darwin-x86_64", "1.10.0", "any", true},
 		{"acme/grep", "1.10.0", "any", "1.10.0", "any", true},
 		{"acme/grep", "1.9.0", "linux-x86_64", "1.9.0", "any", true},
-		{"acme/grep", "latest", "linux-x86_64", "2.0.0-rc.1", "any", true},
+		{"acme/grep", "latest", "linux-x86_64", "1.10.0", "linux-x86_64", true}, // the newest release: 2.0.0-rc.1 is a pre-release
 		{"acme/grep", "LATEST", "darwin-aarch64", "3.0.0", "darwin-aarch64", true},
 		{"acme/grep", "1.0.0", "any", "", "", false},
 		{"acme/sed", "1.0.0", "darwin-aarch64", "", "", false},

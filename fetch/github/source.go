@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -316,9 +317,25 @@ func (s *Source) Fetch(ctx context.Context, name ref.Name, version, platform str
 func (s *Source) missing(ix *Index, where string, name ref.Name, version, platform string) error {
 	have := ix.versionsOf(name.String())
 	if len(have) == 0 {
+		var names []string
+		for _, e := range ix.Artifacts {
+			names = append(names, e.Name)
+		}
+		if c := ref.Closest(name.String(), names); c != "" {
+			return errs.New(errs.NotFound, "%s lists no version of %s; did you mean %s?", where, name, c)
+		}
 		return errs.New(errs.NotFound, "%s lists no version of %s; check the name, or ask its publisher to release it", where, name)
 	}
 	list := strings.Join(have, ", ")
+	if len(have) > ref.ShownVersions {
+		var versions []string
+		for _, e := range ix.Artifacts {
+			if e.Name == name.String() && !slices.Contains(versions, e.Version) {
+				versions = append(versions, e.Version)
+			}
+		}
+		list = ref.ListVersions(versions)
+	}
 	if strings.EqualFold(version, ref.Latest) {
 		var usable []string
 		for _, e := range ix.Artifacts {

@@ -273,14 +273,14 @@ func (s *layoutStore) Resolve(ctx context.Context, n ref.Name, version, platform
 			return fetch.Descriptor{}, err
 		}
 		if tag, err = latestTag(s.where(repo, ""), n, tags); err != nil {
-			return fetch.Descriptor{}, err
+			return fetch.Descriptor{}, explainMiss(err, s.addr, n, version, func() ([]string, error) { return tags, nil }, s.artifactNames)
 		}
 	} else if err := ref.ValidateVersion(version); err != nil {
 		return fetch.Descriptor{}, err
 	}
 	d, err := resolveTag(ctx, s, repo, tag, n, version, platform)
 	if err != nil {
-		return fetch.Descriptor{}, err
+		return fetch.Descriptor{}, explainMiss(err, s.addr, n, version, func() ([]string, error) { return s.tags(repo) }, s.artifactNames)
 	}
 	// The payload is read later, by digest; a blob that is missing or cut short is worth
 	// reporting now, while the name and version are at hand.

@@ -263,7 +263,8 @@ func (s *registryStore) Resolve(ctx context.Context, n ref.Name, version, platfo
 		}
 		tags, err := remote.List(r, opts...)
 		if err != nil {
-			return fetch.Descriptor{}, s.classify(err, fmt.Sprintf("listing the versions of %s at %s", n, s.where(repo, "")))
+			err = s.classify(err, fmt.Sprintf("listing the versions of %s at %s", n, s.where(repo, "")))
+			return fetch.Descriptor{}, explainMiss(err, s.addr, n, version, func() ([]string, error) { return nil, err }, func() []string { return s.artifactNames(ctx) })
 		}
 		tag, err = latestTag(s.where(repo, ""), n, tags)
 		if err != nil {
@@ -274,7 +275,7 @@ func (s *registryStore) Resolve(ctx context.Context, n ref.Name, version, platfo
 	}
 	d, err := resolveTag(ctx, s, repo, tag, n, version, platform)
 	if err != nil {
-		return fetch.Descriptor{}, err
+		return fetch.Descriptor{}, explainMiss(err, s.addr, n, version, func() ([]string, error) { return s.registryTags(ctx, repo) }, func() []string { return s.artifactNames(ctx) })
 	}
 	d.Origin = s.addr
 	return d, nil

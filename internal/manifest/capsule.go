@@ -100,6 +100,7 @@ func (c *Capsule) Effective(a *Artifact) Capabilities {
 	}
 	out.Limits.MemoryMiB = minSet(out.Limits.MemoryMiB, n.Limits.MemoryMiB)
 	out.Limits.TimeoutS = minSet(out.Limits.TimeoutS, n.Limits.TimeoutS)
+	out.Limits.StateMiB = minSet(out.Limits.StateMiB, n.Limits.StateMiB)
 	if n.Install.From != nil {
 		out.Install.From = intersect(out.Install.From, n.Install.From)
 	}

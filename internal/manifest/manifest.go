@@ -54,6 +54,7 @@ const FileName = "murmur.yaml"
 const (
 	DefaultMemoryMiB = 512  // the memory cap of a guest when limits.memory_mib is unset
 	MaxMemoryMiB     = 4096 // a wasm32 guest can't address more
+	DefaultStateMiB  = 256  // the state store's quota when limits.state_mib is unset
 )
 
 // The words of install.from (and of pull's --from): the one vocabulary of where a pull may look.
@@ -137,6 +138,7 @@ type Env struct {
 // Limits caps a guest. 0 means unset.
 type Limits struct {
 	MemoryMiB int
+	StateMiB  int // what the guest may keep in its state store; 0 means DefaultStateMiB
 	TimeoutS  int
 }
 
@@ -472,12 +474,17 @@ func (ps *parser) capabilities(n *yaml.Node, prefix string, out *Capabilities, c
 	}
 	if ln := f["limits"]; ln != nil {
 		key := join(prefix, "limits")
-		lf, err := ps.grants(ln, key, "memory_mib", "timeout_s")
+		lf, err := ps.grants(ln, key, "memory_mib", "timeout_s", "state_mib")
 		if err != nil {
 			return err
 		}
 		if m := lf["memory_mib"]; m != nil {
 			if out.Limits.MemoryMiB, err = ps.positive(m, join(key, "memory_mib"), MaxMemoryMiB, "MiB"); err != nil {
+				return err
+			}
+		}
+		if m := lf["state_mib"]; m != nil {
+			if out.Limits.StateMiB, err = ps.positive(m, join(key, "state_mib"), 0, "MiB"); err != nil {
 				return err
 			}
 		}

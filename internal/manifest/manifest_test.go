@@ -189,7 +189,7 @@ func TestUnknownGrantsAreErrors(t *testing.T) {
 		{"name: c\ncapabilities:\n  network: true\n",
 			`murmur.yaml:3: capabilities has no key "network"; its keys are filesystem, state, env, limits, install.`},
 		{"name: c\ncapabilities:\n  limits: { memory: 64 }\n",
-			`capabilities.limits has no key "memory"; its keys are memory_mib, timeout_s.`},
+			`capabilities.limits has no key "memory"; its keys are memory_mib, timeout_s, state_mib.`},
 		{"name: c\ncapabilities:\n  state: { stor: x }\n", `did you mean store?`},
 		{"name: c\ncapabilities:\n  env: { allows: [A] }\n", `did you mean allow?`},
 		{"name: c\ncapabilities:\n  install: { form: [stores] }\n", `did you mean from?`},

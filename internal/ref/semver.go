@@ -206,3 +206,10 @@ func NewestFirst(versions []string) []string {
 	}
 	return append(out, other...)
 }
+
+// Newer reports whether semantic version a ranks above b; false when either is not one.
+func Newer(a, b string) bool {
+	sa, ok := parseSemver(a)
+	sb, ok2 := parseSemver(b)
+	return ok && ok2 && sa.compare(sb) > 0
+}

@@ -2,6 +2,7 @@ package ref
 
 import (
 	"math/rand"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -154,6 +155,25 @@ func TestTagFromVersion(t *testing.T) {
 		}
 		if got := VersionFromTag(tag); got != v {
 			t.Errorf("VersionFromTag(%q) = %q, want %q", tag, got, v)
+		}
+	}
+}
+
+func TestListVersionsAndClosest(t *testing.T) {
+	var many []string
+	for i := 0; i < 14; i++ {
+		many = append(many, "1."+strconv.Itoa(i)+".0")
+	}
+	if got := ListVersions(many); got != "1.13.0, 1.12.0, 1.11.0, 1.10.0, 1.9.0, 1.8.0, 1.7.0, 1.6.0, 1.5.0, 1.4.0 (the newest 10 of 14)" {
+		t.Fatal(got)
+	}
+	if got := ListVersions([]string{"1.0.0", "2.0.0-rc.1", "1.2.0"}); got != "2.0.0-rc.1, 1.2.0, 1.0.0" {
+		t.Fatal(got)
+	}
+	names := []string{"acme/grep", "acme/sed", "acme/upper"}
+	for in, want := range map[string]string{"acme/grpe": "acme/grep", "acme/uper": "acme/upper", "acme/zzzzzz": "", "acme/grep": ""} {
+		if got := Closest(in, names); got != want {
+			t.Errorf("Closest(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
