@@ -225,6 +225,7 @@ func (p *Puller) record(ctx context.Context, req Request, res *Result, start tim
 		r.OwnerID = res.NewPin.OwnerID
 	}
 	r.Notes = res.Notes
+	r.ResolvedOffline = res.ResolvedOffline
 	r.Provenance = res.Provenance
 	for _, sk := range res.Skipped {
 		r.Skipped = append(r.Skipped, cas.Skip{Place: sk.Place, Token: sk.Token, Reason: sk.Reason})

@@ -228,6 +228,10 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 			fmt.Fprintf(e.stdout, "  wrote %s\n", r.File)
 		}
 		for _, w := range r.Warnings {
+			if strings.HasPrefix(w, "stale-index: ") { // names the artifact itself, after its token
+				e.Progress("mur: warning: %s", w)
+				continue
+			}
 			if e.ctx.Err() == nil { // a compile cut short by Ctrl-C is not worth a warning
 				e.Progress("mur: warning: %s: %s", r.Name, w)
 			}
