@@ -85,8 +85,12 @@ func Answer(resp *http.Response, off, end, size int64, what string, classify fun
 		// Its body is not worth reading: docker-registry announces the blob's length and sends a
 		// line of text.
 		resp.Body.Close()
-		return Part{}, true, errs.Wrap(fmt.Errorf("%w: bytes %d-%d: HTTP 416", ErrNoRanges, off, end),
-			errs.Network, "%s: %s refused bytes %d-%d of a %d-byte blob (HTTP 416)", what, host(resp), off, end, size)
+		asked := fmt.Sprintf("bytes %d-%d", off, end)
+		if !Ranged(off, end) {
+			asked = "the whole" // a 416 to a request without Range
+		}
+		return Part{}, true, errs.Wrap(fmt.Errorf("%w: %s: HTTP 416", ErrNoRanges, asked),
+			errs.Network, "%s: %s refused %s of a %d-byte blob (HTTP 416)", what, host(resp), asked, size)
 	}
 	return Part{}, false, nil
 }

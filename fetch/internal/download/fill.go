@@ -166,12 +166,18 @@ type Filler struct {
 	got      atomic.Int64
 	evMu     sync.Mutex
 	lastE    int64
+	// Retry bounds (bounds.go): retries taken, when the fill began, when the last byte came
+	// (unix ns), and whether the ranged attempt was given up for one stream.
+	retries   int
+	began     time.Time
+	lastByte  atomic.Int64
+	oneStream bool
 }
 
 // New prepares the fill of ingest w with blob d of size bytes from the store or source named
 // from. progress, when not nil, is told how many of the blob's bytes are in, every MiB.
 func New(w *cas.Writer, d digest.Digest, size int64, from string, opt Options, progress func(n int64)) *Filler {
-	f := &Filler{opt: opt, w: w, dg: d, size: size, from: from, progress: progress}
+	f := &Filler{opt: opt, w: w, dg: d, size: size, from: from, progress: progress, began: time.Now()}
 	if rs, ok := w.Resumed(); ok {
 		f.xfer.Resumed = rs.Offset
 		f.xfer.Notes = append(f.xfer.Notes, fmt.Sprintf("continued a download an earlier pull left at %d of %d bytes (%d held)", rs.Offset, size, rs.Held))
@@ -215,6 +221,7 @@ func (f *Filler) received(n int64) {
 		return
 	}
 	now := f.got.Add(n)
+	f.lastByte.Store(time.Now().UnixNano())
 	f.evMu.Lock()
 	defer f.evMu.Unlock()
 	if f.lastE == 0 || now-f.lastE >= 1<<20 || now == f.size {
@@ -238,7 +245,7 @@ func (f *Filler) run(ctx context.Context) error {
 		var err error
 		kept, _ := f.w.Resumed()
 		switch {
-		case f.size < f.opt.parallelMin() || f.opt.connections() < 2:
+		case f.oneStream || f.size < f.opt.parallelMin() || f.opt.connections() < 2:
 			err = f.stream(ctx, nil, false)
 		case kept.Held > kept.Offset || f.opt.hooks().PiecesFirst:
 			// Pieces beyond the start were kept: only pieces can use them.
@@ -249,7 +256,7 @@ func (f *Filler) run(ctx context.Context) error {
 				err = f.parallel(ctx)
 			}
 		}
-		if errors.Is(err, errStartOver) && restarts < 2 {
+		if errors.Is(err, errStartOver) && restarts < 2 && f.retry() {
 			continue
 		}
 		if errors.Is(err, errStartOver) {
@@ -308,6 +315,13 @@ func (f *Filler) stream(ctx context.Context, first *Part, split bool) error {
 		if first != nil {
 			part, first = *first, nil
 		} else {
+			if off > 0 && f.oneStream {
+				// Ranges are given up for this blob: a break is continued from byte 0.
+				if err := f.Restart("continued a broken stream from byte 0: %s serves no usable ranges", f.from); err != nil {
+					return err
+				}
+				off = 0
+			}
 			var err error
 			if off == 0 && !split {
 				part, err = f.r.Open(ctx, 0, -1, "")
@@ -315,9 +329,10 @@ func (f *Filler) stream(ctx context.Context, first *Part, split bool) error {
 				part, err = f.r.Open(ctx, off, f.size-1, f.w.Validator())
 			}
 			if errors.Is(err, ErrNoRanges) {
-				if err := f.Restart("asked for bytes %d-%d and got an answer that does not fit (%v); started over from byte 0", off, f.size-1, err); err != nil {
+				if err := f.misfit(err, "asked for bytes %d-%d and got an answer that does not fit (%v); started over from byte 0, as one stream", off, f.size-1, err); err != nil {
 					return err
 				}
+				split = false
 				continue
 			}
 			if err != nil {
@@ -362,7 +377,7 @@ func (f *Filler) stream(ctx context.Context, first *Part, split bool) error {
 			// caller's size and digest checks refuse it.
 			return nil
 		}
-		if Resumable(ctx, err) && f.w.Size() > off && resumes < maxResumes {
+		if Resumable(ctx, err) && f.w.Size() > off && resumes < maxResumes && f.retry() {
 			resumes++
 			continue
 		}

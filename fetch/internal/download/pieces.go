@@ -32,7 +32,7 @@ func (f *Filler) parallel(ctx context.Context) error {
 	first := queue[0]
 	part, err := f.r.Open(ctx, first.Start, first.End-1, f.w.Validator())
 	if errors.Is(err, ErrNoRanges) {
-		if err := f.Restart("asked for bytes %d-%d and got an answer that does not fit (%v); started over from byte 0, as one stream", first.Start, first.End-1, err); err != nil {
+		if err := f.misfit(err, "asked for bytes %d-%d and got an answer that does not fit (%v); started over from byte 0, as one stream", first.Start, first.End-1, err); err != nil {
 			return err
 		}
 		return f.stream(ctx, nil, false)
@@ -103,7 +103,7 @@ func (pf *pieces) run(ctx context.Context, first cas.Span, part Part) error {
 		if errors.Is(err, ErrNoRanges) {
 			// The server served ranges, then stopped: whatever it does now, one stream from
 			// the start is what every server can do.
-			if err := pf.f.Restart("the server stopped serving byte ranges mid-transfer (%v); started over from byte 0, as one stream", err); err != nil {
+			if err := pf.f.misfit(err, "the server stopped serving byte ranges mid-transfer (%v); started over from byte 0, as one stream", err); err != nil {
 				return err
 			}
 			return pf.f.stream(ctx, nil, false)
