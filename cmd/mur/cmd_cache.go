@@ -163,8 +163,8 @@ mur cache verify --json`,
 					}
 					fmt.Fprintln(e.stdout, line)
 				}
+				fmt.Fprintf(e.stdout, "checked %s, %s in %s\n", plural(rep.Checked, "blob"), cas.FormatSize(rep.Bytes), time.Since(start).Round(time.Millisecond))
 			}
-			fmt.Fprintf(e.stdout, "checked %s, %s in %s\n", plural(rep.Checked, "blob"), cas.FormatSize(rep.Bytes), time.Since(start).Round(time.Millisecond))
 			return failure
 		}}
 }
