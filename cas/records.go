@@ -62,6 +62,9 @@ type Record struct {
 	// Private is set when the place needed the user's credentials to serve the blob (a private
 	// repository, a registry that asked for auth).
 	Private bool `json:"private,omitempty"`
+	// ResolvedOffline is set when "latest" was resolved offline, from what the cache already
+	// knew, rather than by asking a store or source.
+	ResolvedOffline bool `json:"resolved_offline,omitempty"`
 }
 
 // Provenance is the record of a verified bundle: the bundle itself is a blob of the CAS.

@@ -13,19 +13,33 @@ import (
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
-// readBlob is the one way the fetch verbs read a packed artifact back from the CAS: its directory
-// and manifest, and with inflate the payload too, unless it is a component (which mur never runs
-// and so never compiles). The blob is not re-hashed here: it was verified when it was committed,
-// and `mur run` verifies it again before running it.
-func readBlob(ctx context.Context, store *cas.Store, d digest.Digest, inflate bool) (*artifact.Archive, []byte, error) {
+// openPacked is the one way the fetch verbs open a packed artifact in the CAS: the blob, and its
+// directory and manifest read from it. The caller closes the blob. The blob is not re-hashed here:
+// it was verified when it was committed, and `mur run` verifies it again before running it.
+func openPacked(ctx context.Context, store *cas.Store, d digest.Digest) (*artifact.Archive, cas.ReaderAt, error) {
 	blob, err := store.ReaderAt(ctx, d)
 	if err != nil {
 		return nil, nil, err
 	}
-	defer blob.Close()
 	a, err := artifact.Read(blob, blob.Size())
-	if err != nil || !inflate || a.Component {
-		return a, nil, err
+	if err != nil {
+		blob.Close()
+		return nil, nil, err
+	}
+	return a, blob, nil
+}
+
+// readBlob reads a packed artifact back from the CAS (openPacked): its directory and manifest,
+// and with inflate the payload too, unless it is a component (which mur never runs and so never
+// compiles).
+func readBlob(ctx context.Context, store *cas.Store, d digest.Digest, inflate bool) (*artifact.Archive, []byte, error) {
+	a, blob, err := openPacked(ctx, store, d)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer blob.Close()
+	if !inflate || a.Component {
+		return a, nil, nil
 	}
 	wasm, err := a.ReadPayload()
 	return a, wasm, err

@@ -22,7 +22,10 @@ import (
 type PublishItem struct {
 	Desc Descriptor
 	File string // the packed file to send; "" when the bytes come from the CAS
-	cas  *cas.Store
+	// Bundles are Sigstore bundles to attach beside it (mur push --sign-key); an item from the
+	// CAS also carries the bundles its pull records verified (publish_bundles.go).
+	Bundles [][]byte
+	cas     *cas.Store
 }
 
 // PublishFile reads a packed file's own name and version and publishes it under scope.
@@ -158,12 +161,18 @@ func Publish(ctx context.Context, dst Store, it PublishItem) error {
 			return err
 		}
 		defer blob.Close()
-		return dst.Push(ctx, it.Desc, io.NewSectionReader(blob, 0, blob.Size()))
+		if err := dst.Push(ctx, it.Desc, io.NewSectionReader(blob, 0, blob.Size())); err != nil {
+			return err
+		}
+		return attachBundles(ctx, dst, it, recordedBundles(ctx, it.cas, it.Desc.Digest))
 	}
 	f, err := os.Open(it.File)
 	if err != nil {
 		return errs.Wrap(err, errs.IO, "can't read %s: %v", it.File, err)
 	}
 	defer f.Close()
-	return dst.Push(ctx, it.Desc, f)
+	if err := dst.Push(ctx, it.Desc, f); err != nil {
+		return err
+	}
+	return attachBundles(ctx, dst, it, nil)
 }

@@ -80,6 +80,9 @@ type Result struct {
 	Connections int `json:"connections,omitempty"`
 	// Mirror is the write-through of the artifact to the mirror registry, when one is set.
 	Mirror *MirrorPush `json:"mirror,omitempty"`
+	// ResolvedOffline is set when "latest" was resolved offline from what the cache knew
+	// (offline_latest.go); Warnings then say how old that knowledge is.
+	ResolvedOffline bool `json:"resolved_offline,omitempty"`
 	// Provenance is what the artifact's verified Sigstore bundle proved, when this pull checked one.
 	Provenance *cas.Provenance `json:"provenance,omitempty"`
 
@@ -320,6 +323,12 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 		}
 		if p.CAS.Has(pin.digest) {
 			return res, p.cacheHit(ctx, proj, req, &res, &fetched{desc: Descriptor{Name: req.Name, Version: version, Platform: pin.platform, Digest: pin.digest}}, start)
+		}
+	}
+	if p.Offline && version == ref.Latest {
+		if got, warning, ok := p.offlineLatest(ctx, req, lease); ok {
+			res.Warnings, res.ResolvedOffline = append(res.Warnings, warning), true
+			return res, p.cacheHit(ctx, proj, req, &res, got, start)
 		}
 	}
 	if p.Offline {

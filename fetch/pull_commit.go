@@ -38,6 +38,16 @@ func (p *Puller) cacheHit(ctx context.Context, proj Project, req Request, res *R
 	return nil
 }
 
+// packedAs refuses an artifact whose own murmur.yaml names another artifact or version than the
+// one it was resolved as.
+func packedAs(a *artifact.Archive, name ref.Name, version, origin string, tok errs.Token) error {
+	if a.Manifest.Name != name.Name || a.Manifest.Version != version {
+		return errs.New(tok, "%s served %s@%s, but its packed murmur.yaml says name %q and version %q; nothing was written; report it to the publisher",
+			origin, name, version, a.Manifest.Name, a.Manifest.Version)
+	}
+	return nil
+}
+
 // checkPacked refuses a payload whose own murmur.yaml names another artifact or version than
 // the one it was resolved as: a store or source must not swap one tool for another.
 func checkPacked(r io.ReaderAt, size int64, name ref.Name, version, origin string, tok errs.Token) (*artifact.Archive, error) {
@@ -45,9 +55,8 @@ func checkPacked(r io.ReaderAt, size int64, name ref.Name, version, origin strin
 	if err != nil {
 		return nil, errs.Wrap(err, errs.TokenOf(err), "%s@%s from %s: %s", name, version, origin, errs.Message(err))
 	}
-	if a.Manifest.Name != name.Name || a.Manifest.Version != version {
-		return nil, errs.New(tok, "%s served %s@%s, but its packed murmur.yaml says name %q and version %q; nothing was written; report it to the publisher",
-			origin, name, version, a.Manifest.Name, a.Manifest.Version)
+	if err := packedAs(a, name, version, origin, tok); err != nil {
+		return nil, err
 	}
 	return a, nil
 }
@@ -99,7 +108,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 			}
 			h := p.moduleKey()
 			if stage {
-				prepared, err = prepareStage(proj, req.Name, d, src, h)
+				prepared, err = prepareStage(proj, req.Name, d, a, src, h)
 			} else {
 				err = checkPayload(a, h)
 			}
@@ -223,6 +232,7 @@ func (p *Puller) record(req Request, res *Result, start time.Time, err error) {
 		r.OwnerID = res.NewPin.OwnerID
 	}
 	r.Notes = res.Notes
+	r.ResolvedOffline = res.ResolvedOffline
 	r.Provenance = res.Provenance
 	for _, sk := range res.Skipped {
 		r.Skipped = append(r.Skipped, cas.Skip{Place: sk.Place, Token: sk.Token, Reason: sk.Reason})

@@ -333,16 +333,15 @@ func (p *Puller) fromCAS(ctx context.Context, desc Descriptor, lease *cas.Lease,
 	if !p.CAS.Has(desc.Digest) {
 		return nil, nil
 	}
-	blob, err := p.CAS.ReaderAt(ctx, desc.Digest)
+	a, blob, err := openPacked(ctx, p.CAS, desc.Digest)
 	if errors.Is(err, errs.NotFound) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, errs.Wrap(err, errs.TokenOf(err), "%s@%s from %s: %s", desc.Name, desc.Version, origin, errs.Message(err))
 	}
-	defer blob.Close()
-	a, err := checkPacked(blob, blob.Size(), desc.Name, desc.Version, origin, tok)
-	if err != nil {
+	blob.Close()
+	if err := packedAs(a, desc.Name, desc.Version, origin, tok); err != nil {
 		return nil, err
 	}
 	return &fetched{desc: desc, archive: a}, nil

@@ -77,12 +77,12 @@ func prepareFromCAS(ctx context.Context, proj Project, store *cas.Store, name re
 	if isStaged(dir, d) {
 		return nil, nil
 	}
-	src, err := store.ReaderAt(ctx, d)
+	a, src, err := openPacked(ctx, store, d)
 	if err != nil {
 		return nil, errs.Wrap(err, errs.TokenOf(err), "can't stage %s: %s; run 'mur pull'", dir, errs.Message(err))
 	}
 	defer src.Close()
-	return prepareStage(proj, name, d, src, nil)
+	return prepareStage(proj, name, d, a, src, nil)
 }
 
 func isStaged(dir string, d digest.Digest) bool {
@@ -99,15 +99,12 @@ type preparedStage struct {
 	created  []string // folders made for it, removed again if it is discarded
 }
 
-// prepareStage writes the staged files of the packed file src (whose digest is d) into a new
-// temporary folder beside tools/<scope>/<name>/. It takes no lock and changes nothing anyone
-// reads, so a pull can run it while the blob it came from is still being made durable. key, when
-// not nil, is fed the payload as it is written (the compiled cache's key of it).
-func prepareStage(proj Project, name ref.Name, d digest.Digest, src cas.ReaderAt, key hash.Hash) (*preparedStage, error) {
-	a, err := artifact.Read(src, src.Size())
-	if err != nil {
-		return nil, err
-	}
+// prepareStage writes the staged files of the packed file src (whose digest is d, already read
+// as a) into a new temporary folder beside tools/<scope>/<name>/. It takes no lock and changes
+// nothing anyone reads, so a pull can run it while the blob it came from is still being made
+// durable. key, when not nil, is fed the payload as it is written (the compiled cache's key of
+// it).
+func prepareStage(proj Project, name ref.Name, d digest.Digest, a *artifact.Archive, src cas.ReaderAt, key hash.Hash) (*preparedStage, error) {
 	st, err := openStageDir(proj, name, d)
 	if err != nil {
 		return nil, err

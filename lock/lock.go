@@ -80,9 +80,9 @@ type Lock struct {
 
 // ScopePin is what the first source pull of a scope saw on GitHub.
 type ScopePin struct {
-	Source  string // github:OWNER/REPO
-	OwnerID int64  // GitHub's numeric id of the repository's owner
-	RepoID  int64  // GitHub's numeric id of the repository
+	Source  string `json:"source"`   // github:OWNER/REPO
+	OwnerID int64  `json:"owner_id"` // GitHub's numeric id of the repository's owner
+	RepoID  int64  `json:"repo_id"`  // GitHub's numeric id of the repository
 }
 
 // Entry pins one artifact.

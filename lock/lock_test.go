@@ -1,6 +1,7 @@
 package lock
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -557,5 +558,16 @@ func TestCheckScopeSource(t *testing.T) {
 		if errs.TokenOf(err) != errs.Usage || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s %s: %v, want usage error naming %q", c.scope, c.source, err, c.want)
 		}
+	}
+}
+
+// A pin prints the same in pull's new_pin and forget-scope's pin: snake_case keys.
+func TestScopePinJSON(t *testing.T) {
+	raw, err := json.Marshal(ScopePin{Source: "github:acme/tools", OwnerID: 1, RepoID: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"source":"github:acme/tools","owner_id":1,"repo_id":2}`; string(raw) != want {
+		t.Fatalf("%s, want %s", raw, want)
 	}
 }

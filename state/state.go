@@ -85,9 +85,9 @@ type Grant struct {
 
 // Report is a resolved grant: which host folder the artifact's store would be.
 type Report struct {
-	Artifact string
-	Store    string
-	HostPath string
+	Artifact string `json:"artifact"`
+	Store    string `json:"store"`
+	HostPath string `json:"host_path"`
 }
 
 // Reports resolves and validates every grant without touching the file system, so that a

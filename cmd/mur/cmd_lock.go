@@ -114,16 +114,10 @@ func runLock(e *env, f *pullFlags, args []string, bump, dryRun, check bool) erro
 
 // forgetResult is the --json output of `mur lock forget-scope`.
 type forgetResult struct {
-	Lock    string   `json:"lock"`
-	Scope   string   `json:"scope"`
-	Removed bool     `json:"removed"`
-	Pin     *pinJSON `json:"pin,omitempty"`
-}
-
-type pinJSON struct {
-	Source  string `json:"source"`
-	OwnerID int64  `json:"owner_id"`
-	RepoID  int64  `json:"repo_id"`
+	Lock    string         `json:"lock"`
+	Scope   string         `json:"scope"`
+	Removed bool           `json:"removed"`
+	Pin     *lock.ScopePin `json:"pin,omitempty"` // the same shape as pull's new_pin
 }
 
 func runForgetScope(e *env, args []string) error {
@@ -155,11 +149,7 @@ func runForgetScope(e *env, args []string) error {
 		return err
 	}
 	if e.g.json {
-		res := forgetResult{Lock: path, Scope: scope, Removed: removed != nil}
-		if removed != nil {
-			res.Pin = &pinJSON{Source: removed.Source, OwnerID: removed.OwnerID, RepoID: removed.RepoID}
-		}
-		return e.JSON(res)
+		return e.JSON(forgetResult{Lock: path, Scope: scope, Removed: removed != nil, Pin: removed})
 	}
 	if removed == nil {
 		fmt.Fprintf(e.stdout, "%s has no owner pin for scope %s; nothing changed\n", path, scope)

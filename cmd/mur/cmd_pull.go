@@ -35,8 +35,7 @@ func (f *pullFlags) register(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&f.from, "from", nil, "narrow install.from for this pull: stores, sources")
 	f.stores.register(fs, "add a store for this command")
 	fs.IntVar(&f.jobs, "jobs", 4, "artifacts pulled in parallel; also bounds the connections of all downloads")
-	fs.IntVar(&f.connections, "connections", fetch.DefaultConnections, "connections one large blob is fetched over, when its server serves ranges (1: one stream)")
-	fs.StringVar(&f.stores.mirror, "mirror", "", "write every artifact brought in from elsewhere through to this registry (oci://HOST[:PORT]/PREFIX)")
+	f.stores.registerDownload(fs, &f.connections)
 	fs.BoolVar(&f.noPrecompile, "no-precompile", false, "don't compile wasm payloads after pulling")
 	fs.StringVar(&f.provenance, "provenance", "", "provenance policy for this command, over every scope's: require, prefer or off")
 	fs.BoolVar(&f.locked, "locked", false, "fail with lock-mismatch if murmur.lock does not follow murmur.yaml; write neither")
@@ -229,6 +228,10 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 			fmt.Fprintf(e.stdout, "  wrote %s\n", r.File)
 		}
 		for _, w := range r.Warnings {
+			if strings.HasPrefix(w, "stale-index: ") { // names the artifact itself, after its token
+				e.Progress("mur: warning: %s", w)
+				continue
+			}
 			if e.ctx.Err() == nil { // a compile cut short by Ctrl-C is not worth a warning
 				e.Progress("mur: warning: %s: %s", r.Name, w)
 			}

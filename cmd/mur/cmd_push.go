@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
+	"github.com/opencontainers/go-digest"
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/fetch"
@@ -21,6 +23,7 @@ func pushCmd() *command {
 		scope     string
 		platform  string
 		plainHTTP bool
+		signKey   string
 	)
 	return &command{
 		name:  "push",
@@ -34,12 +37,14 @@ name-version-platform.mur.zip, so that oras can pull every platform of an index 
 		examples: `mur push grep-1.2.0.mur.zip --scope acme --store oci://registry.internal:5000/murmur
 mur push grep-1.2.0.mur.zip --scope acme --platform linux-x86_64 --store oci-layout:./store
 mur push acme/grep@1.2.0 --store oci://mirror.internal/murmur     # mirror what the lock pins
-mur push grep-1.2.0.mur.zip --scope acme --plain-http --store oci://registry:5000/murmur`,
+mur push grep-1.2.0.mur.zip --scope acme --plain-http --store oci://registry:5000/murmur
+mur push grep-1.2.0.mur.zip --scope acme --sign-key team.key --store oci://registry.internal:5000/murmur`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&store, "store", "", "the store: oci://HOST[:PORT]/PREFIX or oci-layout:PATH (required)")
 			fs.StringVar(&scope, "scope", "", "the scope to publish a file under")
 			fs.StringVar(&platform, "platform", ref.PlatformAny, "the payload's platform")
 			fs.BoolVar(&plainHTTP, "plain-http", false, "speak plain HTTP to the --store registry (never automatic off loopback)")
+			fs.StringVar(&signKey, "sign-key", "", "sign with this ECDSA P-256 or Ed25519 private key (PEM) and attach the Sigstore bundle as a referrer")
 		},
 		run: func(e *env, args []string) error {
 			if len(args) != 1 {
@@ -95,6 +100,16 @@ mur push grep-1.2.0.mur.zip --scope acme --plain-http --store oci://registry:500
 			if err != nil {
 				return err
 			}
+			hint := ""
+			if signKey != "" {
+				key, kerr := os.ReadFile(signKey)
+				if kerr != nil {
+					return errs.Wrap(kerr, errs.Usage, "--sign-key %s can't be read: %v", signKey, kerr)
+				}
+				if hint, err = fetch.Sign(e.ctx, e.verifier(), &item, key); err != nil {
+					return err
+				}
+			}
 			pr := newProgress(e.stderr, e.g.quiet || e.g.json, "push").watch(e)
 			err = fetch.Publish(e.ctx, countingStore{Store: dst, name: item.Desc.Name.String(), p: pr}, item)
 			pr.finish(err)
@@ -102,9 +117,12 @@ mur push grep-1.2.0.mur.zip --scope acme --plain-http --store oci://registry:500
 				return err
 			}
 			if e.g.json {
-				return e.JSON(map[string]any{"name": item.Desc.Name.String(), "version": item.Desc.Version, "platform": item.Desc.Platform, "digest": item.Desc.Digest, "size": item.Desc.Size, "store": dst.String()})
+				return e.JSON(map[string]any{"name": item.Desc.Name.String(), "version": item.Desc.Version, "platform": item.Desc.Platform, "digest": item.Desc.Digest, "size": item.Desc.Size, "store": dst.String(), "signed_with": hint})
 			}
 			fmt.Fprintf(e.stdout, "pushed %s@%s %s (%s) to %s\n", item.Desc.Name, item.Desc.Version, item.Desc.Digest, item.Desc.Platform, dst)
+			if hint != "" {
+				fmt.Fprintf(e.stdout, "signed with key %s; trust it with trusted_keys: [{hint: %s, pem: <its public key>}]\n", hint, hint)
+			}
 			return nil
 		},
 	}
@@ -129,6 +147,15 @@ func (c countingStore) Push(ctx context.Context, desc fetch.Descriptor, payload 
 	}
 	c.p.event(fetch.Event{Name: c.name, Phase: fetch.PhaseDone, Bytes: desc.Size, Total: desc.Size, From: c.String(), Elapsed: time.Since(start)})
 	return nil
+}
+
+// AttachBundle passes a bundle through to the store, when it can hold one.
+func (c countingStore) AttachBundle(ctx context.Context, n ref.Name, version string, d digest.Digest, bundle []byte) error {
+	at, ok := c.Store.(fetch.BundleAttacher)
+	if !ok {
+		return errs.New(errs.Usage, "%s can't hold provenance bundles", c.Store)
+	}
+	return at.AttachBundle(ctx, n, version, d, bundle)
 }
 
 type countingReader struct {

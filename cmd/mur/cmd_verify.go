@@ -36,8 +36,7 @@ mur verify --json`,
 			fs.BoolVar(&repair, "repair", false, "fetch and restore what is missing or damaged")
 			fs.StringVar(&platform, "platform", "", "platform whose pins to check, or all (default: this machine's)")
 			stores.register(fs, "add a store for --repair")
-			fs.IntVar(&connections, "connections", fetch.DefaultConnections, "connections one large blob is fetched over by --repair, when its server serves ranges (1: one stream)")
-			fs.StringVar(&stores.mirror, "mirror", "", "write every artifact --repair brings in from elsewhere through to this registry (oci://HOST[:PORT]/PREFIX)")
+			stores.registerDownload(fs, &connections) // for --repair
 			locked.register(fs)
 		},
 		run: func(e *env, args []string) error {

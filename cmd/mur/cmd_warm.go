@@ -38,8 +38,7 @@ mur warm --mirror oci://registry.internal:5000/murmur   # the fleet's warming ma
 			fs.StringVar(&layout, "layout", "", "also write an OCI layout store into this folder")
 			stores.register(fs, "add a store for this command")
 			fs.IntVar(&jobs, "jobs", 4, "artifacts pulled in parallel; also bounds the connections of all downloads")
-			fs.IntVar(&connections, "connections", fetch.DefaultConnections, "connections one large blob is fetched over, when its server serves ranges (1: one stream)")
-			fs.StringVar(&stores.mirror, "mirror", "", "write every artifact brought in from elsewhere through to this registry (oci://HOST[:PORT]/PREFIX)")
+			stores.registerDownload(fs, &connections)
 			locked.register(fs)
 		},
 		run: func(e *env, args []string) error {

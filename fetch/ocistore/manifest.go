@@ -373,8 +373,7 @@ func resolveTag(ctx context.Context, r manifestReader, repo, tag string, name re
 type pushPlan struct {
 	noop         bool
 	manifest     []byte
-	root         []byte // nil when the tag points at the manifest itself
-	rootType     types.MediaType
+	root         []byte // nil when the tag points at the manifest itself (an OCI index otherwise)
 	manifestDesc v1.Descriptor
 }
 
@@ -412,14 +411,12 @@ func planPush(ctx context.Context, r manifestReader, repo, tag string, desc fetc
 		keep = append(keep, c)
 	}
 	if len(keep) == 0 && desc.Platform == ref.PlatformAny {
-		plan.rootType = types.OCIManifestSchema1
 		return plan, nil
 	}
 	plan.root, err = buildIndex(desc.Name, desc.Version, append(keep, plan.manifestDesc))
 	if err != nil {
 		return pushPlan{}, errs.Wrap(err, errs.Internal, "encoding the index of %s@%s: %v", desc.Name, desc.Version, err)
 	}
-	plan.rootType = types.OCIImageIndex
 	return plan, nil
 }
 

@@ -33,8 +33,7 @@ const (
 	InvalidArtifact Token = "invalid-artifact"
 	InvalidConfig   Token = "invalid-config"
 	InvalidBundle   Token = "invalid-bundle"
-	Timeout         Token = "timeout"        // a guest ran past its wall-time limit
-	NotExecutable   Token = "not-executable" // a payload mur can't run: a component, an invalid module
+	Timeout         Token = "timeout" // a guest ran past its wall-time limit
 	IO              Token = "io"
 	Denied          Token = "denied"
 	Interrupted     Token = "interrupted"   // Ctrl-C or SIGTERM stopped the command

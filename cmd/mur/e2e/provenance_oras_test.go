@@ -1,0 +1,92 @@
+package e2e
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
+	"github.com/murmur-nexus/mur/internal/ref"
+)
+
+// TestProvenanceOrasInterop: on Debian's docker-registry (no referrers API), `mur push
+// --sign-key` attaches a keyed bundle that `oras discover` sees as a
+// application/vnd.dev.sigstore.bundle.v0.3+json referrer; and a bundle `oras attach` adds to an
+// unsigned artifact is found and verified by `mur pull` under provenance: require.
+func TestProvenanceOrasInterop(t *testing.T) {
+	if _, err := exec.LookPath("oras"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("oras is not installed; .ci/run installs it")
+		}
+		t.Skip("oras is not installed (.ci/run installs it)")
+	}
+	reg := registrytest.Start(t)
+	w := newWorld(t)
+	dir := t.TempDir()
+	zip := artifacttest.File(t, dir, "notes", "1.0.0", artifacttest.Module(4096, 7))
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKCS8PrivateKey(k)
+	keyFile := filepath.Join(dir, "team.key")
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600)
+	pubDER, _ := x509.MarshalPKIXPublicKey(k.Public())
+	pubPEM := string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}))
+
+	signed := "oci://" + reg.Addr() + "/signed"
+	out := w.ok("push", "--json", zip, "--scope", "demo", "--sign-key", keyFile, "--store", signed)
+	var pushed struct {
+		Hint string `json:"signed_with"`
+	}
+	if err := json.Unmarshal([]byte(out.stdout), &pushed); err != nil || pushed.Hint == "" {
+		t.Fatalf("push --json: %v\n%s", err, out.stdout)
+	}
+	disc, err := exec.Command("oras", "discover", "--plain-http", "--format", "json", reg.Addr()+"/signed/demo/notes:1.0.0").CombinedOutput()
+	if err != nil || !strings.Contains(string(disc), "application/vnd.dev.sigstore.bundle.v0.3+json") {
+		t.Fatalf("oras discover does not see the bundle: %v\n%s", err, disc)
+	}
+
+	// The bundle, as a file, attached by oras to an unsigned copy of the artifact.
+	st, err := ocistore.Open(signed, ocistore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zipBytes := readFile(t, zip)
+	bundles, err := st.(fetch.BundleFinder).Bundles(context.Background(), ref.Name{Scope: "demo", Name: "notes"}, "1.0.0", digest.FromBytes(zipBytes))
+	if err != nil || len(bundles) != 1 {
+		t.Fatalf("bundles: %d, %v", len(bundles), err)
+	}
+	bundleFile := filepath.Join(dir, "notes.sigstore.json")
+	os.WriteFile(bundleFile, bundles[0], 0o644)
+	plain := "oci://" + reg.Addr() + "/plain"
+	w.ok("push", zip, "--scope", "demo", "--store", plain)
+	attach := exec.Command("oras", "attach", "--plain-http", "--artifact-type", "application/vnd.dev.sigstore.bundle.v0.3+json",
+		reg.Addr()+"/plain/demo/notes:1.0.0", "notes.sigstore.json:application/vnd.dev.sigstore.bundle.v0.3+json")
+	attach.Dir = dir
+	if b, err := attach.CombinedOutput(); err != nil {
+		t.Fatalf("oras attach: %v\n%s", err, b)
+	}
+	indented := "      " + strings.ReplaceAll(strings.TrimSpace(pubPEM), "\n", "\n      ")
+	w.write(".murmur/config.yaml", "stores: [\""+plain+"\"]\nprovenance: require\ntrusted_keys:\n  - hint: "+pushed.Hint+"\n    pem: |\n"+indented+"\n")
+	w.write("murmur.yaml", capsuleYAML("demo/notes@1.0.0"))
+	w.ok("pull", "--no-precompile")
+	e := w.lock().Find("demo/notes")
+	if e == nil || e.Provenance == nil || e.Provenance.Kind != "key" || e.Provenance.Signer != pushed.Hint {
+		t.Fatalf("lock:\n%s", w.lockBytes())
+	}
+}

@@ -1,0 +1,177 @@
+package ocistore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/attest"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/ref"
+)
+
+// Provenance travels with an artifact as OCI 1.1 referrers of its manifest, in cosign's bundle
+// layout: artifactType application/vnd.dev.sigstore.bundle.v0.3+json, the empty config, one
+// layer holding the bundle, and the dev.sigstore.bundle.* annotations. Registries without the
+// referrers API (Debian's docker-registry) get go-containerregistry's sha256-<hex> fallback tag,
+// which `oras discover` and cosign read too.
+
+const (
+	annotationBundleContent   = "dev.sigstore.bundle.content"
+	annotationBundlePredicate = "dev.sigstore.bundle.predicateType"
+	maxBundleBytes            = 4 << 20
+)
+
+var (
+	_ fetch.BundleFinder   = (*registryStore)(nil)
+	_ fetch.BundleAttacher = (*registryStore)(nil)
+)
+
+// subject finds the manifest of name@version whose layer is d: the manifest referrers point at.
+func (s *registryStore) subject(ctx context.Context, n ref.Name, version string, d digest.Digest) (v1.Descriptor, error) {
+	repo := s.repoPath(n)
+	tc, err := readTag(ctx, s, repo, ref.TagFromVersion(version))
+	if err != nil {
+		return v1.Descriptor{}, err
+	}
+	for _, c := range tc.children {
+		raw, ok := tc.raws[c.Digest]
+		if !ok {
+			if raw, err = s.child(ctx, repo, c); err != nil {
+				return v1.Descriptor{}, err
+			}
+		}
+		var m v1.Manifest
+		if json.Unmarshal(raw, &m) == nil && len(m.Layers) == 1 && m.Layers[0].Digest.String() == d.String() {
+			return v1.Descriptor{MediaType: types.OCIManifestSchema1, Digest: c.Digest, Size: c.Size}, nil
+		}
+	}
+	return v1.Descriptor{}, errs.New(errs.NotFound, "%s holds no manifest of %s@%s with layer %s", s.where(repo, ref.TagFromVersion(version)), n, version, d)
+}
+
+// Bundles implements fetch.BundleFinder: the bundles referring to the manifest of d.
+func (s *registryStore) Bundles(ctx context.Context, n ref.Name, version string, d digest.Digest) ([][]byte, error) {
+	sub, err := s.subject(ctx, n, version, d)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.repository(s.repoPath(n))
+	if err != nil {
+		return nil, err
+	}
+	opts, err := s.pullOptions(ctx, r)
+	if err != nil {
+		return nil, s.classify(err, "the referrers of "+n.String())
+	}
+	idx, err := remote.Referrers(r.Digest(sub.Digest.String()), append(opts, remote.WithFilter("artifactType", attest.BundleMediaType))...)
+	if err != nil {
+		return nil, s.classify(err, "the referrers of "+n.String()+"@"+version)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return nil, errs.Wrap(err, errs.Integrity, "the referrers of %s@%s at %s do not parse: %v", n, version, s.addr, err)
+	}
+	var out [][]byte
+	for _, m := range im.Manifests {
+		if m.ArtifactType != attest.BundleMediaType || m.Size > maxBundleBytes {
+			continue
+		}
+		raw, err := s.child(ctx, s.repoPath(n), m)
+		if err != nil {
+			return nil, err
+		}
+		var man v1.Manifest
+		if json.Unmarshal(raw, &man) != nil || len(man.Layers) != 1 || man.Layers[0].Size > maxBundleBytes ||
+			man.Subject == nil || man.Subject.Digest != sub.Digest {
+			continue // not a bundle of this manifest in cosign's layout
+		}
+		l, err := remote.Layer(r.Digest(man.Layers[0].Digest.String()), opts...)
+		if err != nil {
+			return nil, s.classify(err, "a bundle of "+n.String())
+		}
+		rc, err := l.Compressed()
+		if err != nil {
+			return nil, s.classify(err, "a bundle of "+n.String())
+		}
+		b, err := io.ReadAll(io.LimitReader(rc, maxBundleBytes+1))
+		rc.Close()
+		if err != nil {
+			return nil, s.classify(err, "a bundle of "+n.String())
+		}
+		if got := sha256Hash(b); got != man.Layers[0].Digest {
+			return nil, errs.New(errs.Integrity, "%s served a bundle of %s@%s that hashes to %s, not %s", s.addr, n, version, got, man.Layers[0].Digest)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// AttachBundle implements fetch.BundleAttacher: the bundle becomes a referrer of d's manifest.
+func (s *registryStore) AttachBundle(ctx context.Context, n ref.Name, version string, d digest.Digest, bundle []byte) error {
+	sub, err := s.subject(ctx, n, version, d)
+	if err != nil {
+		return err
+	}
+	r, err := s.repository(s.repoPath(n))
+	if err != nil {
+		return err
+	}
+	raw, err := bundleManifest(sub, bundle)
+	if err != nil {
+		return err
+	}
+	opts := s.options(ctx)
+	what := fmt.Sprintf("attaching the bundle of %s@%s", n, version)
+	if err := remote.WriteLayer(r, static.NewLayer(emptyConfig, types.MediaType(emptyConfigType)), opts...); err != nil {
+		return s.classify(err, what)
+	}
+	if err := remote.WriteLayer(r, static.NewLayer(bundle, types.MediaType(attest.BundleMediaType)), opts...); err != nil {
+		return s.classify(err, what)
+	}
+	if err := remote.Put(r.Digest(sha256Hash(raw).String()), rawManifest{raw, types.OCIManifestSchema1}, opts...); err != nil {
+		return s.classify(err, what)
+	}
+	return nil
+}
+
+// bundleManifest is cosign's referrer manifest for bundle, about the manifest sub.
+func bundleManifest(sub v1.Descriptor, bundle []byte) ([]byte, error) {
+	var peek struct {
+		DSSE *struct {
+			Payload []byte `json:"payload"`
+		} `json:"dsseEnvelope"`
+	}
+	ann := map[string]string{annotationBundleContent: "message-signature", annotationBundlePredicate: "https://sigstore.dev/cosign/sign/v1"}
+	if json.Unmarshal(bundle, &peek) == nil && peek.DSSE != nil {
+		var st struct {
+			PredicateType string `json:"predicateType"`
+		}
+		_ = json.Unmarshal(peek.DSSE.Payload, &st)
+		ann[annotationBundleContent], ann[annotationBundlePredicate] = "dsse-envelope", st.PredicateType
+	}
+	m := v1.Manifest{
+		SchemaVersion: 2,
+		MediaType:     types.OCIManifestSchema1,
+		ArtifactType:  attest.BundleMediaType,
+		Config:        v1.Descriptor{MediaType: types.MediaType(emptyConfigType), Digest: sha256Hash(emptyConfig), Size: int64(len(emptyConfig)), Data: emptyConfig},
+		Layers:        []v1.Descriptor{{MediaType: types.MediaType(attest.BundleMediaType), Digest: sha256Hash(bundle), Size: int64(len(bundle))}},
+		Subject:       &sub,
+		Annotations:   ann,
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return nil, errs.Wrap(err, errs.Internal, "encoding a bundle manifest: %v", err)
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}

@@ -1,0 +1,104 @@
+package fetch_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/attest"
+	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/fetch/provenance"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/lock"
+)
+
+func ecdsaKey(t *testing.T) (priv []byte, pub string) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKCS8PrivateKey(k)
+	priv = pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	pub, err = provenance.PublicKeyPEM(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return priv, pub
+}
+
+// A team registry: a keyed bundle pushed as an OCI referrer (the sha256-<hex> fallback tag on a
+// registry without the referrers API) is found by the manifest's digest and verified against
+// trusted_keys; a pin that recorded it then requires it from every store.
+func TestKeyedBundleThroughRegistryReferrers(t *testing.T) {
+	reg := registrytest.Start(t)
+	st := openStore(t, "oci://"+reg.Addr()+"/murmur", ocistore.Options{})
+	p := pack(t, "grep", "1.2.0", 19)
+	path := t.TempDir() + "/grep-1.2.0.mur.zip"
+	writeFile(t, path, p.zip)
+	item, err := fetch.PublishFile(path, "acme", "any")
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, pub := ecdsaKey(t)
+	local := &provenance.Local{}
+	hint, err := fetch.Sign(context.Background(), local, &item, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fetch.Publish(context.Background(), st, item); err != nil {
+		t.Fatal(err)
+	}
+	found, err := st.(fetch.BundleFinder).Bundles(context.Background(), grep, "1.2.0", p.digest())
+	if err != nil || len(found) != 1 {
+		t.Fatalf("Bundles = %d, %v", len(found), err)
+	}
+
+	w := newWorld(t)
+	pl := w.puller(st)
+	pl.Verifier = local
+	pl.Policy = func(string) fetch.ProvenancePolicy {
+		return fetch.ProvenancePolicy{Mode: fetch.ProvenanceRequire, Trust: attest.Trust{Keys: []attest.TrustedKey{{Hint: hint, PEM: pub}}}}
+	}
+	w.mustPull(pl, req(grep, "1.2.0"))
+	e := w.readLock().Find("acme/grep")
+	if e.Provenance == nil || e.Provenance.Kind != lock.ProvenanceKey || e.Provenance.Signer != hint {
+		t.Fatalf("provenance = %+v", e.Provenance)
+	}
+
+	// Another key under no trusted_keys entry: unverifiable, nothing written.
+	w2 := newWorld(t)
+	pl2 := w2.puller(st)
+	pl2.Verifier = local
+	pl2.Policy = func(string) fetch.ProvenancePolicy { return fetch.ProvenancePolicy{Mode: fetch.ProvenanceRequire} }
+	before := w2.state()
+	if _, err := w2.pull(pl2, req(grep, "1.2.0")); !errors.Is(err, errs.ProvenanceUnverifiable) {
+		t.Fatalf("untrusted key: %v", err)
+	}
+	w2.assertUnchanged(before)
+
+	// The write-through mirror copies the bundle with the artifact: a pull from the mirror alone
+	// finds it.
+	mirrorReg := registrytest.Start(t)
+	mirror := openStore(t, "oci://"+mirrorReg.Addr()+"/murmur", ocistore.Options{})
+	w3 := newWorld(t)
+	pl3 := w3.puller(st)
+	pl3.Verifier, pl3.Policy, pl3.Mirror = local, pl.Policy, mirror
+	w3.mustPull(pl3, req(grep, "1.2.0"))
+	if found, err := mirror.(fetch.BundleFinder).Bundles(context.Background(), grep, "1.2.0", p.digest()); err != nil || len(found) != 1 {
+		t.Fatalf("mirror bundles = %d, %v", len(found), err)
+	}
+}
+
+func writeFile(t *testing.T, path string, data []byte) {
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,88 @@
+package fetch
+
+import (
+	"context"
+	"crypto/sha512"
+	"io"
+	"os"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch/attest"
+	"github.com/murmur-nexus/mur/internal/errs"
+)
+
+// recordedBundles are the bundles the CAS's pull records verified for d, read back from the CAS:
+// what `mur push` and the write-through mirror copy with the artifact.
+func recordedBundles(ctx context.Context, store *cas.Store, d digest.Digest) [][]byte {
+	recs, err := store.Records(d)
+	if err != nil {
+		return nil
+	}
+	seen := map[digest.Digest]bool{}
+	var out [][]byte
+	for _, r := range recs {
+		if r.Provenance == nil || seen[r.Provenance.Bundle] {
+			continue
+		}
+		seen[r.Provenance.Bundle] = true
+		if b, err := readCASBlob(ctx, store, r.Provenance.Bundle, maxBundleSize); err == nil {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// attachBundles puts it's bundles and extra beside it in dst, when dst can hold them. A store
+// that can't (a file store) is skipped: it has nowhere to put them.
+func attachBundles(ctx context.Context, dst Store, it PublishItem, extra [][]byte) error {
+	all := append(append([][]byte{}, it.Bundles...), extra...)
+	if len(all) == 0 {
+		return nil
+	}
+	at, ok := dst.(BundleAttacher)
+	if !ok {
+		return nil
+	}
+	for _, b := range all {
+		if err := at.AttachBundle(ctx, it.Desc.Name, it.Desc.Version, it.Desc.Digest, b); err != nil {
+			return errs.Wrap(err, errs.TokenOf(err), "%s@%s was pushed to %s, but its provenance bundle was not attached: %s; push again", it.Desc.Name, it.Desc.Version, dst, errs.Message(err))
+		}
+	}
+	return nil
+}
+
+// Sign signs the item with keyPEM (ECDSA P-256 or Ed25519) through signer and adds the keyed
+// bundle to the item, to be attached when it is published. It returns the key's hint, the name
+// trusted_keys gives it.
+func Sign(ctx context.Context, signer attest.Signer, it *PublishItem, keyPEM []byte) (string, error) {
+	// Ed25519 signs a SHA-512 of the zip (Ed25519ph); the key's type is the helper's to read,
+	// so the digest is computed either way: one more pass over a file being pushed anyway.
+	h := sha512.New()
+	var r io.Reader
+	if it.cas != nil {
+		blob, err := it.cas.ReaderAt(ctx, it.Desc.Digest)
+		if err != nil {
+			return "", err
+		}
+		defer blob.Close()
+		r = io.NewSectionReader(blob, 0, blob.Size())
+	} else {
+		f, err := os.Open(it.File)
+		if err != nil {
+			return "", errs.Wrap(err, errs.IO, "can't read %s: %v", it.File, err)
+		}
+		defer f.Close()
+		r = f
+	}
+	if _, err := io.Copy(h, r); err != nil {
+		return "", errs.Wrap(err, errs.IO, "reading %s@%s to sign it: %v", it.Desc.Name, it.Desc.Version, err)
+	}
+	b, hint, err := signer.Sign(ctx, keyPEM, it.Desc.Digest, h.Sum(nil))
+	if err != nil {
+		return "", err
+	}
+	it.Bundles = append(it.Bundles, b)
+	return hint, nil
+}
