@@ -83,17 +83,27 @@ func (s *Store) recordsLock() string { return filepath.Join(s.records, "records.
 
 // AppendRecord appends r as one JSON line, in one write under the records lock, and fsyncs it.
 // A crash can at worst leave a torn last line, which Records skips and the next append closes.
-func (s *Store) AppendRecord(r Record) error {
-	if r.Digest != "" {
-		if err := checkDigest(r.Digest); err != nil {
-			return err
+func (s *Store) AppendRecord(r Record) error { return s.AppendRecords([]Record{r}) }
+
+// AppendRecords appends rs, one JSON line each, in one write and one fsync: a pull of many
+// artifacts records them all at once.
+func (s *Store) AppendRecords(rs []Record) error {
+	var line []byte
+	for _, r := range rs {
+		if r.Digest != "" {
+			if err := checkDigest(r.Digest); err != nil {
+				return err
+			}
 		}
+		b, err := json.Marshal(r)
+		if err != nil {
+			return errs.Wrap(err, errs.Internal, "can't encode the pull record of %s: %v", r.Ref, err)
+		}
+		line = append(append(line, b...), '\n')
 	}
-	line, err := json.Marshal(r)
-	if err != nil {
-		return errs.Wrap(err, errs.Internal, "can't encode the pull record of %s: %v", r.Ref, err)
+	if len(line) == 0 {
+		return nil
 	}
-	line = append(line, '\n')
 	unlock, err := lockedfile.Lock(context.Background(), s.recordsLock())
 	if err != nil {
 		return pathErr(err, "locking", s.recordsLock())

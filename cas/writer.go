@@ -57,6 +57,9 @@ type Writer struct {
 	werr error // the first error of the file writer goroutine
 
 	done bool // committed or closed
+	// synced is the size the file had at its last fsync, -1 before any: Commit syncs it again
+	// only if it grew since.
+	synced int64
 
 	// res is set for an ingest that can be continued by a later process (see resume.go).
 	res *resumable
@@ -97,6 +100,7 @@ func newWriter(s *Store, f *os.File, h hash.Hash, size int64, res *resumable) *W
 		free:   make(chan *chunk, chunkCount),
 		hashq:  make(chan *chunk, chunkCount),
 		writeq: make(chan *chunk, chunkCount),
+		synced: -1,
 	}
 	w.workers.Add(2)
 	go w.hashLoop()
@@ -316,8 +320,11 @@ func (w *Writer) Sync() error {
 	if err := w.flush(); err != nil {
 		return err
 	}
-	if err := w.f.Sync(); err != nil {
+	if err := w.s.durability.SyncFile(w.f); err != nil {
 		return pathErr(err, "syncing", w.tmp)
+	}
+	if w.parts == nil {
+		w.synced = w.size
 	}
 	return nil
 }
@@ -335,6 +342,11 @@ func (w *Writer) stop() {
 // errs.Integrity, names both values, and the temporary file is gone. A blob that another
 // process committed first is success.
 func (w *Writer) Commit(ctx context.Context, size int64, want digest.Digest) (digest.Digest, error) {
+	return w.commit(ctx, size, want, false)
+}
+
+// commit is Commit; batched, it leaves the fsync of blobs/ to CommitAll, which does it once.
+func (w *Writer) commit(ctx context.Context, size int64, want digest.Digest, batched bool) (digest.Digest, error) {
 	if w.done {
 		return "", errs.New(errs.Internal, "the ingest %s was already committed or closed", w.tmp)
 	}
@@ -402,7 +414,18 @@ func (w *Writer) Commit(ctx context.Context, size int64, want digest.Digest) (di
 		w.f.Close()
 		return "", errs.New(errs.IO, "the ingest %s was replaced by something else while %s was being written; nothing was stored, check who writes to %s and try again", w.tmp, got, w.s.ingest)
 	}
-	if err := w.s.durability.Publish(w.f, final); err != nil {
+	publish := w.s.durability.Publish
+	if batched {
+		publish = func(f *os.File, final string) error {
+			if w.synced != w.size {
+				if err := w.s.durability.SyncFile(f); err != nil {
+					return err
+				}
+			}
+			return w.s.durability.RenameFile(f.Name(), final)
+		}
+	}
+	if err := publish(w.f, final); err != nil {
 		w.f.Close()
 		if _, serr := os.Lstat(w.tmp); serr == nil {
 			os.Remove(w.tmp)

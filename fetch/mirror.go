@@ -119,7 +119,7 @@ func (p *Puller) writeThrough(ctx context.Context, req Request, res *Result, m *
 		m.add(d)
 		res.Mirror = &MirrorPush{Store: addr, Pushed: true}
 		// A record that can't be written costs one more push, which finds the blob there.
-		_ = p.CAS.AppendRecord(cas.Record{
+		p.appendRecord(ctx, cas.Record{
 			Time: p.now().UTC(), Ref: req.Asked, Name: req.Name.String(), Version: res.Version, Platform: res.Platform,
 			Digest: d, Size: res.Size, Source: addr, Transferred: res.Size, Outcome: cas.OutcomeMirrored,
 		})

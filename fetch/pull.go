@@ -100,7 +100,10 @@ type Puller struct {
 	Source   Source // nil when no source may be asked
 	Offline  bool
 	Platform string // "" means the host's
-	Jobs     int    // parallel pulls; <1 means 4
+	Jobs     int    // downloads at once; <1 means 4
+	// MetaJobs bounds the metadata requests (manifests, tags, release lookups) in flight at once,
+	// apart from Jobs: every request of a pull resolves at once; <1 means DefaultMetaJobs.
+	MetaJobs int
 	// Precompile compiles a fresh payload into the compiled cache; nil skips. A failure is a
 	// warning: the blob is pinned and valid, and `mur run` reports why it can't execute it.
 	Precompile func(ctx context.Context, wasm []byte) error
@@ -235,15 +238,26 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 			p.compile(ctx, &results[i])
 		}
 	}()
+	// Every request resolves at once, up to the metadata bound; its bytes wait for one of the
+	// jobs slots, which bound the downloads (pull_slots.go). Commits are grouped (pull_batch.go).
 	sem := make(chan struct{}, jobs)
 	ctx = download.WithSlots(ctx, sem)
+	names := make([]ref.Name, len(reqs))
+	for i, r := range reqs {
+		names[i] = r.Name
+	}
+	ctx = withSlots(ctx, p.metaJobs(), sem, names)
+	ctx = context.WithValue(ctx, committerKey{}, &group[*commitItem]{run: func(items []*commitItem) { p.commitAll(ctx, proj, items) }})
+	ctx = context.WithValue(ctx, recordsKey{}, &group[cas.Record]{run: func(rs []cas.Record) {
+		// A record that can't be written must not undo a pull that is complete.
+		_ = p.CAS.AppendRecords(rs)
+	}})
 	mirrored := p.mirrorState()
 	var wg sync.WaitGroup
 	for i := range reqs {
 		wg.Add(1)
-		sem <- struct{}{}
 		go func(i int) {
-			defer func() { <-sem; wg.Done() }()
+			defer wg.Done()
 			res, err := p.pullOne(ctx, proj, reqs[i], lease)
 			if err == nil {
 				err = p.writeThrough(ctx, reqs[i], &res, mirrored)
@@ -295,7 +309,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 	// lock doesn't pin) too, so that 'mur cache records' explains each failed pull.
 	defer func() {
 		if err != nil {
-			p.record(req, &res, start, err)
+			p.record(ctx, req, &res, start, err)
 		}
 	}()
 	p.emit(Event{Name: res.Name, Phase: PhaseResolve, Total: -1})

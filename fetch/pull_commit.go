@@ -75,8 +75,9 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 	var prepared *preparedStage
 	var key []byte // the compiled cache's key of the payload, when the pull could ask
 	if fresh {
-		// The payload is checked (and staged, when it is this machine's) while the scratch is
-		// made durable: from what the download staged as it arrived, else from the scratch.
+		// The payload is checked (and staged, when it is this machine's) from what the download
+		// staged as it arrived, else from the scratch; the scratch is made durable with the
+		// pull's other blobs, in its commit.
 		src, err := got.w.OpenRead()
 		if err != nil {
 			if got.stream != nil {
@@ -85,10 +86,8 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 			return err
 		}
 		checked := make(chan error, 1)
-		go func() {
+		func() {
 			defer src.Close()
-			// The scratch is being synced meanwhile, and a cas.Writer serves one goroutine: this
-			// one reads the zip again through a handle of its own.
 			a, err := artifact.Read(src, src.Size())
 			if err != nil {
 				if got.stream != nil {
@@ -117,13 +116,8 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 			}
 			checked <- err
 		}()
-		syncErr := got.w.Sync()
 		if err := <-checked; err != nil {
 			return errs.Wrap(err, errs.TokenOf(err), "%s@%s from %s: %s; nothing was written", req.Name, res.Version, res.Origin, errs.Message(err))
-		}
-		if syncErr != nil {
-			prepared.discard()
-			return syncErr
 		}
 	} else if stage {
 		var err error
@@ -153,8 +147,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 		}
 		res.Provenance = got.verified.record()
 	}
-	size, want := res.Size, d
-	err := p.lockUpdate()(ctx, proj.LockPath(), func(l *lock.Lock) error {
+	item := &commitItem{size: res.Size, want: d, apply: func(l *lock.Lock) error {
 		if got.newPin != nil {
 			// Another process may have pinned the scope since this pull read the lock.
 			if cur, ok := l.Pin(req.Name.Scope); ok {
@@ -180,14 +173,14 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 				return err
 			}
 		}
-		if fresh {
-			// Under the lock's own file lock: the blob appears only once the lock will pin it.
-			_, err := got.w.Commit(ctx, size, want)
-			return err
-		}
 		return nil
-	})
-	if err != nil {
+	}}
+	if fresh {
+		item.w = got.w
+	}
+	// Under the lock's own file lock, with the pull's other payloads ready by then: the blob
+	// appears only once the lock will pin it (pull_batch.go).
+	if err := commitOf(ctx, p, proj, item); err != nil {
 		prepared.discard()
 		return err
 	}
@@ -208,7 +201,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 		// Queued: Pull compiles it from the blob (the scratch is gone once committed).
 		res.compile = d
 	}
-	p.record(req, res, start, nil)
+	p.record(ctx, req, res, start, nil)
 	return nil
 }
 
@@ -220,7 +213,7 @@ func (p *Puller) precompile(ctx context.Context, d digest.Digest) error {
 	return p.Precompile(ctx, wasm)
 }
 
-func (p *Puller) record(req Request, res *Result, start time.Time, err error) {
+func (p *Puller) record(ctx context.Context, req Request, res *Result, start time.Time, err error) {
 	dur := p.now().Sub(start)
 	res.DurationMS = dur.Milliseconds()
 	r := cas.Record{
@@ -243,6 +236,18 @@ func (p *Puller) record(req Request, res *Result, start time.Time, err error) {
 	if err != nil {
 		r.Outcome, r.Error = cas.OutcomeFailed, err.Error()
 	}
-	// A record that can't be written must not undo a pull that is complete.
+	p.appendRecord(ctx, r)
+}
+
+type recordsKey struct{}
+
+// appendRecord writes r durably, in a pull with the records of the pull's other requests that
+// are ready at the same moment: one write and one fsync for them all. A record that can't be
+// written must not undo a pull that is complete.
+func (p *Puller) appendRecord(ctx context.Context, r cas.Record) {
+	if g, ok := ctx.Value(recordsKey{}).(*group[cas.Record]); ok {
+		g.submit(r)
+		return
+	}
 	_ = p.CAS.AppendRecord(r)
 }

@@ -269,10 +269,28 @@ func (p *Puller) resolveAt(ctx context.Context, st Store, req Request, version s
 }
 
 func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version string, pin pinned, lease *cas.Lease) (*fetched, error) {
+	// The metadata slot is taken before the health is asked, and given back only once the
+	// health knows the outcome: the next resolve must see a failure.
+	release, err := metaSlot(ctx)
+	if err != nil {
+		return nil, err
+	}
 	h := p.health()
 	probe, err := h.enter(ctx, st)
 	if err != nil {
+		release()
 		return nil, err
+	}
+	if pr, ok := st.(preparer); ok && probe {
+		// The probe readies the store for the whole pull (one ping, one token), then its own
+		// resolve decides the store's health: a registry that pings but fails its manifests is
+		// asked once, not once per artifact. The others then resolve all at once.
+		if err := pr.Prepare(ctx, pullNames(ctx, req.Name)); err != nil {
+			h.verdict(ctx, st, err)
+			h.failed(ctx, st, err)
+			release()
+			return nil, err
+		}
 	}
 	desc, movedTo, err := p.resolveAt(ctx, st, req, version, pin)
 	if probe {
@@ -280,6 +298,9 @@ func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version s
 	}
 	if err != nil {
 		h.failed(ctx, st, err)
+	}
+	release()
+	if err != nil {
 		return nil, err
 	}
 	if desc.Platform == "" {
@@ -289,7 +310,12 @@ func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version s
 		return got, err
 	}
 	key := p.moduleKey()
+	release, err = jobSlot(ctx)
+	if err != nil {
+		return nil, err
+	}
 	w, xfer, stream, err := p.download(ctx, st, req, desc, key)
+	release()
 	if err != nil && movedTo != "" && errors.Is(err, errs.NotFound) {
 		return nil, errs.New(errs.LockConflict,
 			"%s serves %s@%s as %s, but murmur.lock pins %s; if the new bytes are expected run 'mur pull --update %s@%s', otherwise ask the publisher why the tag moved",
@@ -348,7 +374,12 @@ func (p *Puller) fromCAS(ctx context.Context, desc Descriptor, lease *cas.Lease,
 }
 
 func (p *Puller) fromSource(ctx context.Context, req Request, version string, pin pinned, lease *cas.Lease) (*fetched, error) {
+	release, err := metaSlot(ctx)
+	if err != nil {
+		return nil, err
+	}
 	s, err := p.Source.Resolve(ctx, req.Name, version, p.platform(), pin.owner)
+	release()
 	if err != nil {
 		return nil, err
 	}
@@ -373,7 +404,14 @@ func (p *Puller) fromSource(ctx context.Context, req Request, version string, pi
 		}
 	}()
 	rs := p.newSourceScratch(w, s, req.Name.String())
+	release, err = jobSlot(ctx)
+	if err != nil {
+		ok = true
+		w.Close()
+		return nil, err
+	}
 	s, err = p.Source.Fetch(ctx, req.Name, version, p.platform(), pin.owner, rs)
+	release()
 	if err != nil {
 		ok = true // dropOrKeep closes it
 		return nil, p.dropOrKeep(ctx, w, err, "fetching %s@%s from %s", req.Name, version, rs.from)

@@ -572,7 +572,7 @@ func TestPullJobs(t *testing.T) {
 	}
 	counted := &countingStore{Store: st}
 	pl := w.puller(counted)
-	pl.Jobs = 4
+	pl.Jobs, pl.MetaJobs = 4, 3
 	var mu sync.Mutex
 	var events []fetch.Event
 	pl.Events = func(ev fetch.Event) { mu.Lock(); events = append(events, ev); mu.Unlock() }
@@ -600,8 +600,11 @@ func TestPullJobs(t *testing.T) {
 			t.Errorf("blob of %s missing", n)
 		}
 	}
-	if m := counted.max.Load(); m > 4 || m < 1 {
-		t.Errorf("%d store calls were in flight at once with Jobs 4", m)
+	if m := counted.maxOpened.Load(); m > 4 || m < 1 {
+		t.Errorf("%d downloads were in flight at once with Jobs 4", m)
+	}
+	if m := counted.maxResolving.Load(); m > 3 || m < 1 {
+		t.Errorf("%d resolves were in flight at once with MetaJobs 3", m)
 	}
 	done := 0
 	for _, ev := range events {
@@ -636,40 +639,40 @@ func pl2(w *world, st fetch.Store) *fetch.Puller {
 	return p
 }
 
-// countingStore tracks how many pulls are inside the store at once: from Resolve until the
-// payload's reader is closed.
+// countingStore tracks how many resolves, and how many downloads (from Open until the payload's
+// reader is closed), are inside the store at once.
 type countingStore struct {
 	fetch.Store
-	active atomic.Int64
-	max    atomic.Int64
+	resolving, opened       atomic.Int64
+	maxResolving, maxOpened atomic.Int64
+	opens                   atomic.Int64 // Opens that returned a reader
 }
 
-func (c *countingStore) enter() {
-	n := c.active.Add(1)
+func enter(active, max *atomic.Int64) {
+	n := active.Add(1)
 	for {
-		m := c.max.Load()
-		if n <= m || c.max.CompareAndSwap(m, n) {
+		m := max.Load()
+		if n <= m || max.CompareAndSwap(m, n) {
 			return
 		}
 	}
 }
 
 func (c *countingStore) Resolve(ctx context.Context, n ref.Name, version, platform string) (fetch.Descriptor, error) {
-	c.enter()
-	d, err := c.Store.Resolve(ctx, n, version, platform)
-	if err != nil {
-		c.active.Add(-1)
-	}
-	return d, err
+	enter(&c.resolving, &c.maxResolving)
+	defer c.resolving.Add(-1)
+	return c.Store.Resolve(ctx, n, version, platform)
 }
 
 func (c *countingStore) Open(ctx context.Context, n ref.Name, d digest.Digest) (io.ReadCloser, error) {
+	enter(&c.opened, &c.maxOpened)
 	rc, err := c.Store.Open(ctx, n, d)
 	if err != nil {
-		c.active.Add(-1)
+		c.opened.Add(-1)
 		return nil, err
 	}
-	return &closeHook{ReadCloser: rc, done: func() { c.active.Add(-1) }}, nil
+	c.opens.Add(1)
+	return &closeHook{ReadCloser: rc, done: func() { c.opened.Add(-1) }}, nil
 }
 
 type closeHook struct {

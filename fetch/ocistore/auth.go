@@ -127,14 +127,7 @@ func (s *registryStore) client(ctx context.Context, r name.Repository) (http.Rou
 	if err != nil {
 		return nil, err
 	}
-	// The ping may have settled on the other scheme than the one the repository's name implies
-	// (a loopback registry that speaks TLS); go-containerregistry's own transport rewrites for
-	// that, and FromToken does not.
-	scheme := "https"
-	if ch.Insecure {
-		scheme = "http"
-	}
-	inner := &schemeTransport{inner: a.base, host: a.reg.RegistryStr(), scheme: scheme}
+	inner := a.inner(ch)
 	if !strings.EqualFold(ch.Scheme, "bearer") {
 		a.mu.Lock()
 		defer a.mu.Unlock()
@@ -179,6 +172,17 @@ func (s *registryStore) client(ctx context.Context, r name.Repository) (http.Rou
 		}
 		// That caller's exchange failed; this one tries for itself.
 	}
+}
+
+// inner is the transport under the credentials: the ping may have settled on the other scheme
+// than the one the repository's name implies (a loopback registry that speaks TLS);
+// go-containerregistry's own transport rewrites for that, and FromToken does not.
+func (a *registryAuth) inner(ch *transport.Challenge) http.RoundTripper {
+	scheme := "https"
+	if ch.Insecure {
+		scheme = "http"
+	}
+	return &schemeTransport{inner: a.base, host: a.reg.RegistryStr(), scheme: scheme}
 }
 
 // schemeTransport sends the registry's requests with the scheme its ping settled on.

@@ -52,8 +52,13 @@ type connInfo struct {
 
 type connKey struct{}
 
-// connContext stamps each connection with the moment it was accepted.
+// connContext stamps each connection with the moment it was accepted, and its number.
 func (p *Proxy) connContext(ctx context.Context, _ net.Conn) context.Context {
+	p.mu.Lock()
+	p.accepted++
+	n := p.accepted
+	p.mu.Unlock()
+	ctx = context.WithValue(ctx, connNumberKey{}, n)
 	return context.WithValue(ctx, connKey{}, &connInfo{accepted: p.clock.now()})
 }
 

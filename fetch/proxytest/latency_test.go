@@ -316,3 +316,30 @@ func TestRTTOnTheRealClock(t *testing.T) {
 		t.Fatalf("a cut answer over the latency: %v, %d bytes", err, len(body))
 	}
 }
+
+// The request log lists each request with its answer's status and the connection it came on.
+func TestRequestLog(t *testing.T) {
+	up := startUpstream(t)
+	p := Start(t, up.URL, Options{})
+	kept := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	get(t, kept, p.URL()+"/blob/a")
+	get(t, kept, p.URL()+"/x")
+	get(t, fresh(), p.URL()+"/redirect")
+	log := p.Log()
+	if len(log) != 3 {
+		t.Fatalf("log %+v", log)
+	}
+	for i, want := range []struct {
+		path   string
+		status int
+		conn   int
+	}{{"/blob/a", 200, 1}, {"/x", 200, 1}, {"/redirect", 302, 2}} {
+		if l := log[i]; l.Path != want.path || l.Status != want.status || l.Conn != want.conn || l.End.Before(l.Start) {
+			t.Errorf("log[%d] = %+v, want %s %d on connection %d", i, l, want.path, want.status, want.conn)
+		}
+	}
+	p.ResetLog()
+	if len(p.Log()) != 0 || p.Connections() != 0 {
+		t.Fatal("ResetLog left entries or connections")
+	}
+}

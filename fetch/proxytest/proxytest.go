@@ -108,6 +108,9 @@ type Proxy struct {
 	faults int // faults inflicted in the proxy's life
 	conns  int
 	paths  map[string]*pathStats
+	log    []Logged
+	// accepted numbers the connections for the log; unlike conns, ResetLog leaves it.
+	accepted int
 }
 
 type pathStats struct {
@@ -315,6 +318,10 @@ func dropHops(h http.Header) {
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Path
 	pl := p.begin(path)
+	rec := &statusWriter{ResponseWriter: w}
+	w = rec
+	start := p.clock.now()
+	defer func() { p.logged(r, rec.status, start) }()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(p.ctx, cancel)()

@@ -49,6 +49,12 @@ func (d Durability) syncDir(dir string) error {
 	return SyncDir(dir)
 }
 
+// SyncFile, RenameFile and SyncFolder are the three steps one at a time, for a caller that
+// batches them (the CAS syncs many files in parallel, renames them, then syncs their folder once).
+func (d Durability) SyncFile(f *os.File) error                { return d.sync(f) }
+func (d Durability) RenameFile(oldpath, newpath string) error { return d.rename(oldpath, newpath) }
+func (d Durability) SyncFolder(dir string) error              { return d.syncDir(dir) }
+
 // Publish makes the temporary file f, already written and closed or not, durable and visible at
 // final: fsync, rename, fsync of final's folder, in that order. It is Commit's sequence for a
 // caller that manages the temporary file itself (the CAS, whose final name is known only once the

@@ -268,6 +268,109 @@ func BenchmarkProject20(b *testing.B) {
 	)
 }
 
+// BenchmarkProjectRTT pulls a project cold through a proxy that puts a 20 ms round trip between
+// the client and docker-registry (a registry in the same region; see proxytest.Options.RTT): 20
+// artifacts of about 800 KB against 20 `oras pull` processes 4 at a time through the same proxy,
+// and 100 artifacts alone. The proxy's request log of each mur run says where its time goes:
+// when the first request left, when the manifests and the blobs were all in, how many requests
+// over how many connections; each as the median over the rounds.
+func BenchmarkProjectRTT(b *testing.B) {
+	b.Run("20", func(b *testing.B) { benchProjectRTT(b, 20, true) })
+	b.Run("100", func(b *testing.B) { benchProjectRTT(b, 100, false) })
+}
+
+func benchProjectRTT(b *testing.B, n int, withOras bool) {
+	reg := registrytest.Start(b)
+	proxy := proxytest.Start(b, reg.Addr(), proxytest.Options{RTT: 20 * time.Millisecond})
+	dir := b.TempDir()
+	w := newWorld(b)
+	wasm := guesttest.Build(b, "hello")
+	var names, refs []string
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("r%03d", i)
+		f := artifacttest.File(b, dir, name, "1.0.0", wasm)
+		runTimed(b, w.cmd("push", f, "--scope", "bench", "--store", "oci://"+reg.Addr()+"/murmur"))
+		os.Remove(f)
+		names = append(names, "bench/"+name+"@1.0.0")
+		refs = append(refs, proxy.Addr()+"/murmur/bench/"+name+":1.0.0")
+	}
+	store := "oci://" + proxy.Addr() + "/murmur"
+	os.WriteFile(filepath.Join(w.project, ".murmur", "config.yaml"), []byte("stores: [\""+store+"\"]\n"), 0o644)
+	os.WriteFile(filepath.Join(w.project, "murmur.yaml"), []byte(capsuleYAML(names...)), 0o644)
+	cold := func() {
+		os.RemoveAll(w.home)
+		os.Remove(filepath.Join(w.project, "murmur.lock"))
+		os.RemoveAll(filepath.Join(w.project, "tools"))
+		proxy.ResetLog()
+	}
+	phases := map[string][]time.Duration{}
+	cs := []contender{{"mur", cold, func(b *testing.B) {
+		start := time.Now()
+		runTimed(b, w.cmd("pull", "-q", "--no-precompile"))
+		for k, v := range timeline(proxy.Log(), start) {
+			phases[k] = append(phases[k], v)
+		}
+		phases["requests"] = append(phases["requests"], time.Duration(len(proxy.Log())))
+		phases["connections"] = append(phases["connections"], time.Duration(proxy.Connections()))
+	}}}
+	if withOras {
+		oras := orasPath(b)
+		out := filepath.Join(dir, "oras")
+		cs = append(cs, contender{"oras", func() { os.RemoveAll(out) }, func(b *testing.B) {
+			sem := make(chan struct{}, 4)
+			var wg sync.WaitGroup
+			for j, r := range refs {
+				wg.Add(1)
+				sem <- struct{}{}
+				go func() {
+					defer func() { <-sem; wg.Done() }()
+					c := exec.Command(oras, "pull", "--plain-http", "--no-tty", "-o", filepath.Join(out, strconv.Itoa(j)), r)
+					c.Env = append(os.Environ(), "HOME="+dir)
+					if o, err := c.CombinedOutput(); err != nil {
+						b.Errorf("oras pull %s: %v\n%s", r, err, o)
+					}
+				}()
+			}
+			wg.Wait()
+		}})
+	}
+	interleave(b, cs...)
+	for k, v := range phases {
+		slices.Sort(v)
+		med := v[len(v)/2]
+		if k == "requests" || k == "connections" {
+			b.ReportMetric(float64(med), "mur-"+k)
+			continue
+		}
+		b.ReportMetric(float64(med.Microseconds())/1000, "mur-"+k+"-ms")
+	}
+}
+
+// timeline reads a pull's request log: when, after start, its first request arrived, its ping
+// and token were answered, and its last manifest and last blob were in.
+func timeline(log []proxytest.Logged, start time.Time) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	last := func(k string, t time.Time) {
+		if d := t.Sub(start); d > out[k] {
+			out[k] = d
+		}
+	}
+	for i, l := range log {
+		if i == 0 {
+			out["first-request"] = l.Start.Sub(start)
+		}
+		switch {
+		case l.Path == "/v2/" || l.Path == "/v2":
+			last("ping", l.End)
+		case strings.Contains(l.Path, "/manifests/"):
+			last("manifests", l.End)
+		case strings.Contains(l.Path, "/blobs/"):
+			last("blobs", l.End)
+		}
+	}
+	return out
+}
+
 // BenchmarkWarmLockedPull20 is a whole `mur pull` of a project whose 20 pins are all in the
 // CAS. A counting proxy in front of the store proves it makes no request.
 func BenchmarkWarmLockedPull20(b *testing.B) {

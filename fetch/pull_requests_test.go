@@ -1,0 +1,48 @@
+package fetch_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/internal/ref"
+)
+
+type bearerLogin struct{}
+
+func (bearerLogin) Resolve(authn.Resource) (authn.Authenticator, error) {
+	return &authn.Basic{Username: registrytest.User, Password: registrytest.Password}, nil
+}
+
+// A cold pull of a 20-artifact project from a Bearer registry (docker-registry itself checks each
+// token's scopes): one ping and one token for all 20 repositories, one manifest by tag per
+// artifact and no tag list (every version is exact), one blob each, and no request sent without
+// the token it needs.
+func TestPullOf20CostsOnePingAndOneToken(t *testing.T) {
+	reg := registrytest.StartBearer(t)
+	addr := "oci://" + reg.Addr() + "/murmur"
+	pusher := openStore(t, addr, ocistore.Options{Keychain: bearerLogin{}})
+	var reqs []fetch.Request
+	for i := range 20 {
+		n := ref.Name{Scope: "acme", Name: fmt.Sprintf("tool%02d", i)}
+		push(t, pusher, n, "1.0.0", "any", pack(t, n.Name, "1.0.0", uint64(500+i)))
+		reqs = append(reqs, req(n, "1.0.0"))
+	}
+	reg.Reset()
+	w := newWorld(t)
+	pl := w.puller(openStore(t, addr, ocistore.Options{Keychain: bearerLogin{}, Pool: ocistore.NewPool()}))
+	w.mustPull(pl, reqs...)
+	c := reg.Counts()
+	t.Logf("%+v", c)
+	if c.Ping != 1 || c.Token != 1 || c.Tags != 0 || c.Manifest != 20 || c.Blob != 20 || c.Other != 0 {
+		t.Errorf("requests %+v; want 1 ping, 1 token, 0 tag lists, 20 manifests, 20 blobs", c)
+	}
+	// The ping's own 401 is the challenge; nothing else may have gone without its token.
+	if c.Unauthorized != 1 {
+		t.Errorf("%d requests were answered 401; only the ping should be", c.Unauthorized)
+	}
+}

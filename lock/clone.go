@@ -1,0 +1,22 @@
+package lock
+
+import (
+	"maps"
+	"slices"
+)
+
+// Clone is a deep copy of l, so that a caller can try a change and put l back if it fails (a
+// pull that pins many artifacts in one update, where one of them may conflict). A field added to
+// Entry that holds a reference must be copied here too; TestCloneIsDeep changes each.
+func (l *Lock) Clone() *Lock {
+	c := &Lock{Scopes: maps.Clone(l.Scopes), Artifacts: slices.Clone(l.Artifacts), Warnings: slices.Clone(l.Warnings)}
+	for i := range c.Artifacts {
+		e := &c.Artifacts[i]
+		e.SHA256.Platforms = maps.Clone(e.SHA256.Platforms)
+		if e.Provenance != nil {
+			p := *e.Provenance
+			e.Provenance = &p
+		}
+	}
+	return c
+}
