@@ -329,8 +329,7 @@ func TestParallelSplitsASlowStream(t *testing.T) {
 	}
 }
 
-// A fast stream is not split: one connection. Fast is SlowLink's verdict (TestSlowLinkRule holds
-// the rule); here the verdict is given, since a loaded machine makes any stream slow.
+// A fast stream is not split: one connection.
 func TestParallelFastStreamStaysOne(t *testing.T) {
 	reg := registrytest.StartFaulty(t)
 	st := openStore(t, "oci://"+reg.Addr()+"/murmur", ocistore.Options{})
@@ -339,7 +338,6 @@ func TestParallelFastStreamStaysOne(t *testing.T) {
 	w := newWorld(t)
 	pl := w.puller(st)
 	pl.ParallelMin, pl.Chunk = 1<<20, 256<<10
-	fetch.FastLink(pl)
 	res := w.mustPull(pl, req(grep, "1.0.0"))[0]
 	if res.Digest != p.digest().String() || res.Connections != 1 {
 		t.Fatalf("result %+v", res)

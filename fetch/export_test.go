@@ -23,12 +23,6 @@ func SplitAt(p *Puller, n int64) {
 	hooksOf(p).SplitWhen = func(got int64, _ time.Duration) bool { return got >= n }
 }
 
-// FastLink makes p judge every single stream fast, as SlowLink does a quick one: whether a
-// stream is quick on the clock depends on the machine's load, which a test can't choose.
-func FastLink(p *Puller) {
-	hooksOf(p).SplitWhen = func(got int64, elapsed time.Duration) bool { return false }
-}
-
 // PiecesFirst makes p fetch a large blob in pieces from the start, without the single stream
 // that comes first otherwise.
 func PiecesFirst(p *Puller) { hooksOf(p).PiecesFirst = true }
