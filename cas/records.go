@@ -65,6 +65,9 @@ type Record struct {
 	// ResolvedOffline is set when "latest" was resolved offline, from what the cache already
 	// knew, rather than by asking a store or source.
 	ResolvedOffline bool `json:"resolved_offline,omitempty"`
+	// VersionList is the blob holding the versions "latest" was chosen from when it was resolved
+	// online, kept so that an offline "latest" later chooses from the same list.
+	VersionList digest.Digest `json:"version_list,omitempty"`
 }
 
 // Provenance is the record of a verified bundle: the bundle itself is a blob of the CAS.
@@ -90,9 +93,11 @@ func (s *Store) AppendRecord(r Record) error { return s.AppendRecords([]Record{r
 func (s *Store) AppendRecords(rs []Record) error {
 	var line []byte
 	for _, r := range rs {
-		if r.Digest != "" {
-			if err := checkDigest(r.Digest); err != nil {
-				return err
+		for _, d := range []digest.Digest{r.Digest, r.VersionList} {
+			if d != "" {
+				if err := checkDigest(d); err != nil {
+					return err
+				}
 			}
 		}
 		b, err := json.Marshal(r)

@@ -338,9 +338,17 @@ func TestParallelFastStreamStaysOne(t *testing.T) {
 	w := newWorld(t)
 	pl := w.puller(st)
 	pl.ParallelMin, pl.Chunk = 1<<20, 256<<10
+	// The engine asks the rule as the stream goes; the rule's own thresholds are
+	// TestSlowLinkRule's. Judged on this machine's clock, a loaded CI core would make the
+	// stream look slow.
+	var asked atomic.Int64
+	fetch.JudgeFast(pl, &asked)
 	res := w.mustPull(pl, req(grep, "1.0.0"))[0]
 	if res.Digest != p.digest().String() || res.Connections != 1 {
 		t.Fatalf("result %+v", res)
+	}
+	if asked.Load() == 0 {
+		t.Fatal("the stream was never judged: the split rule is not consulted while a large blob streams")
 	}
 }
 

@@ -1,6 +1,7 @@
 package fetch
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/murmur-nexus/mur/fetch/internal/download"
@@ -21,6 +22,12 @@ func HashLast(p *Puller) { hooksOf(p).HashLast = true }
 // however fast: n 0 goes to pieces before the first byte is written.
 func SplitAt(p *Puller, n int64) {
 	hooksOf(p).SplitWhen = func(got int64, _ time.Duration) bool { return got >= n }
+}
+
+// JudgeFast makes p judge every large blob's stream fast, whatever the machine's speed, and
+// counts how often the engine asked.
+func JudgeFast(p *Puller, asked *atomic.Int64) {
+	hooksOf(p).SplitWhen = func(int64, time.Duration) bool { asked.Add(1); return false }
 }
 
 // PiecesFirst makes p fetch a large blob in pieces from the start, without the single stream

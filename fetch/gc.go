@@ -116,6 +116,12 @@ func GC(ctx context.Context, in GCInput) (GCReport, error) {
 				return nil, err
 			}
 		}
+		// The newest version list of each artifact is what an offline "latest" chooses from.
+		if records, err := in.CAS.Records(""); err == nil {
+			for _, r := range newestVersionLists(records) {
+				keep[r.VersionList] = true
+			}
+		}
 		return keep, nil
 	}
 	r, err := in.CAS.GC(ctx, cas.GCOptions{Pinned: pinned, OlderThan: in.OlderThan, MaxSize: in.MaxSize, DryRun: in.DryRun, Now: now, Evict: in.Evict})

@@ -86,9 +86,10 @@ type Result struct {
 	// Provenance is what the artifact's verified Sigstore bundle proved, when this pull checked one.
 	Provenance *cas.Provenance `json:"provenance,omitempty"`
 
-	compile digest.Digest // a fresh payload waiting for the compile queue
-	private bool          // fetched with the user's credentials, now or by an earlier pull
-	took    time.Duration // the pull's own time, before any compile
+	compile     digest.Digest // a fresh payload waiting for the compile queue
+	private     bool          // fetched with the user's credentials, now or by an earlier pull
+	versionList digest.Digest // the cached list "latest" was resolved from online, if it was
+	took        time.Duration // the pull's own time, before any compile
 }
 
 // Puller is the one pull pipeline: resolve, fetch into a CAS scratch, check, commit, record,
@@ -340,7 +341,11 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 		}
 	}
 	if p.Offline && version == ref.Latest {
-		if got, warning, ok := p.offlineLatest(ctx, req, lease); ok {
+		got, warning, err := p.offlineLatest(ctx, req, lease)
+		if err != nil {
+			return res, err
+		}
+		if got != nil {
 			res.Warnings, res.ResolvedOffline = append(res.Warnings, warning), true
 			return res, p.cacheHit(ctx, proj, req, &res, got, start)
 		}
@@ -352,6 +357,9 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 	got, err := p.fetch(ctx, req, version, pin, lease)
 	if err != nil {
 		return res, err
+	}
+	if version == ref.Latest {
+		res.versionList = p.keepVersionList(ctx, req, got.desc, lease)
 	}
 	if err := p.checkProvenance(ctx, req, pin, got, &res); err != nil {
 		got.discard()

@@ -226,6 +226,7 @@ func (p *Puller) record(ctx context.Context, req Request, res *Result, start tim
 	}
 	r.Notes = res.Notes
 	r.ResolvedOffline = res.ResolvedOffline
+	r.VersionList = res.versionList
 	r.Provenance = res.Provenance
 	for _, sk := range res.Skipped {
 		r.Skipped = append(r.Skipped, cas.Skip{Place: sk.Place, Token: sk.Token, Reason: sk.Reason})

@@ -45,6 +45,9 @@ type Descriptor struct {
 	// repository, or a registry that asked for auth. A mirror only a project names never
 	// receives it (mirror.go).
 	Private bool
+	// Versions, set when "latest" was resolved, are the versions the place listed for the name
+	// (its tags, or its scope index's entries for the platform): what "latest" was chosen from.
+	Versions []string
 }
 
 // Credentialed is implemented by a store that can say whether it sent the user's credentials.

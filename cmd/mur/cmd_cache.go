@@ -163,8 +163,8 @@ mur cache verify --json`,
 					}
 					fmt.Fprintln(e.stdout, line)
 				}
+				fmt.Fprintf(e.stdout, "checked %s, %s in %s\n", plural(rep.Checked, "blob"), cas.FormatSize(rep.Bytes), time.Since(start).Round(time.Millisecond))
 			}
-			e.Progress("checked %s, %s in %s", plural(rep.Checked, "blob"), cas.FormatSize(rep.Bytes), time.Since(start).Round(time.Millisecond))
 			return failure
 		}}
 }
@@ -270,7 +270,7 @@ mur cache gc --keep a/murmur.lock --keep b/murmur.lock --older-than 168h`,
 			for _, p := range rep.PrunedRoots {
 				fmt.Fprintf(e.stdout, "%s the GC root %s: the lock is gone, so it pins nothing\n", forget, p)
 			}
-			e.Progress("%s %s and %s, %s; %s kept (%s), %d of them pinned by %s or %s in flight",
+			fmt.Fprintf(e.stdout, "%s %s and %s, %s; %s kept (%s), %d of them pinned by %s or %s in flight\n",
 				verb, plural(len(rep.Blobs), "blob"), plural(len(rep.Ingest)+len(rep.Staging)+len(rep.Quarantine), "leftover"), cas.FormatSize(rep.Freed),
 				plural(rep.Kept, "blob"), cas.FormatSize(rep.Size), rep.Pinned, plural(len(rep.Roots), "lock"), plural(rep.Leases, "pull"))
 			for _, w := range rep.Warnings {

@@ -83,7 +83,8 @@ func TestCacheLs(t *testing.T) {
 
 func TestCacheVerify(t *testing.T) {
 	h, s, a, b := cacheHome(t)
-	if code, out, errOut := runMur(t, "--home", h, "-q", "cache", "verify"); code != 0 || out != "" {
+	// The summary is the result: on stdout, -q or not.
+	if code, out, errOut := runMur(t, "--home", h, "-q", "cache", "verify"); code != 0 || !strings.HasPrefix(out, "checked 2 blobs, ") || errOut != "" {
 		t.Fatalf("clean store: exit %d, %q, %s", code, out, errOut)
 	}
 	p := s.Path(b)
@@ -94,7 +95,7 @@ func TestCacheVerify(t *testing.T) {
 		t.Fatalf("damaged store: exit %d, stderr %s", code, errOut)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 1 || !strings.HasPrefix(lines[0], string(b)+": ") {
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], string(b)+": ") || !strings.HasPrefix(lines[1], "checked ") {
 		t.Fatalf("want one line naming %s, got:\n%s", b, out)
 	}
 	if s.Has(b) || !s.Has(a) {

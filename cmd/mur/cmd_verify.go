@@ -89,7 +89,8 @@ mur verify --json`,
 					}
 					fmt.Fprintf(e.stdout, "%s %s: %s%s\n", pr.Kind, pr.Subject, pr.Problem, state)
 				}
-				e.Progress("verify: %s, %s, %s checked; %s, %d repaired",
+				// The summary is the result, so it goes to stdout with the problems, -q or not.
+				fmt.Fprintf(e.stdout, "verify: %s, %s, %s checked; %s, %d repaired\n",
 					plural(rep.Blobs, "blob"), plural(rep.Tools, "staged tool"), plural(rep.Compiled, "compiled module"), plural(len(rep.Problems), "problem"), rep.RepairedCount())
 			}
 			return failure

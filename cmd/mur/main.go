@@ -392,7 +392,7 @@ func printTopHelp(w io.Writer, cmds []*command) {
 }
 
 func printCommandHelp(w io.Writer, path string, c *command, g *globals) {
-	fmt.Fprintf(w, "Usage: %s %s %s\n\n%s\n", path, c.name, c.args, c.short)
+	fmt.Fprintf(w, "Usage: %s\n\n%s\n", usageLine(path, c), c.short)
 	if c.long != "" {
 		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(c.long))
 	}
@@ -422,6 +422,31 @@ func printCommandHelp(w io.Writer, path string, c *command, g *globals) {
 	gfs := pflag.NewFlagSet("globals", pflag.ContinueOnError)
 	(&globals{}).register(gfs)
 	fmt.Fprintf(w, "\nGlobal flags:\n%s", gfs.FlagUsages())
+}
+
+// usageLine is a command's synopsis: its name, a summary of its own flags (the short ones by
+// letter, the rest as [flags]), and its arguments.
+func usageLine(path string, c *command) string {
+	parts := []string{path, c.name}
+	if len(c.subs) > 0 {
+		return strings.Join(append(parts, "SUBCOMMAND", "[flags]"), " ")
+	}
+	fs := pflag.NewFlagSet(c.name, pflag.ContinueOnError)
+	if c.flags != nil {
+		c.flags(fs)
+	}
+	switch {
+	case strings.HasPrefix(c.args, "[-"):
+		// The synopsis names its flags itself.
+	case fs.HasFlags():
+		parts = append(parts, "[flags]")
+	default:
+		parts = append(parts, "[global flags]")
+	}
+	if c.args != "" {
+		parts = append(parts, c.args)
+	}
+	return strings.Join(parts, " ")
 }
 
 // usagef is a usage error for a command's arguments.

@@ -187,6 +187,7 @@ type resolved struct {
 	entry       IndexEntry
 	gh          *Repository // whether its assets need the API and the token
 	newPin      *lock.ScopePin
+	listed      []string // for "latest": the versions the index lists for the name and platform
 }
 
 func (r *resolved) sourced(name ref.Name, got digest.Digest) fetch.Sourced {
@@ -200,6 +201,7 @@ func (r *resolved) sourced(name ref.Name, got digest.Digest) fetch.Sourced {
 			Origin:   r.label,
 			Title:    r.entry.Asset,
 			Private:  r.gh.Private || (r.gh.Visibility != "" && r.gh.Visibility != "public"),
+			Versions: r.listed,
 		},
 		Release: r.entry.Release,
 		Asset:   r.entry.Asset,
@@ -227,6 +229,13 @@ func (s *Source) resolveEntry(ctx context.Context, name ref.Name, version, platf
 		return nil, s.missing(si.ix, r.where, name, version, platform)
 	}
 	r.entry = entry
+	if strings.EqualFold(version, ref.Latest) {
+		for _, e := range si.ix.Artifacts {
+			if e.Name == name.String() && (e.Platform == platform || e.Platform == ref.PlatformAny) && !slices.Contains(r.listed, e.Version) {
+				r.listed = append(r.listed, e.Version)
+			}
+		}
+	}
 	gh, err := s.repo(ctx, owner, repo)
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -348,6 +349,13 @@ func TestMissingEntries(t *testing.T) {
 	got, err := src.Fetch(ctx, grep, "latest", "darwin-aarch64", nil, &scratch)
 	if err != nil || got.Version != "1.1.0" {
 		t.Fatalf("latest for darwin: %+v, %v", got.Descriptor, err)
+	}
+	// What latest chose from, for the CAS to keep: the platform's entries, not linux's 2.0.0.
+	if !slices.Contains(got.Versions, "1.1.0") || slices.Contains(got.Versions, "2.0.0") {
+		t.Fatalf("latest for darwin listed %q, want 1.1.0 and not 2.0.0", got.Versions)
+	}
+	if exact, err := src.Resolve(ctx, grep, "1.1.0", "darwin-aarch64", nil); err != nil || exact.Versions != nil {
+		t.Fatalf("an exact version listed %q, %v; want no list", exact.Versions, err)
 	}
 
 	_, err = src.Fetch(ctx, ref.Name{Scope: "acme", Name: "sed"}, "latest", "any", nil, &memScratch{})

@@ -267,6 +267,7 @@ func (s *layoutStore) tags(repo string) ([]string, error) {
 func (s *layoutStore) Resolve(ctx context.Context, n ref.Name, version, platform string) (fetch.Descriptor, error) {
 	repo := n.String()
 	tag := ref.TagFromVersion(version)
+	var listed []string
 	if version == ref.Latest {
 		tags, err := s.tags(repo)
 		if err != nil {
@@ -275,6 +276,7 @@ func (s *layoutStore) Resolve(ctx context.Context, n ref.Name, version, platform
 		if tag, err = latestTag(s.where(repo, ""), n, tags); err != nil {
 			return fetch.Descriptor{}, explainMiss(err, s.addr, n, version, func() ([]string, error) { return tags, nil }, s.artifactNames)
 		}
+		listed = listedVersions(tags)
 	} else if err := ref.ValidateVersion(version); err != nil {
 		return fetch.Descriptor{}, err
 	}
@@ -287,7 +289,7 @@ func (s *layoutStore) Resolve(ctx context.Context, n ref.Name, version, platform
 	if err := s.checkBlobSize(s.where(repo, tag), d.Digest, d.Size); err != nil {
 		return fetch.Descriptor{}, err
 	}
-	d.Origin = s.addr
+	d.Origin, d.Versions = s.addr, listed
 	return d, nil
 }
 

@@ -448,6 +448,17 @@ func checkPushDescriptor(store string, desc fetch.Descriptor) error {
 var referrerTag = regexp.MustCompile(`^sha256-[0-9a-f]{64}($|[.-])`)
 
 // latestTag picks the tag of the highest semantic version among tags.
+// listedVersions are the versions the tags name, referrer tags left out: what latest chose from.
+func listedVersions(all []string) []string {
+	var out []string
+	for _, t := range all {
+		if !referrerTag.MatchString(t) {
+			out = append(out, ref.VersionFromTag(t))
+		}
+	}
+	return out
+}
+
 func latestTag(where string, name ref.Name, all []string) (string, error) {
 	byVersion := map[string]string{}
 	var versions, tags []string

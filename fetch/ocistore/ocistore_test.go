@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -109,8 +110,12 @@ func TestRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			want.Origin = s.String()
-			if got != want {
+			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("Resolve = %+v, want %+v", got, want)
+			}
+			// "latest" says what it chose from, for the CAS to keep (offline latest).
+			if l, err := s.Resolve(context.Background(), grep, ref.Latest, "linux-x86_64"); err != nil || !reflect.DeepEqual(l.Versions, []string{"1.2.0+build.7"}) {
+				t.Fatalf("Resolve latest = %+v, %v; want Versions [1.2.0+build.7]", l, err)
 			}
 			if b := readAll(t, s, grep, got.Digest); !bytes.Equal(b, data) {
 				t.Fatalf("Open returned %d bytes that differ from the %d pushed", len(b), len(data))

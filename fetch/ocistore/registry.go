@@ -252,6 +252,7 @@ func (s *registryStore) child(ctx context.Context, repo string, c v1.Descriptor)
 func (s *registryStore) Resolve(ctx context.Context, n ref.Name, version, platform string) (fetch.Descriptor, error) {
 	repo := s.repoPath(n)
 	tag := ref.TagFromVersion(version)
+	var listed []string
 	if version == ref.Latest {
 		r, err := s.repository(repo)
 		if err != nil {
@@ -270,6 +271,7 @@ func (s *registryStore) Resolve(ctx context.Context, n ref.Name, version, platfo
 		if err != nil {
 			return fetch.Descriptor{}, err
 		}
+		listed = listedVersions(tags)
 	} else if err := ref.ValidateVersion(version); err != nil {
 		return fetch.Descriptor{}, err
 	}
@@ -277,7 +279,7 @@ func (s *registryStore) Resolve(ctx context.Context, n ref.Name, version, platfo
 	if err != nil {
 		return fetch.Descriptor{}, explainMiss(err, s.addr, n, version, func() ([]string, error) { return s.registryTags(ctx, repo) }, func() []string { return s.artifactNames(ctx) })
 	}
-	d.Origin = s.addr
+	d.Origin, d.Versions = s.addr, listed
 	return d, nil
 }
 

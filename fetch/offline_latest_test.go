@@ -1,0 +1,77 @@
+package fetch_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/errs/errtest"
+	"github.com/murmur-nexus/mur/internal/ref"
+)
+
+// Offline, "latest" is chosen from the version list cached by the last online "latest", not
+// from what was pulled: a version published since is not seen, and a listed version whose blob
+// is gone is an error that names it.
+func TestOfflineLatestFromCachedList(t *testing.T) {
+	st := layoutStore(t)
+	v10, v11, v12 := pack(t, "grep", "1.0.0", 1), pack(t, "grep", "1.1.0", 2), pack(t, "grep", "1.2.0", 3)
+	push(t, st, grep, "1.0.0", "any", v10)
+	push(t, st, grep, "1.1.0", "any", v11)
+	w := newWorld(t)
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration, offline bool) *fetch.Puller {
+		pl := w.puller(st)
+		pl.Now = func() time.Time { return t0.Add(d) }
+		pl.Offline = offline
+		return pl
+	}
+
+	// Nothing cached: an explicit version pulled online leaves no list, so offline fails as ever.
+	w.mustPull(at(0, false), req(grep, "1.0.0"))
+	os.Remove(w.proj.LockPath())
+	_, err := w.pull(at(0, true), req(grep, ref.Latest))
+	errtest.WantToken(t, err, errs.Offline, "acme/grep@latest", "not in the cache")
+
+	res := w.mustPull(at(0, false), req(grep, ref.Latest))
+	if res[0].Version != "1.1.0" || res[0].ResolvedOffline {
+		t.Fatalf("online latest: %+v", res[0])
+	}
+	recs, err := w.cas.Records("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := recs[len(recs)-1]
+	if last.VersionList == "" || !w.cas.Has(last.VersionList) {
+		t.Fatalf("online latest kept no version list: %+v", last)
+	}
+
+	// Published afterwards, never pulled: offline, the cached list counts, and it says its age.
+	push(t, st, grep, "1.2.0", "any", v12)
+	os.Remove(w.proj.LockPath())
+	res = w.mustPull(at(3*24*time.Hour+time.Hour, true), req(grep, ref.Latest))
+	if res[0].Version != "1.1.0" || res[0].Digest != v11.digest().String() || !res[0].ResolvedOffline {
+		t.Fatalf("offline latest: %+v", res[0])
+	}
+	want := `stale-index: acme/grep: "latest" resolved to 1.1.0 from the tag list of acme/grep at ` + st.String() + ` cached 3 days ago (2026-03-01T12:00:00Z); run 'mur pull' online to check`
+	if len(res[0].Warnings) != 1 || res[0].Warnings[0] != want {
+		t.Fatalf("warnings %q, want %q", res[0].Warnings, want)
+	}
+	recs, _ = w.cas.Records("")
+	if !recs[len(recs)-1].ResolvedOffline {
+		t.Errorf("the offline pull's record does not say resolved_offline: %+v", recs[len(recs)-1])
+	}
+
+	// The list names 1.1.0; its blob is gone: a clear offline error, not an older version.
+	os.Remove(w.proj.LockPath())
+	if err := os.Remove(w.cas.Path(v11.digest())); err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.pull(at(time.Hour, true), req(grep, ref.Latest))
+	errtest.WantToken(t, err, errs.Offline, `"latest" is 1.1.0 in the tag list of acme/grep`, "acme/grep@1.1.0 is not in the cache")
+	if strings.Contains(err.Error(), "1.0.0") {
+		t.Errorf("fell back to an older version: %v", err)
+	}
+}
