@@ -132,10 +132,18 @@ func (p *Puller) downloadStream(ctx context.Context, st Store, req Request, desc
 	if stream != nil {
 		sink = io.MultiWriter(w, stream)
 	}
-	if _, err := download.Stream(sink, rc, desc.Size, p.progress(req.Name.String(), desc.Size, st.String())); err != nil {
+	bound, err := undeclaredBound(desc.Size)
+	if err != nil {
+		w.Close()
+		return nil, transfer{}, nil, err
+	}
+	if _, err := download.Stream(sink, rc, bound, p.progress(req.Name.String(), desc.Size, st.String())); err != nil {
 		w.Close()
 		if stream != nil {
 			stream.abandon()
+		}
+		if errors.Is(err, download.ErrTooLong) && desc.Size < 0 {
+			return nil, transfer{}, nil, undeclaredTooLong(st.String(), desc.Digest, req.Name, desc.Version, bound)
 		}
 		if errors.Is(err, download.ErrTooLong) {
 			return nil, transfer{}, nil, errs.New(errs.Integrity, "%s declares %d bytes for %s (%s@%s) but sent more; the transfer was stopped after %d bytes and nothing was kept; report it to the store's owner",
