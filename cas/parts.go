@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
@@ -67,16 +65,11 @@ func (w *Writer) Parts(size int64, hashLast bool) (*Parts, error) {
 		w.res.mu.Unlock()
 	}
 	have = normalize(have, size)
-	// Reserve the blocks now, so that a full disk fails before any transfer rather than at a
-	// random chunk; a file system that can't is grown sparse.
-	if err := unix.Fallocate(int(w.f.Fd()), 0, 0, size); err != nil {
-		if err := w.f.Truncate(size); err != nil {
-			return nil, pathErr(err, "growing", w.tmp)
-		}
-	} else if fi, err := w.f.Stat(); err == nil && fi.Size() > size {
-		if err := w.f.Truncate(size); err != nil {
-			return nil, pathErr(err, "trimming", w.tmp)
-		}
+	// Grown sparse: blocks are taken only as bytes arrive. The size is the store's claim, which
+	// no byte has proved yet; reserving it up front would let a store that claims 2 GiB and sends
+	// 1 MiB hold 2 GiB of disk, through an interrupt and until gc.
+	if err := w.f.Truncate(size); err != nil {
+		return nil, pathErr(err, "growing", w.tmp)
 	}
 	p := &Parts{
 		w: w, size: size, hashLast: hashLast, have: have, hashed: w.size,

@@ -20,7 +20,7 @@ import (
 //   - continues what a killed or disconnected pull of the same digest left in cas/ingest (the
 //     bytes are re-hashed first, as containerd does), with Range: bytes=N-M and If-Range;
 //   - continues a body that breaks off mid-transfer instead of failing;
-//   - fetches a large blob over several connections into a preallocated ingest file, hashed in
+//   - fetches a large blob over several connections into a sparse ingest file, hashed in
 //     order as the bytes from its start come in, when one connection turns out slow.
 //
 // A large blob starts as one stream, the fastest way on a fast link (no second copy, no reading
