@@ -224,10 +224,10 @@ func TestGCKeepsEveryProjectsPins(t *testing.T) {
 	w.ok("pull", "--no-precompile")
 	blob := w.pinned("e2e/kept")
 	// From outside the project, and from inside it without --keep: the pin holds.
-	if r := w.elsewhere("cache", "gc", "--older-than", "0s"); r.code != 0 || strings.Contains(r.stdout, "removed") {
+	if r := w.elsewhere("cache", "gc", "--older-than", "0s"); r.code != 0 || strings.Contains(r.stdout, "removed sha256:") {
 		t.Fatalf("gc outside the project: %s", r)
 	}
-	if r := w.ok("cache", "gc", "--older-than", "0s"); strings.Contains(r.stdout, "removed") {
+	if r := w.ok("cache", "gc", "--older-than", "0s"); strings.Contains(r.stdout, "removed sha256:") {
 		t.Fatalf("gc inside the project: %s", r)
 	}
 	if _, err := os.Stat(blob); err != nil {
