@@ -184,26 +184,9 @@ func Update(ctx context.Context, path string, fn func(*Lock) error) error {
 		return updateReadOnly(path, fn, errs.Wrap(err, errs.IO, "can't lock %s for writing: %v; this change to it needs a writable checkout", path, err))
 	}
 	defer unlock()
-	old, err := safefile.ReadProject(path, MaxFileBytes, errs.InvalidLock)
-	exists := err == nil
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	data, changed, err := apply(path, fn)
+	if err != nil || !changed {
 		return err
-	}
-	l := &Lock{Scopes: map[string]ScopePin{}}
-	if exists {
-		if l, err = Parse(old, path); err != nil {
-			return err
-		}
-	}
-	if err := fn(l); err != nil {
-		return err
-	}
-	data := l.Marshal()
-	if exists && bytes.Equal(data, old) {
-		return nil
-	}
-	if !exists && len(l.Scopes) == 0 && len(l.Artifacts) == 0 {
-		return nil
 	}
 	// fn may have edited the fields directly; a lock that mur itself could not read back would
 	// stop every later command, so it is never written.
@@ -443,22 +426,34 @@ func validOrigin(o Origin) bool {
 // updateReadOnly is Update on a read-only file system: fn runs on the lock as it is, and
 // refused is returned only if fn changed it.
 func updateReadOnly(path string, fn func(*Lock) error, refused error) error {
+	_, changed, err := apply(path, fn)
+	if err != nil || !changed {
+		return err
+	}
+	return refused
+}
+
+// apply reads the lock at path (an empty one when there is none), runs fn on it and returns
+// what it marshals to, and whether that differs from the file: unchanged content, or a missing
+// lock that stays empty, needs no write.
+func apply(path string, fn func(*Lock) error) (data []byte, changed bool, err error) {
 	old, err := safefile.ReadProject(path, MaxFileBytes, errs.InvalidLock)
 	exists := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+		return nil, false, err
 	}
 	l := &Lock{Scopes: map[string]ScopePin{}}
 	if exists {
 		if l, err = Parse(old, path); err != nil {
-			return err
+			return nil, false, err
 		}
 	}
 	if err := fn(l); err != nil {
-		return err
+		return nil, false, err
 	}
-	if data := l.Marshal(); (exists && bytes.Equal(data, old)) || (!exists && len(l.Scopes) == 0 && len(l.Artifacts) == 0) {
-		return nil
+	data = l.Marshal()
+	if exists {
+		return data, !bytes.Equal(data, old), nil
 	}
-	return refused
+	return data, len(l.Scopes) > 0 || len(l.Artifacts) > 0, nil
 }
