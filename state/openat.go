@@ -7,4 +7,5 @@ func openat(dirfd int, name string, flags int) (int, error) {
 }
 
 func mkdirat(dirfd int, name string) error { return unix.Mkdirat(dirfd, name, 0o700) }
+
 const atFDCWD = unix.AT_FDCWD
