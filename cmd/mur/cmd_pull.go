@@ -170,9 +170,8 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 		err = pullOtherPlatforms(e, p, puller, reqs, rep)
 	}
 	pr.finish(err)
-	out := make([]pullResult, len(rep.Results))
+	out := toResultsJSON(rep.Results)
 	for i, r := range rep.Results {
-		out[i] = pullResult{Result: r, Error: toJSONError(r.Err)}
 		if r.Error == "" && r.Digest != "" && p.capsule == nil {
 			out[i].Blob = store.Path(digest.Digest(r.Digest))
 		}
@@ -187,7 +186,7 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 	}
 	if e.g.json {
 		return jsonThen(e, struct {
-			Results  []pullResult `json:"results"`
+			Results  []resultJSON `json:"results"`
 			Moved    []fetch.Move `json:"moved"`
 			Declared []string     `json:"declared"`
 			Removed  []string     `json:"removed"`
@@ -225,8 +224,8 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 	for _, m := range rep.Moved {
 		fmt.Fprintln(e.stdout, m.String())
 	}
-	for _, r := range out {
-		if r.Result.Error != "" {
+	for i, r := range out {
+		if rep.Results[i].Error != "" {
 			continue
 		}
 		if r.NewPin != nil {
@@ -344,15 +343,6 @@ func pullOtherPlatforms(e *env, p *project, puller *fetch.Puller, reqs []fetch.R
 		}
 	}
 	return err
-}
-
-// pullResult is one artifact of `mur pull --json`: the pull's result, with its failure as
-// {"token", "message"}.
-type pullResult struct {
-	fetch.Result
-	Blob  string     `json:"blob,omitempty"` // outside a project: where the CAS holds it
-	File  string     `json:"file,omitempty"` // -o: the .mur.zip written
-	Error *jsonError `json:"error"`
 }
 
 // jsonThen sets the --json result and passes err on, so that a failed command still reports

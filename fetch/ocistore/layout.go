@@ -69,10 +69,11 @@ func (s *layoutStore) blobPath(h v1.Hash) string {
 // indexEntry is the part of an index.json entry mur reads. Entries and top-level fields are kept
 // as raw JSON, so that a rewrite keeps whatever other tools put there.
 type indexEntry struct {
-	MediaType   types.MediaType   `json:"mediaType"`
-	Digest      string            `json:"digest"`
-	Size        int64             `json:"size"`
-	Annotations map[string]string `json:"annotations,omitempty"`
+	MediaType    types.MediaType   `json:"mediaType"`
+	Digest       string            `json:"digest"`
+	Size         int64             `json:"size"`
+	ArtifactType string            `json:"artifactType,omitempty"`
+	Annotations  map[string]string `json:"annotations,omitempty"`
 }
 
 type layoutIndex struct {

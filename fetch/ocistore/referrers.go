@@ -38,15 +38,20 @@ var (
 
 // subject finds the manifest of name@version whose layer is d: the manifest referrers point at.
 func (s *registryStore) subject(ctx context.Context, n ref.Name, version string, d digest.Digest) (v1.Descriptor, error) {
-	repo := s.repoPath(n)
-	tc, err := readTag(ctx, s, repo, ref.TagFromVersion(version))
+	return subjectIn(ctx, s, s.repoPath(n), n, version, d)
+}
+
+// subjectIn finds, in store r's repository repo, the manifest of name@version whose layer is d.
+func subjectIn(ctx context.Context, r manifestReader, repo string, n ref.Name, version string, d digest.Digest) (v1.Descriptor, error) {
+	tag := ref.TagFromVersion(version)
+	tc, err := readTag(ctx, r, repo, tag)
 	if err != nil {
 		return v1.Descriptor{}, err
 	}
 	for _, c := range tc.children {
 		raw, ok := tc.raws[c.Digest]
 		if !ok {
-			if raw, err = s.child(ctx, repo, c); err != nil {
+			if raw, err = r.child(ctx, repo, c); err != nil {
 				return v1.Descriptor{}, err
 			}
 		}
@@ -55,7 +60,7 @@ func (s *registryStore) subject(ctx context.Context, n ref.Name, version string,
 			return v1.Descriptor{MediaType: types.OCIManifestSchema1, Digest: c.Digest, Size: c.Size}, nil
 		}
 	}
-	return v1.Descriptor{}, errs.New(errs.NotFound, "%s holds no manifest of %s@%s with layer %s", s.where(repo, ref.TagFromVersion(version)), n, version, d)
+	return v1.Descriptor{}, errs.New(errs.NotFound, "%s holds no manifest of %s@%s with layer %s", r.where(repo, tag), n, version, d)
 }
 
 // Bundles implements fetch.BundleFinder: the bundles referring to the manifest of d.
