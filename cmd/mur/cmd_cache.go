@@ -317,7 +317,7 @@ mur cache records --json`,
 			if e.g.json {
 				out := make([]recordJSON, len(recs))
 				for i, r := range recs {
-					out[i] = recordJSON{Record: r, Error: recordError(r.Error)}
+					out[i] = toRecordJSON(r)
 				}
 				return e.JSON(struct {
 					Records []recordJSON `json:"records"`
@@ -362,12 +362,6 @@ func provenanceFacts(p *cas.Provenance) string {
 	return out
 }
 
-// recordJSON is a pull record in --json, its error as {"token", "message"}.
-type recordJSON struct {
-	cas.Record
-	Error *jsonError `json:"error"`
-}
-
 // recordError splits a record's error, written as "token: sentence", back into its parts.
 func recordError(s string) *jsonError {
 	if s == "" {
@@ -401,7 +395,9 @@ du -sh "$(mur cache path)"`,
 				return err
 			}
 			if e.g.json {
-				return e.JSON(map[string]string{"path": h.CAS()})
+				return e.JSON(struct {
+					Path string `json:"path"`
+				}{h.CAS()})
 			}
 			_, err = fmt.Fprintln(e.stdout, h.CAS())
 			return err
