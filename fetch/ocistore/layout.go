@@ -281,7 +281,7 @@ func (s *layoutStore) Resolve(ctx context.Context, n ref.Name, version, platform
 	} else if err := ref.ValidateVersion(version); err != nil {
 		return fetch.Descriptor{}, err
 	}
-	d, err := resolveTag(ctx, s, repo, tag, n, version, platform)
+	d, _, err := resolveTag(ctx, s, repo, tag, n, version, platform)
 	if err != nil {
 		return fetch.Descriptor{}, explainMiss(err, s.addr, n, version, func() ([]string, error) { return s.tags(repo) }, s.artifactNames)
 	}
