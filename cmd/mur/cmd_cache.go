@@ -343,7 +343,7 @@ mur cache records --json`,
 				}{out})
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "TIME\tOUTCOME\tREF\tDIGEST\tSIZE\tSOURCE")
+			fmt.Fprintln(tw, "TIME\tOUTCOME\tREF\tDIGEST\tSIZE\tSOURCE\tPROVENANCE")
 			for _, r := range recs {
 				src := r.Source
 				if r.Release != "" || r.Asset != "" {
@@ -357,10 +357,28 @@ mur cache records --json`,
 				if je := recordError(r.Error); je != nil {
 					outcome += ": " + string(je.Token)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Time.Local().Format(time.RFC3339), outcome, r.Ref, d, cas.FormatSize(r.Size), strings.TrimSpace(src))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Time.Local().Format(time.RFC3339), outcome, r.Ref, d, cas.FormatSize(r.Size), strings.TrimSpace(src), provenanceFacts(r.Provenance))
 			}
 			return tw.Flush()
 		}}
+}
+
+// provenanceFacts is what a record's verified bundle proved, on one line: "-" for none.
+func provenanceFacts(p *cas.Provenance) string {
+	if p == nil {
+		return "-"
+	}
+	out := p.Kind + " by " + p.Signer
+	if p.OwnerID != 0 || p.RepoID != 0 {
+		out += fmt.Sprintf("; owner %d, repository %d", p.OwnerID, p.RepoID)
+		if p.Repository != "" {
+			out += " (" + p.Repository + ")"
+		}
+	}
+	if p.SourceCommit != "" {
+		out += "; commit " + p.SourceCommit
+	}
+	return out
 }
 
 // recordError splits a record's error, written as "token: sentence", back into its parts.
