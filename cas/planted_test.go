@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/murmur-nexus/mur/internal/slowdown"
 )
 
 // hangGuard fails the test when fn has not returned long after any sane run would have: the
@@ -19,7 +21,7 @@ func hangGuard(t *testing.T, what string, fn func()) {
 	go func() { defer close(done); fn() }()
 	select {
 	case <-done:
-	case <-time.After(60 * time.Second):
+	case <-time.After(slowdown.Scale(60 * time.Second)):
 		t.Fatalf("%s hung on a planted FIFO", what)
 	}
 }
