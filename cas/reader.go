@@ -11,6 +11,7 @@ import (
 
 	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/safefile"
 )
 
 // ReaderAt is an open blob, read at any offset; the shape of containerd's content.ReaderAt. It
@@ -78,9 +79,13 @@ func (s *Store) open(d digest.Digest) (*os.File, error) {
 	if err := checkDigest(d); err != nil {
 		return nil, err
 	}
-	f, err := os.Open(s.Path(d))
+	// Never through a link, and never blocking on a FIFO planted where a blob should be.
+	f, err := safefile.OpenRead(s.Path(d))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, errs.Wrap(err, errs.NotFound, "blob %s is not in the store at %s; pull the artifact that holds it", d, s.root)
+	}
+	if notRegular(err) {
+		return nil, errs.Wrap(err, errs.IO, "blob %s in the store at %s is not a file mur wrote: %v; mur reads no blob through it. Remove %s and pull the artifact again", d, s.root, err, s.Path(d))
 	}
 	if err != nil {
 		return nil, pathErr(err, "opening", s.Path(d))

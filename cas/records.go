@@ -16,6 +16,7 @@ import (
 
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/lockedfile"
+	"github.com/murmur-nexus/mur/internal/safefile"
 )
 
 // Outcome is how a pull ended, as recorded.
@@ -115,7 +116,15 @@ func (s *Store) AppendRecords(rs []Record) error {
 	}
 	defer unlock()
 	p := s.recordsFile()
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	// Never through a link, never blocking on a FIFO: what is planted at the name instead of the
+	// records file is moved aside into quarantine/, and the records start afresh.
+	f, err := safefile.Open(p, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
+	if notRegular(err) {
+		if err := s.moveAside(p); err != nil {
+			return err
+		}
+		f, err = safefile.Open(p, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
+	}
 	if err != nil {
 		return pathErr(err, "opening", p)
 	}
@@ -124,11 +133,8 @@ func (s *Store) AppendRecords(rs []Record) error {
 	// line of its own instead of being glued to the wreck.
 	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
 		last := make([]byte, 1)
-		if r, err := os.Open(p); err == nil {
-			if _, err := r.ReadAt(last, fi.Size()-1); err == nil && last[0] != '\n' {
-				line = append([]byte{'\n'}, line...)
-			}
-			r.Close()
+		if _, err := f.ReadAt(last, fi.Size()-1); err == nil && last[0] != '\n' {
+			line = append([]byte{'\n'}, line...)
 		}
 	}
 	if _, err := f.Write(line); err != nil {
@@ -150,9 +156,12 @@ func (s *Store) Records(filter digest.Digest) ([]Record, error) {
 	}
 	out := []Record{}
 	p := s.recordsFile()
-	f, err := os.Open(p)
+	f, err := safefile.OpenRead(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return out, nil
+	}
+	if notRegular(err) {
+		return nil, errs.Wrap(err, errs.Integrity, "the pull records %v; mur reads no records through it. Remove it (the next pull starts the records afresh) and run again", err)
 	}
 	if err != nil {
 		return nil, pathErr(err, "opening", p)

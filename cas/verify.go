@@ -29,10 +29,10 @@ type VerifyReport struct {
 
 // Damage is one problem VerifyAll found.
 type Damage struct {
-	Digest      digest.Digest `json:"digest,omitempty"` // the name the blob had; empty for a file that is not named by a digest
+	Digest      digest.Digest `json:"digest"` // the name the blob had; empty for a file that is not named by a digest
 	Path        string        `json:"path"`
 	Problem     string        `json:"problem"`
-	Quarantined string        `json:"quarantined,omitempty"` // where the file was moved, if it was
+	Quarantined string        `json:"quarantined"` // where the file was moved, if it was
 }
 
 // damaged quarantines the blob that f was opened from and returns the error to report. Only the

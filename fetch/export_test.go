@@ -36,3 +36,15 @@ func PiecesFirst(p *Puller) { hooksOf(p).PiecesFirst = true }
 
 // SlowLink is the rule that splits a large blob's stream.
 func SlowLink(n int64, elapsed time.Duration) bool { return download.SlowLink(n, elapsed) }
+
+// OnStageChecked runs f between a staging's path checks and the opening of its folder handles,
+// until the test ends; OnStageInstall runs f just before a staged folder is renamed into place.
+func OnStageChecked(f func()) (restore func()) {
+	stageCheckedHook = f
+	return func() { stageCheckedHook = nil }
+}
+
+func OnStageInstall(f func()) (restore func()) {
+	stageInstallHook = f
+	return func() { stageInstallHook = nil }
+}

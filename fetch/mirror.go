@@ -39,6 +39,7 @@ type MirrorPush struct {
 	Store  string `json:"store"`
 	Pushed bool   `json:"pushed"`
 	Error  string `json:"error,omitempty"`
+	Token  string `json:"token,omitempty"` // Error's token
 }
 
 // mirrorLedger is what the pull records say the mirror holds, read once per Pull.
@@ -125,7 +126,7 @@ func (p *Puller) writeThrough(ctx context.Context, req Request, res *Result, m *
 		})
 		return nil
 	}
-	res.Mirror = &MirrorPush{Store: addr, Error: errs.Message(err)}
+	res.Mirror = &MirrorPush{Store: addr, Error: errs.Message(err), Token: string(errs.TokenOf(err))}
 	if p.MirrorRequired {
 		return errs.Wrap(err, errs.TokenOf(err), "%s@%s is pulled and pinned here, but writing it through to the mirror %s failed: %s; mirror_required is set, so this fails the command: fix the mirror and run it again, which retries the push",
 			req.Name, res.Version, addr, errs.Message(err))

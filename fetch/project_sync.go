@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/murmur-nexus/mur/internal/atomicfile"
@@ -297,16 +295,7 @@ func unstage(proj Project, name ref.Name) error {
 	if err := checkStageDirs(proj, name); err != nil {
 		return err
 	}
-	dir := StagedDir(proj, name)
-	if err := os.RemoveAll(dir); err != nil {
-		return errs.Wrap(err, errs.IO, "can't remove %s, which no entry of murmur.yaml declares any more: %v; remove it by hand", dir, err)
-	}
-	scopeDir := filepath.Dir(dir)
-	if err := os.Remove(filepath.Join(scopeDir, "."+name.Name+".lock")); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return errs.Wrap(err, errs.IO, "can't remove %s: %v", filepath.Join(scopeDir, "."+name.Name+".lock"), err)
-	}
-	_ = os.Remove(scopeDir) // only when empty; another tool of the scope keeps it
-	return nil
+	return unstageIn(proj, name)
 }
 
 // String is the line `mur pull` prints for a move.

@@ -34,12 +34,26 @@ func ecdsaKey(t *testing.T) (priv []byte, pub string) {
 	return priv, pub
 }
 
-// A team registry: a keyed bundle pushed as an OCI referrer (the sha256-<hex> fallback tag on a
-// registry without the referrers API) is found by the manifest's digest and verified against
-// trusted_keys; a pin that recorded it then requires it from every store.
+// A team store: a keyed bundle pushed as an OCI referrer (the sha256-<hex> fallback tag on a
+// registry without the referrers API; an index.json entry in a layout) is found by the
+// manifest's digest and verified against trusted_keys; the write-through mirror copies it.
 func TestKeyedBundleThroughRegistryReferrers(t *testing.T) {
-	reg := registrytest.Start(t)
-	st := openStore(t, "oci://"+reg.Addr()+"/murmur", ocistore.Options{})
+	for _, kind := range []string{"registry", "layout"} {
+		t.Run(kind, func(t *testing.T) {
+			st := openStore(t, storeAddr(t, kind), ocistore.Options{})
+			keyedBundleThroughReferrers(t, st, func() fetch.Store { return openStore(t, storeAddr(t, kind), ocistore.Options{}) })
+		})
+	}
+}
+
+func storeAddr(t *testing.T, kind string) string {
+	if kind == "layout" {
+		return "oci-layout:" + t.TempDir()
+	}
+	return "oci://" + registrytest.Start(t).Addr() + "/murmur"
+}
+
+func keyedBundleThroughReferrers(t *testing.T, st fetch.Store, newMirror func() fetch.Store) {
 	p := pack(t, "grep", "1.2.0", 19)
 	path := t.TempDir() + "/grep-1.2.0.mur.zip"
 	writeFile(t, path, p.zip)
@@ -86,8 +100,7 @@ func TestKeyedBundleThroughRegistryReferrers(t *testing.T) {
 
 	// The write-through mirror copies the bundle with the artifact: a pull from the mirror alone
 	// finds it.
-	mirrorReg := registrytest.Start(t)
-	mirror := openStore(t, "oci://"+mirrorReg.Addr()+"/murmur", ocistore.Options{})
+	mirror := newMirror()
 	w3 := newWorld(t)
 	pl3 := w3.puller(st)
 	pl3.Verifier, pl3.Policy, pl3.Mirror = local, pl.Policy, mirror

@@ -45,7 +45,12 @@ func attachBundles(ctx context.Context, dst Store, it PublishItem, extra [][]byt
 	if !ok {
 		return nil
 	}
+	seen := map[digest.Digest]bool{}
 	for _, b := range all {
+		if seen[digest.FromBytes(b)] {
+			continue
+		}
+		seen[digest.FromBytes(b)] = true
 		if err := at.AttachBundle(ctx, it.Desc.Name, it.Desc.Version, it.Desc.Digest, b); err != nil {
 			return errs.Wrap(err, errs.TokenOf(err), "%s@%s was pushed to %s, but its provenance bundle was not attached: %s; push again", it.Desc.Name, it.Desc.Version, dst, errs.Message(err))
 		}

@@ -63,6 +63,7 @@ func (p *Puller) provenancePolicy(scope string) ProvenancePolicy {
 // an artifact without any bundle is pulled with a no-provenance warning, but a bundle that is
 // there and does not verify always fails the pull.
 func (p *Puller) checkProvenance(ctx context.Context, req Request, pin pinned, got *fetched, res *Result) error {
+	defer got.lookup.stop()
 	pol := p.provenancePolicy(req.Name.Scope)
 	what := req.Name.String() + "@" + got.desc.Version
 	if pin.provenance != nil && pol.Mode == ProvenanceOff {
@@ -80,7 +81,13 @@ func (p *Puller) checkProvenance(ctx context.Context, req Request, pin pinned, g
 	asked := "the place that served it"
 	if got.bundles != nil {
 		asked = got.desc.Origin
-		found, err := got.bundles.Bundles(ctx, req.Name, got.desc.Version, d)
+		var found [][]byte
+		var err error
+		if got.lookup != nil {
+			found, err = got.lookup.wait(ctx)
+		} else {
+			found, err = got.bundles.Bundles(ctx, req.Name, got.desc.Version, d)
+		}
 		if err != nil {
 			return errs.Wrap(err, errs.TokenOf(err), "looking for the provenance of %s at %s: %s; nothing was pulled", what, asked, errs.Message(err))
 		}

@@ -83,10 +83,12 @@ type fetched struct {
 	// verified is the one that passed checkProvenance.
 	bundles  BundleFinder
 	verified *verifiedBundle
+	lookup   *bundleLookup // the look-up of bundles at bundles, begun on resolve; nil when not
 }
 
 // discard drops what a refused payload left in its scratch and staging.
 func (f *fetched) discard() {
+	f.lookup.stop()
 	if f.w != nil {
 		f.w.Close()
 	}
@@ -268,7 +270,7 @@ func (p *Puller) resolveAt(ctx context.Context, st Store, req Request, version s
 	return Descriptor{Name: req.Name, Version: version, Platform: pin.platform, Digest: pin.digest, Size: -1, Origin: st.String()}, movedTo, nil
 }
 
-func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version string, pin pinned, lease *cas.Lease) (*fetched, error) {
+func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version string, pin pinned, lease *cas.Lease) (out *fetched, outErr error) {
 	// The metadata slot is taken before the health is asked, and given back only once the
 	// health knows the outcome: the next resolve must see a failure.
 	release, err := metaSlot(ctx)
@@ -306,7 +308,16 @@ func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version s
 	if desc.Platform == "" {
 		desc.Platform = ref.PlatformAny
 	}
+	lookup := p.startBundles(ctx, st, req, pin, desc)
+	defer func() {
+		if outErr != nil {
+			lookup.stop()
+		}
+	}()
 	if got, err := p.fromCAS(ctx, desc, lease, st.String(), errs.Integrity); got != nil || err != nil {
+		if got != nil {
+			got.lookup = lookup
+		}
 		return got, err
 	}
 	key := p.moduleKey()
@@ -346,7 +357,7 @@ func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version s
 	if stream == nil {
 		key = nil
 	}
-	return &fetched{w: w, desc: desc, archive: a, xfer: xfer, stream: stream, key: key}, nil
+	return &fetched{w: w, desc: desc, archive: a, xfer: xfer, stream: stream, key: key, lookup: lookup}, nil
 }
 
 // fromCAS leases desc's digest and, when the CAS holds it, returns it as fetched without

@@ -95,8 +95,10 @@ type preparedStage struct {
 	dir, tmp string
 	name     ref.Name
 	d        digest.Digest
-	hold     *os.File // the temporary folder, flocked while it lives (see sweepStaging)
-	created  []string // folders made for it, removed again if it is discarded
+	hold     *os.File      // the temporary folder, flocked while it lives (see sweepStaging)
+	h        *scopeHandles // the project and tools/<scope>/, held (see stage_root.go)
+	tmpName  string        // tmp's name in the scope folder
+	files    *os.Root      // tmp, held
 }
 
 // prepareStage writes the staged files of the packed file src (whose digest is d, already read
@@ -112,13 +114,13 @@ func prepareStage(proj Project, name ref.Name, d digest.Digest, a *artifact.Arch
 	crc := crc32.NewIEEE()
 	var n int64
 	if off, size, ok := a.StoredPayload(); ok {
-		n, err = copyStored(st.tmp, a.PayloadName, src, off, size, crc, key)
+		n, err = copyStored(st.files, a.PayloadName, src, off, size, crc, key)
 	} else {
 		var pr io.ReadCloser
 		if pr, err = a.OpenPayload(); err != nil {
 			return st.fail(err)
 		}
-		n, err = writeStaged(st.tmp, a.PayloadName, pr, crc, key)
+		n, err = writeStaged(st.files, a.PayloadName, pr, crc, key)
 		pr.Close()
 	}
 	if err != nil {
@@ -139,24 +141,25 @@ func openStageDir(proj Project, name ref.Name, d digest.Digest) (*preparedStage,
 		return nil, err
 	}
 	dir := StagedDir(proj, name)
-	parent := filepath.Dir(dir)
 	// A failed pull leaves no tools/: the folders made here go again unless it succeeds.
-	created, err := mkdirAllRecorded(parent, proj.Dir)
+	h, err := openScope(proj, name)
 	if err != nil {
-		return nil, errs.Wrap(err, errs.IO, "can't create %s: %v", parent, err)
+		return nil, err
 	}
-	tmp, err := os.MkdirTemp(parent, atomicfile.TempPrefix+name.Name+"-")
-	if err != nil {
-		removeCreated(created)
+	st := &preparedStage{dir: dir, name: name, d: d, h: h}
+	if st.tmpName, err = mkdirTempIn(h.scope, atomicfile.TempPrefix+name.Name+"-"); err != nil {
+		h.close(true)
 		return nil, errs.Wrap(err, errs.IO, "can't stage %s: %v", dir, err)
 	}
-	hold, err := holdFolder(tmp)
+	st.tmp = filepath.Join(filepath.Dir(dir), st.tmpName)
+	if st.hold, err = holdIn(h.scope, st.tmpName); err == nil {
+		st.files, err = h.scope.OpenRoot(st.tmpName)
+	}
 	if err != nil {
-		os.RemoveAll(tmp)
-		removeCreated(created)
+		st.discard()
 		return nil, errs.Wrap(err, errs.IO, "can't stage %s: %v", dir, err)
 	}
-	return &preparedStage{dir: dir, tmp: tmp, name: name, d: d, hold: hold, created: created}, nil
+	return st, nil
 }
 
 // fail discards the folder and words err as a staging failure.
@@ -175,17 +178,17 @@ func (st *preparedStage) complete(a *artifact.Archive, size int64, crc uint32) e
 	}
 	m.Files[a.PayloadName], m.Sizes[a.PayloadName] = crcString(crc), size
 	yaml := crc32.NewIEEE()
-	n, err := writeStaged(st.tmp, "murmur.yaml", bytes.NewReader(a.ManifestBytes), yaml, nil)
+	n, err := writeStaged(st.files, "murmur.yaml", bytes.NewReader(a.ManifestBytes), yaml, nil)
 	if err != nil {
 		return errs.Wrap(err, errs.IO, "%v", err)
 	}
 	m.Files["murmur.yaml"], m.Sizes["murmur.yaml"] = crcString(yaml.Sum32()), n
 	m.Stamps = map[string]string{}
 	for f := range m.Files {
-		m.Stamps[f] = stamp(filepath.Join(st.tmp, f))
+		m.Stamps[f] = stampIn(st.files, f)
 	}
 	mb, _ := json.MarshalIndent(m, "", "  ")
-	if err := os.WriteFile(filepath.Join(st.tmp, stagedMarkerFile), append(mb, '\n'), 0o644); err != nil {
+	if err := writeNew(st.files, stagedMarkerFile, append(mb, '\n')); err != nil {
 		return errs.Wrap(err, errs.IO, "%v", err)
 	}
 	return nil
@@ -194,36 +197,63 @@ func (st *preparedStage) complete(a *artifact.Archive, size int64, crc uint32) e
 // discard removes a prepared folder that will not be installed; nil is nothing to discard.
 func (st *preparedStage) discard() {
 	if st != nil {
-		os.RemoveAll(st.tmp)
-		st.hold.Close()
-		removeCreated(st.created)
+		st.closeTmp()
+		st.h.close(true)
 	}
 }
 
 // install moves the prepared folder into place under the per-tool lock, unless another process
 // staged the same blob meanwhile.
 func (st *preparedStage) install() (string, error) {
-	defer st.hold.Close()
-	defer os.RemoveAll(st.tmp)
-	parent := filepath.Dir(st.dir)
-	unlock, err := lockedfile.Lock(context.Background(), filepath.Join(parent, "."+st.name.Name+".lock"))
+	installed := false
+	defer func() { st.h.close(!installed) }()
+	defer st.closeTmp()
+	scope := st.h.scope
+	unlock, err := lockedfile.LockIn(context.Background(), scope, "."+st.name.Name+".lock")
 	if err != nil {
-		return "", errs.Wrap(err, errs.IO, "can't lock %s for staging: %v", st.dir, err)
+		return "", errs.Wrap(err, errs.TokenOf(err), "can't lock %s for staging: %s", st.dir, errs.Message(err))
 	}
 	defer unlock()
 	if isStaged(st.dir, st.d) {
+		installed = true
 		return st.dir, nil
 	}
-	old := st.tmp + ".old"
-	if err := os.Rename(st.dir, old); err != nil && !os.IsNotExist(err) {
+	if stageInstallHook != nil {
+		stageInstallHook()
+	}
+	old := st.tmpName + ".old"
+	if err := scope.Rename(st.name.Name, old); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", errs.Wrap(err, errs.IO, "can't replace %s: %v", st.dir, err)
 	}
-	if err := os.Rename(st.tmp, st.dir); err != nil {
+	if err := scope.Rename(st.tmpName, st.name.Name); err != nil {
 		return "", errs.Wrap(err, errs.IO, "can't move staged files into %s: %v", st.dir, err)
 	}
-	os.RemoveAll(old)
-	atomicfile.SyncDir(parent)
+	installed = true
+	scope.RemoveAll(old)
+	if d, err := scope.Open("."); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	// The files went into the folder whose handle was held. If its path names another folder
+	// now, someone moved it during the pull: the tool is not where the project looks for it.
+	if err := st.h.still(); err != nil {
+		return "", err
+	}
 	return st.dir, nil
+}
+
+// closeTmp releases the temporary folder, removing it if it is still there (install renamed it
+// away otherwise).
+func (st *preparedStage) closeTmp() {
+	if st.files != nil {
+		st.files.Close()
+	}
+	if st.tmpName != "" {
+		st.h.scope.RemoveAll(st.tmpName)
+	}
+	if st.hold != nil {
+		st.hold.Close()
+	}
 }
 
 // CheckStaged re-hashes tools/<scope>/<name>/ against its marker and the marker against want.
@@ -284,8 +314,8 @@ func filesPresent(dir string, m stagedMarker) bool {
 // Staged files are a derived view of a verified blob, so they are written without fsync: a
 // crash can leave one short, which the size check on the next pull and `mur verify` notice, and
 // restaging restores. The blob itself, in the CAS, is durable.
-func writeStaged(dir, file string, r io.Reader, crc, key hash.Hash) (int64, error) {
-	f, err := os.OpenFile(filepath.Join(dir, file), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+func writeStaged(dir *os.Root, file string, r io.Reader, crc, key hash.Hash) (int64, error) {
+	f, err := dir.OpenFile(file, os.O_CREATE|os.O_EXCL|os.O_WRONLY|unix.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return 0, err
 	}
@@ -309,8 +339,8 @@ func crcString(c uint32) string { return fmt.Sprintf("crc32:%08x", c) }
 // copyStored copies an uncompressed payload out of the packed file in the kernel
 // (copy_file_range), and computes its checksum from the source range, which the copy has just
 // brought into the page cache: a stored entry has no deflate stream to check it on the way.
-func copyStored(dir, file string, src cas.ReaderAt, off, n int64, crc, key hash.Hash) (int64, error) {
-	dst, err := os.OpenFile(filepath.Join(dir, file), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+func copyStored(dir *os.Root, file string, src cas.ReaderAt, off, n int64, crc, key hash.Hash) (int64, error) {
+	dst, err := dir.OpenFile(file, os.O_CREATE|os.O_EXCL|os.O_WRONLY|unix.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return 0, err
 	}

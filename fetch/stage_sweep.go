@@ -38,11 +38,18 @@ func holdFolder(dir string) (*os.File, error) {
 // they are real folders. With dryRun it only lists them.
 func sweepStaging(proj Project, now time.Time, dryRun bool) []string {
 	var gone []string
-	tools := proj.ToolsDir()
-	if fi, err := os.Lstat(tools); err != nil || !fi.IsDir() {
+	root, err := os.OpenRoot(proj.Dir)
+	if err != nil {
 		return nil
 	}
-	scopes, err := os.ReadDir(tools)
+	defer root.Close()
+	toolsName := filepath.Base(proj.ToolsDir())
+	tools, err := openRealDir(root, toolsName)
+	if err != nil {
+		return nil
+	}
+	defer tools.Close()
+	scopes, err := fs.ReadDir(tools.FS(), ".")
 	if err != nil {
 		return nil
 	}
@@ -50,11 +57,12 @@ func sweepStaging(proj Project, now time.Time, dryRun bool) []string {
 		if !sc.IsDir() { // a DirEntry of a symlink is not a folder
 			continue
 		}
-		scopeDir := filepath.Join(tools, sc.Name())
-		entries, err := os.ReadDir(scopeDir)
+		scope, err := openRealDir(tools, sc.Name())
 		if err != nil {
 			continue
 		}
+		scopeDir := filepath.Join(proj.ToolsDir(), sc.Name())
+		entries, _ := fs.ReadDir(scope.FS(), ".")
 		for _, e := range entries {
 			if !e.IsDir() || !strings.HasPrefix(e.Name(), atomicfile.TempPrefix) {
 				continue
@@ -64,42 +72,16 @@ func sweepStaging(proj Project, now time.Time, dryRun bool) []string {
 			if err != nil || now.Sub(fi.ModTime()) < stagingGrace {
 				continue
 			}
-			hold, err := holdFolder(p)
+			hold, err := holdIn(scope, e.Name())
 			if err != nil {
 				continue // a live staging holds it
 			}
-			if dryRun || os.RemoveAll(p) == nil {
+			if dryRun || scope.RemoveAll(e.Name()) == nil {
 				gone = append(gone, p)
 			}
 			hold.Close()
 		}
+		scope.Close()
 	}
 	return gone
-}
-
-// mkdirAllRecorded is os.MkdirAll(dir, 0o755) that returns the folders it made, deepest last,
-// never above stop.
-func mkdirAllRecorded(dir, stop string) ([]string, error) {
-	var missing []string
-	for d := dir; d != stop && d != filepath.Dir(d); d = filepath.Dir(d) {
-		if _, err := os.Lstat(d); err == nil {
-			break
-		}
-		missing = append(missing, d)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	for i, j := 0, len(missing)-1; i < j; i, j = i+1, j-1 {
-		missing[i], missing[j] = missing[j], missing[i]
-	}
-	return missing, nil
-}
-
-// removeCreated removes the folders mkdirAllRecorded made, deepest first, each only while it is
-// empty: another pull may be staging into one meanwhile.
-func removeCreated(dirs []string) {
-	for i := len(dirs) - 1; i >= 0; i-- {
-		os.Remove(dirs[i])
-	}
 }

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -153,7 +152,7 @@ func (s *streamStage) adopt(a *artifact.Archive, size int64) *preparedStage {
 	}
 	// The unnamed file gets its name only now. linkat through /proc needs no privilege, unlike
 	// AT_EMPTY_PATH; a project on two file systems (tools/ a mount point) falls back.
-	if err := unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", s.file.Fd()), unix.AT_FDCWD, filepath.Join(st.tmp, r.name), unix.AT_SYMLINK_FOLLOW); err != nil {
+	if err := unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", s.file.Fd()), int(st.hold.Fd()), r.name, unix.AT_SYMLINK_FOLLOW); err != nil {
 		st.discard()
 		return nil
 	}

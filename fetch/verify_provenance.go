@@ -41,7 +41,7 @@ func verifyProvenance(ctx context.Context, in VerifyInput, rep *VerifyReport) {
 		}
 		raw, err := readCASBlob(ctx, in.CAS, digest.Digest(e.Provenance.Bundle), maxBundleSize)
 		if err != nil {
-			problem("the bundle murmur.lock records for %s is not in the CAS (%s); run 'mur pull' or 'mur warm' to fetch it with its artifact", e.Name, errs.Message(err))
+			problem("the bundle murmur.lock records for %s is not in the CAS (%s); run 'mur warm' to fetch it, or 'mur cache import' an export that carries it", e.Name, errs.Message(err))
 			continue
 		}
 		pol := ProvenancePolicy{Mode: ProvenanceRequire}

@@ -104,13 +104,17 @@ func Warm(ctx context.Context, in WarmInput) (_ *WarmReport, err error) {
 		if err != nil {
 			return rep, err
 		}
-		for _, r := range results {
+		for i, r := range results {
 			d, err := ref.ParseDigest(r.Digest)
 			if err != nil {
 				return rep, err
 			}
+			bundle, err := p.warmRecordedBundle(ctx, reqs[i], in.Lock.Find(r.Name), d)
+			if err != nil {
+				return rep, err
+			}
 			if in.Layout != nil {
-				if err := mirror(ctx, in.Puller.CAS, in.Layout, r, d); err != nil {
+				if err := mirror(ctx, in.Puller.CAS, in.Layout, r, d, bundle); err != nil {
 					return rep, err
 				}
 			}
@@ -170,7 +174,9 @@ func warmPrecompile(ctx context.Context, store *cas.Store, r Result, compile fun
 	return true, nil
 }
 
-func mirror(ctx context.Context, store *cas.Store, dst Store, r Result, dg digest.Digest) error {
+// mirror copies r into dst with its bundles: those its pull records verified, and bundle, the one
+// murmur.lock records (nil for none).
+func mirror(ctx context.Context, store *cas.Store, dst Store, r Result, dg digest.Digest, bundle []byte) error {
 	n, err := ref.ParseName(r.Name)
 	if err != nil {
 		return err
@@ -178,5 +184,12 @@ func mirror(ctx context.Context, store *cas.Store, dst Store, r Result, dg diges
 	return Publish(ctx, dst, PublishItem{cas: store, Desc: Descriptor{
 		Name: n, Version: r.Version, Platform: r.Platform, Digest: dg, Size: r.Size,
 		Title: artifact.FileName(n.Name, r.Version),
-	}})
+	}, Bundles: nonEmpty(bundle)})
+}
+
+func nonEmpty(b []byte) [][]byte {
+	if b == nil {
+		return nil
+	}
+	return [][]byte{b}
 }

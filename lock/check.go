@@ -32,9 +32,9 @@ const (
 type Mismatch struct {
 	Kind      string `json:"kind"`
 	Name      string `json:"name"`
-	Requested string `json:"requested,omitempty"` // murmur.yaml's version; empty for Undeclared
-	Locked    string `json:"locked,omitempty"`    // the pinned version; empty for NotPinned
-	Platform  string `json:"platform,omitempty"`
+	Requested string `json:"requested"` // murmur.yaml's version; empty for Undeclared
+	Locked    string `json:"locked"`    // the pinned version; empty for NotPinned
+	Platform  string `json:"platform"`
 }
 
 // String is the line a person reads: the name, then Detail.

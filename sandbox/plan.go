@@ -51,7 +51,7 @@ type Plan struct {
 	MemoryMiB int            `json:"memory_mib"`
 	// StateMiB is the state store's quota, enforced as the guest writes; 0 when no store is
 	// granted.
-	StateMiB int     `json:"state_mib,omitempty"`
+	StateMiB int     `json:"state_mib"`
 	TimeoutS float64 `json:"timeout_s"`
 	Argv0    string  `json:"argv0"`
 

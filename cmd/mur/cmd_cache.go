@@ -317,7 +317,7 @@ mur cache records --json`,
 			if e.g.json {
 				out := make([]recordJSON, len(recs))
 				for i, r := range recs {
-					out[i] = recordJSON{Record: r, Error: recordError(r.Error)}
+					out[i] = toRecordJSON(r)
 				}
 				return e.JSON(struct {
 					Records []recordJSON `json:"records"`
@@ -342,12 +342,6 @@ mur cache records --json`,
 			}
 			return tw.Flush()
 		}}
-}
-
-// recordJSON is a pull record in --json, its error as {"token", "message"}.
-type recordJSON struct {
-	cas.Record
-	Error *jsonError `json:"error"`
 }
 
 // recordError splits a record's error, written as "token: sentence", back into its parts.
@@ -383,7 +377,9 @@ du -sh "$(mur cache path)"`,
 				return err
 			}
 			if e.g.json {
-				return e.JSON(map[string]string{"path": h.CAS()})
+				return e.JSON(struct {
+					Path string `json:"path"`
+				}{h.CAS()})
 			}
 			_, err = fmt.Fprintln(e.stdout, h.CAS())
 			return err

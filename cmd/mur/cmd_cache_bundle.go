@@ -63,7 +63,10 @@ mur cache export --lock a/murmur.lock --lock b/murmur.lock -o ci.tar.zst`,
 				return errs.Wrap(err, errs.IO, "can't write %s: %v", out, err)
 			}
 			if e.g.json {
-				return e.JSON(map[string]any{"bundle": out, "blobs": n})
+				return e.JSON(struct {
+					Bundle string `json:"bundle"`
+					Blobs  int    `json:"blobs"`
+				}{out, n})
 			}
 			fmt.Fprintf(e.stdout, "exported %s to %s\n", plural(n, "blob"), out)
 			return nil

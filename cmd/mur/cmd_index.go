@@ -66,7 +66,10 @@ mur index grep-1.2.0-linux.mur.zip --scope acme --release v1.2.0 --platform linu
 				return errs.Wrap(err, errs.IO, "can't write %s: %v", out, err)
 			}
 			if e.g.json {
-				return e.JSON(map[string]any{"index": out, "entries": len(ix.Artifacts)})
+				return e.JSON(struct {
+					Index   string `json:"index"`
+					Entries int    `json:"entries"`
+				}{out, len(ix.Artifacts)})
 			}
 			fmt.Fprintf(e.stdout, "wrote %s: %s for scope %s\n", out, plural(len(ix.Artifacts), "entry", "entries"), scope)
 			return nil

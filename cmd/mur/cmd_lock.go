@@ -117,7 +117,7 @@ type forgetResult struct {
 	Lock    string         `json:"lock"`
 	Scope   string         `json:"scope"`
 	Removed bool           `json:"removed"`
-	Pin     *lock.ScopePin `json:"pin,omitempty"` // the same shape as pull's new_pin
+	Pin     *lock.ScopePin `json:"pin"` // the same shape as pull's new_pin
 }
 
 func runForgetScope(e *env, args []string) error {

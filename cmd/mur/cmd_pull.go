@@ -156,9 +156,8 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 			fetch.SyncOptions{Args: len(args) > 0, Locked: f.locked, Add: add})
 	}
 	pr.finish(err)
-	out := make([]pullResult, len(rep.Results))
+	out := toResultsJSON(rep.Results)
 	for i, r := range rep.Results {
-		out[i] = pullResult{Result: r, Error: toJSONError(r.Err)}
 		if r.Error == "" && r.Digest != "" && p.capsule == nil {
 			out[i].Blob = store.Path(digest.Digest(r.Digest))
 		}
@@ -173,7 +172,7 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 	}
 	if e.g.json {
 		return jsonThen(e, struct {
-			Results  []pullResult `json:"results"`
+			Results  []resultJSON `json:"results"`
 			Moved    []fetch.Move `json:"moved"`
 			Declared []string     `json:"declared"`
 			Removed  []string     `json:"removed"`
@@ -211,8 +210,8 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 	for _, m := range rep.Moved {
 		fmt.Fprintln(e.stdout, m.String())
 	}
-	for _, r := range out {
-		if r.Result.Error != "" {
+	for i, r := range out {
+		if rep.Results[i].Error != "" {
 			continue
 		}
 		if r.NewPin != nil {
@@ -300,15 +299,6 @@ func pullRequests(p *project, args []string, f *pullFlags) ([]fetch.Request, []f
 		reqs = append(reqs, fetch.Request{Asked: arg, Name: r.Name, Version: r.Version, From: from, Update: f.update})
 	}
 	return reqs, files, nil
-}
-
-// pullResult is one artifact of `mur pull --json`: the pull's result, with its failure as
-// {"token", "message"}.
-type pullResult struct {
-	fetch.Result
-	Blob  string     `json:"blob,omitempty"` // outside a project: where the CAS holds it
-	File  string     `json:"file,omitempty"` // -o: the .mur.zip written
-	Error *jsonError `json:"error"`
 }
 
 // jsonThen sets the --json result and passes err on, so that a failed command still reports

@@ -117,7 +117,8 @@ mur push grep-1.2.0.mur.zip --scope acme --sign-key team.key --store oci://regis
 				return err
 			}
 			if e.g.json {
-				return e.JSON(map[string]any{"name": item.Desc.Name.String(), "version": item.Desc.Version, "platform": item.Desc.Platform, "digest": item.Desc.Digest, "size": item.Desc.Size, "store": dst.String(), "signed_with": hint})
+				return e.JSON(pushJSON{Name: item.Desc.Name.String(), Version: item.Desc.Version, Platform: item.Desc.Platform,
+					Digest: string(item.Desc.Digest), Size: item.Desc.Size, Store: dst.String(), SignedWith: hint})
 			}
 			fmt.Fprintf(e.stdout, "pushed %s@%s %s (%s) to %s\n", item.Desc.Name, item.Desc.Version, item.Desc.Digest, item.Desc.Platform, dst)
 			if hint != "" {

@@ -54,6 +54,10 @@ mur run --explain-scope --json grep`,
 			if err := checkArtifactArg(args[0]); err != nil {
 				return err
 			}
+			if e.g.json && !explain {
+				// The guest owns stdout: a JSON object after its output would be no JSON at all.
+				return usagef("--json goes only with --explain-scope: a run's stdout is the guest's own; drop --json, or add --explain-scope to see the grants as JSON")
+			}
 			if len(args) > 1 && args[1] == "--" {
 				args = append(args[:1], args[2:]...)
 			}

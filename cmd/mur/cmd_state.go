@@ -62,6 +62,11 @@ func stateRmCmd() *command {
 			if err := state.Remove(h.State(), args[0]); err != nil {
 				return err
 			}
+			if e.g.json {
+				return e.JSON(struct {
+					Removed string `json:"removed"`
+				}{args[0]})
+			}
 			fmt.Fprintf(e.stdout, "removed the state store %s\n", args[0])
 			return nil
 		}}

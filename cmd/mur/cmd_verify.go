@@ -80,7 +80,7 @@ mur verify --json`,
 			}
 			failure := rep.Err(repair)
 			if e.g.json {
-				return jsonThen(e, rep, failure)
+				return jsonThen(e, verifyJSON{rep.Blobs, rep.Tools, rep.Compiled, rep.Problems, rep.Provenance}, failure)
 			} else {
 				for _, pr := range rep.Problems {
 					state := ""

@@ -11,9 +11,9 @@ import (
 // revision, time and modified flag (for a build in a git checkout with -buildvcs).
 type buildVersion struct {
 	Version  string `json:"version"`
-	Revision string `json:"revision,omitempty"`
-	Time     string `json:"time,omitempty"`
-	Modified bool   `json:"modified,omitempty"`
+	Revision string `json:"revision"`
+	Time     string `json:"time"`
+	Modified bool   `json:"modified"`
 	Go       string `json:"go"`
 	Wazero   string `json:"wazero"`
 	Platform string `json:"platform"`

@@ -96,7 +96,10 @@ mur warm --mirror oci://registry.internal:5000/murmur   # the fleet's warming ma
 				}
 			}
 			if e.g.json {
-				return jsonThen(e, rep, err)
+				if rep == nil {
+					rep = &fetch.WarmReport{}
+				}
+				return jsonThen(e, warmJSON{rep.Artifacts, rep.Fetched, rep.Cached, rep.Compiled, rep.Bytes, toResultsJSON(rep.Results), rep.Problems}, err)
 			}
 			for _, pr := range rep.Problems {
 				fmt.Fprintf(e.stdout, "%s %s: %s\n", pr.Kind, pr.Subject, pr.Problem)

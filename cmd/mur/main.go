@@ -215,7 +215,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, rawStdout, rawStde
 	help := top.BoolP("help", "h", false, "show help")
 	showVersion := top.Bool("version", false, "print mur's version")
 	if err := top.Parse(args); err != nil {
-		return fail(stderr, errs.New(errs.Usage, "%v; run 'mur help' for the list of commands and flags", err))
+		return failUsage(stdout, stderr, g.json || asksJSON(args), errs.New(errs.Usage, "%v; run 'mur help' for the list of commands and flags", err))
 	}
 	rest := top.Args()
 	cmds := commands()
@@ -249,7 +249,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, rawStdout, rawStde
 func dispatch(e *env, path string, cmds []*command, args []string) int {
 	c := find(cmds, args[0])
 	if c == nil {
-		return fail(e.stderr, unknownCommand(args[0], cmds, path))
+		return failUsage(e.stdout, e.stderr, e.g.json || asksJSON(args), unknownCommand(args[0], cmds, path))
 	}
 	args = args[1:]
 	// A command with subcommands may also run itself (mur lock [REF...] beside mur lock
@@ -269,7 +269,7 @@ func dispatch(e *env, path string, cmds []*command, args []string) int {
 		pre.SetOutput(io.Discard)
 		e.g.register(pre)
 		if err := pre.Parse(args); err != nil {
-			return fail(e.stderr, errs.New(errs.Usage, "%v; run '%s %s --help'", err, path, c.name))
+			return failUsage(e.stdout, e.stderr, e.g.json || asksJSON(args), errs.New(errs.Usage, "%v; run '%s %s --help'", err, path, c.name))
 		}
 		if len(pre.Args()) == 0 {
 			printCommandHelp(e.stdout, path, c, e.g)
@@ -286,7 +286,7 @@ func dispatch(e *env, path string, cmds []*command, args []string) int {
 		c.flags(fs)
 	}
 	if err := fs.Parse(args); err != nil {
-		return fail(e.stderr, errs.New(errs.Usage, "%s %s: %v; run '%s %s --help'", path, c.name, err, path, c.name))
+		return failUsage(e.stdout, e.stderr, e.g.json || asksJSON(args), errs.New(errs.Usage, "%s %s: %v; run '%s %s --help'", path, c.name, err, path, c.name))
 	}
 	if *help {
 		printCommandHelp(e.stdout, path, c, e.g)
@@ -348,6 +348,30 @@ func unknownCommand(name string, cmds []*command, path string) error {
 		hint = fmt.Sprintf("; did you mean '%s %s'?", path, best)
 	}
 	return errs.New(errs.Usage, "unknown command %q for %s%s; run '%s help' for the list", name, path, hint, path)
+}
+
+// failUsage fails with a usage error found before the command ran (a bad flag, an unknown
+// command); under --json it prints the envelope too, as every other failure does.
+func failUsage(stdout, stderr io.Writer, json bool, err error) int {
+	if json {
+		_ = writeEnvelope(raw(stdout), nil, err)
+	}
+	return fail(stderr, err)
+}
+
+// asksJSON reports whether args, which did not parse, ask for --json anyway: a flag parser stops
+// at the first bad flag, so a --json after it was never seen. Arguments after "--" are the
+// guest's.
+func asksJSON(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "--json", "--json=true", "--json=1":
+			return true
+		}
+	}
+	return false
 }
 
 // fail prints err as `mur: <token>: <sentence>` and returns its exit status.

@@ -69,10 +69,11 @@ func (s *layoutStore) blobPath(h v1.Hash) string {
 // indexEntry is the part of an index.json entry mur reads. Entries and top-level fields are kept
 // as raw JSON, so that a rewrite keeps whatever other tools put there.
 type indexEntry struct {
-	MediaType   types.MediaType   `json:"mediaType"`
-	Digest      string            `json:"digest"`
-	Size        int64             `json:"size"`
-	Annotations map[string]string `json:"annotations,omitempty"`
+	MediaType    types.MediaType   `json:"mediaType"`
+	Digest       string            `json:"digest"`
+	Size         int64             `json:"size"`
+	ArtifactType string            `json:"artifactType,omitempty"`
+	Annotations  map[string]string `json:"annotations,omitempty"`
 }
 
 type layoutIndex struct {
@@ -280,7 +281,7 @@ func (s *layoutStore) Resolve(ctx context.Context, n ref.Name, version, platform
 	} else if err := ref.ValidateVersion(version); err != nil {
 		return fetch.Descriptor{}, err
 	}
-	d, err := resolveTag(ctx, s, repo, tag, n, version, platform)
+	d, _, err := resolveTag(ctx, s, repo, tag, n, version, platform)
 	if err != nil {
 		return fetch.Descriptor{}, explainMiss(err, s.addr, n, version, func() ([]string, error) { return s.tags(repo) }, s.artifactNames)
 	}

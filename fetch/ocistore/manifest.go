@@ -349,24 +349,25 @@ func describe(m *v1.Manifest, where string, name ref.Name, tag, asked, indexPlat
 	}, nil
 }
 
-// resolveTag resolves repo:tag for platform.
-func resolveTag(ctx context.Context, r manifestReader, repo, tag string, name ref.Name, version, platform string) (fetch.Descriptor, error) {
+// resolveTag resolves repo:tag for platform, and returns the manifest it chose: the subject that
+// the artifact's referrers (its provenance bundles) point at.
+func resolveTag(ctx context.Context, r manifestReader, repo, tag string, name ref.Name, version, platform string) (fetch.Descriptor, v1.Descriptor, error) {
 	tc, err := readTag(ctx, r, repo, tag)
 	if err != nil {
-		return fetch.Descriptor{}, err
+		return fetch.Descriptor{}, v1.Descriptor{}, err
 	}
 	c, ok := tc.pick(platform)
 	if !ok {
-		return fetch.Descriptor{}, errs.New(errs.NotFound, "%s holds %s@%s for %s but not for %s or any; push a payload for %s", r.where(repo, tag), name, version, tc.platforms(), platform, platform)
+		return fetch.Descriptor{}, v1.Descriptor{}, errs.New(errs.NotFound, "%s holds %s@%s for %s but not for %s or any; push a payload for %s", r.where(repo, tag), name, version, tc.platforms(), platform, platform)
 	}
 	d, err := tc.load(ctx, r, repo, tag, c, name, version)
 	if err != nil {
-		return fetch.Descriptor{}, err
+		return fetch.Descriptor{}, v1.Descriptor{}, err
 	}
 	if version != ref.Latest && d.Version != version {
-		return fetch.Descriptor{}, errs.New(errs.NotFound, "%s holds version %q, not %q (%s)", r.where(repo, tag), d.Version, version, sharedTag(d.Version, version))
+		return fetch.Descriptor{}, v1.Descriptor{}, errs.New(errs.NotFound, "%s holds version %q, not %q (%s)", r.where(repo, tag), d.Version, version, sharedTag(d.Version, version))
 	}
-	return d, nil
+	return d, v1.Descriptor{MediaType: types.OCIManifestSchema1, Digest: c.Digest, Size: c.Size}, nil
 }
 
 // pushPlan is what a push writes: the manifest, and the object the tag will point at.

@@ -38,15 +38,20 @@ var (
 
 // subject finds the manifest of name@version whose layer is d: the manifest referrers point at.
 func (s *registryStore) subject(ctx context.Context, n ref.Name, version string, d digest.Digest) (v1.Descriptor, error) {
-	repo := s.repoPath(n)
-	tc, err := readTag(ctx, s, repo, ref.TagFromVersion(version))
+	return subjectIn(ctx, s, s.repoPath(n), n, version, d)
+}
+
+// subjectIn finds, in store r's repository repo, the manifest of name@version whose layer is d.
+func subjectIn(ctx context.Context, r manifestReader, repo string, n ref.Name, version string, d digest.Digest) (v1.Descriptor, error) {
+	tag := ref.TagFromVersion(version)
+	tc, err := readTag(ctx, r, repo, tag)
 	if err != nil {
 		return v1.Descriptor{}, err
 	}
 	for _, c := range tc.children {
 		raw, ok := tc.raws[c.Digest]
 		if !ok {
-			if raw, err = s.child(ctx, repo, c); err != nil {
+			if raw, err = r.child(ctx, repo, c); err != nil {
 				return v1.Descriptor{}, err
 			}
 		}
@@ -55,33 +60,34 @@ func (s *registryStore) subject(ctx context.Context, n ref.Name, version string,
 			return v1.Descriptor{MediaType: types.OCIManifestSchema1, Digest: c.Digest, Size: c.Size}, nil
 		}
 	}
-	return v1.Descriptor{}, errs.New(errs.NotFound, "%s holds no manifest of %s@%s with layer %s", s.where(repo, ref.TagFromVersion(version)), n, version, d)
+	return v1.Descriptor{}, errs.New(errs.NotFound, "%s holds no manifest of %s@%s with layer %s", r.where(repo, tag), n, version, d)
 }
 
 // Bundles implements fetch.BundleFinder: the bundles referring to the manifest of d.
+// The manifest this store's resolve chose is its subject; a bundle is attached (AttachBundle) to
+// the one the tag names now.
 func (s *registryStore) Bundles(ctx context.Context, n ref.Name, version string, d digest.Digest) ([][]byte, error) {
-	sub, err := s.subject(ctx, n, version, d)
-	if err != nil {
-		return nil, err
+	sub, ok := s.found.knownSubject(s.repoPath(n), ref.TagFromVersion(version), d)
+	if !ok {
+		var err error
+		if sub, err = s.subject(ctx, n, version, d); err != nil {
+			return nil, err
+		}
 	}
 	r, err := s.repository(s.repoPath(n))
 	if err != nil {
+		return nil, err
+	}
+	refs, err := s.referrerIndex(ctx, r, sub, "the referrers of "+n.String()+"@"+version)
+	if err != nil || len(refs) == 0 {
 		return nil, err
 	}
 	opts, err := s.pullOptions(ctx, r)
 	if err != nil {
 		return nil, s.classify(err, "the referrers of "+n.String())
 	}
-	idx, err := remote.Referrers(r.Digest(sub.Digest.String()), append(opts, remote.WithFilter("artifactType", attest.BundleMediaType))...)
-	if err != nil {
-		return nil, s.classify(err, "the referrers of "+n.String()+"@"+version)
-	}
-	im, err := idx.IndexManifest()
-	if err != nil {
-		return nil, errs.Wrap(err, errs.Integrity, "the referrers of %s@%s at %s do not parse: %v", n, version, s.addr, err)
-	}
 	var out [][]byte
-	for _, m := range im.Manifests {
+	for _, m := range refs {
 		if m.ArtifactType != attest.BundleMediaType || m.Size > maxBundleBytes {
 			continue
 		}

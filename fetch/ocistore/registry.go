@@ -37,6 +37,7 @@ type registryStore struct {
 	rt       http.RoundTripper // bounded, retrying; go-containerregistry adds auth on top
 	timeout  time.Duration
 	auth     *registryAuth // shared by every pull-side request to this registry (auth.go)
+	found    *lookups      // what resolves learned that bundle look-ups reuse (referrers_lookup.go)
 }
 
 func openRegistry(addr string, opt Options) (fetch.Store, error) {
@@ -100,7 +101,7 @@ func openRegistry(addr string, opt Options) (fetch.Store, error) {
 		key += " plain-http"
 	}
 	auth := opt.Pool.get(key, func() *registryAuth { return newRegistryAuth(reg, rt, kc) })
-	return &registryStore{addr: normal, host: host, prefix: prefix, nameOpts: nameOpts, keychain: kc, rt: rt, timeout: timeout, auth: auth}, nil
+	return &registryStore{addr: normal, host: host, prefix: prefix, nameOpts: nameOpts, keychain: kc, rt: rt, timeout: timeout, auth: auth, found: newLookups()}, nil
 }
 
 // hostOnly strips the port and the IPv6 brackets from HOST[:PORT].
@@ -275,10 +276,11 @@ func (s *registryStore) Resolve(ctx context.Context, n ref.Name, version, platfo
 	} else if err := ref.ValidateVersion(version); err != nil {
 		return fetch.Descriptor{}, err
 	}
-	d, err := resolveTag(ctx, s, repo, tag, n, version, platform)
+	d, sub, err := resolveTag(ctx, s, repo, tag, n, version, platform)
 	if err != nil {
 		return fetch.Descriptor{}, explainMiss(err, s.addr, n, version, func() ([]string, error) { return s.registryTags(ctx, repo) }, func() []string { return s.artifactNames(ctx) })
 	}
+	s.found.subject(repo, tag, d.Digest, sub)
 	d.Origin, d.Versions = s.addr, listed
 	return d, nil
 }

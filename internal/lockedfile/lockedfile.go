@@ -39,6 +39,27 @@ func lock(ctx context.Context, path string, how int) (Unlock, error) {
 	if err != nil {
 		return nil, err
 	}
+	return wait(ctx, f, path, how)
+}
+
+// LockIn is Lock for the file name inside the folder root holds: a staging locks its tool
+// through the scope folder it has open, so a folder swapped on the way can't move the lock.
+func LockIn(ctx context.Context, root *os.Root, name string) (Unlock, error) {
+	f, err := root.OpenFile(name, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	if errors.Is(err, unix.ELOOP) {
+		return nil, errs.New(errs.Denied, "the lock file %s in %s is a symlink, and mur never locks through a link; remove the symlink (its target is untouched) and run again", name, root.Name())
+	}
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, errs.New(errs.Denied, "the lock file %s in %s is not a regular file; move it away and run again", name, root.Name())
+	}
+	return wait(ctx, f, name, unix.LOCK_EX)
+}
+
+func wait(ctx context.Context, f *os.File, path string, how int) (Unlock, error) {
 	// A non-blocking try in a loop keeps the wait cancellable; flock itself can't take a context.
 	delay := time.Millisecond
 	for {

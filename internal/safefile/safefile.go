@@ -43,6 +43,12 @@ func Open(path string, flag int, perm os.FileMode) (*os.File, error) {
 	return open(path, flag, perm, true)
 }
 
+// OpenRead opens path for reading as Open does, but takes a regular file with several links:
+// reading one changes nothing anywhere else.
+func OpenRead(path string) (*os.File, error) {
+	return open(path, os.O_RDONLY, 0, false)
+}
+
 func open(path string, flag int, perm os.FileMode, oneLink bool) (*os.File, error) {
 	fd, err := unix.Open(path, flag|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, uint32(perm.Perm()))
 	for errors.Is(err, unix.EINTR) {

@@ -90,3 +90,67 @@ func TestProvenanceOrasInterop(t *testing.T) {
 		t.Fatalf("lock:\n%s", w.lockBytes())
 	}
 }
+
+// TestProvenanceOrasLayoutInterop: in an oci-layout: store, `mur push --sign-key` keeps the
+// bundle where `oras discover --oci-layout-path` sees it as a referrer of the artifact; and a
+// bundle `oras attach --oci-layout-path` adds to an unsigned copy is found and verified by `mur
+// pull` under provenance: require.
+func TestProvenanceOrasLayoutInterop(t *testing.T) {
+	if _, err := exec.LookPath("oras"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("oras is not installed; .ci/run installs it")
+		}
+		t.Skip("oras is not installed (.ci/run installs it)")
+	}
+	w := newWorld(t)
+	dir := t.TempDir()
+	zip := artifacttest.File(t, dir, "notes", "1.0.0", artifacttest.Module(4096, 7))
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKCS8PrivateKey(k)
+	keyFile := filepath.Join(dir, "team.key")
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600)
+	pubDER, _ := x509.MarshalPKIXPublicKey(k.Public())
+	pubPEM := string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}))
+
+	signedDir := filepath.Join(dir, "signed")
+	out := w.ok("push", "--json", zip, "--scope", "demo", "--sign-key", keyFile, "--store", "oci-layout:"+signedDir)
+	var pushed struct {
+		Hint string `json:"signed_with"`
+	}
+	if err := json.Unmarshal([]byte(out.stdout), &pushed); err != nil || pushed.Hint == "" {
+		t.Fatalf("push --json: %v\n%s", err, out.stdout)
+	}
+	disc, err := exec.Command("oras", "discover", "--oci-layout-path", signedDir, "--format", "json", "demo/notes:1.0.0").CombinedOutput()
+	if err != nil || !strings.Contains(string(disc), "application/vnd.dev.sigstore.bundle.v0.3+json") {
+		t.Fatalf("oras discover does not see the bundle: %v\n%s", err, disc)
+	}
+
+	st, err := ocistore.Open("oci-layout:"+signedDir, ocistore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundles, err := st.(fetch.BundleFinder).Bundles(context.Background(), ref.Name{Scope: "demo", Name: "notes"}, "1.0.0", digest.FromBytes(readFile(t, zip)))
+	if err != nil || len(bundles) != 1 {
+		t.Fatalf("bundles: %d, %v", len(bundles), err)
+	}
+	os.WriteFile(filepath.Join(dir, "notes.sigstore.json"), bundles[0], 0o644)
+	plainDir := filepath.Join(dir, "plain")
+	w.ok("push", zip, "--scope", "demo", "--store", "oci-layout:"+plainDir)
+	attach := exec.Command("oras", "attach", "--oci-layout-path", plainDir, "--artifact-type", "application/vnd.dev.sigstore.bundle.v0.3+json",
+		"demo/notes:1.0.0", "notes.sigstore.json:application/vnd.dev.sigstore.bundle.v0.3+json")
+	attach.Dir = dir
+	if b, err := attach.CombinedOutput(); err != nil {
+		t.Fatalf("oras attach: %v\n%s", err, b)
+	}
+	indented := "      " + strings.ReplaceAll(strings.TrimSpace(pubPEM), "\n", "\n      ")
+	w.write(".murmur/config.yaml", "stores: [\"oci-layout:"+plainDir+"\"]\nprovenance: require\ntrusted_keys:\n  - hint: "+pushed.Hint+"\n    pem: |\n"+indented+"\n")
+	w.write("murmur.yaml", capsuleYAML("demo/notes@1.0.0"))
+	w.ok("pull", "--no-precompile")
+	e := w.lock().Find("demo/notes")
+	if e == nil || e.Provenance == nil || e.Provenance.Kind != "key" || e.Provenance.Signer != pushed.Hint {
+		t.Fatalf("lock:\n%s", w.lockBytes())
+	}
+}

@@ -35,7 +35,10 @@ type pullResult struct {
 	Mirror *struct {
 		Store  string `json:"store"`
 		Pushed bool   `json:"pushed"`
-		Error  string `json:"error"`
+		Error  *struct {
+			Token   string `json:"token"`
+			Message string `json:"message"`
+		} `json:"error"`
 	} `json:"mirror"`
 }
 

@@ -1,0 +1,67 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/fetch/attest"
+	"github.com/murmur-nexus/mur/fetch/provenance/provenancetest"
+)
+
+// TestProvenanceBundlesAreContent: the bundle murmur.lock records is a blob like the artifact's.
+// `mur cache export` carries it, and after `cache import` into a fresh home, with GitHub gone and
+// the network off, a locked pull and `mur verify` (which re-verifies the bundle from the CAS)
+// pass; `cache gc` keeps it as a pinned blob, and verify still passes after gc.
+func TestProvenanceBundlesAreContent(t *testing.T) {
+	w, gh, art := githubWorld(t)
+	ca := provenancetest.NewCA(t, "GitHub, Inc.")
+	w.write(".murmur/roots.json", string(ca.TrustedRootJSON(t)))
+	w.write(".murmur/config.yaml", "trusted_root: .murmur/roots.json\nscopes:\n  acme:\n    provenance: require\n")
+	d := digest.Digest("sha256:" + art.SHA256())
+	gh.AddAttestation("acme", "murmur-artifacts", d.String(), ca.Mint(t, provenancetest.Statement(d.Encoded(), attest.SLSAProvenanceV1), provenancetest.GoodLeaf()), true)
+	w.ok("pull", "--no-precompile")
+	recorded := w.lock().Find("acme/hello").Provenance
+	if recorded == nil {
+		t.Fatalf("lock:\n%s", w.lockBytes())
+	}
+
+	bundleFile := filepath.Join(t.TempDir(), "ci.tar.zst")
+	out := w.ok("cache", "export", "--json", "--lock", "murmur.lock", "-o", bundleFile)
+	if !strings.Contains(out.stdout, `"blobs": 2`) {
+		t.Fatalf("export should carry the artifact and its bundle: %s", out.stdout)
+	}
+	gh.Close()
+
+	w.home = filepath.Join(t.TempDir(), "fresh-home")
+	w.env = append(w.env, "MURMUR_HOME="+w.home, "MUR_OFFLINE=1")
+	if err := os.RemoveAll(filepath.Join(w.project, "tools")); err != nil {
+		t.Fatal(err)
+	}
+	w.ok("cache", "import", bundleFile)
+	w.ok("pull", "--locked", "--no-precompile")
+	verify := func() {
+		t.Helper()
+		var rep struct {
+			Provenance []struct {
+				Bundle string `json:"bundle"`
+				Signer string `json:"signer"`
+			} `json:"provenance"`
+		}
+		out := w.ok("verify", "--json")
+		if err := json.Unmarshal([]byte(out.stdout), &rep); err != nil || len(rep.Provenance) != 1 || rep.Provenance[0].Bundle != recorded.Bundle || rep.Provenance[0].Signer != recorded.Signer {
+			t.Fatalf("verify --json in the fresh home: %v\n%s", err, out.stdout)
+		}
+	}
+	verify()
+
+	w.ok("cache", "gc", "--older-than", "0s")
+	if _, err := os.Stat(filepath.Join(w.home, "cas", "blobs", "sha256", strings.TrimPrefix(recorded.Bundle, "sha256:"))); err != nil {
+		t.Fatalf("gc removed the recorded bundle: %v", err)
+	}
+	verify()
+}

@@ -1,0 +1,72 @@
+package fetch
+
+import (
+	"context"
+	"strings"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/manifest"
+	"github.com/murmur-nexus/mur/lock"
+)
+
+// A locked pull whose blob is here asks nothing, provenance included, so a blob that came from
+// elsewhere (another project's pull, an import of an older export) can sit in the CAS without
+// the bundle murmur.lock records for it; `mur verify` re-checks that bundle offline and fails
+// without it. Warm is what makes a project whole for offline use, so it fetches what is missing.
+
+// warmRecordedBundle puts the bundle e records for d in the CAS when it is not there, from the
+// first place of req that holds it, and returns it (nil when e records none).
+func (p *Puller) warmRecordedBundle(ctx context.Context, req Request, e *lock.Entry, d digest.Digest) ([]byte, error) {
+	if e == nil || e.Provenance == nil {
+		return nil, nil
+	}
+	recorded := digest.Digest(e.Provenance.Bundle)
+	if b, err := p.readSmallBlob(ctx, recorded); err == nil {
+		return b, nil
+	}
+	what := e.Name + "@" + e.ResolvedVersion
+	if p.Offline {
+		return nil, errs.New(errs.Offline, "the bundle murmur.lock records for %s (%s) is not in the cache and the network is off; run 'mur warm' with network", what, recorded)
+	}
+	from := req.From
+	if from == nil {
+		from = manifest.DefaultFrom()
+	}
+	var asked, why []string
+	for _, pl := range p.places(req, from) {
+		var finder BundleFinder
+		if pl.store != nil {
+			finder, _ = pl.store.(BundleFinder)
+		} else {
+			finder, _ = p.Source.(BundleFinder)
+		}
+		if finder == nil {
+			continue
+		}
+		asked = append(asked, pl.label)
+		found, err := finder.Bundles(ctx, req.Name, e.ResolvedVersion, d)
+		if err != nil {
+			why = append(why, pl.label+": "+errs.Message(err))
+			continue
+		}
+		for _, b := range found {
+			if digest.FromBytes(b) == recorded {
+				if err := p.keepBundle(ctx, &verifiedBundle{raw: b}); err != nil {
+					return nil, err
+				}
+				return b, nil
+			}
+		}
+	}
+	where := "no place that can hold bundles"
+	if len(asked) > 0 {
+		where = strings.Join(asked, ", ")
+	}
+	msg := "murmur.lock records the bundle " + recorded.String() + " for " + what + ", and neither this cache nor " + where + " holds it"
+	if len(why) > 0 {
+		msg += " (" + strings.Join(why, "; ") + ")"
+	}
+	return nil, errs.New(errs.ProvenanceMissing, "%s; 'mur verify' can't re-check it offline. Import an export that carries it, or push the artifact with its bundle to a store", msg)
+}

@@ -1,0 +1,74 @@
+package fetch_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/github/githubtest"
+	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/fetch/provenance/provenancetest"
+	"github.com/murmur-nexus/mur/internal/errs"
+)
+
+// Warm keeps the bundle murmur.lock records: it copies it into --layout beside the artifact,
+// fetches it again when the CAS holds the blob without it, and fails with provenance-missing
+// (or offline) when no place has it, rather than leave a project that verify can't re-check.
+func TestWarmKeepsRecordedBundles(t *testing.T) {
+	ctx := context.Background()
+	w := newProvWorld(t, "GitHub, Inc.")
+	w.attest(t, provenancetest.GoodLeaf(), false)
+	w.mustPull(w.puller(""), req(grep, "1.2.0"))
+	bd := digest.Digest(w.readLock().Find("acme/grep").Provenance.Bundle) // as GitHub's JSON served it
+
+	layout := openStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "layout"), ocistore.Options{})
+	in := fetch.WarmInput{Project: w.proj, Lock: w.readLock(), Puller: w.puller(""), Layout: layout}
+	if _, err := fetch.Warm(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	if found, err := layout.(fetch.BundleFinder).Bundles(ctx, grep, "1.2.0", w.d); err != nil || len(found) != 1 || digest.FromBytes(found[0]) != bd {
+		t.Fatalf("the layout's bundles: %d, %v", len(found), err)
+	}
+
+	// The blob without its bundle: warm fetches the bundle.
+	if err := os.Remove(w.cas.Path(bd)); err != nil {
+		t.Fatal(err)
+	}
+	w.fake.ResetRequests()
+	in.Layout = nil
+	if _, err := fetch.Warm(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	if !w.cas.Has(bd) {
+		t.Fatal("warm did not fetch the recorded bundle")
+	}
+	if n := w.fake.Count(githubtest.API, "/repos/acme/murmur-artifacts/attestations"); n != 1 {
+		t.Fatalf("warm asked for attestations %d times; want 1", n)
+	}
+	// With the bundle here, warm asks nothing.
+	w.fake.ResetRequests()
+	if _, err := fetch.Warm(ctx, in); err != nil || len(w.fake.Requests()) != 0 {
+		t.Fatalf("a warm of a whole cache: %v, %d requests", err, len(w.fake.Requests()))
+	}
+
+	if err := os.Remove(w.cas.Path(bd)); err != nil {
+		t.Fatal(err)
+	}
+	in.Puller.Offline = true
+	if _, err := fetch.Warm(ctx, in); !errors.Is(err, errs.Offline) {
+		t.Fatalf("offline without the bundle: %v", err)
+	}
+	in.Puller.Offline = false
+	w.fake.RemoveAttestations("acme", "murmur-artifacts", w.d.String())
+	if _, err := fetch.Warm(ctx, in); !errors.Is(err, errs.ProvenanceMissing) {
+		t.Fatalf("no place holds the bundle: %v", err)
+	}
+	if w.cas.Has(bd) {
+		t.Fatal("a bundle appeared from nowhere")
+	}
+}
