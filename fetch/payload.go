@@ -13,20 +13,12 @@ import (
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
-// openPacked is the one way the fetch verbs open a packed artifact in the CAS: the blob, and its
-// directory and manifest read from it. The caller closes the blob. The blob is not re-hashed here:
-// it was verified when it was committed, and `mur run` verifies it again before running it.
+// openPacked opens the packed artifact d in the CAS (artifact.OpenBlob, the one way): the blob,
+// and its directory and manifest read from it. The caller closes the blob. The blob is not
+// re-hashed here: it was verified when it was committed, and `mur run` verifies it again before
+// running it.
 func openPacked(ctx context.Context, store *cas.Store, d digest.Digest) (*artifact.Archive, cas.ReaderAt, error) {
-	blob, err := store.ReaderAt(ctx, d)
-	if err != nil {
-		return nil, nil, err
-	}
-	a, err := artifact.Read(blob, blob.Size())
-	if err != nil {
-		blob.Close()
-		return nil, nil, err
-	}
-	return a, blob, nil
+	return artifact.OpenBlob(store.ReaderAt(ctx, d))
 }
 
 // readBlob reads a packed artifact back from the CAS (openPacked): its directory and manifest,

@@ -109,8 +109,16 @@ func TestPullVerifiesAndPinsProvenance(t *testing.T) {
 	}
 }
 
+// Each bad bundle fails the pull closed, with its token and nothing written, in the
+// GitHub-instance style (signed timestamp) and the public-good style (SCT and Rekor entry).
 func TestPullRefusesBadProvenance(t *testing.T) {
-	stranger := provenancetest.NewCA(t, "GitHub, Inc.")
+	for _, org := range []string{"GitHub, Inc.", "sigstore.dev"} {
+		t.Run(org, func(t *testing.T) { pullRefusesBadProvenance(t, org) })
+	}
+}
+
+func pullRefusesBadProvenance(t *testing.T, org string) {
+	stranger := provenancetest.NewCA(t, org)
 	for _, c := range []struct {
 		name  string
 		mint  func(w *provWorld) []byte
@@ -141,7 +149,7 @@ func TestPullRefusesBadProvenance(t *testing.T) {
 		}, errs.ProvenanceMismatch},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			w := newProvWorld(t, "GitHub, Inc.")
+			w := newProvWorld(t, org)
 			w.fake.AddAttestation("acme", "murmur-artifacts", w.d.String(), c.mint(w), false)
 			before := w.state()
 			mode := fetch.ProvenanceRequire

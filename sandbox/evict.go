@@ -44,13 +44,12 @@ func Evict(ctx context.Context, cacheDir string, store *cas.Store, d digest.Dige
 // payloadOf is the payload of blob d, or nil for a component (never compiled) or a blob that
 // can't be read.
 func payloadOf(ctx context.Context, store *cas.Store, d digest.Digest, kept string) []byte {
-	blob, err := store.ReaderAt(ctx, d)
+	a, blob, err := artifact.OpenBlob(store.ReaderAt(ctx, d))
 	if err != nil {
 		return nil
 	}
 	defer blob.Close()
-	a, err := artifact.Read(blob, blob.Size())
-	if err != nil || a.Component {
+	if a.Component {
 		return nil
 	}
 	if b, ok := mapKept(kept, a); ok {

@@ -27,15 +27,11 @@ import (
 // never the copy staged in tools/. A damaged blob is quarantined by the CAS. payloadDir, when not
 // "", keeps inflated payloads (see PayloadDir).
 func LoadPayload(ctx context.Context, store *cas.Store, d digest.Digest, payloadDir string) ([]byte, *artifact.Archive, error) {
-	blob, err := store.VerifiedReaderAt(ctx, d)
+	a, blob, err := artifact.OpenBlob(store.VerifiedReaderAt(ctx, d))
 	if err != nil {
 		return nil, nil, err
 	}
 	defer blob.Close()
-	a, err := artifact.Read(blob, blob.Size())
-	if err != nil {
-		return nil, nil, err
-	}
 	store.Touch(d)
 	kept := ""
 	if payloadDir != "" && !a.Component {

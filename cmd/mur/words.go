@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/murmur-nexus/mur/internal/ref"
 )
@@ -71,4 +73,26 @@ func parseRef(arg string) (ref.Ref, error) {
 		}
 	}
 	return r, err
+}
+
+// parseSince reads --since: a duration back from now (Go's 90m or 24h, or whole days as 7d), or
+// a date (2026-11-30, midnight UTC) or an RFC 3339 time. "" is the zero time: no bound.
+func parseSince(v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		if n, err := strconv.Atoi(days); err == nil && n >= 0 {
+			return now.AddDate(0, 0, -n), nil
+		}
+	}
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	for _, layout := range []string{time.RFC3339, "2006-01-02"} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, usagef("--since %q is neither a duration (90m, 24h, 7d) nor a date (2026-11-30, or 2026-11-30T08:00:00Z); give one of those", v)
 }

@@ -407,6 +407,9 @@ func (c *Client) retry(ctx context.Context, u string, op func(context.Context) (
 			return nil
 		case ctx.Err() != nil:
 			return retry.Permanent(errs.Wrap(ctx.Err(), errs.Network, "GET %s was abandoned: %v", redact(u), ctx.Err()))
+		case isGuess(ctx) && unanswered(err):
+			// A guessed source that does not answer is not asked again (guess.go).
+			return retry.Permanent(errs.Wrap(err, errs.Network, "GET %s failed: %v", redact(u), err))
 		case noSuchHost(err):
 			// The name does not exist (no network, or a scope nobody mapped to a reachable
 			// host): asking the resolver again a moment later only delays the error.

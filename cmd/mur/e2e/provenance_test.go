@@ -53,8 +53,37 @@ func TestProvenanceThroughTheBinary(t *testing.T) {
 	if p := rep.Provenance; len(p) != 1 || p[0].OwnerID != ownerID || p[0].RepoID != repoID || p[0].SourceCommit != provenancetest.GoodLeaf().Commit {
 		t.Fatalf("verify --json provenance: %s", out.stdout)
 	}
-	if rec := w.ok("cache", "records", "--json"); !strings.Contains(rec.stdout, `"source_commit": "`+provenancetest.GoodLeaf().Commit) {
-		t.Fatalf("cache records --json: %s", rec.stdout)
+	if p := rep.Provenance; p[0].Signer != provenancetest.GoodLeaf().SAN {
+		t.Fatalf("verify --json signer: %s", out.stdout)
+	}
+	var recs struct {
+		Records []struct {
+			Provenance *struct {
+				Signer       string `json:"signer"`
+				OwnerID      int64  `json:"owner_id"`
+				RepoID       int64  `json:"repo_id"`
+				SourceCommit string `json:"source_commit"`
+			} `json:"provenance"`
+		} `json:"records"`
+	}
+	rec := w.ok("cache", "records", "--json")
+	if err := json.Unmarshal([]byte(rec.stdout), &recs); err != nil {
+		t.Fatalf("cache records --json: %v\n%s", err, rec.stdout)
+	}
+	shown := false
+	for _, r := range recs.Records {
+		if p := r.Provenance; p != nil {
+			shown = p.Signer == provenancetest.GoodLeaf().SAN && p.OwnerID == ownerID && p.RepoID == repoID && p.SourceCommit == provenancetest.GoodLeaf().Commit
+		}
+	}
+	if !shown {
+		t.Fatalf("cache records --json lacks the provenance facts: %s", rec.stdout)
+	}
+	table := w.ok("cache", "records").stdout
+	for _, want := range []string{"PROVENANCE", "github-attestation by " + provenancetest.GoodLeaf().SAN, "owner 1234567, repository 7654321", "commit " + provenancetest.GoodLeaf().Commit} {
+		if !strings.Contains(table, want) {
+			t.Fatalf("cache records lacks %q:\n%s", want, table)
+		}
 	}
 
 	// Another artifact, attested by a repository of another owner.

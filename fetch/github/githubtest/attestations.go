@@ -16,6 +16,7 @@ type attestation struct {
 	id     int64
 	bundle []byte
 	viaURL bool
+	url    string // a bundle_url of the test's choosing, on any host
 }
 
 // AddAttestation makes the attestations endpoint of owner/name answer for subject
@@ -29,6 +30,19 @@ func (s *Server) AddAttestation(owner, name, subject string, bundle []byte, viaU
 	key := strings.ToLower(owner+"/"+name) + "@" + subject
 	s.nextID++
 	s.attestations[key] = append(s.attestations[key], &attestation{id: s.nextID, bundle: bundle, viaURL: viaURL})
+}
+
+// AddAttestationURL makes the attestations endpoint of owner/name answer for subject with an
+// entry whose bundle_url is link, wherever it points: a hostile or misconfigured answer.
+func (s *Server) AddAttestationURL(owner, name, subject, link string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.attestations == nil {
+		s.attestations = map[string][]*attestation{}
+	}
+	key := strings.ToLower(owner+"/"+name) + "@" + subject
+	s.nextID++
+	s.attestations[key] = append(s.attestations[key], &attestation{id: s.nextID, url: link})
 }
 
 // RemoveAttestations drops every attestation of subject, as a publisher deleting them would.
@@ -54,7 +68,9 @@ func (s *Server) serveAttestations(w http.ResponseWriter, r *http.Request, rp *r
 	var out []entry
 	for _, a := range list {
 		e := entry{Bundle: json.RawMessage("null"), RepositoryID: rp.repoID, Initiator: "user"}
-		if a.viaURL {
+		if a.url != "" {
+			e.BundleURL = a.url
+		} else if a.viaURL {
 			sig := s.sign(a.id, "attestation", "0")
 			e.BundleURL = base + "/attestations/" + strconv.FormatInt(a.id, 10) + ".json.sn?sig=" + sig
 		} else {

@@ -45,6 +45,6 @@ func (f *Filler) misfit(err error, format string, args ...any) error {
 	f.oneStream = true
 	f.Untee()
 	f.note(format, args...)
-	f.xfer.Resumed = 0
+	f.xfer.Resumed, f.kept = 0, 0
 	return f.w.Restart()
 }

@@ -172,6 +172,7 @@ type Filler struct {
 	began     time.Time
 	lastByte  atomic.Int64
 	oneStream bool
+	kept      int64 // bytes an earlier pull kept, from the start and beyond; 0 once started over
 }
 
 // New prepares the fill of ingest w with blob d of size bytes from the store or source named
@@ -179,7 +180,7 @@ type Filler struct {
 func New(w *cas.Writer, d digest.Digest, size int64, from string, opt Options, progress func(n int64)) *Filler {
 	f := &Filler{opt: opt, w: w, dg: d, size: size, from: from, progress: progress, began: time.Now()}
 	if rs, ok := w.Resumed(); ok {
-		f.xfer.Resumed = rs.Offset
+		f.xfer.Resumed, f.kept = rs.Offset, rs.Held
 		f.xfer.Notes = append(f.xfer.Notes, fmt.Sprintf("continued a download an earlier pull left at %d of %d bytes (%d held)", rs.Offset, size, rs.Held))
 	}
 	return f
@@ -200,8 +201,9 @@ func (f *Filler) Transfer() Transfer { return f.xfer }
 func (f *Filler) Fill(ctx context.Context, r Ranger) error {
 	f.r = r
 	err := f.run(ctx)
-	if err == nil && f.w.Digest() != f.dg && f.xfer.Resumed > 0 {
-		if err = f.Restart("the %d bytes kept from an earlier pull did not hash to %s with the rest; started over from byte 0", f.xfer.Resumed, f.dg); err == nil {
+	// Kept pieces beyond the start count as much as kept bytes from it: either may be damaged.
+	if kept := max(f.xfer.Resumed, f.kept); err == nil && f.w.Digest() != f.dg && kept > 0 {
+		if err = f.Restart("the %d bytes kept from an earlier pull did not hash to %s with the rest; started over from byte 0", kept, f.dg); err == nil {
 			err = f.run(ctx)
 		}
 	}
@@ -281,7 +283,7 @@ func (f *Filler) Restart(format string, args ...any) error {
 	if f.w.Held() > 0 || f.xfer.Resumed > 0 {
 		f.note(format, args...)
 	}
-	f.xfer.Resumed = 0
+	f.xfer.Resumed, f.kept = 0, 0
 	return f.w.Restart()
 }
 
