@@ -95,6 +95,8 @@ type ImportReport struct {
 	Blobs   int `json:"blobs"`
 	Already int `json:"already_present"`
 	Records int `json:"records"`
+	// RecordsAlready are the bundle's records the home held already (an import repeated).
+	RecordsAlready int `json:"records_already_present"`
 }
 
 // Import verifies and admits every blob of a bundle. It refuses unknown paths, oversized
@@ -121,11 +123,12 @@ func (store *Store) Import(ctx context.Context, r io.Reader, name string) (*Impo
 		}
 		switch {
 		case hdr.Name == bundleRecordsName && hdr.Typeflag == tar.TypeReg:
-			n, err := importRecords(store, tr, hdr.Size, name)
+			n, dup, err := importRecords(store, tr, hdr.Size, name)
 			if err != nil {
 				return rep, err
 			}
 			rep.Records += n
+			rep.RecordsAlready += dup
 		case strings.HasPrefix(hdr.Name, bundleBlobPrefix) && hdr.Typeflag == tar.TypeReg:
 			d, err := ref.DigestFromHex(strings.TrimPrefix(hdr.Name, bundleBlobPrefix))
 			if err != nil {
@@ -155,38 +158,63 @@ func (store *Store) Import(ctx context.Context, r io.Reader, name string) (*Impo
 	}
 }
 
-func importRecords(store *Store, r io.Reader, size int64, name string) (int, error) {
+func importRecords(store *Store, r io.Reader, size int64, name string) (added, already int, err error) {
 	if size > maxBundleRecordsBytes {
-		return 0, errs.New(errs.InvalidBundle, "%s: records.jsonl is %d bytes, over %d; refusing it", name, size, maxBundleRecordsBytes)
+		return 0, 0, errs.New(errs.InvalidBundle, "%s: records.jsonl is %d bytes, over %d; refusing it", name, size, maxBundleRecordsBytes)
 	}
-	b, err := io.ReadAll(io.LimitReader(r, size))
+	b, rerr := io.ReadAll(io.LimitReader(r, size))
+	if rerr != nil {
+		err = rerr
+		return 0, 0, errs.Wrap(err, errs.InvalidBundle, "%s: records.jsonl is truncated: %v", name, err)
+	}
+	// Importing the same bundle twice, or a bundle back into the home it came from, adds no
+	// record twice: a record is the same pull when it is equal but for the "(imported)" mark.
+	have, err := store.Records("")
 	if err != nil {
-		return 0, errs.Wrap(err, errs.InvalidBundle, "%s: records.jsonl is truncated: %v", name, err)
+		return 0, 0, err
 	}
-	n := 0
+	seen := map[string]bool{}
+	for _, r := range have {
+		seen[recordKey(r)] = true
+	}
+	var add []Record
 	for _, line := range bytes.Split(b, []byte("\n")) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
 		var rec Record
 		if err := json.Unmarshal(line, &rec); err != nil {
-			return n, errs.New(errs.InvalidBundle, "%s: records.jsonl has a line that is not a record: %v", name, err)
+			return 0, 0, errs.New(errs.InvalidBundle, "%s: records.jsonl has a line that is not a record: %v", name, err)
 		}
 		if rec.Digest != "" {
 			if _, err := ref.ParseDigest(rec.Digest.String()); err != nil {
-				return n, errs.New(errs.InvalidBundle, "%s: a record names digest %q: %s", name, rec.Digest, errs.Message(err))
+				return 0, 0, errs.New(errs.InvalidBundle, "%s: a record names digest %q: %s", name, rec.Digest, errs.Message(err))
 			}
 		}
 		rec.Outcome = Outcome(strings.TrimSpace(string(rec.Outcome)))
 		if rec.Source != "" && !strings.Contains(rec.Source, "(imported)") {
 			rec.Source = fmt.Sprintf("%s (imported)", rec.Source)
 		}
-		if err := store.AppendRecord(rec); err != nil {
-			return n, err
+		k := recordKey(rec)
+		if seen[k] {
+			already++
+			continue
 		}
-		n++
+		seen[k] = true
+		add = append(add, rec)
 	}
-	return n, nil
+	if err := store.AppendRecords(add); err != nil {
+		return 0, 0, err
+	}
+	return len(add), already, nil
+}
+
+// recordKey identifies a pull record whether or not it was imported.
+func recordKey(r Record) string {
+	r.Source = strings.TrimSuffix(r.Source, " (imported)")
+	r.Time = r.Time.UTC()
+	b, _ := json.Marshal(r)
+	return string(b)
 }
 
 // readErr remembers a failure of the bundle itself, so that it is not blamed on the CAS.

@@ -64,8 +64,19 @@ func TestExportImportRoundTrip(t *testing.T) {
 	}
 	// Importing again admits nothing new.
 	rep, err = dst.Import(context.Background(), bytes.NewReader(buf.Bytes()), "b.tar.zst")
-	if err != nil || rep.Already != 2 || rep.Blobs != 0 {
+	if err != nil || rep.Already != 2 || rep.Blobs != 0 || rep.Records != 0 || rep.RecordsAlready != 1 {
 		t.Fatalf("second import: %+v %v", rep, err)
+	}
+	if recs, _ := dst.Records(""); len(recs) != 1 {
+		t.Fatalf("a second import of the same bundle duplicated its records: %+v", recs)
+	}
+	// Nor does a bundle imported back into the home it came from.
+	rep, err = src.Import(context.Background(), bytes.NewReader(buf.Bytes()), "b.tar.zst")
+	if err != nil || rep.Records != 0 || rep.RecordsAlready != 1 {
+		t.Fatalf("import into the source home: %+v %v", rep, err)
+	}
+	if recs, _ := src.Records(""); len(recs) != 1 {
+		t.Fatalf("importing a bundle into its own home duplicated its records: %+v", recs)
 	}
 }
 

@@ -188,3 +188,18 @@ func (s *Store) Records(filter digest.Digest) ([]Record, error) {
 	}
 	return out, nil
 }
+
+// Recent keeps the records at or after since (zero keeps all) and then, when limit is above
+// zero, the newest limit of them; the order stays oldest first.
+func Recent(recs []Record, since time.Time, limit int) []Record {
+	out := recs[:0:0]
+	for _, r := range recs {
+		if since.IsZero() || !r.Time.Before(since) {
+			out = append(out, r)
+		}
+	}
+	if limit > 0 && len(out) > limit {
+		out = out[len(out)-limit:]
+	}
+	return out
+}

@@ -165,6 +165,19 @@ func (c *Config) SourceFor(scope string) string {
 	return lock.DefaultSource(scope)
 }
 
+// Mapped reports whether scope's source is known rather than guessed: local and murmur always
+// are, any other scope when a config file maps it under sources:.
+func (c *Config) Mapped(scope string) bool {
+	if scope == ref.ScopeLocal || scope == ref.ScopeMurmur {
+		return true
+	}
+	if c == nil {
+		return false
+	}
+	_, ok := c.Sources[scope]
+	return ok
+}
+
 // file is one parsed config file, already validated and with its paths resolved.
 type configFile struct {
 	stores         []string

@@ -324,8 +324,11 @@ func TestParallelSplitsASlowStream(t *testing.T) {
 	if n := px.Requests(blobPath(p)) - pushed; n < 3 || n > 7 {
 		t.Errorf("%d blob requests, want the stream and a piece per MiB after it", n)
 	}
-	if served := px.BytesServed(blobPath(p)); served > int64(len(p.zip))+4<<20 {
-		t.Errorf("%d bytes served for a %d-byte blob", served, len(p.zip))
+	// The pieces continue after what the stream wrote: every byte is received once. (What the
+	// proxy sent is no measure: the bytes in flight when the stream is cut depend on how soon
+	// a loaded machine gets round to closing it.)
+	if res.Transferred != int64(len(p.zip)) || res.Resumed != 0 {
+		t.Errorf("%d bytes received (%d resumed) for a %d-byte blob, want each byte once", res.Transferred, res.Resumed, len(p.zip))
 	}
 }
 

@@ -184,6 +184,10 @@ func (w *Workspace) Puller(o PullerOptions) (*Puller, error) {
 	}
 	if o.Open.Source != nil {
 		p.Source = o.Open.Source(w.Config.SourceFor)
+		// A scope nobody mapped has only a guessed source, asked once (github/guess.go).
+		if g, ok := p.Source.(interface{ Unmapped(func(string) bool) }); ok {
+			g.Unmapped(func(scope string) bool { return !w.Config.Mapped(scope) })
+		}
 	}
 	addr, plainMirror := w.Config.Mirror, w.Config.PlainHTTP[w.Config.Mirror]
 	if o.Mirror != "" {

@@ -12,6 +12,8 @@ import (
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
 	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/lock"
+
+	"github.com/murmur-nexus/mur/internal/slowdown"
 )
 
 // A registered project whose murmur.lock became a symlink to /dev/zero (a clone of a hostile
@@ -33,7 +35,7 @@ func TestGCSurvivesARegisteredLockThatIsDevZero(t *testing.T) {
 	go func() { defer close(done); rep, err = fetch.GC(bg, fetch.GCInput{CAS: w.cas, OlderThan: 0}) }()
 	select {
 	case <-done:
-	case <-time.After(60 * time.Second):
+	case <-time.After(slowdown.Scale(60 * time.Second)):
 		t.Fatal("gc is still reading a lock that is /dev/zero")
 	}
 	if err != nil {

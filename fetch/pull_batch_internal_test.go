@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/murmur-nexus/mur/internal/slowdown"
 )
 
 // While one run is busy, what is submitted waits, and the next run takes all of it at once: the
@@ -30,7 +32,7 @@ func TestGroupCommitTakesWhatQueuedMeanwhile(t *testing.T) {
 		go func() { defer wg.Done(); g.submit(i) }()
 	}
 	// Wait until the four are queued behind the busy run: polling only, nothing is timed.
-	watchdog := time.After(30 * time.Second)
+	watchdog := time.After(slowdown.Scale(30 * time.Second))
 	for {
 		g.mu.Lock()
 		n := len(g.queue)

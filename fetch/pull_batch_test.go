@@ -18,6 +18,8 @@ import (
 	"github.com/murmur-nexus/mur/internal/lockedfile"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
+
+	"github.com/murmur-nexus/mur/internal/slowdown"
 )
 
 func within[T any](t *testing.T, ch <-chan T, what string) T {
@@ -25,7 +27,7 @@ func within[T any](t *testing.T, ch <-chan T, what string) T {
 	select {
 	case v := <-ch:
 		return v
-	case <-time.After(30 * time.Second):
+	case <-time.After(slowdown.Scale(30 * time.Second)):
 		t.Fatalf("no %s", what)
 	}
 	panic("unreachable")
@@ -56,7 +58,7 @@ func TestPullCommitsUnderTheLock(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { _, err := w.pull(pl, reqs...); done <- err }()
 	// Every payload is fetched while the lock is held.
-	watchdog := time.After(30 * time.Second)
+	watchdog := time.After(slowdown.Scale(30 * time.Second))
 	for opened.opens.Load() < 5 || opened.opened.Load() > 0 {
 		select {
 		case <-watchdog:
@@ -145,7 +147,7 @@ func (r *resolveBarrier) Resolve(ctx context.Context, n ref.Name, version, platf
 	}
 	select {
 	case <-r.release:
-	case <-time.After(30 * time.Second):
+	case <-time.After(slowdown.Scale(30 * time.Second)):
 		return fetch.Descriptor{}, errors.New("the other resolves never came: resolving is bounded by Jobs")
 	}
 	return r.Store.Resolve(ctx, n, version, platform)

@@ -32,6 +32,8 @@ type WarmInput struct {
 	From func(name string) ([]string, error)
 	// Intent is murmur.yaml, whose differences with the lock are problems; nil for none.
 	Intent *Intent
+	// Only, when set, narrows the warming to these artifacts (mur pull --platform all REF...).
+	Only map[string]bool
 }
 
 // WarmReport says what warming did.
@@ -63,6 +65,9 @@ func Warm(ctx context.Context, in WarmInput) (_ *WarmReport, err error) {
 	for _, plat := range warmPlatforms(in.Lock, in.Platform, host) {
 		var reqs []Request
 		for _, e := range in.Lock.Artifacts {
+			if in.Only != nil && !in.Only[e.Name] {
+				continue
+			}
 			_, pinned, ok := e.Digest(plat)
 			if !ok || (in.Platform == "all" && pinned != plat) {
 				// With all, an "any" pin is warmed once, in the pass for "any", not again in
@@ -79,7 +84,7 @@ func Warm(ctx context.Context, in WarmInput) (_ *WarmReport, err error) {
 					return rep, err
 				}
 			}
-			reqs = append(reqs, Request{Asked: "warm", Name: n, Version: e.ResolvedVersion, From: from})
+			reqs = append(reqs, Request{Asked: e.Name + "@" + e.ResolvedVersion, Name: n, Version: e.ResolvedVersion, From: from})
 		}
 		if len(reqs) == 0 {
 			continue

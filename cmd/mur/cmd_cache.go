@@ -284,18 +284,36 @@ mur cache gc --keep a/murmur.lock --keep b/murmur.lock --older-than 168h`,
 }
 
 func cacheRecordsCmd() *command {
-	var only string
+	var (
+		only  string
+		limit int
+		since string
+	)
 	return &command{name: "records", short: "show the pull records: what came from where, when",
 		long: `The table shows each pull's outcome: pulled, cache-hit, or failed with the error's token
-(failed: not-found). --json has the whole error, as {"token", "message"}.`,
+(failed: not-found). --json has the whole error, as {"token", "message"}. Records are listed
+oldest first; --since keeps those from a moment on, and --limit the newest N of what is left.`,
 		examples: `mur cache records
+mur cache records --limit 20
+mur cache records --since 24h
+mur cache records --since 7d --limit 5
+mur cache records --since 2026-11-30
 mur cache records --digest sha256:3f…
 mur cache records --json`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&only, "digest", "", "show only the records of this digest (sha256:<hex>)")
+			fs.IntVar(&limit, "limit", 0, "show only the newest N records (0: all)")
+			fs.StringVar(&since, "since", "", "show only records since a DURATION ago (90m, 24h, 7d) or a DATE (2026-11-30, RFC 3339)")
 		},
 		run: func(e *env, args []string) error {
 			if err := noArgs("records", args); err != nil {
+				return err
+			}
+			if limit < 0 {
+				return usagef("--limit %d is negative; give the number of newest records to show, or 0 for all", limit)
+			}
+			from, err := parseSince(since, time.Now())
+			if err != nil {
 				return err
 			}
 			var filter digest.Digest
@@ -314,6 +332,7 @@ mur cache records --json`,
 			if err != nil {
 				return err
 			}
+			recs = cas.Recent(recs, from, limit)
 			if e.g.json {
 				out := make([]recordJSON, len(recs))
 				for i, r := range recs {

@@ -104,7 +104,7 @@ func cacheImportCmd() *command {
 			if e.g.json {
 				return e.JSON(rep)
 			}
-			fmt.Fprintf(e.stdout, "imported %s (%d already present) and %s from %s\n", plural(rep.Blobs, "blob"), rep.Already, plural(rep.Records, "record"), args[0])
+			fmt.Fprintf(e.stdout, "imported %s (%d already present) and %s (%d already present) from %s\n", plural(rep.Blobs, "blob"), rep.Already, plural(rep.Records, "record"), rep.RecordsAlready, args[0])
 			return nil
 		},
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/lock"
 	"github.com/murmur-nexus/mur/sandbox"
 )
 
@@ -30,7 +31,7 @@ type pullFlags struct {
 }
 
 func (f *pullFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.platform, "platform", "", "platform to pull for (default: this machine's)")
+	fs.StringVar(&f.platform, "platform", "", "platform to pull for, or all: every platform murmur.lock pins (default: this machine's)")
 	fs.BoolVar(&f.update, "update", false, "move the lock to the version asked for")
 	fs.StringSliceVar(&f.from, "from", nil, "narrow install.from for this pull: stores, sources")
 	f.stores.register(fs, "add a store for this command")
@@ -87,8 +88,15 @@ func runPull(e *env, f *pullFlags, args []string) error {
 // pullWith is mur pull, and mur add when add is set: the REFs are then declared, moving entries
 // murmur.yaml already has.
 func pullWith(e *env, f *pullFlags, args []string, add bool) error {
-	if err := checkPlatform(&f.platform, false); err != nil {
+	if err := checkPlatform(&f.platform, true); err != nil {
 		return err
+	}
+	// --platform all means what it means to warm and verify: every platform murmur.lock pins.
+	// The pull itself is this machine's (it syncs the lock and stages tools/); the other pinned
+	// platforms' blobs follow into the CAS.
+	allPlatforms := f.platform == "all"
+	if allPlatforms {
+		f.platform = ""
 	}
 	if f.provenance != "" {
 		if err := fetch.ValidProvenanceMode(f.provenance); err != nil {
@@ -113,10 +121,17 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 	if add && p.capsule == nil {
 		return usagef("no murmur.yaml in %s or above, so there is nothing to add to; create one (name: my-capsule) or use 'mur pull REF' to fill the cache only", p.Dir)
 	}
+	if allPlatforms && p.capsule == nil {
+		return usagef("--platform all pulls every platform murmur.lock pins, and there is no murmur.yaml in %s or above; name one platform, e.g. --platform %s", p.Dir, ref.HostPlatform())
+	}
 	if f.locked && p.capsule == nil {
 		return usagef("--locked checks murmur.lock against murmur.yaml, and there is no murmur.yaml in %s or above", p.Dir)
 	}
-	reqs, files, err := pullRequests(p, args, f)
+	verb := "pull"
+	if add {
+		verb = "add"
+	}
+	reqs, files, err := pullRequests(p, verb, args, f)
 	if err != nil {
 		return err
 	}
@@ -154,6 +169,9 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 	} else {
 		rep, err = puller.PullProject(e.ctx, p.Project, fetch.Intent{Path: p.capsule.Path, Capsule: p.capsule}, reqs,
 			fetch.SyncOptions{Args: len(args) > 0, Locked: f.locked, Add: add})
+	}
+	if allPlatforms && err == nil {
+		err = pullOtherPlatforms(e, p, puller, reqs, rep)
 	}
 	pr.finish(err)
 	out := toResultsJSON(rep.Results)
@@ -253,7 +271,7 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 
 // pullRequests turns arguments (or the capsule's declarations) into requests, with each
 // artifact's install.from narrowed by the capsule and by --from.
-func pullRequests(p *project, args []string, f *pullFlags) ([]fetch.Request, []fetch.Store, error) {
+func pullRequests(p *project, verb string, args []string, f *pullFlags) ([]fetch.Request, []fetch.Store, error) {
 	var reqs []fetch.Request
 	var files []fetch.Store
 	fromFor := func(name string) ([]string, error) { return p.InstallFrom(name, f.from) }
@@ -272,7 +290,7 @@ func pullRequests(p *project, args []string, f *pullFlags) ([]fetch.Request, []f
 	}
 	seen := map[string]bool{}
 	for _, arg := range args {
-		r, err := parseRef(arg)
+		r, err := parseRef(verb, arg)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -299,6 +317,36 @@ func pullRequests(p *project, args []string, f *pullFlags) ([]fetch.Request, []f
 		reqs = append(reqs, fetch.Request{Asked: arg, Name: r.Name, Version: r.Version, From: from, Update: f.update})
 	}
 	return reqs, files, nil
+}
+
+// pullOtherPlatforms brings in the blobs of every platform murmur.lock pins for reqs beyond the
+// ones this machine's pull already has, adding their results to rep.
+func pullOtherPlatforms(e *env, p *project, puller *fetch.Puller, reqs []fetch.Request, rep *fetch.SyncReport) error {
+	l, err := lock.Read(p.LockPath())
+	if err != nil {
+		return err
+	}
+	only := map[string]bool{}
+	for _, r := range reqs {
+		only[r.Name.String()] = true
+	}
+	wrep, err := fetch.Warm(e.ctx, fetch.WarmInput{
+		Project: p.Project, Lock: l, Puller: puller, Platform: "all", Only: only,
+		From: func(name string) ([]string, error) { return p.InstallFrom(name, nil) },
+	})
+	have := map[string]bool{}
+	for _, r := range rep.Results {
+		have[r.Name+" "+r.Platform] = true
+	}
+	if wrep != nil {
+		for _, r := range wrep.Results {
+			if !have[r.Name+" "+r.Platform] {
+				have[r.Name+" "+r.Platform] = true
+				rep.Results = append(rep.Results, r)
+			}
+		}
+	}
+	return err
 }
 
 // jsonThen sets the --json result and passes err on, so that a failed command still reports

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/opencontainers/go-digest"
@@ -27,16 +28,21 @@ func pushCmd() *command {
 	)
 	return &command{
 		name:  "push",
-		args:  "(REF | FILE.mur.zip --scope SCOPE) --store STORE",
+		args:  "(REF... | FILE.mur.zip... --scope SCOPE) --store STORE",
 		short: "publish an artifact to a registry or layout store",
 		long: `'mur push acme/grep@1.2.0 --store STORE' publishes what the CAS holds for the pinned
 version (mirroring it with the same digest). 'mur push FILE.mur.zip --scope acme --store STORE'
 publishes a packed file under scope/name@version from its own murmur.yaml. A version the store
 already holds with another digest is refused. A platform-specific payload's layer is titled
-name-version-platform.mur.zip, so that oras can pull every platform of an index into one folder.`,
+name-version-platform.mur.zip, so that oras can pull every platform of an index into one folder.
+
+Several REFs or files are pushed one after the other, one line each; one that fails is named on
+its own line, the others are still pushed, and the exit status is 1. The digest printed is that of
+the OCI manifest, the one crane and oras address; the payload's digest follows on the next line.`,
 		examples: `mur push grep-1.2.0.mur.zip --scope acme --store oci://registry.internal:5000/murmur
 mur push grep-1.2.0.mur.zip --scope acme --platform linux-x86_64 --store oci-layout:./store
 mur push acme/grep@1.2.0 --store oci://mirror.internal/murmur     # mirror what the lock pins
+mur push grep-1.2.0.mur.zip sed-4.9.0.mur.zip --scope acme --store oci-layout:./store
 mur push grep-1.2.0.mur.zip --scope acme --plain-http --store oci://registry:5000/murmur
 mur push grep-1.2.0.mur.zip --scope acme --sign-key team.key --store oci://registry.internal:5000/murmur`,
 		flags: func(fs *pflag.FlagSet) {
@@ -47,8 +53,8 @@ mur push grep-1.2.0.mur.zip --scope acme --sign-key team.key --store oci://regis
 			fs.StringVar(&signKey, "sign-key", "", "sign with this ECDSA P-256 or Ed25519 private key (PEM) and attach the Sigstore bundle as a referrer")
 		},
 		run: func(e *env, args []string) error {
-			if len(args) != 1 {
-				return usagef("mur push takes one REF or FILE.mur.zip, found %d arguments", len(args))
+			if len(args) == 0 {
+				return usagef("mur push takes one or more REFs or FILE.mur.zip files, found none; e.g. 'mur push grep-1.2.0.mur.zip --scope acme --store oci-layout:./store'")
 			}
 			if store == "" {
 				return usagef("mur push needs --store oci://HOST[:PORT]/PREFIX or --store oci-layout:PATH")
@@ -73,60 +79,140 @@ mur push grep-1.2.0.mur.zip --scope acme --sign-key team.key --store oci://regis
 			if err != nil {
 				return err
 			}
-			var item fetch.PublishItem
-			r, err := parseRef(args[0])
-			if err != nil {
-				return err
-			}
-			if r.IsFile() {
-				if scope == "" {
-					return usagef("pushing a file needs --scope, e.g. 'mur push %s --scope acme --store %s'", args[0], store)
-				}
-				item, err = fetch.PublishFile(r.Path, scope, platform)
-			} else {
-				if scope != "" {
-					return usagef("--scope applies to files; %s already has scope %s", r.Name, r.Name.Scope)
-				}
-				cs, cerr := openCAS(p.home)
-				if cerr != nil {
-					return cerr
-				}
-				l, lerr := lock.Read(p.LockPath())
-				if lerr != nil {
-					return lerr
-				}
-				item, err = fetch.PublishFromCAS(cs, l, r, platform)
-			}
-			if err != nil {
-				return err
-			}
-			hint := ""
+			var key []byte
 			if signKey != "" {
-				key, kerr := os.ReadFile(signKey)
-				if kerr != nil {
-					return errs.Wrap(kerr, errs.Usage, "--sign-key %s can't be read: %v", signKey, kerr)
-				}
-				if hint, err = fetch.Sign(e.ctx, e.verifier(), &item, key); err != nil {
-					return err
+				if key, err = os.ReadFile(signKey); err != nil {
+					return errs.Wrap(err, errs.Usage, "--sign-key %s can't be read: %v", signKey, err)
 				}
 			}
+			pu := &pusher{e: e, p: p, dst: dst, scope: scope, platform: platform, key: key, several: len(args) > 1}
 			pr := newProgress(e.stderr, e.g.quiet || e.g.json, "push").watch(e)
-			err = fetch.Publish(e.ctx, countingStore{Store: dst, name: item.Desc.Name.String(), p: pr}, item)
-			pr.finish(err)
-			if err != nil {
-				return err
+			pu.pr = pr
+			results := make([]pushResult, len(args))
+			var first error
+			for i, arg := range args {
+				results[i] = pu.push(arg)
+				if results[i].err != nil && first == nil {
+					first = results[i].err
+				}
 			}
+			pr.finish(first)
 			if e.g.json {
-				return e.JSON(pushJSON{Name: item.Desc.Name.String(), Version: item.Desc.Version, Platform: item.Desc.Platform,
-					Digest: string(item.Desc.Digest), Size: item.Desc.Size, Store: dst.String(), SignedWith: hint})
+				return jsonThen(e, struct {
+					Results []pushResult `json:"results"`
+				}{results}, first)
 			}
-			fmt.Fprintf(e.stdout, "pushed %s@%s %s (%s) to %s\n", item.Desc.Name, item.Desc.Version, item.Desc.Digest, item.Desc.Platform, dst)
-			if hint != "" {
-				fmt.Fprintf(e.stdout, "signed with key %s; trust it with trusted_keys: [{hint: %s, pem: <its public key>}]\n", hint, hint)
+			// Each failed file gets its own line, with its own token; the first failure is the
+			// command's error, printed last.
+			for _, r := range results {
+				if r.err != nil && r.err != first {
+					fmt.Fprintf(e.stderr, "mur: %s: %s\n", errs.TokenOf(r.err), errs.Message(r.err))
+				}
 			}
-			return nil
+			for _, r := range results {
+				if r.err != nil {
+					continue
+				}
+				fmt.Fprintf(e.stdout, "pushed %s@%s %s (%s) to %s\n", r.Name, r.Version, r.Manifest, r.Platform, r.Store)
+				fmt.Fprintf(e.stdout, "  payload %s (%d bytes)", r.Digest, r.Size)
+				if r.Index != "" {
+					fmt.Fprintf(e.stdout, "; the tag's index is %s", r.Index)
+				}
+				fmt.Fprintln(e.stdout)
+				if r.SignedWith != "" {
+					fmt.Fprintf(e.stdout, "  signed with key %s; trust it with trusted_keys: [{hint: %s, pem: <its public key>}]\n", r.SignedWith, r.SignedWith)
+				}
+			}
+			return first
 		},
 	}
+}
+
+// pushResult is one argument of mur push: what was published, or why it was not.
+type pushResult struct {
+	Arg        string        `json:"arg"`
+	Name       string        `json:"name"`
+	Version    string        `json:"version"`
+	Platform   string        `json:"platform"`
+	Manifest   digest.Digest `json:"manifest_digest"` // what crane and oras address
+	Index      digest.Digest `json:"index_digest"`    // the tag's index, when it holds several platforms
+	Digest     digest.Digest `json:"digest"`          // the payload (the manifest's layer)
+	Size       int64         `json:"size"`
+	Store      string        `json:"store"`
+	SignedWith string        `json:"signed_with"`
+	Error      *jsonError    `json:"error"`
+	err        error
+}
+
+// pusher publishes the arguments of one mur push, one at a time.
+type pusher struct {
+	e        *env
+	p        *project
+	dst      fetch.Store
+	pr       *progress
+	scope    string
+	platform string
+	key      []byte
+	several  bool // name the argument in each failure, to tell one of several apart
+}
+
+func (pu *pusher) push(arg string) pushResult {
+	res := pushResult{Arg: arg, Store: pu.dst.String()}
+	it, err := pu.publish(arg, &res)
+	if err != nil {
+		if pu.several && !strings.Contains(errs.Message(err), arg) && !strings.Contains(errs.Message(err), it.Desc.Name.String()+"@") {
+			err = errs.Wrap(err, errs.TokenOf(err), "%s: %s", arg, errs.Message(err))
+		}
+		res.err, res.Error = err, toJSONError(err)
+	}
+	return res
+}
+
+func (pu *pusher) publish(arg string, res *pushResult) (fetch.PublishItem, error) {
+	var item fetch.PublishItem
+	r, err := parseRef("push", arg)
+	if err != nil {
+		return item, err
+	}
+	if r.IsFile() {
+		if pu.scope == "" {
+			return item, usagef("pushing a file needs --scope, e.g. 'mur push %s --scope acme --store %s'", arg, pu.dst)
+		}
+		item, err = fetch.PublishFile(r.Path, pu.scope, pu.platform)
+	} else {
+		if pu.scope != "" {
+			return item, usagef("--scope applies to files; %s already has scope %s", r.Name, r.Name.Scope)
+		}
+		cs, cerr := openCAS(pu.p.home)
+		if cerr != nil {
+			return item, cerr
+		}
+		l, lerr := lock.Read(pu.p.LockPath())
+		if lerr != nil {
+			return item, lerr
+		}
+		item, err = fetch.PublishFromCAS(cs, l, r, pu.platform)
+	}
+	if err != nil {
+		return item, err
+	}
+	res.Name, res.Version, res.Platform = item.Desc.Name.String(), item.Desc.Version, item.Desc.Platform
+	res.Digest, res.Size = item.Desc.Digest, item.Desc.Size
+	if pu.key != nil {
+		if res.SignedWith, err = fetch.Sign(pu.e.ctx, pu.e.verifier(), &item, pu.key); err != nil {
+			return item, err
+		}
+	}
+	ctx := pu.e.ctx
+	if err := fetch.Publish(ctx, countingStore{Store: pu.dst, name: res.Name, p: pu.pr}, item); err != nil {
+		return item, err
+	}
+	at, err := fetch.AddressOf(ctx, pu.dst, item.Desc)
+	if err != nil {
+		return item, err
+	}
+	res.Manifest, res.Index = at.Manifest, at.Index
+	return item, nil
 }
 
 // countingStore reports a push's upload as it reads the payload.

@@ -132,14 +132,3 @@ func toRecordJSON(r cas.Record) recordJSON {
 
 // timeJSON is how a time shows in --json: UTC, to the nanosecond, as Go marshals a time.Time.
 const timeJSON = "2006-01-02T15:04:05.999999999Z07:00"
-
-// pushJSON is what mur push published.
-type pushJSON struct {
-	Name       string `json:"name"`
-	Version    string `json:"version"`
-	Platform   string `json:"platform"`
-	Digest     string `json:"digest"`
-	Size       int64  `json:"size"`
-	Store      string `json:"store"`
-	SignedWith string `json:"signed_with"` // the key hint of --sign-key; "" when unsigned
-}

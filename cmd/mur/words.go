@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/murmur-nexus/mur/internal/ref"
 )
@@ -40,6 +42,12 @@ func checkPlatform(platform *string, allowAll bool) error {
 // checkArtifactArg refuses a reference where mur run wants an artifact's name, and a
 // docker-style name:tag anywhere, with the form that was probably meant.
 func checkArtifactArg(arg string) error {
+	if name, _, ok := digestPin(arg); ok {
+		return usagef("mur run takes the artifact's name, and runs the digest murmur.lock pins; %q names a digest: did you mean 'mur run %s'? ('mur run --explain-scope %s' shows the pinned digest)", arg, name, name)
+	}
+	if r, ok := parseRegistryRef(arg); ok {
+		return usagef("%q is a registry's full reference; mur run takes the artifact's name and runs the version murmur.lock pins: did you mean 'mur run %s'?", arg, r.name)
+	}
 	if name, version, ok := strings.Cut(arg, "@"); ok {
 		return usagef("mur run takes the artifact's name, and runs the version murmur.lock pins; %q names a version: did you mean 'mur run %s'? (to move the pin, run 'mur pull --update %s@%s' first)", arg, name, name, version)
 	}
@@ -62,13 +70,39 @@ func dockerStyle(arg string) (name, tag string, ok bool) {
 	return name, tag, true
 }
 
-// parseRef is ref.ParseRef with a "did you mean" for docker-style name:tag references.
-func parseRef(arg string) (ref.Ref, error) {
+// parseRef is ref.ParseRef for `mur VERB`, with a "did you mean" for references written as other
+// tools write them: docker-style name:tag, a digest pin, a registry's full reference.
+func parseRef(verb, arg string) (ref.Ref, error) {
 	r, err := ref.ParseRef(arg)
 	if err != nil {
+		if hint := refHint(verb, arg); hint != "" {
+			return ref.Ref{}, usagef("%s", hint)
+		}
 		if name, tag, ok := dockerStyle(arg); ok {
 			return ref.Ref{}, usagef("reference %q uses docker's name:tag form; mur writes scope/name@version: did you mean %s@%s?", arg, name, tag)
 		}
 	}
 	return r, err
+}
+
+// parseSince reads --since: a duration back from now (Go's 90m or 24h, or whole days as 7d), or
+// a date (2026-11-30, midnight UTC) or an RFC 3339 time. "" is the zero time: no bound.
+func parseSince(v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		if n, err := strconv.Atoi(days); err == nil && n >= 0 {
+			return now.AddDate(0, 0, -n), nil
+		}
+	}
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	for _, layout := range []string{time.RFC3339, "2006-01-02"} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, usagef("--since %q is neither a duration (90m, 24h, 7d) nor a date (2026-11-30, or 2026-11-30T08:00:00Z); give one of those", v)
 }

@@ -26,8 +26,9 @@ const maxIndexBytes = 32 << 20
 // fetch.Source. It reads each scope's index and repository once for its life (one command), and
 // its Client revalidates them with ETags across Sources.
 type Source struct {
-	c      *Client
-	labels func(scope string) string
+	c        *Client
+	labels   func(scope string) string
+	unmapped func(scope string) bool // see guess.go
 
 	mu    sync.Mutex
 	calls map[string]*call // "index:<scope>" and "repo:<owner>/<repo>"
@@ -132,8 +133,12 @@ func (s *Source) index(ctx context.Context, scope string) (*scopeIndex, string, 
 	if err != nil {
 		return nil, "", err
 	}
+	guess := isGuess(ctx)
 	v, err := s.once(ctx, "index:"+scope, func() (any, error) {
 		rel, err := s.c.LatestRelease(ctx, owner, repo)
+		if guess {
+			err = notReachable(err, scope, label)
+		}
 		if errors.Is(err, errs.NotFound) {
 			return nil, errs.Wrap(err, errs.NotFound, "%s, the source of scope %s, has no published release, so it has no index (%s); its publisher must release one with a %s asset, or fix the repository under sources: in config.yaml", label, scope, errs.Message(err), IndexAssetName)
 		}
@@ -217,6 +222,9 @@ func (r *resolved) sourced(name ref.Name, got digest.Digest) fetch.Sourced {
 func (s *Source) resolveEntry(ctx context.Context, name ref.Name, version, platform string, pin *lock.ScopePin) (*resolved, error) {
 	if err := ref.ValidatePlatform(platform); err != nil {
 		return nil, err
+	}
+	if s.guessed(name.Scope, pin) {
+		ctx = asGuess(ctx)
 	}
 	si, label, err := s.index(ctx, name.Scope)
 	if err != nil {

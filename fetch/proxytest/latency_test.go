@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/murmur-nexus/mur/internal/slowdown"
 )
 
 // manualClock moves only when a test moves it, so that the latency's tests follow events, never
@@ -57,7 +59,7 @@ func (c *manualClock) sleepUntil(ctx context.Context, due time.Time) bool {
 // failure; nothing is timed.
 func (c *manualClock) awaitSleeper(t *testing.T, due time.Time) {
 	t.Helper()
-	watchdog := time.After(30 * time.Second)
+	watchdog := time.After(slowdown.Scale(30 * time.Second))
 	for {
 		c.mu.Lock()
 		for _, s := range c.sleepers {
@@ -97,7 +99,7 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 	select {
 	case v := <-ch:
 		return v
-	case <-time.After(30 * time.Second):
+	case <-time.After(slowdown.Scale(30 * time.Second)):
 		t.Fatalf("no %s", what)
 	}
 	panic("unreachable")
@@ -325,7 +327,16 @@ func TestRequestLog(t *testing.T) {
 	get(t, kept, p.URL()+"/blob/a")
 	get(t, kept, p.URL()+"/x")
 	get(t, fresh(), p.URL()+"/redirect")
+	// A request is logged when its handler returns, which may come after the client has read
+	// the answer: wait for the third entry rather than race it.
 	log := p.Log()
+	for watchdog := time.After(slowdown.Scale(30 * time.Second)); len(log) < 3; log = p.Log() {
+		select {
+		case <-watchdog:
+			t.Fatalf("log %+v", log)
+		case <-time.After(time.Millisecond):
+		}
+	}
 	if len(log) != 3 {
 		t.Fatalf("log %+v", log)
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/murmur-nexus/mur/internal/errs"
+
+	"github.com/murmur-nexus/mur/internal/slowdown"
 )
 
 const secret = "AKIA-THE-USERS-OWN-SECRET-KEY"
@@ -27,7 +29,7 @@ func readSoon(t *testing.T, path string, max int64) ([]byte, error) {
 	select {
 	case r := <-ch:
 		return r.b, r.err
-	case <-time.After(60 * time.Second):
+	case <-time.After(slowdown.Scale(60 * time.Second)):
 		t.Fatalf("reading %s hung", path)
 		return nil, nil
 	}

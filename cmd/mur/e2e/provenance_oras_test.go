@@ -50,12 +50,15 @@ func TestProvenanceOrasInterop(t *testing.T) {
 
 	signed := "oci://" + reg.Addr() + "/signed"
 	out := w.ok("push", "--json", zip, "--scope", "demo", "--sign-key", keyFile, "--store", signed)
-	var pushed struct {
-		Hint string `json:"signed_with"`
+	var pushedAll struct {
+		Results []struct {
+			Hint string `json:"signed_with"`
+		} `json:"results"`
 	}
-	if err := json.Unmarshal([]byte(out.stdout), &pushed); err != nil || pushed.Hint == "" {
+	if err := json.Unmarshal([]byte(out.stdout), &pushedAll); err != nil || len(pushedAll.Results) != 1 || pushedAll.Results[0].Hint == "" {
 		t.Fatalf("push --json: %v\n%s", err, out.stdout)
 	}
+	pushed := pushedAll.Results[0]
 	disc, err := exec.Command("oras", "discover", "--plain-http", "--format", "json", reg.Addr()+"/signed/demo/notes:1.0.0").CombinedOutput()
 	if err != nil || !strings.Contains(string(disc), "application/vnd.dev.sigstore.bundle.v0.3+json") {
 		t.Fatalf("oras discover does not see the bundle: %v\n%s", err, disc)

@@ -369,7 +369,7 @@ func scriptEnv(ts *testscript.TestScript) []string {
 	}
 	for _, k := range []string{"WORK", "HOME", "MURMUR_HOME", "PATH", "NO_COLOR", "TERM", "MUR_OFFLINE",
 		"MUR_GITHUB_API_BASE", "MUR_NETWORK_TIMEOUT", "CI", "SSL_CERT_FILE", "DOCKER_CONFIG", "TMPDIR",
-		"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY", "no_proxy"} {
+		"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY", "no_proxy", slowdown.Env} {
 		keys[k] = true
 	}
 	var env []string

@@ -118,7 +118,7 @@ func TestFaultyStall(t *testing.T) {
 	}
 
 	// Closing release ends a stall at once, with the body still short.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), slowdown.Scale(30*time.Second))
 	defer cancel()
 	r, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.URL()+"/v2/acme/grep/blobs/sha256:"+zeros, nil)
 	resp, err = http.DefaultClient.Do(r)
