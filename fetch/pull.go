@@ -248,6 +248,7 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 		names[i] = r.Name
 	}
 	ctx = withSlots(ctx, p.metaJobs(), sem, names)
+	ctx = withPullOnce(ctx)
 	ctx = context.WithValue(ctx, committerKey{}, &group[*commitItem]{run: func(items []*commitItem) { p.commitAll(ctx, proj, items) }})
 	ctx = context.WithValue(ctx, recordsKey{}, &group[cas.Record]{run: func(rs []cas.Record) {
 		// A record that can't be written must not undo a pull that is complete.
@@ -314,7 +315,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 		}
 	}()
 	p.emit(Event{Name: res.Name, Phase: PhaseResolve, Total: -1})
-	pin, err := p.readPin(proj, req)
+	pin, err := p.readPin(ctx, proj, req)
 	if err != nil {
 		return res, err
 	}

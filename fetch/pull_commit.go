@@ -134,7 +134,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 		if p.CASOnly {
 			return
 		}
-		if err := p.CAS.RegisterRoot(ctx, lockPath); err != nil && !warned {
+		if err := p.registerRoot(ctx, lockPath); err != nil && !warned {
 			warned = true
 			res.Warnings = append(res.Warnings, "not registered as a GC root, so 'mur cache gc' run outside this project may remove its blobs: "+errs.Message(err))
 		}
@@ -180,9 +180,11 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 	}
 	// Under the lock's own file lock, with the pull's other payloads ready by then: the blob
 	// appears only once the lock will pin it (pull_batch.go).
-	if err := commitOf(ctx, p, proj, item); err != nil {
-		prepared.discard()
-		return err
+	if fresh || got.newPin != nil || got.verified != nil || p.CASOnly || !pinHolds(ctx, proj, req.Name.String(), item.apply) {
+		if err := commitOf(ctx, p, proj, item); err != nil {
+			prepared.discard()
+			return err
+		}
 	}
 	switch {
 	case prepared != nil:

@@ -28,11 +28,11 @@ type pinned struct {
 	provenance *lock.Provenance
 }
 
-func (p *Puller) readPin(proj Project, req Request) (pinned, error) {
+func (p *Puller) readPin(ctx context.Context, proj Project, req Request) (pinned, error) {
 	if p.CASOnly {
 		return pinned{}, nil
 	}
-	l, err := lock.Read(proj.LockPath())
+	l, err := readLock(ctx, proj)
 	if err != nil {
 		return pinned{}, err
 	}

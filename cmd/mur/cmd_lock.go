@@ -82,7 +82,7 @@ func runLock(e *env, f *pullFlags, args []string, bump, dryRun, check bool) erro
 		fmt.Fprintf(e.stdout, "%s follows %s\n", p.LockPath(), in.Path)
 		return nil
 	}
-	reqs, _, err := pullRequests(p, args, f)
+	reqs, _, err := pullRequests(p, "lock", args, f)
 	if err != nil {
 		return err
 	}

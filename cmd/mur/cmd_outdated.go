@@ -41,7 +41,7 @@ mur outdated --json`,
 			if in == nil {
 				return usagef("no murmur.yaml in %s or above; mur outdated reads what it declares", p.Dir)
 			}
-			reqs, _, err := pullRequests(p, nil, &f)
+			reqs, _, err := pullRequests(p, "outdated", nil, &f)
 			if err != nil {
 				return err
 			}

@@ -127,7 +127,11 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 	if f.locked && p.capsule == nil {
 		return usagef("--locked checks murmur.lock against murmur.yaml, and there is no murmur.yaml in %s or above", p.Dir)
 	}
-	reqs, files, err := pullRequests(p, args, f)
+	verb := "pull"
+	if add {
+		verb = "add"
+	}
+	reqs, files, err := pullRequests(p, verb, args, f)
 	if err != nil {
 		return err
 	}
@@ -267,7 +271,7 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 
 // pullRequests turns arguments (or the capsule's declarations) into requests, with each
 // artifact's install.from narrowed by the capsule and by --from.
-func pullRequests(p *project, args []string, f *pullFlags) ([]fetch.Request, []fetch.Store, error) {
+func pullRequests(p *project, verb string, args []string, f *pullFlags) ([]fetch.Request, []fetch.Store, error) {
 	var reqs []fetch.Request
 	var files []fetch.Store
 	fromFor := func(name string) ([]string, error) { return p.InstallFrom(name, f.from) }
@@ -286,7 +290,7 @@ func pullRequests(p *project, args []string, f *pullFlags) ([]fetch.Request, []f
 	}
 	seen := map[string]bool{}
 	for _, arg := range args {
-		r, err := parseRef(arg)
+		r, err := parseRef(verb, arg)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -170,7 +170,7 @@ func (pu *pusher) push(arg string) pushResult {
 
 func (pu *pusher) publish(arg string, res *pushResult) (fetch.PublishItem, error) {
 	var item fetch.PublishItem
-	r, err := parseRef(arg)
+	r, err := parseRef("push", arg)
 	if err != nil {
 		return item, err
 	}

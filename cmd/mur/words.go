@@ -42,6 +42,12 @@ func checkPlatform(platform *string, allowAll bool) error {
 // checkArtifactArg refuses a reference where mur run wants an artifact's name, and a
 // docker-style name:tag anywhere, with the form that was probably meant.
 func checkArtifactArg(arg string) error {
+	if name, _, ok := digestPin(arg); ok {
+		return usagef("mur run takes the artifact's name, and runs the digest murmur.lock pins; %q names a digest: did you mean 'mur run %s'? ('mur run --explain-scope %s' shows the pinned digest)", arg, name, name)
+	}
+	if r, ok := parseRegistryRef(arg); ok {
+		return usagef("%q is a registry's full reference; mur run takes the artifact's name and runs the version murmur.lock pins: did you mean 'mur run %s'?", arg, r.name)
+	}
 	if name, version, ok := strings.Cut(arg, "@"); ok {
 		return usagef("mur run takes the artifact's name, and runs the version murmur.lock pins; %q names a version: did you mean 'mur run %s'? (to move the pin, run 'mur pull --update %s@%s' first)", arg, name, name, version)
 	}
@@ -64,10 +70,14 @@ func dockerStyle(arg string) (name, tag string, ok bool) {
 	return name, tag, true
 }
 
-// parseRef is ref.ParseRef with a "did you mean" for docker-style name:tag references.
-func parseRef(arg string) (ref.Ref, error) {
+// parseRef is ref.ParseRef for `mur VERB`, with a "did you mean" for references written as other
+// tools write them: docker-style name:tag, a digest pin, a registry's full reference.
+func parseRef(verb, arg string) (ref.Ref, error) {
 	r, err := ref.ParseRef(arg)
 	if err != nil {
+		if hint := refHint(verb, arg); hint != "" {
+			return ref.Ref{}, usagef("%s", hint)
+		}
 		if name, tag, ok := dockerStyle(arg); ok {
 			return ref.Ref{}, usagef("reference %q uses docker's name:tag form; mur writes scope/name@version: did you mean %s@%s?", arg, name, tag)
 		}

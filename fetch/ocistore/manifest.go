@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"sort"
@@ -370,128 +369,6 @@ func resolveTag(ctx context.Context, r manifestReader, repo, tag string, name re
 	return d, v1.Descriptor{MediaType: types.OCIManifestSchema1, Digest: c.Digest, Size: c.Size}, nil
 }
 
-// pushPlan is what a push writes: the manifest, and the object the tag will point at.
-type pushPlan struct {
-	noop         bool
-	manifest     []byte
-	root         []byte // nil when the tag points at the manifest itself (an OCI index otherwise)
-	manifestDesc v1.Descriptor
-}
-
-// planPush decides, from what repo:tag holds now, what pushing desc writes, and refuses a version
-// and platform already held with another digest.
-func planPush(ctx context.Context, r manifestReader, repo, tag string, desc fetch.Descriptor) (pushPlan, error) {
-	manifest, err := buildManifest(desc)
-	if err != nil {
-		return pushPlan{}, errs.Wrap(err, errs.Internal, "encoding the manifest of %s@%s: %v", desc.Name, desc.Version, err)
-	}
-	plan := pushPlan{manifest: manifest, manifestDesc: childDescriptor(manifest, desc.Platform)}
-	tc, err := readTag(ctx, r, repo, tag)
-	switch {
-	case errors.Is(err, errs.NotFound):
-		tc = tagContent{}
-	case err != nil:
-		return pushPlan{}, err
-	}
-	var keep []v1.Descriptor
-	for _, c := range tc.children {
-		held, err := tc.load(ctx, r, repo, tag, c, desc.Name, desc.Version)
-		if err != nil {
-			return pushPlan{}, err
-		}
-		if held.Version != desc.Version {
-			return pushPlan{}, errs.New(errs.LockConflict, "%s already holds version %q under the tag of %q (%s); publish under another version", r.where(repo, tag), held.Version, desc.Version, sharedTag(held.Version, desc.Version))
-		}
-		if held.Platform == desc.Platform {
-			if held.Digest != desc.Digest {
-				return pushPlan{}, errs.New(errs.LockConflict, "%s already holds %s@%s for platform %s with digest %s; refusing to replace it with %s; publish a new version instead", r.where(repo, tag), desc.Name, desc.Version, desc.Platform, held.Digest, desc.Digest)
-			}
-			plan.noop = true
-			return plan, nil
-		}
-		keep = append(keep, c)
-	}
-	if len(keep) == 0 && desc.Platform == ref.PlatformAny {
-		return plan, nil
-	}
-	plan.root, err = buildIndex(desc.Name, desc.Version, append(keep, plan.manifestDesc))
-	if err != nil {
-		return pushPlan{}, errs.Wrap(err, errs.Internal, "encoding the index of %s@%s: %v", desc.Name, desc.Version, err)
-	}
-	return plan, nil
-}
-
-// checkPushDescriptor refuses a descriptor that can't be published.
-func checkPushDescriptor(store string, desc fetch.Descriptor) error {
-	if err := ref.ValidateSegment(desc.Name.Scope); err != nil {
-		return errs.New(errs.Usage, "pushing to %s: artifact name %q: %s", store, desc.Name, errs.Message(err))
-	}
-	if err := ref.ValidateSegment(desc.Name.Name); err != nil {
-		return errs.New(errs.Usage, "pushing to %s: artifact name %q: %s", store, desc.Name, errs.Message(err))
-	}
-	if err := ref.ValidateVersion(desc.Version); err != nil {
-		return errs.New(errs.Usage, "pushing %s to %s: %s", desc.Name, store, errs.Message(err))
-	}
-	if err := ref.ValidatePlatform(desc.Platform); err != nil {
-		return errs.New(errs.Usage, "pushing %s@%s to %s: %s", desc.Name, desc.Version, store, errs.Message(err))
-	}
-	if _, err := ref.ParseDigest(desc.Digest.String()); err != nil {
-		return errs.New(errs.Usage, "pushing %s@%s to %s: %s", desc.Name, desc.Version, store, errs.Message(err))
-	}
-	if desc.Size < 0 {
-		return errs.New(errs.Usage, "pushing %s@%s to %s: size %d is negative", desc.Name, desc.Version, store, desc.Size)
-	}
-	return nil
-}
-
 // referrerTag matches the tags of the OCI referrers tag schema (sha256-<hex>, with a suffix
 // such as .sig or .att for cosign's): they name a digest's referrers, never a version.
 var referrerTag = regexp.MustCompile(`^sha256-[0-9a-f]{64}($|[.-])`)
-
-// latestTag picks the tag of the highest semantic version among tags.
-// listedVersions are the versions the tags name, referrer tags left out: what latest chose from.
-func listedVersions(all []string) []string {
-	var out []string
-	for _, t := range all {
-		if !referrerTag.MatchString(t) {
-			out = append(out, ref.VersionFromTag(t))
-		}
-	}
-	return out
-}
-
-func latestTag(where string, name ref.Name, all []string) (string, error) {
-	byVersion := map[string]string{}
-	var versions, tags []string
-	for _, t := range all {
-		if !referrerTag.MatchString(t) {
-			tags = append(tags, t)
-		}
-	}
-	for _, t := range tags {
-		v := ref.VersionFromTag(t)
-		byVersion[v] = t
-		versions = append(versions, v)
-	}
-	best, ok := ref.HighestSemver(versions)
-	if !ok {
-		if len(tags) == 0 {
-			return "", errs.New(errs.NotFound, "%s holds no versions of %s", where, name)
-		}
-		shown := tags
-		if len(shown) > 10 {
-			shown = shown[:10]
-		}
-		return "", errs.New(errs.Usage, "%s holds versions of %s (%s) but none is a semantic version, so latest means nothing; ask for one explicitly, e.g. %s@%s", where, name, strings.Join(shown, ", "), name, ref.VersionFromTag(tags[0]))
-	}
-	return byVersion[best], nil
-}
-
-// sharedTag says why two versions meet under one tag: '+', which tags can't hold, is stored as
-// '_'; without a '+' in either, the tag was written by hand, or by another tool.
-func sharedTag(a, b string) string {
-	if strings.Contains(a, "+") || strings.Contains(b, "+") {
-		return "the two share a tag because '+' is stored as '_'"
-	}
-	return "the tag names another version than its own; it was written by hand or by another tool"
-}

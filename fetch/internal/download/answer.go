@@ -80,7 +80,13 @@ func Answer(resp *http.Response, off, end, size int64, what string, classify fun
 		}
 		return Part{Body: NewBody(resp.Body, end-off+1, what, classify), Validator: etag}, true, nil
 	case resp.StatusCode == http.StatusOK:
-		return Part{Body: NewBody(resp.Body, resp.ContentLength, what, classify), Whole: true, Validator: etag}, true, nil
+		// A whole answer of no announced length is held to the blob's declared size: one that
+		// ends cleanly short of it broke off, and the fill continues after it.
+		want := resp.ContentLength
+		if want < 0 && size > 0 {
+			want = size
+		}
+		return Part{Body: NewBody(resp.Body, want, what, classify), Whole: true, Validator: etag}, true, nil
 	case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable:
 		// Its body is not worth reading: docker-registry announces the blob's length and sends a
 		// line of text.

@@ -77,19 +77,27 @@ func (b *Body) WriteTo(w io.Writer) (int64, error) {
 	if b.want >= 0 && b.want < readAheadChunk {
 		size = int(b.want) + 1 // one more, so that the read that finds EOF has room
 	}
-	for i := 0; i < readAheadChunks; i++ {
-		free <- make([]byte, size)
-	}
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
 		defer close(full)
+		// Buffers are made as the read-ahead needs them: a small blob is read whole into one.
+		made := 0
 		for {
 			var buf []byte
 			select {
 			case buf = <-free:
-			case <-done:
-				return
+			default:
+				if made < readAheadChunks {
+					made++
+					buf = make([]byte, size)
+					break
+				}
+				select {
+				case buf = <-free:
+				case <-done:
+					return
+				}
 			}
 			n, err := 0, error(nil)
 			for n < len(buf) && err == nil {

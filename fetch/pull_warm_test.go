@@ -1,0 +1,48 @@
+package fetch_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/internal/lockedfile"
+	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/lock"
+)
+
+// A warm pull of pinned artifacts whose blobs are all here has nothing to commit: it reads
+// murmur.lock once and never takes its file lock, which another process holds here for the whole
+// pull. A pull that committed each cache hit would wait on that lock until the ceiling.
+func TestWarmPinnedPullTakesNoLockFileLock(t *testing.T) {
+	reg := registrytest.Start(t)
+	st := openStore(t, "oci://"+reg.Addr()+"/murmur", ocistore.Options{})
+	var reqs []fetch.Request
+	for i := range 5 {
+		n := ref.Name{Scope: "acme", Name: fmt.Sprintf("warm%d", i)}
+		push(t, st, n, "1.0.0", "any", pack(t, n.Name, "1.0.0", uint64(900+i)))
+		reqs = append(reqs, req(n, "1.0.0"))
+	}
+	w := newWorld(t)
+	w.mustPull(w.puller(st), reqs...)
+	unlock, err := lockedfile.Lock(context.Background(), lock.GuardPath(w.proj.LockPath()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	// Not a timing condition: a pull that waits for the lock's file lock never ends by itself.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := w.puller(st).Pull(ctx, w.proj, reqs)
+	if err != nil {
+		t.Fatalf("a warm pull with murmur.lock's file lock held elsewhere: %v", err)
+	}
+	for _, r := range res {
+		if !r.CacheHit {
+			t.Errorf("%s: not a cache hit", r.Name)
+		}
+	}
+}
