@@ -311,6 +311,9 @@ func (s *layoutStore) payloadSize(ctx context.Context, n ref.Name, d digest.Dige
 		return -1
 	}
 	for _, tag := range tags {
+		if referrerTag.MatchString(tag) {
+			continue // an index of bundles, never a payload's manifest
+		}
 		tc, err := readTag(ctx, s, n.String(), tag)
 		if err != nil {
 			continue

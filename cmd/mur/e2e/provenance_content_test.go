@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,12 +10,15 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
+	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/attest"
+	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/provenance/provenancetest"
+	"github.com/murmur-nexus/mur/internal/ref"
 )
 
 // TestProvenanceBundlesAreContent: the bundle murmur.lock records is a blob like the artifact's.
-// `mur cache export` carries it, and after `cache import` into a fresh home, with GitHub gone and
+// `mur warm --layout` copies it into the layout; `mur cache export` carries it, and after `cache import` into a fresh home, with GitHub gone and
 // the network off, a locked pull and `mur verify` (which re-verifies the bundle from the CAS)
 // pass; `cache gc` keeps it as a pinned blob, and verify still passes after gc.
 func TestProvenanceBundlesAreContent(t *testing.T) {
@@ -28,6 +32,18 @@ func TestProvenanceBundlesAreContent(t *testing.T) {
 	recorded := w.lock().Find("acme/hello").Provenance
 	if recorded == nil {
 		t.Fatalf("lock:\n%s", w.lockBytes())
+	}
+
+	// warm --layout copies the bundle beside the artifact, where a pull from that store finds it.
+	layoutDir := filepath.Join(t.TempDir(), "ci-store")
+	w.ok("warm", "--layout", layoutDir)
+	st, err := ocistore.Open("oci-layout:"+layoutDir, ocistore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found, err := st.(fetch.BundleFinder).Bundles(context.Background(), ref.Name{Scope: "acme", Name: "hello"}, "1.0.0", d)
+	if err != nil || len(found) != 1 || digest.FromBytes(found[0]).String() != recorded.Bundle {
+		t.Fatalf("warm --layout kept %d bundles (%v); want the recorded one", len(found), err)
 	}
 
 	bundleFile := filepath.Join(t.TempDir(), "ci.tar.zst")
