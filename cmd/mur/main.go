@@ -187,6 +187,8 @@ func commands() []*command {
 		addCmd(),
 		rmCmd(),
 		outdatedCmd(),
+		lsCmd(),
+		infoCmd(),
 		runCmd(),
 		verifyCmd(),
 		warmCmd(),

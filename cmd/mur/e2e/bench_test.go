@@ -347,7 +347,7 @@ func benchProjectRTT(b *testing.B, n int, withOras bool) {
 }
 
 // timeline reads a pull's request log: when, after start, its first request arrived, its ping
-// and token were answered, and its last manifest and last blob were in.
+// and token were answered, and its last manifest, last provenance look-up and last blob were in.
 func timeline(log []proxytest.Logged, start time.Time) map[string]time.Duration {
 	out := map[string]time.Duration{}
 	last := func(k string, t time.Time) {
@@ -362,6 +362,9 @@ func timeline(log []proxytest.Logged, start time.Time) map[string]time.Duration 
 		switch {
 		case l.Path == "/v2/" || l.Path == "/v2":
 			last("ping", l.End)
+		case strings.Contains(l.Path, "/referrers/") || strings.Contains(l.Path, "/manifests/sha256-"):
+			// The provenance look-ups: the referrers API, or its fallback tag.
+			last("referrers", l.End)
 		case strings.Contains(l.Path, "/manifests/"):
 			last("manifests", l.End)
 		case strings.Contains(l.Path, "/blobs/"):
