@@ -491,7 +491,11 @@ func (r *Runner) repair(cause error) {
 		n, _ := clearDir(r.entryDir)
 		r.warn(fmt.Sprintf("the compiled cache had a bad entry (%v); removed all %d entries of %s, and the module is compiled again", cause, n, filepath.Base(r.entryDir)))
 	default:
-		r.warn(fmt.Sprintf("the compiled cache had %d bad entry file(s) (%v); removed them, and the module is compiled again", len(bad), cause))
+		files, them := "bad entry files", "them"
+		if len(bad) == 1 {
+			files, them = "bad entry file", "it"
+		}
+		r.warn(fmt.Sprintf("the compiled cache had %d %s (%v); removed %s, and the module is compiled again", len(bad), files, cause, them))
 	}
 }
 

@@ -345,11 +345,10 @@ func unknownCommand(name string, cmds []*command, path string) error {
 			best, bestD = c.name, d
 		}
 	}
-	hint := ""
 	if best != "" {
-		hint = fmt.Sprintf("; did you mean '%s %s'?", path, best)
+		return errs.New(errs.Usage, "unknown command %q for %s: did you mean '%s %s'? ('%s help' lists them all)", name, path, path, best, path)
 	}
-	return errs.New(errs.Usage, "unknown command %q for %s%s; run '%s help' for the list", name, path, hint, path)
+	return errs.New(errs.Usage, "unknown command %q for %s; run '%s help' for the list", name, path, path)
 }
 
 // failUsage fails with a usage error found before the command ran (a bad flag, an unknown
