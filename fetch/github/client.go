@@ -15,7 +15,7 @@
 //     client_download.go: an asset's bytes, download link first, then the API (assetpolicy.go).
 //   - assetranger.go: an asset served in parts for resumable and parallel downloads.
 //   - index.go, build.go: murmur-index.json, read and built; source.go: the fetch.Source;
-//     guess.go: a scope mapped nowhere, tried as github:SCOPE/murmur-artifacts;
+//     guess.go: a scope mapped nowhere, whose guessed source is asked once, without retries;
 //     attestations.go: GitHub's artifact attestations.
 package github
 
