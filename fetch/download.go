@@ -43,9 +43,12 @@ func (p *Puller) options() download.Options {
 }
 
 // progress reports a download's bytes as fetch events of name.
-func (p *Puller) progress(name string, total int64, from string) func(int64) {
+func (p *Puller) progress(name string, total int64, from string, resumed int64) func(int64) {
 	return func(n int64) {
-		p.emit(Event{Name: name, Phase: PhaseFetch, Bytes: n, Total: total, From: from})
+		if n < resumed { // the kept bytes were dropped: the download started over
+			resumed = 0
+		}
+		p.emit(Event{Name: name, Phase: PhaseFetch, Bytes: n, Total: total, From: from, Resumed: resumed})
 	}
 }
 
@@ -74,7 +77,8 @@ func (p *Puller) download(ctx context.Context, st Store, req Request, desc Descr
 	if err != nil {
 		return nil, transfer{}, nil, err
 	}
-	f := download.New(w, desc.Digest, desc.Size, st.String(), p.options(), p.progress(req.Name.String(), desc.Size, st.String()))
+	kept, _ := w.Resumed()
+	f := download.New(w, desc.Digest, desc.Size, st.String(), p.options(), p.progress(req.Name.String(), desc.Size, st.String(), kept.Offset))
 	var stream *streamStage
 	if req.stageTo != nil && w.Held() == 0 {
 		if stream = newStreamStage(*req.stageTo, req.Name, desc.Digest, key); stream != nil {
@@ -107,7 +111,7 @@ func (p *Puller) dropOrKeep(ctx context.Context, w *cas.Writer, err error, forma
 		err = errs.Wrap(err, errs.Network, "%s stopped: %v", fmt.Sprintf(format, args...), err)
 	}
 	if keep {
-		return errs.Wrap(err, errs.TokenOf(err), "%s; the bytes received are kept and the next pull continues from there", errs.Message(err))
+		return keptBytes(errs.Wrap(err, errs.TokenOf(err), "%s; the bytes received are kept and the next pull continues from there", errs.Message(err)), held)
 	}
 	return err
 }
@@ -137,7 +141,7 @@ func (p *Puller) downloadStream(ctx context.Context, st Store, req Request, desc
 		w.Close()
 		return nil, transfer{}, nil, err
 	}
-	if _, err := download.Stream(sink, rc, bound, p.progress(req.Name.String(), desc.Size, st.String())); err != nil {
+	if _, err := download.Stream(sink, rc, bound, p.progress(req.Name.String(), desc.Size, st.String(), 0)); err != nil {
 		w.Close()
 		if stream != nil {
 			stream.abandon()
@@ -168,10 +172,11 @@ type sourceScratch struct {
 var _ download.Fillable = (*sourceScratch)(nil)
 
 func (p *Puller) newSourceScratch(w *cas.Writer, s Sourced, name string) *sourceScratch {
+	kept, _ := w.Resumed()
 	return &sourceScratch{
 		w: w, digest: s.Digest, from: s.Origin,
-		pw: download.Progress{W: w, Report: p.progress(name, s.Size, "source")},
-		f:  download.New(w, s.Digest, s.Size, s.Origin, p.options(), p.progress(name, s.Size, s.Origin)),
+		pw: download.Progress{W: w, Report: p.progress(name, s.Size, "source", 0)},
+		f:  download.New(w, s.Digest, s.Size, s.Origin, p.options(), p.progress(name, s.Size, s.Origin, kept.Offset)),
 	}
 }
 

@@ -26,6 +26,10 @@ type Event struct {
 	Total   int64
 	From    string
 	Elapsed time.Duration // since this artifact's pull began
+	// Resumed, while bytes arrive, is where this download continued what an earlier pull kept:
+	// Bytes-Resumed is what moved. Kept, on failure, is what stays in the CAS for the next pull
+	// to continue.
+	Resumed, Kept int64
 }
 
 func (p *Puller) emit(ev Event) {

@@ -267,7 +267,7 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 			if err != nil {
 				res.Name = reqs[i].Name.String()
 				res.Error, res.Err = err.Error(), err
-				p.emit(Event{Name: res.Name, Phase: PhaseFailed})
+				p.emit(Event{Name: res.Name, Phase: PhaseFailed, Kept: keptOf(err)})
 			}
 			results[i], errList[i] = res, err
 			if err == nil && res.compile != "" {

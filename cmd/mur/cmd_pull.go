@@ -237,7 +237,7 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 			fmt.Fprintf(e.stdout, "pinned scope %s to %s (owner id %d, repo id %d) in murmur.lock\n",
 				scope, r.NewPin.Source, r.NewPin.OwnerID, r.NewPin.RepoID)
 		}
-		fmt.Fprintf(e.stdout, "%s@%s %s %s\n", r.Name, r.Version, r.Digest, r.Platform)
+		fmt.Fprintf(e.stdout, "%s@%s %s %s\n", r.Name, r.Version, resultDigest(e.stdout, r.Digest), r.Platform)
 		if r.Blob != "" {
 			fmt.Fprintf(e.stdout, "  in the CAS at %s (no murmur.yaml here or above: murmur.lock and tools/ were not written)\n", r.Blob)
 		}

@@ -52,6 +52,9 @@ type artifactLine struct {
 	upload       bool          // a push: "to" the store, not "from" it
 	compileStart time.Time     // when compiling began; zero when it did not
 	compileTook  time.Duration // once done
+	// resumed is where the download continued what an earlier pull kept: the rate counts only
+	// the bytes after it. kept is what a failed download left for the next pull.
+	resumed, kept int64
 }
 
 // phaseUpload is a push's transfer; fetch has no such phase, since it only pulls.
@@ -165,6 +168,12 @@ func (p *progress) event(ev fetch.Event) {
 	if ev.Bytes > 0 || ev.Phase == fetch.PhaseFetch || ev.Phase == phaseUpload {
 		l.bytes = ev.Bytes
 	}
+	if ev.Phase == fetch.PhaseFetch {
+		l.resumed = ev.Resumed
+	}
+	if ev.Phase == fetch.PhaseFailed {
+		l.kept = ev.Kept
+	}
 	if ev.From != "" {
 		l.from = termtext.Foreign(ev.From)
 	}
@@ -247,19 +256,17 @@ func (p *progress) status(l *artifactLine, now time.Time, width int) string {
 		if l.phase == phaseUpload {
 			verb = "uploading"
 		}
-		took := now.Sub(l.start)
-		speed := cas.FormatSize(rate(l.bytes, took)) + "/s"
 		if width <= 0 {
+			s := verb
 			if l.from != "" && l.phase == fetch.PhaseFetch {
-				return verb + " from " + l.from
+				s += " from " + l.from
 			}
-			return verb
+			if l.resumed > 0 {
+				s += ", resuming at " + cas.FormatSize(l.resumed)
+			}
+			return s
 		}
-		if l.total > 0 {
-			barWidth := min(24, max(width-p.nameWidth(width)-40, 5))
-			return fmt.Sprintf("%s %s %s/%s %s", verb, bar(l.bytes, l.total, barWidth), cas.FormatSize(l.bytes), cas.FormatSize(l.total), speed)
-		}
-		return fmt.Sprintf("%s %s %s", verb, cas.FormatSize(l.bytes), speed)
+		return p.transferStatus(l, verb, now.Sub(l.start), width-p.nameWidth(width)-2)
 	case fetch.PhaseVerify:
 		return "verifying " + cas.FormatSize(l.bytes)
 	case phaseWaiting:
@@ -270,13 +277,16 @@ func (p *progress) status(l *artifactLine, now time.Time, width int) string {
 		}
 		return "compiling " + now.Sub(l.compileStart).Round(100*time.Millisecond).String()
 	case fetch.PhaseDone:
-		s := fmt.Sprintf("done %s in %s (%s/s)", cas.FormatSize(l.bytes), l.elapsed.Round(time.Millisecond), cas.FormatSize(rate(l.bytes, l.elapsed)))
+		s := fmt.Sprintf("done %s in %s (%s/s)", cas.FormatSize(l.bytes), l.elapsed.Round(time.Millisecond), cas.FormatSize(rate(l.moved(), l.elapsed)))
+		if l.resumed > 0 {
+			s = fmt.Sprintf("done %s in %s (%s/s, resumed at %s)", cas.FormatSize(l.bytes), l.elapsed.Round(time.Millisecond), cas.FormatSize(rate(l.moved(), l.elapsed)), cas.FormatSize(l.resumed))
+		}
 		if !l.compileStart.IsZero() {
 			// The download and the compile, each with its own time: a first pull that spends
 			// seconds compiling must not read as a slow download.
 			download := l.compileStart.Sub(l.start)
 			s = fmt.Sprintf("done %s in %s (download %s at %s/s, compile %s)", cas.FormatSize(l.bytes), (download + l.compileTook).Round(time.Millisecond),
-				download.Round(time.Millisecond), cas.FormatSize(rate(l.bytes, download)), l.compileTook.Round(time.Millisecond))
+				download.Round(time.Millisecond), cas.FormatSize(rate(l.moved(), download)), l.compileTook.Round(time.Millisecond))
 		}
 		if l.from != "" && l.upload {
 			s += " to " + l.from
@@ -293,6 +303,56 @@ func (p *progress) status(l *artifactLine, now time.Time, width int) string {
 		return "failed"
 	}
 	return string(l.phase)
+}
+
+// moved is how many bytes this command brought in: what an earlier pull kept doesn't count
+// toward the rate.
+func (l *artifactLine) moved() int64 { return max(l.bytes-l.resumed, 0) }
+
+// transferStatus is a transfer's status in at most room columns. The numbers come first: the
+// bar goes before them on a narrow terminal, then the verb and the resume note.
+func (p *progress) transferStatus(l *artifactLine, verb string, took time.Duration, room int) string {
+	size := cas.FormatSize(l.bytes)
+	if l.total > 0 {
+		size += "/" + cas.FormatSize(l.total)
+	}
+	speed := cas.FormatSize(rate(l.moved(), took)) + "/s"
+	note := ""
+	if l.resumed > 0 {
+		note = "resuming at " + cas.FormatSize(l.resumed)
+	}
+	fits := func(parts ...string) bool {
+		n := -1
+		for _, s := range parts {
+			if s != "" {
+				n += 1 + len([]rune(s))
+			}
+		}
+		return n <= room
+	}
+	join := func(parts ...string) string {
+		var out []string
+		for _, s := range parts {
+			if s != "" {
+				out = append(out, s)
+			}
+		}
+		return strings.Join(out, " ")
+	}
+	whole := true // nothing was dropped: only then is there room for a bar
+	if !fits(verb, size, speed, note) {
+		note, whole = "", false
+	}
+	if !fits(verb, size, speed) {
+		verb = ""
+	}
+	if l.total > 0 && whole {
+		// The bar takes what is left, from 7 columns ([=====]) up to 26.
+		if left := room - len([]rune(join(verb, size, speed, note))) - 1; left >= 7 {
+			return join(verb, bar(l.bytes, l.total, min(24, left-2)), size, speed, note)
+		}
+	}
+	return join(verb, size, speed, note)
 }
 
 // paint colours a line's status by phase: green when done, red when failed.
@@ -393,13 +453,17 @@ func (p *progress) finish(err error) {
 func (p *progress) interrupted() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var done, inflight []string
+	var done, inflight, kept []string
 	for _, l := range p.lines {
 		switch l.phase {
 		case fetch.PhaseDone, fetch.PhaseCached:
 			done = append(done, l.name)
 		default:
 			inflight = append(inflight, l.name)
+			if l.kept > 0 {
+				// What it received stays for the next pull: 62 MiB is worth saying.
+				kept = append(kept, cas.FormatSize(l.kept)+" of "+l.name)
+			}
 		}
 	}
 	sort.Strings(done)
@@ -410,7 +474,15 @@ func (p *progress) interrupted() string {
 		if len(inflight) > 1 {
 			verb = " were"
 		}
-		parts = append(parts, strings.Join(inflight, ", ")+verb+" stopped and changed nothing")
+		note := ""
+		switch {
+		case len(kept) == 1 && len(inflight) == 1:
+			note = fmt.Sprintf(" (%s kept; run the pull again to resume)", strings.TrimSuffix(kept[0], " of "+inflight[0]))
+		case len(kept) > 0:
+			sort.Strings(kept)
+			note = fmt.Sprintf(" (%s kept; run the pull again to resume)", strings.Join(kept, ", "))
+		}
+		parts = append(parts, strings.Join(inflight, ", ")+verb+" stopped and changed nothing"+note)
 	} else {
 		parts = append(parts, "nothing was in flight")
 	}
