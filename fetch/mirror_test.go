@@ -106,7 +106,7 @@ func TestWriteThroughFailure(t *testing.T) {
 	dead := openStore(t, "oci://127.0.0.1:1/murmur", ocistore.Options{Retries: -1, Timeout: time.Second})
 	w := newWorld(t)
 	res := w.mustPull(w.mirroring(dead, src), req(grep, "1.0.0"))[0]
-	if res.Mirror == nil || res.Mirror.Pushed || res.Mirror.Error == "" || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "the next pull or warm tries again") {
+	if res.Mirror == nil || res.Mirror.Pushed || res.Mirror.Error == "" || res.Mirror.Token == "" || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "the next pull or warm tries again") {
 		t.Fatalf("result %+v (mirror %+v)", res, res.Mirror)
 	}
 	res = w.mustPull(w.mirroring(dead, src), req(grep, "1.0.0"))[0]

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/lock"
 )
 
@@ -267,5 +268,16 @@ func TestBadKeys(t *testing.T) {
 	}
 	if !bytes.Equal([]byte(normalise(`"t": "2026-01-02T03:04:05.123Z"`, "/x")), []byte(`"t": "<time>"`)) {
 		t.Fatal("times are not normalised")
+	}
+}
+
+// A failed write-through to the mirror shows its error as every other error does.
+func TestResultJSONMirrorError(t *testing.T) {
+	r := toResultJSON(fetch.Result{Name: "acme/x", Mirror: &fetch.MirrorPush{Store: "oci://m/murmur", Error: "the mirror refused the push", Token: "denied"}})
+	if r.Mirror == nil || r.Mirror.Pushed || r.Mirror.Error == nil || r.Mirror.Error.Token != "denied" || r.Mirror.Error.Message != "the mirror refused the push" {
+		t.Fatalf("mirror = %+v", r.Mirror)
+	}
+	if r := toResultJSON(fetch.Result{Mirror: &fetch.MirrorPush{Store: "oci://m/murmur", Pushed: true}}); r.Mirror.Error != nil {
+		t.Fatalf("a pushed mirror has an error: %+v", r.Mirror.Error)
 	}
 }
