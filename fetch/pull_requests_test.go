@@ -9,6 +9,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
@@ -21,7 +22,8 @@ func (bearerLogin) Resolve(authn.Resource) (authn.Authenticator, error) {
 // A cold pull of a 20-artifact project from a Bearer registry (docker-registry itself checks each
 // token's scopes): one ping and one token for all 20 repositories, one manifest by tag per
 // artifact and no tag list (every version is exact), one blob each, and no request sent without
-// the token it needs.
+// the token it needs. With a verifier, each artifact's provenance look-up adds its fallback tag
+// (docker-registry has no referrers API, which the first look-up alone asks), under the same token.
 func TestPullOf20CostsOnePingAndOneToken(t *testing.T) {
 	reg := registrytest.StartBearer(t)
 	addr := "oci://" + reg.Addr() + "/murmur"
@@ -35,11 +37,12 @@ func TestPullOf20CostsOnePingAndOneToken(t *testing.T) {
 	reg.Reset()
 	w := newWorld(t)
 	pl := w.puller(openStore(t, addr, ocistore.Options{Keychain: bearerLogin{}, Pool: ocistore.NewPool()}))
+	pl.Verifier = &provenance.Local{}
 	w.mustPull(pl, reqs...)
 	c := reg.Counts()
 	t.Logf("%+v", c)
-	if c.Ping != 1 || c.Token != 1 || c.Tags != 0 || c.Manifest != 20 || c.Blob != 20 || c.Other != 0 {
-		t.Errorf("requests %+v; want 1 ping, 1 token, 0 tag lists, 20 manifests, 20 blobs", c)
+	if c.Ping != 1 || c.Token != 1 || c.Tags != 0 || c.Manifest != 40 || c.Blob != 20 || c.Other != 1 {
+		t.Errorf("requests %+v; want 1 ping, 1 token, 0 tag lists, 20 manifests and 20 fallback tags, 20 blobs, 1 referrers request", c)
 	}
 	// The ping's own 401 is the challenge; nothing else may have gone without its token.
 	if c.Unauthorized != 1 {

@@ -40,25 +40,6 @@ mur completion fish > ~/.config/fish/completions/mur.fish`,
 	}
 }
 
-// flagNames lists --name (and -x) of every flag a command accepts, globals included.
-func flagNames(c *command) []string {
-	fs := pflag.NewFlagSet(c.name, pflag.ContinueOnError)
-	(&globals{}).register(fs)
-	fs.BoolP("help", "h", false, "")
-	if c.flags != nil {
-		c.flags(fs)
-	}
-	var out []string
-	fs.VisitAll(func(f *pflag.Flag) {
-		out = append(out, "--"+f.Name)
-		if f.Shorthand != "" {
-			out = append(out, "-"+f.Shorthand)
-		}
-	})
-	sort.Strings(out)
-	return out
-}
-
 func names(cmds []*command) []string {
 	var out []string
 	for _, c := range cmds {
@@ -68,46 +49,16 @@ func names(cmds []*command) []string {
 	return out
 }
 
-func writeBash(w io.Writer, cmds []*command) {
-	fmt.Fprint(w, `# bash completion for mur: source <(mur completion bash)
+func writeBash(w io.Writer, _ []*command) {
+	// The words are read by mur itself (complete.go): it knows which flags take a value and what
+	// the project declares, which a static word list can't.
+	fmt.Fprintf(w, `# bash completion for mur: source <(mur completion bash)
 _mur() {
-  local cur="${COMP_WORDS[COMP_CWORD]}" cmd="" sub="" i w words
-  for ((i = 1; i < COMP_CWORD; i++)); do
-    w="${COMP_WORDS[i]}"
-    case "$w" in
-      -*) ;;
-      *) if [ -z "$cmd" ]; then cmd="$w"; elif [ -z "$sub" ]; then sub="$w"; fi ;;
-    esac
-  done
-  case "$cmd/$sub" in
-`)
-	top := append(names(cmds), "--help", "--home", "--json", "--offline", "--quiet", "--version", "-q", "help")
-	fmt.Fprintf(w, "    /) words=%q ;;\n", strings.Join(top, " "))
-	for _, c := range cmds {
-		if len(c.subs) > 0 {
-			fmt.Fprintf(w, "    %s/) words=%q ;;\n", c.name, strings.Join(names(c.subs), " "))
-			for _, s := range c.subs {
-				fmt.Fprintf(w, "    %s/%s) words=%q ;;\n", c.name, s.name, strings.Join(flagNames(s), " "))
-			}
-			continue
-		}
-		words := flagNames(c)
-		if c.name == "completion" {
-			words = append([]string{"bash", "fish", "zsh"}, words...)
-		}
-		fmt.Fprintf(w, "    %s/*) words=%q ;;\n", c.name, strings.Join(words, " "))
-	}
-	fmt.Fprint(w, `    help/*) words="$(echo`)
-	for _, n := range names(cmds) {
-		fmt.Fprintf(w, " %s", n)
-	}
-	fmt.Fprint(w, `)" ;;
-    *) words="" ;;
-  esac
-  COMPREPLY=($(compgen -W "$words" -- "$cur"))
+  local IFS=$'\n'
+  COMPREPLY=($(mur %s "${COMP_WORDS[@]:1:COMP_CWORD}" 2>/dev/null))
 }
 complete -o default -F _mur mur
-`)
+`, completeCommand)
 }
 
 func writeFish(w io.Writer, cmds []*command) {
@@ -118,6 +69,8 @@ func writeFish(w io.Writer, cmds []*command) {
 	gfs.VisitAll(func(f *pflag.Flag) {
 		fmt.Fprintf(w, "complete -c mur -l %s%s -d %s\n", f.Name, shortFish(f), fishQuote(f.Usage))
 	})
+	// Artifact names and flag values come from mur itself (complete.go).
+	fmt.Fprintf(w, "complete -c mur -f -n '__fish_seen_subcommand_from %s' -a '(mur %s (commandline -opc)[2..-1] (commandline -ct))'\n", strings.Join(artifactArgs, " "), completeCommand)
 	for _, c := range cmds {
 		fmt.Fprintf(w, "complete -c mur -f -n __fish_use_subcommand -a %s -d %s\n", c.name, fishQuote(c.short))
 		if len(c.subs) > 0 {

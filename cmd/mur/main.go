@@ -209,6 +209,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, rawStdout, rawStde
 	// JSON envelope (escaped as JSON) and the progress display's cursor moves take the raw
 	// streams.
 	stdout, stderr := termtext.NewWriter(rawStdout), termtext.NewWriter(rawStderr)
+	if len(args) > 0 && args[0] == completeCommand {
+		dir, _ := os.Getwd()
+		complete(stdout, args[1:], dir)
+		return 0
+	}
 	g := &globals{}
 	top := pflag.NewFlagSet("mur", pflag.ContinueOnError)
 	top.SetInterspersed(false)

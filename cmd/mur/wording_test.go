@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -93,6 +95,24 @@ func TestErrorsHaveNoSlips(t *testing.T) {
 		_, out, errOut := runMur(t, append([]string{"--home", home, "--offline"}, args...)...)
 		for _, s := range wordingSlips(out + errOut) {
 			t.Errorf("mur %s: %s", strings.Join(args, " "), s)
+		}
+	}
+}
+
+// TestGoldenOutputsHaveNoSlips proofreads every message and warning the --json goldens hold:
+// what the commands of the golden walk print.
+func TestGoldenOutputsHaveNoSlips(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "golden", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no goldens: %v", err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range wordingSlips(string(b)) {
+			t.Errorf("%s: %s", f, s)
 		}
 	}
 }

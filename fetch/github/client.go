@@ -7,6 +7,16 @@
 // repository's through the API's asset endpoint. Both answer with a redirect to a storage host
 // whose URL carries its own signature, so mur follows redirects itself and sends the token on no
 // hop that leaves the API base.
+//
+// # Files
+//
+//   - client.go: the Client and the API's repository and release answers; client_http.go: its
+//     requests (retries, statuses, rate limits, the token kept to the API base);
+//     client_download.go: an asset's bytes, download link first, then the API (assetpolicy.go).
+//   - assetranger.go: an asset served in parts for resumable and parallel downloads.
+//   - index.go, build.go: murmur-index.json, read and built; source.go: the fetch.Source;
+//     guess.go: a scope mapped nowhere, whose guessed source is asked once, without retries;
+//     attestations.go: GitHub's artifact attestations.
 package github
 
 import (

@@ -13,6 +13,17 @@
 // hashes it on its way into the CAS. That keeps the hot path to a single hash, and it means a
 // registry that serves wrong bytes is caught by the caller, not here. Manifests, which are small,
 // are checked here: their shape strictly, and in a layout folder their digests too.
+//
+// # Files
+//
+//   - ocistore.go: opening a store by address; registry.go: a registry; layout.go: a layout folder
+//     read, layout_push.go: written; layout_referrers.go: a layout's bundles.
+//   - manifest.go: the manifests and indexes both kinds hold, and reading a tag;
+//     manifest_push.go: what a push adds; manifest_tags.go: versions from tags, and latest.
+//   - blobranger.go: a blob read in parts; referrers.go, referrers_lookup.go: Sigstore bundles as
+//     OCI referrers; addressed.go: the digests crane and oras address.
+//   - auth.go, prepare.go, transport.go: one authenticated, bounded transport per registry;
+//     diagnose.go, missing.go: failures said in the user's terms.
 package ocistore
 
 import (

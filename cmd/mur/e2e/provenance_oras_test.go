@@ -120,12 +120,15 @@ func TestProvenanceOrasLayoutInterop(t *testing.T) {
 
 	signedDir := filepath.Join(dir, "signed")
 	out := w.ok("push", "--json", zip, "--scope", "demo", "--sign-key", keyFile, "--store", "oci-layout:"+signedDir)
-	var pushed struct {
-		Hint string `json:"signed_with"`
+	var pushedAll struct {
+		Results []struct {
+			Hint string `json:"signed_with"`
+		} `json:"results"`
 	}
-	if err := json.Unmarshal([]byte(out.stdout), &pushed); err != nil || pushed.Hint == "" {
+	if err := json.Unmarshal([]byte(out.stdout), &pushedAll); err != nil || len(pushedAll.Results) != 1 || pushedAll.Results[0].Hint == "" {
 		t.Fatalf("push --json: %v\n%s", err, out.stdout)
 	}
+	pushed := pushedAll.Results[0]
 	disc, err := exec.Command("oras", "discover", "--oci-layout-path", signedDir, "--format", "json", "demo/notes:1.0.0").CombinedOutput()
 	if err != nil || !strings.Contains(string(disc), "application/vnd.dev.sigstore.bundle.v0.3+json") {
 		t.Fatalf("oras discover does not see the bundle: %v\n%s", err, disc)
