@@ -143,7 +143,8 @@ func mkdirTempIn(root *os.Root, prefix string) (string, error) {
 	return "", fmt.Errorf("no free temporary name in %s", root.Name())
 }
 
-// holdIn opens the folder name in root and flocks it (see holdFolder).
+// holdIn opens the folder name in root and flocks it, marking it as in use by this process:
+// a staging folder whose flock can be taken belongs to a process that is gone (stage_sweep.go).
 func holdIn(root *os.Root, name string) (*os.File, error) {
 	f, err := root.OpenFile(name, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
 	if err != nil {

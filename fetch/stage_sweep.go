@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/internal/atomicfile"
 )
@@ -19,19 +17,6 @@ import (
 // its temporary name, so a folder whose flock can be taken belongs to a process that is gone.
 // stagingGrace covers the instant between creating the folder and locking it.
 const stagingGrace = cas.IngestGrace
-
-// holdFolder opens dir and flocks it, marking it as in use by this process.
-func holdFolder(dir string) (*os.File, error) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		return nil, &fs.PathError{Op: "flock", Path: dir, Err: err}
-	}
-	return f, nil
-}
 
 // sweepStaging removes the staging leftovers in proj's tools/ that no live process holds, and
 // returns their paths. It follows no symlink: tools/ and each scope folder are taken only when

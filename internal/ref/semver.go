@@ -174,12 +174,6 @@ func TagFromVersion(v string) string { return strings.ReplaceAll(v, "+", "_") }
 // prefer the version annotation of the manifest when there is one.
 func VersionFromTag(tag string) string { return strings.ReplaceAll(tag, "_", "+") }
 
-// IsPrerelease reports whether v is a semantic version with a pre-release part.
-func IsPrerelease(v string) bool {
-	s, ok := parseSemver(v)
-	return ok && len(s.pre) > 0
-}
-
 // NewestFirst returns the semantic versions among versions, newest first (releases and
 // pre-releases in one order), followed by the others in the order given.
 func NewestFirst(versions []string) []string {

@@ -104,19 +104,6 @@ func kind(st *unix.Stat_t, oneLink bool) string {
 	return "not a regular file"
 }
 
-// Check reports, without opening it, whether f (already open) is a regular file with one link:
-// for a caller that opened it some other way.
-func Check(f *os.File) error {
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return &fs.PathError{Op: "fstat", Path: f.Name(), Err: err}
-	}
-	if found := kind(&st, true); found != "" {
-		return &NotRegularError{Path: f.Name(), Found: found}
-	}
-	return nil
-}
-
 // ReadFile reads the regular file at path (see Open), refusing one of more than max bytes with
 // an error that wraps ErrTooLarge. It reads at most max+1 bytes, whatever the file claims, so a
 // file that grows while it is read can't exhaust memory either. A file with several links is
