@@ -33,7 +33,7 @@ func runCmd() *command {
 preopens the capsule grants. Flags after ARTIFACT belong to the guest. Exit status: the guest's
 own; 2 for a usage error; 124 on timeout; 125 when mur fails; 126 when the payload can't be
 executed; 127 when the artifact is not pulled; 130 when Ctrl-C or SIGTERM stopped the guest (a
-second Ctrl-C kills mur at once); 134 when the guest crashed (a trap). --explain-scope prints the grants and changes nothing.`,
+second Ctrl-C kills mur at once); 134 when the guest crashed (a trap). --explain-scope prints the grants and changes nothing; --json goes only with it, since the guest owns stdout.`,
 		examples: `mur run grep -- --help
 mur run acme/grep -- -n TODO src/
 mur run --timeout 30s --workdir ./data acme/grep -- pattern
