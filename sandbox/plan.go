@@ -2,6 +2,7 @@
 // what is routed inside it, the state store, the environment and the limits. BuildPlan creates
 // nothing, so that `mur run --explain-scope` prints what a launch would open; RunPlan opens the
 // folders once, checks what it opened, and runs the guest on those very folders.
+
 package sandbox
 
 import (

@@ -12,8 +12,9 @@
 //
 // Its files: runner.go (compile and run), cache.go (the compiled cache), rootfs.go (the confining
 // file system), walk.go (its walk from held folders), rootfile.go (its open files), memory.go
-// (guest memory), plan.go (a capsule's grants as one root, from `mur run`) and payload.go (the
-// payload from the CAS, and kept payloads).
+// (guest memory), quota.go (the state store's size limit), plan.go (a capsule's grants as one
+// root, from `mur run`), payload.go (the payload from the CAS, and kept payloads) and evict.go
+// (what GC removes from the compiled cache with a blob).
 //
 // # Notes
 //

@@ -600,9 +600,6 @@ func (ps *parser) artifacts(n *yaml.Node, c *Capsule) error {
 	return nil
 }
 
-// validateStoreName accepts a single folder name. The state package owns the exported rule; this
-// copy keeps the manifest free of that dependency.
-
 func contains(ss []string, s string) bool {
 	for _, x := range ss {
 		if x == s {
