@@ -15,14 +15,6 @@ import (
 	"github.com/murmur-nexus/mur/lock"
 )
 
-// GC is `mur cache gc` and the trim after a pull: the policy of what the CAS keeps. A blob stays
-// when any registered lock that still exists pins it (every pull and warm registers its project's
-// lock, as Nix registers gcroots), when the current project's lock or a lock named with --keep
-// pins it, or when a pull in flight holds a lease on it. Registered locks that are gone are
-// forgotten. Of the rest, blobs unused for OlderThan go, and then, while the cache is over
-// MaxSize, the least recently used, each with what derives from it (Evict). Staging leftovers
-// of killed pulls in the projects GC knows of go too.
-
 // GCInput is one collection.
 type GCInput struct {
 	CAS *cas.Store
@@ -53,7 +45,13 @@ type GCReport struct {
 
 const whyRoots = "every project mur pulled into"
 
-// GC collects garbage in the CAS (see the comment above).
+// GC is `mur cache gc` and the trim after a pull: the policy of what the CAS keeps. A blob stays
+// when any registered lock that still exists pins it (every pull and warm registers its project's
+// lock, as Nix registers gcroots), when the current project's lock or a lock named with --keep
+// pins it, or when a pull in flight holds a lease on it. Registered locks that are gone are
+// forgotten. Of the rest, blobs unused for OlderThan go, and then, while the cache is over
+// MaxSize, the least recently used, each with what derives from it (Evict). Staging leftovers
+// of killed pulls in the projects GC knows of go too.
 func GC(ctx context.Context, in GCInput) (GCReport, error) {
 	rep := GCReport{Roots: []string{}, PrunedRoots: []string{}, Staging: []string{}, Warnings: []string{}}
 	for _, p := range in.KeepLocks {
