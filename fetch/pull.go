@@ -42,7 +42,7 @@ type Request struct {
 	Asked   string   // the reference as the user typed it, for the pull record
 	Name    ref.Name //
 	Version string   // exact, or ref.Latest
-	From    []string // install.from, already narrowed by --from; nil means DefaultFrom
+	From    []string // install.from, already narrowed by --from; nil means manifest.DefaultFrom()
 	Update  bool     // --update: move the lock to what the request resolves to
 
 	// stageTo is set by the pull for a payload of this machine's platform: a store's download
