@@ -107,8 +107,9 @@ func (c *Capsule) Effective(a *Artifact) Capabilities {
 	return out
 }
 
-// NarrowFrom applies `--from` to install.from: only sources already granted, in the flag's
-// order. No flag leaves from as it is.
+// NarrowFrom applies `--from` to install.from, in the flag's order. The flag can only narrow:
+// a word install.from does not grant is refused (not-granted), never added. No flag leaves from
+// as it is.
 func NarrowFrom(from []string, flag []string) ([]string, error) {
 	if len(flag) == 0 {
 		return clone(from), nil

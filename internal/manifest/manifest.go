@@ -16,7 +16,7 @@
 //   - env.allow: the intersection, in the capsule's order. An artifact that does not mention
 //     env.allow keeps the capsule's list; `allow: []` allows nothing.
 //   - limits: the smaller of each value that is set. 0 means unset; the sandbox then applies
-//     DefaultMemoryMiB and no time limit.
+//     DefaultMemoryMiB, DefaultStateMiB and no time limit.
 //   - install.from: the intersection, in the capsule's order. The capsule's default is
 //     [stores, sources].
 //
