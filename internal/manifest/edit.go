@@ -169,7 +169,9 @@ func appendItem(lines []string, seq *yaml.Node, name ref.Name, version string) [
 	return joinLines(out)
 }
 
-// appendArtifacts writes an artifacts: list where there is none, or where it is empty.
+// appendArtifacts writes an artifacts: list where there is none, or where its value is null
+// (`artifacts:`, `artifacts: ~`). An empty `artifacts: []` never gets here: SetArtifact
+// re-encodes a flow or empty sequence instead.
 func appendArtifacts(lines []string, key *yaml.Node, name ref.Name, version string) []byte {
 	entry := []string{"  - name: " + name.String(), "    version: " + quoteVersion(version)}
 	if key == nil {
@@ -179,8 +181,8 @@ func appendArtifacts(lines []string, key *yaml.Node, name ref.Name, version stri
 		return joinLines(append(append(lines, "artifacts:"), entry...))
 	}
 	l := key.Line - 1
-	// "artifacts:" stays as written, comment and all; the value of "artifacts: ~" or
-	// "artifacts: []" is taken out of the line.
+	// "artifacts:" stays as written, comment and all; a null value ("artifacts: ~") is taken
+	// out of the line.
 	line := lines[l]
 	colon := key.Column - 1 + len(key.Value)
 	if colon < len(line) && line[colon] == ':' {
