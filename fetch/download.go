@@ -159,7 +159,7 @@ func (p *Puller) downloadStream(ctx context.Context, st Store, req Request, desc
 }
 
 // sourceScratch is the Scratch a source fetches into: Fill (download.Fillable) for a source
-// whose server serves ranges, Write for one that streams.
+// that opens its blob as a Ranger, Write for one that streams.
 type sourceScratch struct {
 	w      *cas.Writer
 	f      *download.Filler

@@ -40,8 +40,9 @@ type Part struct {
 // ErrNoRanges marks an answer to a Range request that does not fit it.
 var ErrNoRanges = errors.New("the server does not serve the byte ranges asked for")
 
-// Fillable is a scratch a source can fill through a Ranger: the pull hands one to a source whose
-// server honours Range, and it resumes and parallelises as for stores.
+// Fillable is a scratch a source can fill through a Ranger. The pull's scratch is one, whatever
+// the source: a source that can open its blob as a Ranger fills through it and so resumes and
+// parallelises as stores do; one that can't streams into the scratch's Write instead.
 type Fillable interface {
 	Fill(ctx context.Context, r Ranger) error
 }
