@@ -178,7 +178,7 @@ func (c *Config) Mapped(scope string) bool {
 	return ok
 }
 
-// file is one parsed config file, already validated and with its paths resolved.
+// configFile is one parsed config file, already validated and with its paths resolved.
 type configFile struct {
 	stores         []string
 	plainHTTP      map[string]bool

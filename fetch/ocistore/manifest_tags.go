@@ -7,7 +7,6 @@ import (
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
-// latestTag picks the tag of the highest semantic version among tags.
 // listedVersions are the versions the tags name, referrer tags left out: what latest chose from.
 func listedVersions(all []string) []string {
 	var out []string
@@ -19,6 +18,7 @@ func listedVersions(all []string) []string {
 	return out
 }
 
+// latestTag picks the tag of the highest semantic version among all, referrer tags left out.
 func latestTag(where string, name ref.Name, all []string) (string, error) {
 	byVersion := map[string]string{}
 	var versions, tags []string

@@ -40,7 +40,7 @@ func explainMiss(err error, where string, n ref.Name, version string, tags func(
 	return err
 }
 
-// names lists the artifacts a layout holds, from its ref names.
+// artifactNames lists the artifacts a layout holds, from its ref names.
 func (s *layoutStore) artifactNames() []string {
 	idx, _, err := s.readIndex()
 	if err != nil {
