@@ -80,7 +80,7 @@ func LoadRoots(path string) (*Roots, error) {
 }
 
 // NewRoots builds Roots from trusted material already in memory: for tests, and for callers that
-// build their own instances. Each material gets the policy its shape calls for (see add).
+// build their own instances. Each material gets the policy its shape calls for (see addMaterial).
 func NewRoots(materials ...root.TrustedMaterial) *Roots {
 	r := &Roots{source: "the given trusted roots"}
 	for _, m := range materials {
