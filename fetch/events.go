@@ -15,7 +15,7 @@ const (
 	PhaseCompile Phase = "compiling" // precompiling the wasm payload
 	PhaseDone    Phase = "done"      // fetched, checked, committed, pinned and staged
 	PhaseCached  Phase = "cached"    // the CAS held it; nothing was fetched
-	PhaseFailed  Phase = "failed"    // it changed nothing
+	PhaseFailed  Phase = "failed"    // nothing became visible; Event.Kept is what stays for the next pull
 )
 
 // Event reports progress. Bytes and Total count payload bytes; Total is -1 when unknown.
