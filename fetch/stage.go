@@ -36,9 +36,9 @@ type stagedMarker struct {
 	Digest string            `json:"digest"`
 	Files  map[string]string `json:"files"` // file name → "crc32:<8 hex>"
 	Sizes  map[string]int64  `json:"sizes"` // file name → size, for the cheap check on every pull
-	// Stamps are each file's inode and change time when it was staged. Writing a file changes
-	// its ctime, and no user can set a ctime back, so an unchanged stamp proves unchanged
-	// content and verify skips reading the file, as git trusts its index.
+	// Stamps are each file's inode, size and change time when it was staged (stamp). Writing a
+	// file changes its ctime, and no user can set a ctime back, so an unchanged stamp proves
+	// unchanged content and verify skips reading the file, as git trusts its index.
 	Stamps map[string]string `json:"stamps,omitempty"`
 }
 
