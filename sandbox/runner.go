@@ -24,7 +24,8 @@
 // Decisions the SPEC leaves open, written down here:
 //   - A guest that traps (unreachable, out-of-bounds access) exits 134, the status of a process
 //     killed by SIGABRT (128+6); its error carries ErrTrap.
-//   - A timeout error carries the token "timeout" (errs has no closer one) and ErrTimeout.
+//   - A guest stopped at its time limit exits 124, as under timeout(1); its error carries the
+//     token errs.Timeout and ErrTimeout.
 //   - Sleeping guests are woken at the deadline, but a guest blocked reading stdin is only
 //     stopped once the read returns: wazero can't interrupt a host read.
 //   - rootFS refuses to create links, but a hard link the operator already placed in the
