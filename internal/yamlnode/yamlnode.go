@@ -1,5 +1,8 @@
-// Package yamlnode holds the two questions every mur parser asks of a yaml.Node, so that the
-// manifest, the lock, the config and the packed manifest describe bad input in the same words.
+// Package yamlnode is the one way mur's parsers read YAML: Decode and DecodeDocument turn bytes
+// into a node and refuse hostile input (bytes that are not UTF-8, a parser panic, a second
+// document) the same way everywhere, and IsNull and Describe are the two questions every parser
+// asks of a node, so that the manifest, the lock, the config and the packed manifest describe
+// bad input in the same words.
 package yamlnode
 
 import (
