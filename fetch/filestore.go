@@ -53,7 +53,8 @@ func (s *FileStore) Resolve(ctx context.Context, name ref.Name, version, platfor
 	return s.desc, nil
 }
 
-// Open opens the file if it still has the digest it was opened with; the pull re-hashes anyway.
+// Open opens the file when d is the digest OpenFile hashed. It does not hash the file again: the
+// pull hashes what it reads, so a file that changed since is refused there.
 func (s *FileStore) Open(ctx context.Context, name ref.Name, d digest.Digest) (io.ReadCloser, error) {
 	if d != s.desc.Digest {
 		return nil, errs.New(errs.NotFound, "%s has digest %s, not %s", s.path, s.desc.Digest, d)
