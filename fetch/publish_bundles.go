@@ -34,7 +34,7 @@ func recordedBundles(ctx context.Context, store *cas.Store, d digest.Digest) [][
 	return out
 }
 
-// attachBundles puts it's bundles and extra beside it in dst, when dst can hold them. A store
+// attachBundles puts its bundles and extra beside it in dst, when dst can hold them. A store
 // that can't (a file store) is skipped: it has nowhere to put them.
 func attachBundles(ctx context.Context, dst Store, it PublishItem, extra [][]byte) error {
 	all := append(append([][]byte{}, it.Bundles...), extra...)

@@ -51,7 +51,7 @@ type VerifyInput struct {
 
 // Problem is one thing that is wrong.
 type Problem struct {
-	Kind     string `json:"kind"` // blob, tools, compiled, pin
+	Kind     string `json:"kind"` // blob, tools, compiled, pin, provenance or lock-mismatch
 	Subject  string `json:"subject"`
 	Problem  string `json:"problem"`
 	Repaired bool   `json:"repaired"`
@@ -113,7 +113,9 @@ type pinnedBlob struct {
 	refetch  bool // pinned for the platform the repairer pulls
 }
 
-// Verify checks murmur.lock against the CAS, tools/ and the compiled cache. It returns an error only when it could not look; what it found is in the report.
+// Verify checks murmur.lock against the CAS, tools/ and the compiled cache, the provenance the
+// lock records and, with an Intent, murmur.yaml. It returns an error only when it could not
+// look; what it found is in the report.
 func Verify(ctx context.Context, in VerifyInput) (*VerifyReport, error) {
 	rep := &VerifyReport{Problems: []Problem{}}
 	rep.Problems = append(rep.Problems, intentProblems(in.Intent, in.Lock, in.Platform)...)
