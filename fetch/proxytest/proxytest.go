@@ -1,7 +1,8 @@
 // Package proxytest is a loopback HTTP proxy for tests that puts a bad network between mur and a
 // server: it counts the body bytes it serves, adds a round trip's latency, caps each connection's
-// bandwidth, hides Range support, and cuts or stalls answers. Tests of fetch, fetch/ocistore, fetch/github and the
-// end-to-end suite all put it in front of their fakes:
+// bandwidth, hides Range support, and cuts, stalls, silences or hangs up on answers. Tests of
+// fetch, fetch/ocistore, fetch/github and the end-to-end suite all put it in front of their
+// fakes:
 //
 //	p := proxytest.Start(t, reg.Addr(), proxytest.Options{Fault: proxytest.Cut, After: 1 << 20, Times: 1})
 //	// point mur at p.Addr() instead of reg.Addr(), pull, then:
