@@ -1,8 +1,8 @@
 // Package registrytest starts OCI registries for tests: the real Debian docker-registry
 // (distribution 2.8) on a loopback port, and go-containerregistry's in-process registry behind a
 // middleware hook for fault injection. Either can ask for Bearer tokens, as hosted registries do
-// (StartBearer, StartInProcessBearer), and Faulty counts every request and sends the GETs of an
-// armed test through a fault.
+// (StartBearer, StartInProcessBearer), and Faulty counts every request and, once armed, sends
+// each GET but the /v2/ ping through a fault.
 package registrytest
 
 import (
