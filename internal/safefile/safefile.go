@@ -2,7 +2,9 @@
 // stranger, or a folder of the Murmur home that another local user or process can write. Such a
 // name may be a symlink to a secret or to /dev/zero, a FIFO that blocks whoever opens it, a
 // folder, or a hard link to a file outside. Every open here refuses to follow a final symlink,
-// never blocks on a FIFO, and hands back only a regular file with one link.
+// never blocks on a FIFO, and hands back only a regular file: with one link for Open, whose
+// caller may write through it, with any number for OpenRead and ReadFile, since reading one
+// changes nothing elsewhere.
 package safefile
 
 import (
