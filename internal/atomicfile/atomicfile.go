@@ -1,5 +1,7 @@
-// Package atomicfile is the one way mur writes a file that matters: blobs, the lock, layouts,
-// records and staged tools. A file appears at its final name whole or not at all.
+// Package atomicfile is the one way mur writes a file that matters: blobs, the lock, murmur.yaml,
+// layouts, GC roots and kept payloads. A file appears at its final name whole or not at all. Two
+// writers go another way on purpose: the pull records are appended (cas/records.go), and tools/
+// is a derived view, written without fsync and swapped in a folder at a time (fetch/stage.go).
 //
 // The sequence is the classic one (temporary file, fsync, rename, fsync of the folder), with one
 // twist taken from containerd's content store: the temporary file may live in another folder of
