@@ -1,13 +1,15 @@
 // Package lock reads, changes and writes murmur.lock (SPEC section 6), version 3.
 //
 // The lock says what was pinned, never where it came from: a digest per artifact (one for any
-// platform, or one per platform) and, per scope, the GitHub owner and repository ids seen at the
+// platform, or one per platform), who pinned it (origin), the verified provenance it was pinned
+// with, if any, and, per scope, the source and the GitHub owner and repository ids seen at the
 // first source pull. Where each blob came from is the pull records' business.
 //
 // Writing is deterministic, so that two machines pinning the same things write the same bytes:
 // lock_version, scopes, artifacts in that order; scopes sorted by name, artifacts by name; inside
-// an entry name, resolved_version, sha256, origin; LF line ends and a trailing newline. Values
-// that a YAML reader could take for a number, a boolean or null are double-quoted.
+// a scope source, owner_id, repo_id; inside an entry name, resolved_version, sha256, origin,
+// provenance; LF line ends and a trailing newline. Values that a YAML reader could take for
+// anything but that string (a number, a boolean, null) are double-quoted.
 //
 // Every change goes through Update, which holds an exclusive OS file lock on a hidden sibling
 // (GuardPath) across read, change and write, and writes through atomicfile, so concurrent pulls in
