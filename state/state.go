@@ -14,7 +14,9 @@
 //     launched in the same folder read each other's state with no grant on either side.
 //
 // Resolution (Reports) and creation (Ensure, Open) are separate so that
-// `mur run --explain-scope` can print what a launch would open while touching nothing.
+// `mur run --explain-scope` can print what a launch would open while touching nothing. A run
+// holds its store (Hold) so that `mur state rm` (Remove) can't delete it from under a live
+// guest; `mur state ls` is List.
 package state
 
 import (
