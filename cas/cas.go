@@ -5,7 +5,8 @@
 //	blobs/sha256/<hex>  whole, verified blobs, read-only files (0444)
 //	ingest/             temporary files of ingests in flight, never mistaken for blobs
 //	records/            the pull records, one JSON object a line
-//	quarantine/         blobs whose content no longer matched their name, moved aside
+//	quarantine/         blobs whose content no longer matched their name, and whatever stood
+//	                    where a file was expected (a symlink, a FIFO: aside.go), moved aside
 //	uses/<hex>          empty files whose mtime is the blob's last use
 //	leases/             one flocked file per process bringing blobs in, naming their digests
 //	roots/<hash>        registered GC roots: each names a file (a murmur.lock) whose pins stay
