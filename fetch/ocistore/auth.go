@@ -40,10 +40,11 @@ func (p *Pool) get(key string, make func() *registryAuth) *registryAuth {
 
 // registryAuth is the authentication state of one registry for the life of the process: the
 // ping's challenge and the credentials, found once, and then one transport for every repository
-// (anonymous or Basic) or one token per repository (Bearer). A token covers one repository's pull
-// scope: go-containerregistry's own transport would grow a single token's scope list with every
-// repository it meets, and re-send them all on each refresh. A token that expires is refreshed by
-// go-containerregistry's bearer transport on the 401 that says so.
+// (anonymous or Basic) or one transport per repository (Bearer). A repository's transport refreshes
+// a token for its own pull scope only: go-containerregistry's own transport would grow a single
+// token's scope list with every repository it meets, and re-send them all on each refresh. Prepare
+// may seed many repositories' transports with one token first (prepare.go). A token that expires
+// is refreshed by go-containerregistry's bearer transport on the 401 that says so.
 type registryAuth struct {
 	reg      name.Registry
 	base     http.RoundTripper // retrying, bounded, guarded (see openRegistry)
