@@ -40,17 +40,7 @@ func finish(t *testing.T, s *Store, info ResumeInfo, data []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range p.Missing() {
-		if _, err := p.WriteAt(data[m.Start:m.End], m.Start); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := p.Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if d, err := w.Commit(ctx, info.Size, info.Digest); err != nil || d != info.Digest {
-		t.Fatalf("Commit after a resume = %s, %v: the resume's bookkeeping lost or invented bytes", d, err)
-	}
+	fillAndCommit(t, w, p, data, info, "the resume's bookkeeping lost or invented bytes")
 }
 
 // A resumed ingest whose kept bytes start after byte 0 hashes nothing until the first byte is in:
@@ -77,17 +67,7 @@ func TestResumeHashWaitsForAMissingFirstByte(t *testing.T) {
 	for range 3 {
 		p.wake <- struct{}{}
 	}
-	for _, m := range p.Missing() {
-		if _, err := p.WriteAt(data[m.Start:m.End], m.Start); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := p.Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if d, err := w.Commit(ctx, info.Size, info.Digest); err != nil || d != info.Digest {
-		t.Fatalf("Commit = %s, %v: the hash ran past the missing first byte", d, err)
-	}
+	fillAndCommit(t, w, p, data, info, "the hash ran past the missing first byte")
 }
 
 // Two kept ranges one byte apart stay two: the byte between them is fetched, not assumed.
@@ -130,4 +110,21 @@ func TestResumeBelievesARecordOnlyAsFarAsItsFile(t *testing.T) {
 	w.Keep()
 	must(t, w.Close())
 	finish(t, s, info, data)
+}
+
+// fillAndCommit writes every missing span of data, waits for the hash, and commits: the commit
+// fails, with why, unless what was kept and what was written make exactly data.
+func fillAndCommit(t *testing.T, w *Writer, p *Parts, data []byte, info ResumeInfo, why string) {
+	t.Helper()
+	for _, m := range p.Missing() {
+		if _, err := p.WriteAt(data[m.Start:m.End], m.Start); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := w.Commit(ctx, info.Size, info.Digest); err != nil || d != info.Digest {
+		t.Fatalf("Commit = %s, %v: %s", d, err, why)
+	}
 }

@@ -324,15 +324,7 @@ func TestPartsKeptAndContinued(t *testing.T) {
 	if m := p.Missing(); len(m) != 2 || m[0] != (Span{1 << 20, 2 << 20}) || m[1] != (Span{3 << 20, 4 << 20}) {
 		t.Fatalf("missing %v", m)
 	}
-	for _, m := range p.Missing() {
-		p.WriteAt(data[m.Start:m.End], m.Start)
-	}
-	if err := p.Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if d, err := w.Commit(ctx, info.Size, info.Digest); err != nil || d != info.Digest {
-		t.Fatalf("Commit = %s, %v", d, err)
-	}
+	fillAndCommit(t, w, p, data, info, "the resumed spans did not make the blob")
 }
 
 // A resumed ingest written at offsets and continued from its start drops what it held beyond

@@ -2,7 +2,6 @@ package main
 
 import (
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -188,11 +187,7 @@ func declaredRefs(dir string) []string {
 	if err != nil {
 		return nil
 	}
-	p := filepath.Join(root, manifest.FileName)
-	if _, err := os.Stat(p); err != nil {
-		return nil
-	}
-	c, err := manifest.Load(p)
+	c, err := manifest.Load(filepath.Join(root, manifest.FileName))
 	if err != nil {
 		return nil
 	}

@@ -247,23 +247,7 @@ func BenchmarkProject20(b *testing.B) {
 	interleave(b,
 		// --no-precompile leaves the compiled cache alone: it stays warm for the third side.
 		contender{"mur", func() { cold(true) }, func(b *testing.B) { runTimed(b, w.cmd("pull", "-q", "--no-precompile")) }},
-		contender{"oras", func() { os.RemoveAll(out) }, func(b *testing.B) {
-			sem := make(chan struct{}, 4)
-			var wg sync.WaitGroup
-			for j, r := range refs {
-				wg.Add(1)
-				sem <- struct{}{}
-				go func() {
-					defer func() { <-sem; wg.Done() }()
-					c := exec.Command(oras, "pull", "--plain-http", "--no-tty", "-o", filepath.Join(out, strconv.Itoa(j)), r)
-					c.Env = append(os.Environ(), "HOME="+dir)
-					if o, err := c.CombinedOutput(); err != nil {
-						b.Errorf("oras pull %s: %v\n%s", r, err, o)
-					}
-				}()
-			}
-			wg.Wait()
-		}},
+		contender{"oras", func() { os.RemoveAll(out) }, func(b *testing.B) { orasPulls(b, oras, refs, out, dir) }},
 		contender{"mur-compiled-warm", func() { cold(true) }, func(b *testing.B) { runTimed(b, w.cmd("pull", "-q")) }},
 	)
 }
@@ -316,23 +300,7 @@ func benchProjectRTT(b *testing.B, n int, withOras bool) {
 	if withOras {
 		oras := orasPath(b)
 		out := filepath.Join(dir, "oras")
-		cs = append(cs, contender{"oras", func() { os.RemoveAll(out) }, func(b *testing.B) {
-			sem := make(chan struct{}, 4)
-			var wg sync.WaitGroup
-			for j, r := range refs {
-				wg.Add(1)
-				sem <- struct{}{}
-				go func() {
-					defer func() { <-sem; wg.Done() }()
-					c := exec.Command(oras, "pull", "--plain-http", "--no-tty", "-o", filepath.Join(out, strconv.Itoa(j)), r)
-					c.Env = append(os.Environ(), "HOME="+dir)
-					if o, err := c.CombinedOutput(); err != nil {
-						b.Errorf("oras pull %s: %v\n%s", r, err, o)
-					}
-				}()
-			}
-			wg.Wait()
-		}})
+		cs = append(cs, contender{"oras", func() { os.RemoveAll(out) }, func(b *testing.B) { orasPulls(b, oras, refs, out, dir) }})
 	}
 	interleave(b, cs...)
 	for k, v := range phases {
@@ -372,6 +340,26 @@ func timeline(log []proxytest.Logged, start time.Time) map[string]time.Duration 
 		}
 	}
 	return out
+}
+
+// orasPulls is the peer of a project pull: one `oras pull` process per ref, 4 at a time, each
+// into its own folder under out, with HOME set to home so no user config is read.
+func orasPulls(b *testing.B, oras string, refs []string, out, home string) {
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	for j, r := range refs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			c := exec.Command(oras, "pull", "--plain-http", "--no-tty", "-o", filepath.Join(out, strconv.Itoa(j)), r)
+			c.Env = append(os.Environ(), "HOME="+home)
+			if o, err := c.CombinedOutput(); err != nil {
+				b.Errorf("oras pull %s: %v\n%s", r, err, o)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // BenchmarkWarmLockedPull20 is a whole `mur pull` of a project whose 20 pins are all in the

@@ -11,9 +11,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch"
-	"github.com/murmur-nexus/mur/fetch/attest"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
-	"github.com/murmur-nexus/mur/fetch/provenance/provenancetest"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
@@ -22,12 +20,7 @@ import (
 // the network off, a locked pull and `mur verify` (which re-verifies the bundle from the CAS)
 // pass; `cache gc` keeps it as a pinned blob, and verify still passes after gc.
 func TestProvenanceBundlesAreContent(t *testing.T) {
-	w, gh, art := githubWorld(t)
-	ca := provenancetest.NewCA(t, "GitHub, Inc.")
-	w.write(".murmur/roots.json", string(ca.TrustedRootJSON(t)))
-	w.write(".murmur/config.yaml", "trusted_root: .murmur/roots.json\nscopes:\n  acme:\n    provenance: require\n")
-	d := digest.Digest("sha256:" + art.SHA256())
-	gh.AddAttestation("acme", "murmur-artifacts", d.String(), ca.Mint(t, provenancetest.Statement(d.Encoded(), attest.SLSAProvenanceV1), provenancetest.GoodLeaf()), true)
+	w, gh, _, d, _ := attestedWorld(t)
 	w.ok("pull", "--no-precompile")
 	recorded := w.lock().Find("acme/hello").Provenance
 	if recorded == nil {

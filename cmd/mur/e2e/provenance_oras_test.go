@@ -28,25 +28,12 @@ import (
 // application/vnd.dev.sigstore.bundle.v0.3+json referrer; and a bundle `oras attach` adds to an
 // unsigned artifact is found and verified by `mur pull` under provenance: require.
 func TestProvenanceOrasInterop(t *testing.T) {
-	if _, err := exec.LookPath("oras"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("oras is not installed; .ci/run installs it")
-		}
-		t.Skip("oras is not installed (.ci/run installs it)")
-	}
+	needOras(t)
 	reg := registrytest.Start(t)
 	w := newWorld(t)
 	dir := t.TempDir()
 	zip := artifacttest.File(t, dir, "notes", "1.0.0", artifacttest.Module(4096, 7))
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, _ := x509.MarshalPKCS8PrivateKey(k)
-	keyFile := filepath.Join(dir, "team.key")
-	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600)
-	pubDER, _ := x509.MarshalPKIXPublicKey(k.Public())
-	pubPEM := string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}))
+	keyFile, pubPEM := teamKey(t, dir)
 
 	signed := "oci://" + reg.Addr() + "/signed"
 	out := w.ok("push", "--json", zip, "--scope", "demo", "--sign-key", keyFile, "--store", signed)
@@ -99,24 +86,11 @@ func TestProvenanceOrasInterop(t *testing.T) {
 // bundle `oras attach --oci-layout-path` adds to an unsigned copy is found and verified by `mur
 // pull` under provenance: require.
 func TestProvenanceOrasLayoutInterop(t *testing.T) {
-	if _, err := exec.LookPath("oras"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("oras is not installed; .ci/run installs it")
-		}
-		t.Skip("oras is not installed (.ci/run installs it)")
-	}
+	needOras(t)
 	w := newWorld(t)
 	dir := t.TempDir()
 	zip := artifacttest.File(t, dir, "notes", "1.0.0", artifacttest.Module(4096, 7))
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, _ := x509.MarshalPKCS8PrivateKey(k)
-	keyFile := filepath.Join(dir, "team.key")
-	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600)
-	pubDER, _ := x509.MarshalPKIXPublicKey(k.Public())
-	pubPEM := string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}))
+	keyFile, pubPEM := teamKey(t, dir)
 
 	signedDir := filepath.Join(dir, "signed")
 	out := w.ok("push", "--json", zip, "--scope", "demo", "--sign-key", keyFile, "--store", "oci-layout:"+signedDir)
@@ -159,4 +133,32 @@ func TestProvenanceOrasLayoutInterop(t *testing.T) {
 	if e == nil || e.Provenance == nil || e.Provenance.Kind != "key" || e.Provenance.Signer != pushed.Hint {
 		t.Fatalf("lock:\n%s", w.lockBytes())
 	}
+}
+
+// needOras skips without the oras binary, and fails under CI, where .ci/run installs it.
+func needOras(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("oras"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("oras is not installed; .ci/run installs it")
+		}
+		t.Skip("oras is not installed (.ci/run installs it)")
+	}
+}
+
+// teamKey writes a fresh P-256 signing key for push --sign-key into dir, and returns its file
+// and the public key's PEM, as trusted_keys takes it.
+func teamKey(t *testing.T, dir string) (keyFile, pubPEM string) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKCS8PrivateKey(k)
+	keyFile = filepath.Join(dir, "team.key")
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pubDER, _ := x509.MarshalPKIXPublicKey(k.Public())
+	return keyFile, string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}))
 }

@@ -10,14 +10,15 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch/attest"
+	"github.com/murmur-nexus/mur/fetch/github/githubtest"
 	"github.com/murmur-nexus/mur/fetch/provenance/provenancetest"
 )
 
-// TestProvenanceThroughTheBinary: mur pulls acme/hello with a GitHub attestation served through
-// bundle_url, verified by mur-provenance against the project's trusted_root, pins it in the lock,
-// shows it in verify --json and cache records; a second artifact attested by another owner fails
-// with the facts side by side and leaves nothing behind.
-func TestProvenanceThroughTheBinary(t *testing.T) {
+// attestedWorld is githubWorld with provenance required for acme, a test CA as the project's
+// trusted_root, and acme/hello attested by it (served through bundle_url); it returns the
+// artifact's digest and the bundle.
+func attestedWorld(t *testing.T) (*world, *githubtest.Server, *provenancetest.CA, digest.Digest, []byte) {
+	t.Helper()
 	w, gh, art := githubWorld(t)
 	ca := provenancetest.NewCA(t, "GitHub, Inc.")
 	w.write(".murmur/roots.json", string(ca.TrustedRootJSON(t)))
@@ -25,6 +26,15 @@ func TestProvenanceThroughTheBinary(t *testing.T) {
 	d := digest.Digest("sha256:" + art.SHA256())
 	bundle := ca.Mint(t, provenancetest.Statement(d.Encoded(), attest.SLSAProvenanceV1), provenancetest.GoodLeaf())
 	gh.AddAttestation("acme", "murmur-artifacts", d.String(), bundle, true)
+	return w, gh, ca, d, bundle
+}
+
+// TestProvenanceThroughTheBinary: mur pulls acme/hello with a GitHub attestation served through
+// bundle_url, verified by mur-provenance against the project's trusted_root, pins it in the lock,
+// shows it in verify --json and cache records; a second artifact attested by another owner fails
+// with the facts side by side and leaves nothing behind.
+func TestProvenanceThroughTheBinary(t *testing.T) {
+	w, gh, ca, _, bundle := attestedWorld(t)
 
 	w.ok("pull", "--no-precompile")
 	e := w.lock().Find("acme/hello")
