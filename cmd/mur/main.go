@@ -9,12 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"sort"
 	"strings"
-	"sync/atomic"
-	"syscall"
-	"time"
 
 	"github.com/spf13/pflag"
 
@@ -26,45 +22,14 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		// A second Ctrl-C kills at once, as users expect of a command that is winding down.
-		stop()
-		// Whatever does not notice the interrupt within the grace period (a compile in
-		// wazero, an fsync) is abandoned: every write mur makes is safe to cut at any instant,
-		// and the next command or 'mur cache gc' removes a leftover.
-		// A loaded test machine (MUR_TEST_SLOWDOWN, set by .ci/run) stretches the grace as it
-		// stretches the wind-down, so the scripts see the command's own message, not this one.
-		time.Sleep(slowdown.Scale(interruptGrace))
+	ctx, stop := notifyInterrupt(context.Background(), slowdown.Scale(interruptGrace), func() {
 		fmt.Fprintf(os.Stderr, "\nmur: %s: %s\n", errs.TokenOf(graceMessage()), errs.Message(graceMessage()))
 		os.Exit(exitInterrupted)
-	}()
+	})
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
-
-// exitInterrupted is the status of a command stopped by SIGINT or SIGTERM, as shells report a
-// process killed by SIGINT (128+2).
-const exitInterrupted = 130
-
-// graceNote is what main says when a command did not wind down within interruptGrace of Ctrl-C.
-// It is process-wide because the signal is: a command that knows better (mur run) replaces it.
-var graceNote atomic.Pointer[errs.Error]
-
-func setGraceMessage(e *errs.Error) { graceNote.Store(e) }
-
-func graceMessage() error {
-	if e := graceNote.Load(); e != nil {
-		return e
-	}
-	return errs.New(errs.Interrupted, "stopped by a signal before the command could wind down; what had finished stays pinned, and 'mur cache gc' removes what was left in flight")
-}
-
-// interruptGrace is how long a command has, after Ctrl-C, to remove what it has in flight and
-// report; the bound is 200 ms.
-const interruptGrace = 150 * time.Millisecond
 
 // globals are the flags every command accepts, before or after its name.
 type globals struct {
