@@ -128,9 +128,18 @@ func Verify(ctx context.Context, in VerifyInput) (*VerifyReport, error) {
 	}
 	rep.Blobs = len(blobs)
 
-	// Re-hash every pinned blob and read it as an artifact, one per core.
+	// Re-hash every pinned blob and read it as an artifact, one per core. When the pins checked
+	// are this machine's, a blob that checks out has its tools/ checked by the same worker, while
+	// the process is busy anyway, instead of in a second pass after the last blob.
 	bad := make([]error, len(blobs))
-	parallel(len(blobs), func(i int) { bad[i] = checkBlob(ctx, in.CAS, blobs[i].digest) })
+	host := make([]hostCheck, len(blobs))
+	parallel(len(blobs), func(i int) {
+		var a *artifact.Archive
+		if a, bad[i] = checkBlob(ctx, in.CAS, blobs[i].digest); bad[i] == nil && in.Platform == "" {
+			host[i] = hostCheck{done: true, present: true, component: a.Component,
+				staged: CheckStaged(in.Project, blobs[i].name, blobs[i].digest)}
+		}
+	})
 	var refetch []Request
 	var refetched []int // indexes into rep.Problems, parallel to refetch
 	for i, b := range blobs {
@@ -171,7 +180,7 @@ func Verify(ctx context.Context, in VerifyInput) (*VerifyReport, error) {
 				continue
 			}
 			// Repaired only once the blob checks out again.
-			if err := checkBlob(ctx, in.CAS, d); err != nil {
+			if _, err := checkBlob(ctx, in.CAS, d); err != nil {
 				p.Problem += "; the repair fetched it, but it still does not check out: " + errs.Message(err)
 				continue
 			}
@@ -203,20 +212,24 @@ func Verify(ctx context.Context, in VerifyInput) (*VerifyReport, error) {
 		if hostBlobs, err = pinnedBlobs(in.Lock, ""); err != nil {
 			return nil, err
 		}
+		host = make([]hostCheck, len(hostBlobs))
 	}
-	staged := make([]error, len(hostBlobs))
-	present := make([]bool, len(hostBlobs))
+	// What the first pass did not check: another platform's pins, and blobs that failed (which a
+	// repair may have fetched and staged again since).
 	parallel(len(hostBlobs), func(i int) {
-		if present[i] = in.CAS.Has(hostBlobs[i].digest); present[i] {
-			staged[i] = CheckStaged(in.Project, hostBlobs[i].name, hostBlobs[i].digest)
+		if host[i].done {
+			return
+		}
+		if host[i].present = in.CAS.Has(hostBlobs[i].digest); host[i].present {
+			host[i].staged = CheckStaged(in.Project, hostBlobs[i].name, hostBlobs[i].digest)
 		}
 	})
 	for i, b := range hostBlobs {
-		if !present[i] {
+		if !host[i].present {
 			continue
 		}
 		rep.Tools++
-		if err := staged[i]; err != nil {
+		if err := host[i].staged; err != nil {
 			p := Problem{Kind: "tools", Subject: StagedDir(in.Project, b.name), Problem: errs.Message(err)}
 			// Never through a symlink: removing it would remove whatever it points at.
 			if in.Repair != nil && checkStageDirs(in.Project, b.name) == nil {
@@ -230,7 +243,13 @@ func Verify(ctx context.Context, in VerifyInput) (*VerifyReport, error) {
 		if in.Runner == nil {
 			continue
 		}
-		// Without --repair only the zip's directory is read: verify reads no payload.
+		if host[i].done && in.Repair == nil {
+			// The first pass read the zip's directory already; verify reads no payload.
+			if !host[i].component {
+				rep.Compiled++
+			}
+			continue
+		}
 		a, wasm, err := readBlob(ctx, in.CAS, b.digest, in.Repair != nil)
 		if err != nil || a.Component {
 			continue
@@ -265,14 +284,28 @@ func Verify(ctx context.Context, in VerifyInput) (*VerifyReport, error) {
 // CRC-32 included, in one pass over its bytes: a blob can hash to its name and still not be an
 // artifact mur can install (a planted file, a payload whose CRC-32 or size is not what its zip
 // says). A hash mismatch quarantines the blob and wins over anything else found in it.
-func checkBlob(ctx context.Context, store *cas.Store, d digest.Digest) error {
-	return store.VerifyRead(ctx, d, func(blob cas.ReaderAt, stream io.Reader) error {
-		a, err := artifact.Read(blob, blob.Size())
-		if err != nil {
+func checkBlob(ctx context.Context, store *cas.Store, d digest.Digest) (*artifact.Archive, error) {
+	var a *artifact.Archive
+	err := store.VerifyRead(ctx, d, func(blob cas.ReaderAt, stream io.Reader) error {
+		var err error
+		if a, err = artifact.Read(blob, blob.Size()); err != nil {
 			return err
 		}
 		return a.CheckStream(stream)
 	})
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// hostCheck is what verify found of a blob this machine runs: whether the CAS holds it, what
+// CheckStaged said of its tools/, and whether its payload is a component (not compiled).
+type hostCheck struct {
+	done      bool // checked in the first pass
+	present   bool
+	staged    error
+	component bool
 }
 
 // repairFailure says why a repair's pull failed, and when no store or source could serve it,

@@ -345,6 +345,41 @@ func TestCompiledCache(t *testing.T) {
 	}
 }
 
+// A component is checked and staged like any payload, but it is not a compiled module: verify
+// counts and precompiles only core modules, with --repair or without.
+func TestVerifyCountsComponentsApart(t *testing.T) {
+	w := newVerifyWorld(t)
+	n, _ := ref.ParseName("acme/comp")
+	blob := artifacttest.Spec{Name: n.Name, Version: "1.0.0", Wasm: []byte("\x00asm\x0d\x00\x01\x00")}.Zip()
+	d := digest.FromBytes(blob)
+	desc := fetch.Descriptor{Name: n, Version: "1.0.0", Platform: ref.PlatformAny, Digest: d, Size: int64(len(blob)), Title: "comp-1.0.0.mur.zip"}
+	if err := w.layout.Push(w.ctx, desc, bytes.NewReader(blob)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.repairer().Pull(w.ctx, w.proj, []fetch.Request{{Asked: "acme/comp", Name: n, Version: "1.0.0"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, repair := range []bool{false, true} {
+		fc := &fakeCompiler{}
+		in := w.input(t)
+		in.Runner = fc
+		if repair {
+			in.Repair = w.repairer()
+		}
+		rep := w.run(t, in)
+		if len(rep.Problems) != 0 || rep.Blobs != 3 || rep.Tools != 3 || rep.Compiled != 2 {
+			t.Fatalf("repair %v: checked %d blobs, %d tools, %d compiled, problems %+v; want 3, 3, 2 and none", repair, rep.Blobs, rep.Tools, rep.Compiled, rep.Problems)
+		}
+		want := 0
+		if repair {
+			want = 2
+		}
+		if len(fc.compiled) != want {
+			t.Errorf("repair %v: precompiled %d payloads, want %d", repair, len(fc.compiled), want)
+		}
+	}
+}
+
 func TestAllPlatforms(t *testing.T) {
 	host := ref.HostPlatform()
 	if host == ref.PlatformAny {

@@ -8,7 +8,6 @@ import (
 	"path"
 	"sort"
 
-	"github.com/klauspost/compress/flate"
 	"github.com/klauspost/compress/zip"
 
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -27,7 +26,8 @@ func (a *Archive) CheckStream(r io.Reader) error {
 		return err
 	}
 	cr := &countingReader{r: r}
-	br := bufio.NewReaderSize(cr, streamBuffer)
+	br, release := NewStreamReader(cr)
+	defer release()
 	pos := func() int64 { return cr.n - int64(br.Buffered()) }
 	crc := crc32.NewIEEE()
 	var inflater io.ReadCloser
@@ -47,11 +47,10 @@ func (a *Archive) CheckStream(r io.Reader) error {
 				return a.truncated(s, err)
 			}
 		} else {
-			if inflater == nil {
-				inflater = flate.NewReader(br) // a *bufio.Reader: flate reads no byte past its stream
-			} else if err := inflater.(flate.Resetter).Reset(br, nil); err != nil {
-				return err
+			if inflater != nil {
+				inflater.Close()
 			}
+			inflater = NewInflater(br) // a *bufio.Reader: flate reads no byte past its stream
 			// Read refused any entry that declares more than the ceiling, so inflating no further
 			// than the declared size keeps within it.
 			out := &ceilingWriter{w: crc, left: int64(s.f.UncompressedSize64)}
@@ -75,9 +74,6 @@ func (a *Archive) CheckStream(r io.Reader) error {
 	}
 	return nil
 }
-
-// streamBuffer is how much of the file CheckStream reads at a time.
-const streamBuffer = 1 << 20
 
 const reportIt = "report it to its publisher"
 

@@ -31,7 +31,7 @@ func checkStream(t *testing.T, z []byte) error {
 func bigWasm(compressible bool) []byte {
 	b := append([]byte(nil), coreWasm...)
 	r := rand.New(rand.NewPCG(1, 2))
-	for len(b) < 3*streamBuffer+12345 {
+	for len(b) < 3*StreamBuffer+12345 {
 		if compressible {
 			b = append(b, "func main() { println(\"hello\") }\n"[r.IntN(8):]...)
 		} else {
