@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/murmur-nexus/mur/internal/bufpool"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
@@ -175,7 +176,9 @@ func (p *Parts) save(force bool) {
 
 func (p *Parts) hashLoop() {
 	defer close(p.done)
-	buf := make([]byte, 1<<20)
+	pooled := bufpool.Get(1 << 20)
+	defer bufpool.Put(pooled)
+	buf := *pooled
 	for p.hashed < p.size {
 		p.mu.Lock()
 		target := p.hashed

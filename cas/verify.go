@@ -17,6 +17,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/murmur-nexus/mur/internal/bufpool"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
@@ -78,15 +79,11 @@ func (s *Store) Quarantine(d digest.Digest) (string, error) {
 // Verify re-hashes the blob with digest d. A mismatch is an errs.Integrity error and the blob is
 // quarantined.
 func (s *Store) Verify(ctx context.Context, d digest.Digest) error {
-	buf := readBuffers.Get().(*[]byte)
-	defer readBuffers.Put(buf)
+	buf := bufpool.Get(chunkSize)
+	defer bufpool.Put(buf)
 	_, err := s.verifyOne(ctx, d, *buf)
 	return err
 }
-
-// readBuffers are reused across Verify calls: on a virtual machine the page faults of a fresh
-// megabyte cost more than hashing it from the page cache.
-var readBuffers = sync.Pool{New: func() any { b := make([]byte, chunkSize); return &b }}
 
 // verifyOne hashes one blob with buf and returns the bytes read.
 func (s *Store) verifyOne(ctx context.Context, d digest.Digest, buf []byte) (int64, error) {
@@ -142,7 +139,8 @@ func (s *Store) VerifyAll(ctx context.Context, workers int) (VerifyReport, error
 	g, gctx := errgroup.WithContext(ctx)
 	for i := 0; i < workers; i++ {
 		g.Go(func() error {
-			buf := make([]byte, chunkSize)
+			buf := bufpool.Get(chunkSize)
+			defer bufpool.Put(buf)
 			for name := range names {
 				path := filepath.Join(s.blobs, name)
 				d, ok := hexDigest(name)
@@ -154,7 +152,7 @@ func (s *Store) VerifyAll(ctx context.Context, workers int) (VerifyReport, error
 					add(dm)
 					continue
 				}
-				n, err := s.verifyOne(gctx, d, buf)
+				n, err := s.verifyOne(gctx, d, *buf)
 				mu.Lock()
 				rep.Checked++
 				rep.Bytes += n

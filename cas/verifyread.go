@@ -8,6 +8,8 @@ import (
 	"os"
 
 	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/internal/bufpool"
 )
 
 // VerifyRead re-hashes the blob with digest d in one sequential read and lets inspect look at
@@ -33,11 +35,11 @@ func (s *Store) VerifyRead(ctx context.Context, d digest.Digest, inspect func(bl
 	stream := &hashingReader{ctx: ctx, f: f, h: h}
 	found := inspect(&fileBlob{f: f, size: fi.Size()}, stream)
 	if stream.err == nil {
-		buf := readBuffers.Get().(*[]byte)
+		buf := bufpool.Get(chunkSize)
 		for stream.err == nil {
 			stream.Read(*buf)
 		}
-		readBuffers.Put(buf)
+		bufpool.Put(buf)
 	}
 	if stream.err != io.EOF {
 		if err := ctx.Err(); err != nil {

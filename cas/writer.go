@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/murmur-nexus/mur/internal/atomicfile"
+	"github.com/murmur-nexus/mur/internal/bufpool"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/lockedfile"
 )
@@ -31,7 +32,7 @@ const (
 )
 
 type chunk struct {
-	buf     []byte
+	buf     []byte // lent by bufpool, given back when the ingest stops
 	n       int
 	pending atomic.Int32 // consumers (hasher, file writer) still using the chunk
 }
@@ -169,7 +170,7 @@ func (w *Writer) chunk() *chunk {
 	default:
 		if w.allocated < chunkCount {
 			w.allocated++
-			w.cur = &chunk{buf: make([]byte, chunkSize)}
+			w.cur = &chunk{buf: *bufpool.Get(chunkSize)}
 		} else {
 			w.cur = <-w.free
 		}
@@ -329,12 +330,22 @@ func (w *Writer) Sync() error {
 	return nil
 }
 
-// stop ends the goroutines; the temporary file stays open.
+// stop ends the goroutines, and gives the chunks' buffers back for the process's next ingest;
+// the temporary file stays open.
 func (w *Writer) stop() {
 	w.dispatch()
 	close(w.hashq)
 	close(w.writeq)
 	w.workers.Wait()
+	// Every chunk is back in free once both goroutines are done with it.
+	for {
+		select {
+		case c := <-w.free:
+			bufpool.Put(&c.buf)
+		default:
+			return
+		}
+	}
 }
 
 // Commit checks what was written against size and want, and only then makes it the blob. A

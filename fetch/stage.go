@@ -19,6 +19,7 @@ import (
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/internal/artifact"
+	"github.com/murmur-nexus/mur/internal/bufpool"
 	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/lockedfile"
@@ -319,7 +320,9 @@ func writeStaged(dir *os.Root, file string, r io.Reader, crc, key hash.Hash) (in
 	if err != nil {
 		return 0, err
 	}
-	n, err := io.CopyBuffer(sums(f, crc, key), r, make([]byte, 256<<10))
+	buf := bufpool.Get(copyBuffer)
+	defer bufpool.Put(buf)
+	n, err := io.CopyBuffer(sums(f, crc, key), r, *buf)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -333,6 +336,9 @@ func sums(w io.Writer, crc, key hash.Hash) io.Writer {
 	}
 	return io.MultiWriter(w, crc, key)
 }
+
+// copyBuffer is what a payload is copied through on its way to tools/.
+const copyBuffer = 256 << 10
 
 func crcString(c uint32) string { return fmt.Sprintf("crc32:%08x", c) }
 

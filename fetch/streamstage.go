@@ -13,11 +13,11 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/klauspost/compress/flate"
 	"github.com/opencontainers/go-digest"
 	"golang.org/x/sys/unix"
 
 	"github.com/murmur-nexus/mur/internal/artifact"
+	"github.com/murmur-nexus/mur/internal/bufpool"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
@@ -92,7 +92,7 @@ func (s *streamStage) buffer() []byte {
 	}
 	if s.made < streamBuffers {
 		s.made++
-		return make([]byte, streamChunk)
+		return *bufpool.Get(streamChunk)
 	}
 	return <-s.free
 }
@@ -128,6 +128,11 @@ func (s *streamStage) abandon() {
 			s.finish()
 		}
 		s.file.Close()
+		// Once the stream has ended, every buffer is back in free: none is written to again.
+		for len(s.free) > 0 {
+			b := <-s.free
+			bufpool.Put(&b)
+		}
 	})
 }
 
@@ -177,7 +182,8 @@ func (s *streamStage) follow() {
 			s.free <- buf[:cap(buf)]
 		}
 	}()
-	br := bufio.NewReaderSize(cr, 64<<10)
+	br, release := artifact.NewStreamReader(cr)
+	defer release()
 	pos := func() int64 { return cr.n - int64(br.Buffered()) }
 	limit, err := artifact.MaxDecompressed()
 	if err != nil {
@@ -212,7 +218,7 @@ func (s *streamStage) follow() {
 		}
 		// Another entry (murmur.yaml comes first): read past it.
 		if method == payloadDeflated {
-			fr := flate.NewReader(br)
+			fr := artifact.NewInflater(br)
 			_, err := io.Copy(io.Discard, io.LimitReader(fr, artifact.MaxManifestBytes+1))
 			fr.Close()
 			if err != nil || pos()-start > artifact.MaxManifestBytes+1 {
@@ -243,11 +249,13 @@ func (s *streamStage) stage(br *bufio.Reader, name string, start int64, deflated
 	crc := crc32.NewIEEE()
 	var src io.Reader = io.LimitReader(br, csize)
 	if deflated {
-		fr := flate.NewReader(br) // br is an io.ByteReader: flate reads no byte past its stream
+		fr := artifact.NewInflater(br) // br is an io.ByteReader: flate reads no byte past its stream
 		defer fr.Close()
 		src = fr
 	}
-	n, err := io.CopyBuffer(sums(f, crc, s.key), io.LimitReader(src, limit+1), make([]byte, 256<<10))
+	buf := bufpool.Get(copyBuffer)
+	defer bufpool.Put(buf)
+	n, err := io.CopyBuffer(sums(f, crc, s.key), io.LimitReader(src, limit+1), *buf)
 	if err != nil || n > limit {
 		return
 	}

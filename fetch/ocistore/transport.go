@@ -26,9 +26,10 @@ func newBaseTransport(timeout time.Duration) *http.Transport {
 		ExpectContinueTimeout: time.Second,
 		// Blobs are already compressed zips; asking for gzip would only cost CPU.
 		DisableCompression: true,
-		// Larger socket reads mean fewer syscalls on a 256 MiB blob.
-		ReadBufferSize:  256 << 10,
-		WriteBufferSize: 256 << 10,
+		// A blob's body is read straight into the download's 1 MiB chunks, past this buffer,
+		// so it serves headers and small answers; each connection makes its own, and a
+		// project's fan-out opens dozens. Requests are small: the write buffer stays default.
+		ReadBufferSize: 32 << 10,
 	}
 }
 

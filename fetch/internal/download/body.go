@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/url"
 
+	"github.com/murmur-nexus/mur/internal/bufpool"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
@@ -71,17 +72,14 @@ func (b *Body) WriteTo(w io.Writer) (int64, error) {
 	}
 	full := make(chan chunk, readAheadChunks-1)
 	free := make(chan []byte, readAheadChunks)
-	// A small blob needs no more than its own size: a project of many small artifacts would
-	// otherwise allocate and clear megabytes per blob.
-	size := readAheadChunk
-	if b.want >= 0 && b.want < readAheadChunk {
-		size = int(b.want) + 1 // one more, so that the read that finds EOF has room
-	}
 	done := make(chan struct{})
+	exited := make(chan struct{})
 	defer close(done)
 	go func() {
+		defer close(exited)
 		defer close(full)
-		// Buffers are made as the read-ahead needs them: a small blob is read whole into one.
+		// Buffers are lent by bufpool as the read-ahead needs them: a small blob is read whole
+		// into one, which the next blob of the pull reuses instead of clearing a fresh one.
 		made := 0
 		for {
 			var buf []byte
@@ -90,7 +88,7 @@ func (b *Body) WriteTo(w io.Writer) (int64, error) {
 			default:
 				if made < readAheadChunks {
 					made++
-					buf = make([]byte, size)
+					buf = *bufpool.Get(readAheadChunk)
 					break
 				}
 				select {
@@ -128,6 +126,15 @@ func (b *Body) WriteTo(w io.Writer) (int64, error) {
 			}
 		}
 		if c.err == io.EOF {
+			// The reader has sent its last chunk and ends: every buffer is here or in free,
+			// and none is used again. (On a failure they are left to the garbage collector,
+			// since the reader may still be blocked in a Read into one.)
+			<-exited
+			bufpool.Put(&c.buf)
+			for len(free) > 0 {
+				b := <-free
+				bufpool.Put(&b)
+			}
 			return total, nil
 		}
 		if c.err != nil {

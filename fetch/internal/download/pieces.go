@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/internal/bufpool"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
@@ -152,7 +153,9 @@ func (pf *pieces) fail(err error) {
 // work fetches piece, then whatever the queue holds. open is the answer already open on piece.
 func (pf *pieces) work(ctx context.Context, piece cas.Span, open *Part) {
 	defer pf.wg.Done()
-	buf := make([]byte, 1<<20)
+	pooled := bufpool.Get(1 << 20)
+	defer bufpool.Put(pooled)
+	buf := *pooled
 	for {
 		rest, err := pf.fetch(ctx, piece, open, buf)
 		open = nil
