@@ -37,7 +37,22 @@ type Parts struct {
 	quit   chan struct{}
 	done   chan struct{}
 	once   sync.Once
+
+	followMu sync.Mutex
+	follower io.Writer // given every byte the hasher reads, in order; nil for none
 }
+
+// Follow has the hasher write every byte it hashes to f, in order, from the first byte it had
+// not hashed yet: the ingest's bytes reach f in order however the pieces arrive. A pull stages
+// the payload from them while the blob downloads. f's errors are ignored.
+func (p *Parts) Follow(f io.Writer) {
+	p.followMu.Lock()
+	p.follower = f
+	p.followMu.Unlock()
+}
+
+// Unfollow stops Follow; once it returns, the follower gets no more bytes.
+func (p *Parts) Unfollow() { p.Follow(nil) }
 
 // Parts switches w to writing at offsets a blob of size bytes. What w holds already (from its
 // start, and the ranges a resumed ingest held beyond that) counts as written; Missing lists the
@@ -197,6 +212,11 @@ func (p *Parts) hashLoop() {
 			}
 			n, err := p.w.f.ReadAt(buf[:min(int64(len(buf)), target-p.hashed)], p.hashed)
 			p.w.hash.Write(buf[:n])
+			p.followMu.Lock()
+			if p.follower != nil {
+				p.follower.Write(buf[:n])
+			}
+			p.followMu.Unlock()
 			p.hashed += int64(n)
 			if err != nil && !(errors.Is(err, io.EOF) && p.hashed == target) {
 				p.herr = pathErr(err, "reading back", p.w.tmp)

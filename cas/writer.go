@@ -61,6 +61,8 @@ type Writer struct {
 	// synced is the size the file had at its last fsync, -1 before any: Commit syncs it again
 	// only if it grew since.
 	synced int64
+	// early is the fsync SyncSoon started and nothing has waited for yet.
+	early *earlySync
 
 	// res is set for an ingest that can be continued by a later process (see resume.go).
 	res *resumable
@@ -125,7 +127,13 @@ const writebackEvery = 8 << 20
 func (w *Writer) writeLoop(start int64) {
 	defer w.workers.Done()
 	// A continued ingest appends after the bytes it found.
-	written, kicked := start, start
+	written, kicked, flushed := start, start, start
+	var flushing chan struct{} // closed when the background flush in flight ends
+	defer func() {
+		if flushing != nil {
+			<-flushing
+		}
+	}()
 	for c := range w.writeq {
 		if w.err() == nil {
 			if _, err := w.f.Write(c.buf[:c.n]); err != nil {
@@ -139,8 +147,38 @@ func (w *Writer) writeLoop(start int64) {
 				_ = unix.SyncFileRange(int(w.f.Fd()), kicked, written-kicked, unix.SYNC_FILE_RANGE_WRITE)
 				kicked = written
 			}
+			if written-flushed >= flushEvery && (flushing == nil || closed(flushing)) {
+				flushed, flushing = written, make(chan struct{})
+				go func(f *os.File, done chan struct{}) {
+					defer close(done)
+					// Not advisory: this fsync takes a writeback error off the file, so the one
+					// at Commit would not see it. The ingest fails with it instead.
+					if err := w.s.durability.SyncFile(f); err != nil {
+						w.mu.Lock()
+						if w.werr == nil {
+							w.werr = pathErr(err, "syncing", w.tmp)
+						}
+						w.mu.Unlock()
+					}
+				}(w.f, flushing)
+			}
 		}
 		w.release(c)
+	}
+}
+
+// flushEvery is how much a large ingest writes between background flushes. On a virtual machine
+// the host caches what the guest writes back, and only an fsync makes the host write it to its
+// disk, at a cost in proportion to what it holds: flushing as the blob arrives spreads that cost
+// over the download, and the fsync at Commit pays for the tail only.
+const flushEvery = 32 << 20
+
+func closed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -312,14 +350,25 @@ func (w *Writer) Digest() digest.Digest {
 	return digest.NewDigest(digest.SHA256, w.hash)
 }
 
-// Sync makes what was written so far durable, so that a caller can overlap the fsync with other
-// work (the pull checks the payload meanwhile) and Commit's own fsync finds nothing left to write.
+// Sync makes what was written so far durable, so that Commit's own fsync finds nothing left to
+// write. It waits for an fsync that SyncSoon started, and reports that one's failure: after a
+// failed fsync the kernel may have dropped the dirty pages, so a second one could succeed on
+// bytes that never reached the disk.
 func (w *Writer) Sync() error {
 	if err := w.checkOpen(); err != nil {
 		return err
 	}
 	if err := w.flush(); err != nil {
 		return err
+	}
+	if e := w.awaitEarly(); e != nil {
+		if e.err != nil {
+			return pathErr(e.err, "syncing", w.tmp)
+		}
+		if e.size == w.size && w.parts == nil {
+			w.synced = w.size
+			return nil
+		}
 	}
 	if err := w.s.durability.SyncFile(w.f); err != nil {
 		return pathErr(err, "syncing", w.tmp)
@@ -328,6 +377,41 @@ func (w *Writer) Sync() error {
 		w.synced = w.size
 	}
 	return nil
+}
+
+// earlySync is an fsync that SyncSoon started in the background.
+type earlySync struct {
+	size int64 // what the file held when it started
+	done chan struct{}
+	err  error
+}
+
+// SyncSoon starts making what was written so far durable in the background, so that the fsync
+// overlaps what the caller does before it commits: a pull checks and stages the payload
+// meanwhile, and a large blob's fsync then costs nothing on the pull's critical path. Sync, and
+// so SyncAll and CommitAll, wait for it; the blob is still renamed into place only after its
+// bytes are durable. Bytes written afterwards are synced by the next Sync.
+func (w *Writer) SyncSoon() {
+	if w.checkOpen() != nil || w.early != nil || w.parts != nil || w.flush() != nil {
+		return
+	}
+	e := &earlySync{size: w.size, done: make(chan struct{})}
+	w.early = e
+	f, sync := w.f, w.s.durability.SyncFile
+	go func() {
+		defer close(e.done)
+		e.err = sync(f)
+	}()
+}
+
+// awaitEarly waits for the fsync SyncSoon started, if any, and returns it, once.
+func (w *Writer) awaitEarly() *earlySync {
+	e := w.early
+	if e != nil {
+		w.early = nil
+		<-e.done
+	}
+	return e
 }
 
 // stop ends the goroutines, and gives the chunks' buffers back for the process's next ingest;
@@ -381,6 +465,14 @@ func (w *Writer) commit(ctx context.Context, size int64, want digest.Digest, bat
 	}
 	if err := w.err(); err != nil {
 		return fail(err)
+	}
+	if e := w.awaitEarly(); e != nil {
+		if e.err != nil {
+			return fail(pathErr(e.err, "syncing", w.tmp))
+		}
+		if e.size == w.size {
+			w.synced = w.size
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return fail(err)
@@ -466,6 +558,7 @@ func (w *Writer) Close() error {
 	}
 	w.done = true
 	w.stop()
+	w.awaitEarly() // the file is closed below; an abandoned ingest's fsync result does not matter
 	if w.res != nil && w.res.keep {
 		// Kept for a later pull to continue: every byte written is in the file, and the record
 		// says how far the file is whole.

@@ -80,8 +80,8 @@ func (p *Puller) download(ctx context.Context, st Store, req Request, desc Descr
 	kept, _ := w.Resumed()
 	f := download.New(w, desc.Digest, desc.Size, st.String(), p.options(), p.progress(req.Name.String(), desc.Size, st.String(), kept.Offset))
 	var stream *streamStage
-	if req.stageTo != nil && w.Held() == 0 {
-		if stream = newStreamStage(*req.stageTo, req.Name, desc.Digest, key); stream != nil {
+	if (req.stageTo != nil || req.checkOnly) && w.Held() == 0 {
+		if stream = newStreamStage(req.stageTo, req.Name, desc.Digest, key); stream != nil {
 			f.SetTee(stream)
 		}
 	}
@@ -129,8 +129,8 @@ func (p *Puller) downloadStream(ctx context.Context, st Store, req Request, desc
 		return nil, transfer{}, nil, err
 	}
 	var stream *streamStage
-	if req.stageTo != nil {
-		stream = newStreamStage(*req.stageTo, req.Name, desc.Digest, key)
+	if req.stageTo != nil || req.checkOnly {
+		stream = newStreamStage(req.stageTo, req.Name, desc.Digest, key)
 	}
 	var sink io.Writer = w
 	if stream != nil {

@@ -48,3 +48,6 @@ func OnStageInstall(f func()) (restore func()) {
 	stageInstallHook = f
 	return func() { stageInstallHook = nil }
 }
+
+// PayloadRereads is how many fresh payloads pulls read back from their blob so far.
+func PayloadRereads() int64 { return payloadRereads.Load() }

@@ -349,6 +349,9 @@ func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version s
 		return nil, errs.New(errs.Integrity, "%s served %d bytes with digest %s for %s@%s, expected %s (%d bytes); nothing was written; report it to the store's owner",
 			st, w.Size(), w.Digest(), req.Name, desc.Version, desc.Digest, desc.Size)
 	}
+	// The bytes are right: their fsync runs while the payload is checked and staged, and the
+	// commit waits for it (pull_batch.go).
+	w.SyncSoon()
 	a, err := checkPacked(w, w.Size(), req.Name, desc.Version, st.String(), errs.Integrity)
 	if err != nil {
 		return nil, err
@@ -434,6 +437,7 @@ func (p *Puller) fromSource(ctx context.Context, req Request, version string, pi
 	if w.Digest() != s.Digest {
 		return nil, errs.New(errs.Integrity, "%s reported %s for %s@%s but the bytes hash to %s; nothing was written", s.Origin, s.Digest, req.Name, s.Version, w.Digest())
 	}
+	w.SyncSoon()
 	a, err := checkPacked(w, w.Size(), req.Name, s.Version, s.Origin, errs.IndexMismatch)
 	if err != nil {
 		return nil, err

@@ -39,12 +39,16 @@ const (
 	streamBuffers = 4
 )
 
+// A pull that stages nothing (outside a project, or another platform's payload) follows the
+// stream all the same, with no file: the payload is checked as it arrives (verified), instead of
+// being read back and inflated again once the blob is in.
+
 // streamStage follows a blob's bytes from its first one, as an io.Writer beside the CAS ingest.
 type streamStage struct {
-	proj Project
+	proj *Project // nil when the payload is only checked
 	name ref.Name
 	d    digest.Digest
-	file *os.File  // the unnamed file the payload is written to
+	file *os.File  // the unnamed file the payload is written to; nil when it is only checked
 	key  hash.Hash // fed the payload, when the compiled cache wants its key; may be nil
 	full chan []byte
 	free chan []byte
@@ -69,13 +73,16 @@ type streamResult struct {
 	crc        uint32
 }
 
-// newStreamStage opens an unnamed file in the project's folder and starts following the stream.
-// It returns nil when the file can't be made (no O_TMPFILE there); the pull then stages from
-// the blob.
-func newStreamStage(proj Project, name ref.Name, d digest.Digest, key hash.Hash) *streamStage {
-	f, err := os.OpenFile(proj.Dir, os.O_RDWR|unix.O_TMPFILE|unix.O_CLOEXEC, 0o644)
-	if err != nil {
-		return nil
+// newStreamStage opens an unnamed file in the project's folder, or none when proj is nil, and
+// starts following the stream. It returns nil when the file can't be made (no O_TMPFILE there);
+// the pull then stages from the blob.
+func newStreamStage(proj *Project, name ref.Name, d digest.Digest, key hash.Hash) *streamStage {
+	var f *os.File
+	if proj != nil {
+		var err error
+		if f, err = os.OpenFile(proj.Dir, os.O_RDWR|unix.O_TMPFILE|unix.O_CLOEXEC, 0o644); err != nil {
+			return nil
+		}
 	}
 	s := &streamStage{proj: proj, name: name, d: d, file: f, key: key, full: make(chan []byte, streamBuffers), free: make(chan []byte, streamBuffers), done: make(chan struct{})}
 	go s.follow()
@@ -127,7 +134,9 @@ func (s *streamStage) abandon() {
 		default:
 			s.finish()
 		}
-		s.file.Close()
+		if s.file != nil {
+			s.file.Close()
+		}
 		// Once the stream has ended, every buffer is back in free: none is written to again.
 		for len(s.free) > 0 {
 			b := <-s.free
@@ -145,13 +154,11 @@ func (s *streamStage) Abandon() { s.abandon() }
 // stream wrote.
 func (s *streamStage) adopt(a *artifact.Archive, size int64) *preparedStage {
 	defer s.abandon()
-	r := s.finish()
-	offset, method, csize, ok := a.PayloadEntry()
-	if !ok || !r.ok || s.seen != size || r.name != a.PayloadName || r.dataOffset != offset ||
-		r.deflated != (method == payloadDeflated) || r.consumed > csize || (!r.deflated && r.consumed != csize) {
+	r, ok := s.followed(a, size)
+	if !ok || s.file == nil {
 		return nil
 	}
-	st, err := openStageDir(s.proj, s.name, s.d)
+	st, err := openStageDir(*s.proj, s.name, s.d)
 	if err != nil {
 		return nil
 	}
@@ -167,6 +174,30 @@ func (s *streamStage) adopt(a *artifact.Archive, size int64) *preparedStage {
 		return nil
 	}
 	return st
+}
+
+// followed ends the stream and returns what it followed, if that is the payload of a, the blob of
+// size bytes: the entry the zip's central directory names, starting where it says, stored or
+// deflated as it says, within the bytes it says.
+func (s *streamStage) followed(a *artifact.Archive, size int64) (streamResult, bool) {
+	r := s.finish()
+	offset, method, csize, ok := a.PayloadEntry()
+	if !ok || !r.ok || s.seen != size || r.name != a.PayloadName || r.dataOffset != offset ||
+		r.deflated != (method == payloadDeflated) || r.consumed > csize || (!r.deflated && r.consumed != csize) {
+		return streamResult{}, false
+	}
+	return r, true
+}
+
+// verified reports whether the stream checked the payload of a, the blob of size bytes, as
+// checkPayload would: followed to its end within the decompression ceiling, with the size and
+// CRC-32 the zip records. false means it could not vouch for it (the stream gave up, followed
+// something else, or found it damaged): checkPayload then reads it from the blob, and words
+// any refusal.
+func (s *streamStage) verified(a *artifact.Archive, size int64) bool {
+	defer s.abandon()
+	r, ok := s.followed(a, size)
+	return ok && payloadMatches(a, r.size, crcString(r.crc)) == nil
 }
 
 const payloadDeflated = 8 // zip method Deflate
@@ -243,9 +274,12 @@ func (s *streamStage) follow() {
 	}
 }
 
-// stage writes the entry whose data starts at start into the unnamed file.
+// stage writes the entry whose data starts at start into the unnamed file, or only sums it.
 func (s *streamStage) stage(br *bufio.Reader, name string, start int64, deflated bool, csize, limit int64, pos func() int64) {
-	f := s.file
+	var f io.Writer = io.Discard
+	if s.file != nil {
+		f = s.file
+	}
 	crc := crc32.NewIEEE()
 	var src io.Reader = io.LimitReader(br, csize)
 	if deflated {

@@ -112,7 +112,7 @@ func TestStreamStageRefusesAHiddenEntry(t *testing.T) {
 		t.Fatal("the planted entry does not pass for the payload: the test proves nothing")
 	}
 	proj := Project{Dir: t.TempDir()}
-	s := newStreamStage(proj, streamName, digest.FromBytes(blob), nil)
+	s := newStreamStage(&proj, streamName, digest.FromBytes(blob), nil)
 	feed(s, blob, 0)
 	if st := s.adopt(a, int64(len(blob))); st != nil {
 		b, _ := os.ReadFile(st.tmp + "/capsule.wasm")

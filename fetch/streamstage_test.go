@@ -70,7 +70,7 @@ func TestStreamStageFollowsTheDownload(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			proj := Project{Dir: t.TempDir()}
 			key := sha256.New()
-			s := newStreamStage(proj, streamName, digest.FromBytes(c.blob), key)
+			s := newStreamStage(&proj, streamName, digest.FromBytes(c.blob), key)
 			feed(s, c.blob, 0)
 			st := s.adopt(readArchive(t, c.blob), int64(len(c.blob)))
 			if st == nil {
@@ -92,6 +92,16 @@ func TestStreamStageFollowsTheDownload(t *testing.T) {
 			}
 			if err := CheckStaged(proj, streamName, digest.FromBytes(c.blob)); err != nil {
 				t.Fatal(err)
+			}
+			// With no project the same stream is checked, written nowhere, and fed the key.
+			key.Reset()
+			check := newStreamStage(nil, streamName, digest.FromBytes(c.blob), key)
+			feed(check, c.blob, 0)
+			if !check.verified(readArchive(t, c.blob), int64(len(c.blob))) {
+				t.Fatal("a check-only stream did not vouch for a good payload")
+			}
+			if want := sha256.Sum256(wasm); !bytes.Equal(key.Sum(nil), want[:]) {
+				t.Error("the check-only stream did not feed the key the payload")
 			}
 		})
 	}
@@ -133,7 +143,7 @@ func TestStreamStageFallsBack(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			proj := Project{Dir: t.TempDir()}
-			s := newStreamStage(proj, streamName, digest.FromBytes(c.blob), nil)
+			s := newStreamStage(&proj, streamName, digest.FromBytes(c.blob), nil)
 			feed(s, c.blob, c.from)
 			a, err := artifact.Read(bytes.NewReader(c.blob), int64(len(c.blob)))
 			if err != nil {
@@ -142,6 +152,12 @@ func TestStreamStageFallsBack(t *testing.T) {
 			if st := s.adopt(a, int64(len(c.blob))+c.extra); st != nil {
 				st.discard()
 				t.Fatal("adopted")
+			}
+			// Followed only to be checked (no project), it does not vouch for the payload either.
+			check := newStreamStage(nil, streamName, digest.FromBytes(c.blob), nil)
+			feed(check, c.blob, c.from)
+			if check.verified(a, int64(len(c.blob))+c.extra) {
+				t.Fatal("a check-only stream vouched for it")
 			}
 			if _, err := os.Stat(proj.ToolsDir()); !os.IsNotExist(err) {
 				t.Errorf("tools/ left behind: %v", err)
@@ -155,7 +171,7 @@ func TestStreamStageFallsBack(t *testing.T) {
 func TestStreamStageAbandonMidway(t *testing.T) {
 	blob := artifacttest.Zip("tool", "1.0.0", artifacttest.Module(6<<20, 9))
 	proj := Project{Dir: t.TempDir()}
-	s := newStreamStage(proj, streamName, digest.FromBytes(blob), nil)
+	s := newStreamStage(&proj, streamName, digest.FromBytes(blob), nil)
 	feed(s, blob[:len(blob)/2], 0)
 	s.abandon()
 	s.Write(blob[len(blob)/2:]) // after abandon: counted, not sent

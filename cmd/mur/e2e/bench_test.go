@@ -554,7 +554,7 @@ func BenchmarkPullJobs(b *testing.B) {
 	}
 }
 
-func sha256File(b *testing.B, path string) string {
+func sha256File(b testing.TB, path string) string {
 	f, err := os.Open(path)
 	if err != nil {
 		b.Fatal(err)

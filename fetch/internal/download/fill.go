@@ -137,8 +137,9 @@ func slotsFrom(ctx context.Context) chan struct{} {
 	return s
 }
 
-// Tee follows the bytes of a fill while they arrive in order from the blob's first byte (single-
-// pass staging). Abandon is called once they no longer do.
+// Tee follows the bytes of a fill in order from the blob's first byte (single-pass staging): as
+// they arrive on one stream, or as the ingest's hasher reads pieces back in order (cas.Parts.Follow).
+// Abandon is called once they no longer can.
 type Tee interface {
 	io.Writer
 	Abandon()
@@ -162,7 +163,8 @@ type Filler struct {
 	from     string // the store or source, for notes and messages
 	progress func(n int64)
 	xfer     Transfer
-	tee      Tee // follows the bytes while they arrive in order from byte 0; nil after
+	tee      Tee        // follows the bytes while they arrive in order from byte 0; nil after
+	parts    *cas.Parts // whose hasher writes to tee, in a parallel fill
 	got      atomic.Int64
 	evMu     sync.Mutex
 	lastE    int64
@@ -270,6 +272,10 @@ func (f *Filler) run(ctx context.Context) error {
 
 // Untee stops single-pass staging: the bytes no longer arrive in order from the blob's start.
 func (f *Filler) Untee() {
+	if f.parts != nil {
+		f.parts.Unfollow()
+		f.parts = nil
+	}
 	if f.tee != nil {
 		f.tee.Abandon()
 		f.tee = nil

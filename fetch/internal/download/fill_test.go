@@ -26,12 +26,15 @@ type memRanger struct {
 	whole     bool  // ignore Range: answer every request with the whole blob
 	breakAt   int64 // a body crossing this offset breaks off there, once; 0: never
 	refuseAll bool  // answer every ranged request with ErrNoRanges
-	mu        sync.Mutex
-	broke     bool
-	opens     atomic.Int64
-	ranged    atomic.Int64
-	maxLive   atomic.Int64
-	live      atomic.Int64
+	// noRangesAfter, when set, answers ranged requests with ErrNoRanges once that many were
+	// served: a server that stops serving ranges mid-transfer.
+	noRangesAfter int64
+	mu            sync.Mutex
+	broke         bool
+	opens         atomic.Int64
+	ranged        atomic.Int64
+	maxLive       atomic.Int64
+	live          atomic.Int64
 }
 
 func (m *memRanger) Open(ctx context.Context, off, end int64, validator string) (Part, error) {
@@ -40,7 +43,7 @@ func (m *memRanger) Open(ctx context.Context, off, end int64, validator string) 
 	if ranged {
 		m.ranged.Add(1)
 	}
-	if ranged && m.refuseAll {
+	if ranged && (m.refuseAll || m.noRangesAfter > 0 && m.ranged.Load() > m.noRangesAfter) {
 		return Part{}, errs.Wrap(fmt.Errorf("%w: refused", ErrNoRanges), errs.Network, "refused")
 	}
 	if !ranged || m.whole || (validator != "" && validator != m.etag) {
@@ -296,9 +299,9 @@ func TestFillRefusesAnOverlongAnswer(t *testing.T) {
 	}
 }
 
-// The tee follows a stream from byte 0, and is dropped as soon as the bytes stop arriving in
-// order.
-func TestFillTeeFollowsOnlyAnInOrderStream(t *testing.T) {
+// The tee follows a stream from byte 0, including one continued after a break, and a fill in
+// pieces through the ingest's hasher, which reads them back in order.
+func TestFillTeeFollowsTheBytesInOrder(t *testing.T) {
 	data, d := blob(300_000)
 	for _, breakAt := range []int64{0, 100_000} {
 		t.Run(fmt.Sprint("breakAt=", breakAt), func(t *testing.T) {
@@ -317,7 +320,27 @@ func TestFillTeeFollowsOnlyAnInOrderStream(t *testing.T) {
 			}
 		})
 	}
-	r := &memRanger{data: data, etag: `"a"`}
+	for _, hashLast := range []bool{false, true} {
+		r := &memRanger{data: data, etag: `"a"`}
+		w := ingest(t, newStore(t), d, int64(len(data)))
+		defer w.Close()
+		tee := &bufTee{}
+		f := New(w, d, int64(len(data)), "mem", Options{Connections: 2, ParallelMin: 1, Chunk: 64 << 10, Hooks: &Hooks{PiecesFirst: true, HashLast: hashLast}}, nil)
+		f.SetTee(tee)
+		if err := f.Fill(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+		if f.Tee() == nil || tee.abandoned || !bytes.Equal(tee.buf.Bytes(), data) {
+			t.Fatalf("pieces, hash last %v: tee kept %v, abandoned %v, %d bytes in order of %d", hashLast, f.Tee() != nil, tee.abandoned, tee.buf.Len(), len(data))
+		}
+	}
+}
+
+// A fill in pieces that falls back to one stream from byte 0 (the server stopped serving ranges)
+// drops its tee, which saw bytes the stream sends again, and the hasher writes it nothing more.
+func TestFillTeeDroppedWhenPiecesStartOver(t *testing.T) {
+	data, d := blob(300_000)
+	r := &memRanger{data: data, etag: `"a"`, noRangesAfter: 2}
 	w := ingest(t, newStore(t), d, int64(len(data)))
 	defer w.Close()
 	tee := &bufTee{}
@@ -326,18 +349,33 @@ func TestFillTeeFollowsOnlyAnInOrderStream(t *testing.T) {
 	if err := f.Fill(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
-	if f.Tee() != nil || !tee.abandoned {
-		t.Fatal("a fill in pieces kept its tee")
+	if f.Tee() != nil || !tee.abandoned || tee.late {
+		t.Fatalf("tee kept %v, abandoned %v, written after %v, after the fill started over", f.Tee() != nil, tee.abandoned, tee.late)
+	}
+	if w.Digest() != d {
+		t.Fatal("the ingest does not hold the blob")
 	}
 }
 
 type bufTee struct {
+	mu        sync.Mutex
 	buf       bytes.Buffer
 	abandoned bool
+	late      bool // written to after Abandon
 }
 
-func (b *bufTee) Write(p []byte) (int, error) { return b.buf.Write(p) }
-func (b *bufTee) Abandon()                    { b.abandoned = true }
+func (b *bufTee) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.late = b.late || b.abandoned
+	return b.buf.Write(p)
+}
+
+func (b *bufTee) Abandon() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.abandoned = true
+}
 
 // Progress reports the bytes in, capped at the blob's size, ending at the size.
 func TestFillReportsProgress(t *testing.T) {

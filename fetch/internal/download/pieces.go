@@ -14,10 +14,16 @@ import (
 
 // parallel fetches what the ingest lacks in pieces, over up to Connections connections.
 func (f *Filler) parallel(ctx context.Context) error {
-	f.Untee()
 	parts, err := f.w.Parts(f.size, f.opt.hooks().HashLast)
 	if err != nil {
+		f.Untee()
 		return err
+	}
+	if f.tee != nil {
+		// The tee has followed the bytes from the start up to here; the hasher, which reads
+		// the pieces back in order, takes it on.
+		parts.Follow(f.tee)
+		f.parts = parts
 	}
 	var queue []cas.Span
 	for _, m := range parts.Missing() {

@@ -1,0 +1,68 @@
+package fetch_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
+	"github.com/murmur-nexus/mur/internal/errs"
+)
+
+// A fresh payload is checked, and staged, as it arrives: over one stream or in pieces (which the
+// ingest's hasher reads back in order), into a project's tools/ or into the CAS alone. The pull
+// never reads it back from the blob afterwards.
+func TestPullChecksThePayloadAsItArrives(t *testing.T) {
+	for _, c := range []struct {
+		name            string
+		pieces, casOnly bool
+	}{{"stream", false, false}, {"stream-cas-only", false, true}, {"pieces", true, false}, {"pieces-cas-only", true, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			w, st, p := rangeWorld(t, 600_000, `"e"`)
+			pl := w.puller(st)
+			if c.pieces {
+				pl = w.parallelPuller(st, 4, 4)
+			}
+			pl.CASOnly = c.casOnly
+			before := fetch.PayloadRereads()
+			res := w.mustPull(pl, req(grep, "1.0.0"))[0]
+			if res.Digest != p.digest().String() || !w.cas.Has(p.digest()) {
+				t.Fatalf("result %+v", res)
+			}
+			if c.pieces && res.Connections < 2 {
+				t.Fatalf("fetched over %d connection, want pieces", res.Connections)
+			}
+			if n := fetch.PayloadRereads() - before; n != 0 {
+				t.Errorf("the pull read %d payload back from its blob", n)
+			}
+			if !c.casOnly {
+				if err := fetch.CheckStaged(w.proj, grep, p.digest()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// A payload whose CRC-32 is not what its zip records is refused outside a project too: the
+// streamed check does not vouch for it, and the check from the blob words the refusal.
+func TestPullCASOnlyRefusesAPayloadThatLies(t *testing.T) {
+	wasm := artifacttest.Module(200_000, 31)
+	spec := artifacttest.Spec{Name: "grep", Version: "1.0.0", Wasm: wasm}
+	for _, stored := range []bool{false, true} {
+		w := newWorld(t)
+		st := layoutStore(t)
+		p := packed{zip: spec.Lying(stored, 0x1234, uint64(len(wasm))), wasm: wasm, yaml: spec.Manifest()}
+		push(t, st, grep, "1.0.0", "any", p)
+		pl := w.puller(st)
+		pl.CASOnly = true
+		before := fetch.PayloadRereads()
+		_, err := w.pull(pl, req(grep, "1.0.0"))
+		if !errors.Is(err, errs.InvalidArtifact) || w.cas.Has(p.digest()) {
+			t.Fatalf("stored %v: pull = %v, blob kept %v; want invalid-artifact and nothing kept", stored, err, w.cas.Has(p.digest()))
+		}
+		if n := fetch.PayloadRereads() - before; n != 1 {
+			t.Errorf("stored %v: %d payloads read back, want the one the stream could not vouch for", stored, n)
+		}
+	}
+}
