@@ -168,15 +168,27 @@ func main() {
 			continue
 		}
 		v := m.metrics
-		fmt.Printf("- Cold pull of %s artifacts over a 20 ms round trip, median of %.0f rounds: %.0f ms (%.0f–%.0f ms). From its request log: first request at %.0f ms (process start, config, lock), ping answered at %.0f ms, last manifest at %.0f ms, last provenance look-up at %.0f ms, last blob at %.0f ms; %.0f requests over %.0f connections.\n",
+		fmt.Printf("- Cold pull of %s artifacts over a 20 ms round trip, median of %.0f rounds: %.0f ms (%.0f–%.0f ms). From its request log: first request at %.0f ms (process start, config, lock), ping answered at %.0f ms, last manifest at %.0f ms, last provenance look-up at %.0f ms, last blob at %.0f ms; %.0f requests over %.0f connections.",
 			n, v["mur-runs"], v["mur-median-ms"], v["mur-min-ms"], v["mur-max-ms"], v["mur-first-request-ms"], v["mur-ping-ms"], v["mur-manifests-ms"], v["mur-referrers-ms"], v["mur-blobs-ms"], v["mur-requests"], v["mur-connections"])
+		if cpu, ok := v["mur-cpu-ms"]; ok {
+			fmt.Printf(" CPU: mur took %.0f ms of it (user and system, on 2 cores shared with the registry and the proxy); inflating the %s payloads once, on one core, takes %.0f ms", cpu, n, v["inflate-one-core-ms"])
+			if o, ok := v["oras-cpu-ms"]; ok {
+				fmt.Printf("; the %s `oras pull` processes took %.0f ms together", n, o)
+			}
+			fmt.Print(".")
+		}
+		fmt.Println()
 	}
 	if w, ok := res["BenchmarkWarmLockedPull20"]; ok {
 		fmt.Printf("- Warm locked pull of a 20-artifact project, whole process: %s, %.0f network requests.\n", dur(w.nsPerOp), w.metrics["requests/op"])
 	}
 	for _, size := range []string{"64MiB", "256MiB"} {
 		if m, ok := res["BenchmarkColdPull"+size]; ok {
-			fmt.Printf("- Peak RSS of a cold pull of %s: mur %.0f MiB, crane %.0f MiB.\n", size, m.metrics["mur-maxrss-MiB"], m.metrics["crane-maxrss-MiB"])
+			fmt.Printf("- Peak RSS of a cold pull of %s: mur %.0f MiB, crane %.0f MiB.", size, m.metrics["mur-maxrss-MiB"], m.metrics["crane-maxrss-MiB"])
+			if cpu, ok := m.metrics["mur-cpu-ms"]; ok {
+				fmt.Printf(" CPU (user and system, median): mur %.0f ms, crane %.0f ms.", cpu, m.metrics["crane-cpu-ms"])
+			}
+			fmt.Println()
 		}
 	}
 	for _, c := range []struct{ name, what string }{
