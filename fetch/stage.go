@@ -231,10 +231,8 @@ func (st *preparedStage) install() (string, error) {
 	}
 	installed = true
 	scope.RemoveAll(old)
-	if d, err := scope.Open("."); err == nil {
-		d.Sync()
-		d.Close()
-	}
+	// The rename is not fsynced either (see writeStaged): a crash may lose it, and the next
+	// pull, finding no marker for the pinned digest, stages again.
 	// The files went into the folder whose handle was held. If its path names another folder
 	// now, someone moved it during the pull: the tool is not where the project looks for it.
 	if err := st.h.still(); err != nil {
@@ -320,9 +318,7 @@ func writeStaged(dir *os.Root, file string, r io.Reader, crc, key hash.Hash) (in
 	if err != nil {
 		return 0, err
 	}
-	buf := bufpool.Get(copyBuffer)
-	defer bufpool.Put(buf)
-	n, err := io.CopyBuffer(sums(f, crc, key), r, *buf)
+	n, err := copyFull(sums(f, crc, key), r)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -339,6 +335,32 @@ func sums(w io.Writer, crc, key hash.Hash) io.Writer {
 
 // copyBuffer is what a payload is copied through on its way to tools/.
 const copyBuffer = 256 << 10
+
+// copyFull copies r to w in writes of a full copyBuffer (the last one excepted): an inflating
+// reader returns a few KiB per read, and a write system call for each would cost more than the
+// bytes, on a virtual machine most of all.
+func copyFull(w io.Writer, r io.Reader) (int64, error) {
+	pooled := bufpool.Get(copyBuffer)
+	defer bufpool.Put(pooled)
+	buf := *pooled
+	var total int64
+	for {
+		n, err := io.ReadFull(r, buf)
+		if n > 0 {
+			m, werr := w.Write(buf[:n])
+			total += int64(m)
+			if werr != nil {
+				return total, werr
+			}
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
 
 func crcString(c uint32) string { return fmt.Sprintf("crc32:%08x", c) }
 

@@ -287,9 +287,7 @@ func (s *streamStage) stage(br *bufio.Reader, name string, start int64, deflated
 		defer fr.Close()
 		src = fr
 	}
-	buf := bufpool.Get(copyBuffer)
-	defer bufpool.Put(buf)
-	n, err := io.CopyBuffer(sums(f, crc, s.key), io.LimitReader(src, limit+1), *buf)
+	n, err := copyFull(sums(f, crc, s.key), io.LimitReader(src, limit+1))
 	if err != nil || n > limit {
 		return
 	}
