@@ -20,11 +20,12 @@ type syncRecorder struct {
 	syncs   int
 	renamed bool // a rename happened
 	order   []string
-	hold    chan struct{} // the first sync waits on it, when set
+	hold    chan struct{} // the first sync waits on it, when set, after closing entered
+	entered chan struct{}
 	failOne bool          // the first sync fails
 }
 
-func (r *syncRecorder) durability(s *Store) atomicfile.Durability {
+func (r *syncRecorder) durability() atomicfile.Durability {
 	return atomicfile.Durability{
 		Sync: func(f *os.File) error {
 			r.mu.Lock()
@@ -33,6 +34,7 @@ func (r *syncRecorder) durability(s *Store) atomicfile.Durability {
 			r.order = append(r.order, "sync")
 			r.mu.Unlock()
 			if first && r.hold != nil {
+				close(r.entered)
 				<-r.hold
 			}
 			if first && r.failOne {
@@ -52,26 +54,14 @@ func (r *syncRecorder) durability(s *Store) atomicfile.Durability {
 // SyncSoon's fsync runs in the background, the commit waits for it before the rename, and no
 // second fsync is made for bytes it already made durable.
 func TestSyncSoonIsWaitedForAndNotRepeated(t *testing.T) {
-	s := openStore(t)
-	r := &syncRecorder{hold: make(chan struct{})}
-	s.durability = r.durability(s)
-	w, err := s.NewWriter(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := &syncRecorder{hold: make(chan struct{}), entered: make(chan struct{})}
+	s, w := recorded(t, r)
 	w.Write([]byte("early"))
 	w.SyncSoon()
 	committed := make(chan []error, 1)
 	go func() { committed <- s.CommitAll(ctx, []Commit{{w, 5, digest.FromString("early")}}) }()
 	// The commit can't rename while the early fsync is held.
-	for {
-		r.mu.Lock()
-		n := r.syncs
-		r.mu.Unlock()
-		if n == 1 {
-			break
-		}
-	}
+	<-r.entered
 	if s.Has(digest.FromString("early")) {
 		t.Fatal("the blob is visible while its fsync is still running")
 	}
@@ -87,13 +77,8 @@ func TestSyncSoonIsWaitedForAndNotRepeated(t *testing.T) {
 // A failed early fsync fails the commit, and is never retried: after a failed fsync the kernel
 // may have dropped the dirty pages, so a second one could report bytes durable that are not.
 func TestSyncSoonFailureFailsTheCommit(t *testing.T) {
-	s := openStore(t)
 	r := &syncRecorder{failOne: true}
-	s.durability = r.durability(s)
-	w, err := s.NewWriter(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, w := recorded(t, r)
 	w.Write([]byte("doomed"))
 	w.SyncSoon()
 	errs := s.CommitAll(ctx, []Commit{{w, 6, digest.FromString("doomed")}})
@@ -107,13 +92,8 @@ func TestSyncSoonFailureFailsTheCommit(t *testing.T) {
 
 // Bytes written after SyncSoon are synced again before the rename.
 func TestSyncSoonThenMoreBytes(t *testing.T) {
-	s := openStore(t)
 	r := &syncRecorder{}
-	s.durability = r.durability(s)
-	w, err := s.NewWriter(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, w := recorded(t, r)
 	w.Write([]byte("first"))
 	w.SyncSoon()
 	w.Write([]byte(" and more"))
@@ -128,16 +108,11 @@ func TestSyncSoonThenMoreBytes(t *testing.T) {
 // A large ingest is flushed as it is written, and a flush that fails fails the ingest even when
 // the fsync at the commit succeeds: the failed one took the error off the file.
 func TestBackgroundFlushFailureFailsTheIngest(t *testing.T) {
-	s := openStore(t)
 	r := &syncRecorder{failOne: true}
-	s.durability = r.durability(s)
-	w, err := s.NewWriter(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, w := recorded(t, r)
 	data := bytes.Repeat([]byte("x"), flushEvery+chunkSize)
 	w.Write(data)
-	_, err = w.Commit(ctx, int64(len(data)), digest.FromBytes(data))
+	_, err := w.Commit(ctx, int64(len(data)), digest.FromBytes(data))
 	if err == nil || !strings.Contains(err.Error(), "injected EIO") {
 		t.Fatalf("Commit = %v, want the background flush's failure", err)
 	}
@@ -147,11 +122,7 @@ func TestBackgroundFlushFailureFailsTheIngest(t *testing.T) {
 
 	// Without the failure the same bytes commit, with a flush on the way.
 	r2 := &syncRecorder{}
-	s.durability = r2.durability(s)
-	w, err = s.NewWriter(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, w = recorded(t, r2)
 	w.Write(data)
 	if _, err := w.Commit(ctx, int64(len(data)), digest.FromBytes(data)); err != nil {
 		t.Fatal(err)
@@ -211,6 +182,18 @@ func TestPartsFollowerGetsTheBytesInOrder(t *testing.T) {
 	if n.Load() != 0 {
 		t.Fatalf("the follower got %d bytes after Unfollow", n.Load())
 	}
+}
+
+// recorded opens a store whose fsyncs r records, and an ingest in it.
+func recorded(t *testing.T, r *syncRecorder) (*Store, *Writer) {
+	t.Helper()
+	s := openStore(t)
+	s.durability = r.durability()
+	w, err := s.NewWriter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, w
 }
 
 type writerFunc func([]byte)
