@@ -22,7 +22,7 @@ type syncRecorder struct {
 	order   []string
 	hold    chan struct{} // the first sync waits on it, when set, after closing entered
 	entered chan struct{}
-	failOne bool          // the first sync fails
+	failOne bool // the first sync fails
 }
 
 func (r *syncRecorder) durability() atomicfile.Durability {

@@ -146,7 +146,7 @@ func main() {
 		if size != "256MiB" {
 			target, met = "—", "—"
 		}
-		fmt.Printf("| cold pull of one %s artifact (durable, staged) vs `crane blob` of the same blob, median of %.0f alternating runs (mur %.0f–%.0f ms, crane %.0f–%.0f ms) | %.0fms | %.0fms | %.2f × speed | %s | %s |\n",
+		fmt.Printf("| cold `mur pull` of one %s artifact outside a project (durable in the CAS, payload checked) vs `crane blob` of the same blob, median of %.0f alternating runs (mur %.0f–%.0f ms, crane %.0f–%.0f ms) | %.0fms | %.0fms | %.2f × speed | %s | %s |\n",
 			size, m.metrics["mur-runs"], m.metrics["mur-min-ms"], m.metrics["mur-max-ms"], m.metrics["crane-min-ms"], m.metrics["crane-max-ms"], mur, crane, r, target, met)
 	}
 	fmt.Println()

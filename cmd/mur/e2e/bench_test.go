@@ -90,10 +90,11 @@ func median(ds []time.Duration) time.Duration {
 	return ds[len(ds)/2]
 }
 
-// benchPull pulls one artifact of size bytes cold (durable in the CAS, staged in tools/) and
-// fetches the same blob with `crane blob`, alternately, so that both see the same machine. Each
-// side's median, fastest and slowest run and peak RSS are reported as metrics; ns/op is the
-// sum of both and means nothing. A benchmark run (b.N > 1) makes at least 7 pairs.
+// benchPull pulls one artifact of size bytes cold, outside a project (durable in the CAS, its
+// payload checked; no lock or tools/ to write), and fetches the same blob with `crane blob`,
+// alternately, so that both see the same machine. Each side's median, fastest and slowest run,
+// CPU and peak RSS are reported as metrics; ns/op is the sum of both and means nothing. A
+// benchmark run (b.N > 1) makes at least 7 pairs.
 func benchPull(b *testing.B, size int) {
 	reg := registrytest.Start(b)
 	dir := b.TempDir()
