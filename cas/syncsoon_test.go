@@ -74,19 +74,27 @@ func TestSyncSoonIsWaitedForAndNotRepeated(t *testing.T) {
 	}
 }
 
-// A failed early fsync fails the commit, and is never retried: after a failed fsync the kernel
-// may have dropped the dirty pages, so a second one could report bytes durable that are not.
+// A failed early fsync fails the commit, batched or alone, and is never retried: after a failed
+// fsync the kernel may have dropped the dirty pages, so a second one could report bytes durable
+// that are not.
 func TestSyncSoonFailureFailsTheCommit(t *testing.T) {
-	r := &syncRecorder{failOne: true}
-	s, w := recorded(t, r)
-	w.Write([]byte("doomed"))
-	w.SyncSoon()
-	errs := s.CommitAll(ctx, []Commit{{w, 6, digest.FromString("doomed")}})
-	if errs[0] == nil || !strings.Contains(errs[0].Error(), "injected EIO") {
-		t.Fatalf("CommitAll = %v, want the early fsync's failure", errs)
-	}
-	if s.Has(digest.FromString("doomed")) || r.syncs != 1 {
-		t.Fatalf("visible %v after %d fsyncs; want nothing visible and no second fsync", s.Has(digest.FromString("doomed")), r.syncs)
+	for _, batched := range []bool{true, false} {
+		r := &syncRecorder{failOne: true}
+		s, w := recorded(t, r)
+		w.Write([]byte("doomed"))
+		w.SyncSoon()
+		var err error
+		if batched {
+			err = s.CommitAll(ctx, []Commit{{w, 6, digest.FromString("doomed")}})[0]
+		} else {
+			_, err = w.Commit(ctx, 6, digest.FromString("doomed"))
+		}
+		if err == nil || !strings.Contains(err.Error(), "injected EIO") {
+			t.Fatalf("batched %v: commit = %v, want the early fsync's failure", batched, err)
+		}
+		if s.Has(digest.FromString("doomed")) || r.syncs != 1 {
+			t.Fatalf("batched %v: visible %v after %d fsyncs; want nothing visible and no second fsync", batched, s.Has(digest.FromString("doomed")), r.syncs)
+		}
 	}
 }
 

@@ -361,14 +361,8 @@ func (w *Writer) Sync() error {
 	if err := w.flush(); err != nil {
 		return err
 	}
-	if e := w.awaitEarly(); e != nil {
-		if e.err != nil {
-			return pathErr(e.err, "syncing", w.tmp)
-		}
-		if e.size == w.size && w.parts == nil {
-			w.synced = w.size
-			return nil
-		}
+	if covered, err := w.settleEarly(); err != nil || covered {
+		return err
 	}
 	if err := w.s.durability.SyncFile(w.f); err != nil {
 		return pathErr(err, "syncing", w.tmp)
@@ -404,14 +398,23 @@ func (w *Writer) SyncSoon() {
 	}()
 }
 
-// awaitEarly waits for the fsync SyncSoon started, if any, and returns it, once.
-func (w *Writer) awaitEarly() *earlySync {
+// settleEarly waits for the fsync SyncSoon started, if any. Its failure is the ingest's, and it
+// covers the file (which then counts as synced) when nothing was written since it started.
+func (w *Writer) settleEarly() (covered bool, err error) {
 	e := w.early
-	if e != nil {
-		w.early = nil
-		<-e.done
+	if e == nil {
+		return false, nil
 	}
-	return e
+	w.early = nil
+	<-e.done
+	if e.err != nil {
+		return false, pathErr(e.err, "syncing", w.tmp)
+	}
+	if e.size != w.size || w.parts != nil {
+		return false, nil
+	}
+	w.synced = w.size
+	return true, nil
 }
 
 // stop ends the goroutines, and gives the chunks' buffers back for the process's next ingest;
@@ -466,13 +469,8 @@ func (w *Writer) commit(ctx context.Context, size int64, want digest.Digest, bat
 	if err := w.err(); err != nil {
 		return fail(err)
 	}
-	if e := w.awaitEarly(); e != nil {
-		if e.err != nil {
-			return fail(pathErr(e.err, "syncing", w.tmp))
-		}
-		if e.size == w.size {
-			w.synced = w.size
-		}
+	if _, err := w.settleEarly(); err != nil {
+		return fail(err)
 	}
 	if err := ctx.Err(); err != nil {
 		return fail(err)
@@ -558,7 +556,7 @@ func (w *Writer) Close() error {
 	}
 	w.done = true
 	w.stop()
-	w.awaitEarly() // the file is closed below; an abandoned ingest's fsync result does not matter
+	w.settleEarly() // the file is closed below; an abandoned ingest's fsync result does not matter
 	if w.res != nil && w.res.keep {
 		// Kept for a later pull to continue: every byte written is in the file, and the record
 		// says how far the file is whole.

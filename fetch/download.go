@@ -80,7 +80,7 @@ func (p *Puller) download(ctx context.Context, st Store, req Request, desc Descr
 	kept, _ := w.Resumed()
 	f := download.New(w, desc.Digest, desc.Size, st.String(), p.options(), p.progress(req.Name.String(), desc.Size, st.String(), kept.Offset))
 	var stream *streamStage
-	if (req.stageTo != nil || req.checkOnly) && w.Held() == 0 {
+	if w.Held() == 0 {
 		if stream = newStreamStage(req.stageTo, req.Name, desc.Digest, key); stream != nil {
 			f.SetTee(stream)
 		}
@@ -124,22 +124,18 @@ func (p *Puller) downloadStream(ctx context.Context, st Store, req Request, desc
 		return nil, transfer{}, nil, err
 	}
 	defer rc.Close()
+	bound, err := undeclaredBound(desc.Size)
+	if err != nil {
+		return nil, transfer{}, nil, err
+	}
 	w, err := p.CAS.NewWriter(ctx)
 	if err != nil {
 		return nil, transfer{}, nil, err
 	}
-	var stream *streamStage
-	if req.stageTo != nil || req.checkOnly {
-		stream = newStreamStage(req.stageTo, req.Name, desc.Digest, key)
-	}
+	stream := newStreamStage(req.stageTo, req.Name, desc.Digest, key)
 	var sink io.Writer = w
 	if stream != nil {
 		sink = io.MultiWriter(w, stream)
-	}
-	bound, err := undeclaredBound(desc.Size)
-	if err != nil {
-		w.Close()
-		return nil, transfer{}, nil, err
 	}
 	if _, err := download.Stream(sink, rc, bound, p.progress(req.Name.String(), desc.Size, st.String(), 0)); err != nil {
 		w.Close()

@@ -46,11 +46,9 @@ type Request struct {
 	Update  bool     // --update: move the lock to what the request resolves to
 
 	// stageTo is set by the pull for a payload of this machine's platform: a store's download
-	// is staged there as it arrives (streamstage.go).
+	// is staged there as it arrives (streamstage.go). Without it (outside a project, another
+	// platform's payload) the payload is only checked as it arrives, and written nowhere.
 	stageTo *Project
-	// checkOnly is set instead when nothing is staged (outside a project, another platform's
-	// payload): the download's payload is checked as it arrives, and written nowhere.
-	checkOnly bool
 }
 
 // Result is what one pull did.
@@ -334,8 +332,6 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 	}
 	if p.stages() {
 		req.stageTo = &proj
-	} else {
-		req.checkOnly = true
 	}
 	// A locked pull whose blob is already here makes no request at all.
 	if pin.digest != "" && !req.Update {

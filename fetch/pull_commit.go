@@ -96,21 +96,22 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 				checked <- err
 				return
 			}
-			if stage && got.stream != nil {
-				if prepared = got.stream.adopt(a, src.Size()); prepared != nil {
+			if got.stream != nil {
+				// What the download's stream staged, or only checked when nothing is staged.
+				var vouched bool
+				if stage {
+					prepared = got.stream.adopt(a, src.Size())
+					vouched = prepared != nil
+				} else {
+					vouched = got.stream.verified(a, src.Size())
+				}
+				if vouched {
 					if got.key != nil {
 						key = got.key.Sum(nil)
 					}
 					checked <- nil
 					return
 				}
-			}
-			if !stage && got.stream != nil && got.stream.verified(a, src.Size()) {
-				if got.key != nil {
-					key = got.key.Sum(nil)
-				}
-				checked <- nil
-				return
 			}
 			// The stream could not vouch for the payload: it is read back from the blob.
 			payloadRereads.Add(1)

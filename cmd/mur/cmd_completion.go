@@ -26,10 +26,10 @@ mur completion fish > ~/.config/fish/completions/mur.fish`,
 			}
 			switch args[0] {
 			case "bash":
-				writeBash(e.stdout, commands())
+				writeBash(e.stdout)
 			case "zsh":
 				fmt.Fprintln(e.stdout, "#compdef mur\n# zsh completion for mur, through zsh's bash completion support.\nautoload -U +X bashcompinit && bashcompinit")
-				writeBash(e.stdout, commands())
+				writeBash(e.stdout)
 			case "fish":
 				writeFish(e.stdout, commands())
 			default:
@@ -49,7 +49,7 @@ func names(cmds []*command) []string {
 	return out
 }
 
-func writeBash(w io.Writer, _ []*command) {
+func writeBash(w io.Writer) {
 	// The words are read by mur itself (complete.go): it knows which flags take a value and what
 	// the project declares, which a static word list can't.
 	fmt.Fprintf(w, `# bash completion for mur: source <(mur completion bash)

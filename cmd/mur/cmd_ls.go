@@ -204,10 +204,11 @@ func dash(s string) string {
 	return s
 }
 
-// shortDigest is sha256: and the first 12 hex digits, as a table column.
+// shortDigest is the algorithm and the first 12 hex digits (as docker shows image ids), as a
+// table column or a result line on a terminal.
 func shortDigest(d string) string {
-	if hex, ok := strings.CutPrefix(d, "sha256:"); ok && len(hex) > 12 {
-		return "sha256:" + hex[:12]
+	if alg, hex, ok := strings.Cut(d, ":"); ok && len(hex) > 12 {
+		return alg + ":" + hex[:12]
 	}
 	return dash(d)
 }

@@ -21,8 +21,8 @@ import (
 // artifacts murmur.yaml declares.
 const completeCommand = "__complete"
 
-// artifactArgs are the commands whose arguments are artifact references.
-var artifactArgs = []string{"add", "info", "lock", "outdated", "pull", "run", "verify", "warm"}
+// artifactArgs are the commands whose arguments are artifact references or declared names.
+var artifactArgs = []string{"add", "info", "lock", "pull", "rm", "run"}
 
 // flagValues are the values a flag takes from a fixed set, by flag name.
 func flagValues(cmd, flag string) []string {
@@ -34,11 +34,11 @@ func flagValues(cmd, flag string) []string {
 		}
 		return vals
 	case "provenance":
-		return []string{"off", "prefer", "require"}
+		return []string{fetch.ProvenanceOff, fetch.ProvenancePrefer, fetch.ProvenanceRequire}
 	case "from":
 		return []string{manifest.FromSources, manifest.FromStores}
 	case "store", "mirror":
-		return []string{fetch.SchemeOCI, "oci-layout:"}
+		return []string{fetch.SchemeOCI, fetch.SchemeOCILayout}
 	}
 	return nil
 }
@@ -84,6 +84,9 @@ func complete(w io.Writer, words []string, dir string) {
 		default:
 			positional++
 		}
+	}
+	if valueOf != "" && cur == "=" { // bash: the word at --flag=<TAB> is "="
+		cur = ""
 	}
 	var out []string
 	switch {

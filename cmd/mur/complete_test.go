@@ -33,6 +33,11 @@ func TestCompleteWords(t *testing.T) {
 		{dir, []string{"pull", "--platform", "linux"}, "linux-aarch64 linux-x86_64"},
 		{dir, []string{"push", "--platform", "a"}, "any"}, // no all: a payload has one platform
 		{dir, []string{"pull", "--platform=d"}, "--platform=darwin-aarch64 --platform=darwin-x86_64"},
+		{dir, []string{"pull", "--platform", "=", "li"}, "linux-aarch64 linux-x86_64"}, // bash splits at '='
+		{dir, []string{"push", "--platform", "="}, "any darwin-aarch64 darwin-x86_64 linux-aarch64 linux-x86_64"},
+		{dir, []string{"rm", ""}, "acme/ acme/grep beta/ beta/spin"},
+		{dir, []string{"verify", ""}, ""}, // takes no arguments
+		{dir, []string{"warm", "a"}, ""},
 		{dir, []string{"pull", "--provenance", ""}, "off prefer require"},
 		{dir, []string{"pull", "--from", ""}, "sources stores"},
 		{dir, []string{"pull", "--pla"}, "--plain-http --platform"},

@@ -3,7 +3,6 @@ package main
 import (
 	"io"
 	"os"
-	"strings"
 
 	"golang.org/x/term"
 )
@@ -18,11 +17,8 @@ func onTerminal(w io.Writer) bool {
 // on a terminal, its first 12 hex digits (as docker shows image ids), so that a result line fits
 // 80 columns under the progress display instead of wrapping. --json always has it whole.
 func resultDigest(w io.Writer, d string) string {
-	if !onTerminal(w) {
+	if !onTerminal(w) || d == "" {
 		return d
 	}
-	if alg, hex, ok := strings.Cut(d, ":"); ok && len(hex) > 12 {
-		return alg + ":" + hex[:12]
-	}
-	return d
+	return shortDigest(d)
 }

@@ -310,10 +310,7 @@ func (s *layoutStore) payloadSize(ctx context.Context, n ref.Name, d digest.Dige
 	if err != nil {
 		return -1
 	}
-	for _, tag := range tags {
-		if referrerTag.MatchString(tag) {
-			continue // an index of bundles, never a payload's manifest
-		}
+	for _, tag := range payloadTags(tags) {
 		tc, err := readTag(ctx, s, n.String(), tag)
 		if err != nil {
 			continue

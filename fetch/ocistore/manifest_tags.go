@@ -7,13 +7,23 @@ import (
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
-// listedVersions are the versions the tags name, referrer tags left out: what latest chose from.
-func listedVersions(all []string) []string {
+// payloadTags are the tags that name versions: referrer tags (an index of bundles, never a
+// payload's manifest) left out.
+func payloadTags(all []string) []string {
 	var out []string
 	for _, t := range all {
 		if !referrerTag.MatchString(t) {
-			out = append(out, ref.VersionFromTag(t))
+			out = append(out, t)
 		}
+	}
+	return out
+}
+
+// listedVersions are the versions the tags name, referrer tags left out: what latest chose from.
+func listedVersions(all []string) []string {
+	var out []string
+	for _, t := range payloadTags(all) {
+		out = append(out, ref.VersionFromTag(t))
 	}
 	return out
 }
@@ -21,12 +31,8 @@ func listedVersions(all []string) []string {
 // latestTag picks the tag of the highest semantic version among all, referrer tags left out.
 func latestTag(where string, name ref.Name, all []string) (string, error) {
 	byVersion := map[string]string{}
-	var versions, tags []string
-	for _, t := range all {
-		if !referrerTag.MatchString(t) {
-			tags = append(tags, t)
-		}
-	}
+	var versions []string
+	tags := payloadTags(all)
 	for _, t := range tags {
 		v := ref.VersionFromTag(t)
 		byVersion[v] = t

@@ -22,11 +22,7 @@ func explainMiss(err error, where string, n ref.Name, version string, tags func(
 	}
 	var versions []string
 	if ts, terr := tags(); terr == nil {
-		for _, t := range ts {
-			if !referrerTag.MatchString(t) {
-				versions = append(versions, ref.VersionFromTag(t))
-			}
-		}
+		versions = listedVersions(ts)
 	}
 	if len(versions) > 0 {
 		if version == ref.Latest || slices.Contains(versions, version) {

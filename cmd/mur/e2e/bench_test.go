@@ -353,8 +353,7 @@ func benchProjectRTT(b *testing.B, n int, withOras bool) {
 	// check of each payload's CRC-32 (and staging into tools/) cannot do without.
 	b.ReportMetric(float64(inflateAll(b, wasm, n).Microseconds())/1000, "inflate-one-core-ms")
 	for k, v := range phases {
-		slices.Sort(v)
-		med := v[len(v)/2]
+		med := median(v)
 		if k == "requests" || k == "connections" {
 			b.ReportMetric(float64(med), "mur-"+k)
 			continue

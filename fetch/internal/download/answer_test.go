@@ -68,6 +68,19 @@ func TestAnswer(t *testing.T) {
 	}
 }
 
+// A whole answer that announces no length is held to the blob's declared size: one that ends
+// cleanly short of it broke off, and the fill continues after what came.
+func TestAnswerWholeOfNoLengthHeldToTheSize(t *testing.T) {
+	part, handled, err := Answer(response(200, "abcdefg", nil, -1), 0, -1, 10, "blob x", nil)
+	if !handled || err != nil || !part.Whole {
+		t.Fatalf("handled %v, whole %v, err %v", handled, part.Whole, err)
+	}
+	got, err := io.ReadAll(part.Body)
+	if string(got) != "abcdefg" || !errors.Is(err, io.ErrUnexpectedEOF) || errs.TokenOf(err) != errs.Network {
+		t.Fatalf("read %q, %v; want the 7 bytes, then a break short of the 10 declared", got, err)
+	}
+}
+
 // A body held to its length: short is a network failure to continue after, long is refused.
 func TestBodyHeldToItsLength(t *testing.T) {
 	for _, read := range []func(io.Reader) error{
