@@ -242,7 +242,7 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 	}()
 	// Every request resolves at once, up to the metadata bound; its bytes wait for one of the
 	// jobs slots, which bound the downloads (pull_slots.go). Commits are grouped (pull_batch.go).
-	sem := make(chan struct{}, jobs)
+	sem := download.NewSlots(jobs)
 	ctx = download.WithSlots(ctx, sem)
 	names := make([]ref.Name, len(reqs))
 	for i, r := range reqs {

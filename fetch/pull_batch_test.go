@@ -157,12 +157,7 @@ func (r *resolveBarrier) Resolve(ctx context.Context, n ref.Name, version, platf
 func TestPullResolvesEveryRequestAtOnce(t *testing.T) {
 	w := newWorld(t)
 	st := layoutStore(t)
-	var reqs []fetch.Request
-	for i := range 6 {
-		n := ref.Name{Scope: "acme", Name: fmt.Sprintf("meta%d", i)}
-		push(t, st, n, "1.0.0", "any", pack(t, n.Name, "1.0.0", uint64(400+i)))
-		reqs = append(reqs, req(n, "1.0.0"))
-	}
+	reqs := pushMany(t, st, "meta", 6, 0, 400)
 	pl := w.puller(&resolveBarrier{Store: st, n: 5, release: make(chan struct{})})
 	pl.Jobs = 1
 	w.mustPull(pl, reqs...)

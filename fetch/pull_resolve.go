@@ -321,7 +321,7 @@ func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version s
 		return got, err
 	}
 	key := p.moduleKey()
-	release, err = jobSlot(ctx)
+	release, err = jobSlot(ctx, desc.Size)
 	if err != nil {
 		return nil, err
 	}
@@ -418,7 +418,7 @@ func (p *Puller) fromSource(ctx context.Context, req Request, version string, pi
 		}
 	}()
 	rs := p.newSourceScratch(w, s, req.Name.String())
-	release, err = jobSlot(ctx)
+	release, err = jobSlot(ctx, s.Size)
 	if err != nil {
 		ok = true
 		w.Close()

@@ -3,6 +3,7 @@ package fetch
 import (
 	"context"
 
+	"github.com/murmur-nexus/mur/fetch/internal/download"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
@@ -18,16 +19,17 @@ func (p *Puller) metaJobs() int {
 }
 
 // pullSlots bound a pull's requests: meta for metadata (resolving a tag, a release), jobs for the
-// bytes (one slot per download; its extra connections take more, see download.WithSlots).
+// bytes in flight (a download takes its blob's size of them, its extra connections a whole slot
+// each: download.Slots).
 type pullSlots struct {
 	meta  chan struct{}
-	jobs  chan struct{}
+	jobs  *download.Slots
 	names []ref.Name // every artifact of the pull, for a store to prepare for (preparer)
 }
 
 type slotsKey struct{}
 
-func withSlots(ctx context.Context, meta int, jobs chan struct{}, names []ref.Name) context.Context {
+func withSlots(ctx context.Context, meta int, jobs *download.Slots, names []ref.Name) context.Context {
 	return context.WithValue(ctx, slotsKey{}, &pullSlots{meta: make(chan struct{}, meta), jobs: jobs, names: names})
 }
 
@@ -55,13 +57,13 @@ func metaSlot(ctx context.Context) (func(), error) {
 	return take(ctx, s.meta)
 }
 
-// jobSlot waits for a download slot and returns its release.
-func jobSlot(ctx context.Context) (func(), error) {
+// jobSlot waits for room for a download of size bytes (<0: not known) and returns its release.
+func jobSlot(ctx context.Context, size int64) (func(), error) {
 	s, _ := ctx.Value(slotsKey{}).(*pullSlots)
 	if s == nil {
 		return func() {}, nil
 	}
-	return take(ctx, s.jobs)
+	return s.jobs.Take(ctx, size)
 }
 
 func take(ctx context.Context, slots chan struct{}) (func(), error) {

@@ -2,15 +2,12 @@ package fetch_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
-	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/internal/lockedfile"
-	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
 )
 
@@ -20,12 +17,7 @@ import (
 func TestWarmPinnedPullTakesNoLockFileLock(t *testing.T) {
 	reg := registrytest.Start(t)
 	st := openStore(t, "oci://"+reg.Addr()+"/murmur", ocistore.Options{})
-	var reqs []fetch.Request
-	for i := range 5 {
-		n := ref.Name{Scope: "acme", Name: fmt.Sprintf("warm%d", i)}
-		push(t, st, n, "1.0.0", "any", pack(t, n.Name, "1.0.0", uint64(900+i)))
-		reqs = append(reqs, req(n, "1.0.0"))
-	}
+	reqs := pushMany(t, st, "warm", 5, 0, 900)
 	w := newWorld(t)
 	w.mustPull(w.puller(st), reqs...)
 	unlock, err := lockedfile.Lock(context.Background(), lock.GuardPath(w.proj.LockPath()))

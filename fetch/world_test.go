@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -61,6 +62,23 @@ func push(t testing.TB, st fetch.Store, n ref.Name, version, platform string, p 
 		t.Fatalf("push %s@%s %s: %v", n, version, platform, err)
 	}
 	return d
+}
+
+// pushMany pushes acme/<prefix>0 … <prefix>N-1 at 1.0.0, each packed from its own seed (with a
+// stored payload of about size bytes when size > 0), and returns the requests that pull them.
+func pushMany(t testing.TB, st fetch.Store, prefix string, n, size int, seed uint64) []fetch.Request {
+	t.Helper()
+	var reqs []fetch.Request
+	for i := range n {
+		name := ref.Name{Scope: "acme", Name: fmt.Sprintf("%s%d", prefix, i)}
+		p := pack(t, name.Name, "1.0.0", seed+uint64(i))
+		if size > 0 {
+			p = packSized(t, name.Name, "1.0.0", size, seed+uint64(i))
+		}
+		push(t, st, name, "1.0.0", "any", p)
+		reqs = append(reqs, req(name, "1.0.0"))
+	}
+	return reqs
 }
 
 func openStore(t testing.TB, addr string, opt ocistore.Options) fetch.Store {

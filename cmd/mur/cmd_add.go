@@ -24,7 +24,7 @@ mur add --json acme/grep`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&f.platform, "platform", "", "platform to pull for (default: this machine's)")
 			f.stores.register(fs, "add a store for this command")
-			fs.IntVar(&f.jobs, "jobs", 4, "artifacts pulled in parallel")
+			fs.IntVar(&f.jobs, "jobs", 4, "downloads in flight, as slots of 8 MiB of blob (small artifacts share one and download together); also bounds their connections")
 			fs.IntVar(&f.connections, "connections", fetch.DefaultConnections, "connections one large blob is fetched over")
 			fs.BoolVar(&f.noPrecompile, "no-precompile", false, "don't compile wasm payloads after pulling")
 		},

@@ -35,7 +35,7 @@ func (f *pullFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.update, "update", false, "move the lock to the version asked for")
 	fs.StringSliceVar(&f.from, "from", nil, "narrow install.from for this pull: stores, sources")
 	f.stores.register(fs, "add a store for this command")
-	fs.IntVar(&f.jobs, "jobs", 4, "downloads at once (every artifact resolves at once); also bounds the connections of all downloads")
+	fs.IntVar(&f.jobs, "jobs", 4, "downloads in flight, as slots of 8 MiB of blob (small artifacts share one and download together); also bounds their connections")
 	f.stores.registerDownload(fs, &f.connections)
 	fs.BoolVar(&f.noPrecompile, "no-precompile", false, "don't compile wasm payloads after pulling")
 	fs.StringVar(&f.provenance, "provenance", "", "provenance policy for this command, over every scope's: require, prefer or off")

@@ -37,7 +37,7 @@ mur warm --mirror oci://registry.internal:5000/murmur   # the fleet's warming ma
 			fs.StringVar(&platform, "platform", "", "platform to warm, or all (default: this machine's)")
 			fs.StringVar(&layout, "layout", "", "also write an OCI layout store into this folder")
 			stores.register(fs, "add a store for this command")
-			fs.IntVar(&jobs, "jobs", 4, "downloads at once (every artifact resolves at once); also bounds the connections of all downloads")
+			fs.IntVar(&jobs, "jobs", 4, "downloads in flight, as slots of 8 MiB of blob (small artifacts share one and download together); also bounds their connections")
 			stores.registerDownload(fs, &connections)
 			locked.register(fs)
 		},

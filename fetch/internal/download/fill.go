@@ -123,20 +123,6 @@ func (o Options) slowLink(n int64, elapsed time.Duration) bool {
 // errSplit stops a large blob's single stream so that the rest is fetched in pieces.
 var errSplit = errors.New("one connection is slow: split")
 
-// slotsKey carries a caller's job slots: a blob fetched over several connections takes one slot
-// for each connection beyond its first, so that a pull's --jobs bounds all its connections.
-type slotsKey struct{}
-
-// WithSlots makes every fill under ctx take a slot of slots for each connection beyond its first.
-func WithSlots(ctx context.Context, slots chan struct{}) context.Context {
-	return context.WithValue(ctx, slotsKey{}, slots)
-}
-
-func slotsFrom(ctx context.Context) chan struct{} {
-	s, _ := ctx.Value(slotsKey{}).(chan struct{})
-	return s
-}
-
 // Tee follows the bytes of a fill in order from the blob's first byte (single-pass staging): as
 // they arrive on one stream, or as the ingest's hasher reads pieces back in order (cas.Parts.Follow).
 // Abandon is called once they no longer can.

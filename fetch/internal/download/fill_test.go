@@ -178,8 +178,10 @@ func TestFillInPiecesBoundsItsConnections(t *testing.T) {
 func TestFillTakesAJobSlotPerExtraConnection(t *testing.T) {
 	data, d := blob(1_000_000)
 	r := &memRanger{data: data, etag: `"a"`}
-	slots := make(chan struct{}, 1)
-	slots <- struct{}{} // the caller's own slot: none is free
+	slots := NewSlots(1)
+	if _, err := slots.Take(context.Background(), SlotBytes); err != nil { // the caller's own: none is free
+		t.Fatal(err)
+	}
 	w := ingest(t, newStore(t), d, int64(len(data)))
 	defer w.Close()
 	f := New(w, d, int64(len(data)), "mem", Options{Connections: 4, ParallelMin: 1, Chunk: 64 << 10, Hooks: &Hooks{PiecesFirst: true}}, nil)

@@ -78,7 +78,7 @@ type pieces struct {
 	f         *Filler
 	parts     *cas.Parts
 	validator string
-	slots     chan struct{}
+	slots     *Slots
 
 	mu       sync.Mutex
 	queue    []cas.Span
@@ -102,7 +102,7 @@ func (pf *pieces) run(ctx context.Context, first cas.Span, part Part) error {
 	pf.wg.Wait()
 	pf.mu.Lock()
 	for ; pf.extra > 0; pf.extra-- {
-		<-pf.slots
+		pf.slots.releaseWhole()
 	}
 	err := pf.err
 	pf.mu.Unlock()
@@ -129,14 +129,10 @@ func (pf *pieces) grow(ctx context.Context) {
 	pf.mu.Lock()
 	defer pf.mu.Unlock()
 	for pf.err == nil && len(pf.queue) > 0 && pf.workers < pf.f.opt.connections() {
-		if pf.slots != nil {
-			select {
-			case pf.slots <- struct{}{}:
-				pf.extra++
-			default:
-				return
-			}
+		if !pf.slots.tryWhole() {
+			return
 		}
+		pf.extra++
 		pf.workers++
 		pf.f.xfer.Conns = max(pf.f.xfer.Conns, pf.workers)
 		next := pf.queue[0]
