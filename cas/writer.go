@@ -268,6 +268,35 @@ func (w *Writer) Write(p []byte) (int, error) {
 	return total, nil
 }
 
+// WriteBuffer is Write for a caller that reads into bufpool's buffers of ChunkSize bytes (a
+// download's read-ahead): when nothing is buffered, b itself becomes the next chunk instead of
+// being copied into one, and the caller gets a free chunk's buffer back to fill next. Otherwise
+// it copies as Write does and gives b back. Either way b's first n bytes are written, and the
+// buffer passed in is no longer the caller's.
+func (w *Writer) WriteBuffer(b *[]byte, n int) (*[]byte, error) {
+	if cap(*b) != chunkSize || n <= 0 || n > chunkSize || (w.cur != nil && w.cur.n > 0) {
+		_, err := w.Write((*b)[:n])
+		return b, err
+	}
+	if err := w.checkOpen(); err != nil {
+		return b, err
+	}
+	if err := w.sequential(); err != nil {
+		return b, err
+	}
+	c := w.chunk()
+	c.buf, *b = (*b)[:chunkSize], c.buf[:chunkSize]
+	c.n = n
+	w.size += int64(n)
+	if c.n == len(c.buf) {
+		w.dispatch()
+	}
+	return b, nil
+}
+
+// ChunkSize is the size of the buffers WriteBuffer takes without a copy.
+const ChunkSize = chunkSize
+
 // ReadFrom reads r to its end straight into the pipeline's chunks, sparing io.Copy a copy.
 func (w *Writer) ReadFrom(r io.Reader) (int64, error) {
 	return w.readFrom(context.Background(), r)

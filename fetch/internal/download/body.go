@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/url"
 
+	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/internal/bufpool"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
@@ -56,7 +57,7 @@ func (b *Body) Close() error { return b.body.Close() }
 
 // Read-ahead of WriteTo: while the consumer hashes and writes one chunk, the next arrives.
 const (
-	readAheadChunk  = 1 << 20
+	readAheadChunk  = cas.ChunkSize // so that the ingest takes each buffer whole (WriteBuffer)
 	readAheadChunks = 4
 )
 
@@ -114,8 +115,17 @@ func (b *Body) WriteTo(w io.Writer) (int64, error) {
 		}
 	}()
 	var total int64
+	bw, _ := w.(bufferWriter)
 	for c := range full {
-		if c.n > 0 {
+		if c.n > 0 && bw != nil {
+			// The writer takes the buffer itself and gives one back: no copy.
+			nb, werr := bw.WriteBuffer(&c.buf, c.n)
+			c.buf = *nb
+			if werr != nil {
+				return total, werr
+			}
+			total += int64(c.n)
+		} else if c.n > 0 {
 			wn, werr := w.Write(c.buf[:c.n])
 			total += int64(wn)
 			if werr != nil {
@@ -145,6 +155,12 @@ func (b *Body) WriteTo(w io.Writer) (int64, error) {
 	return total, nil
 }
 
+// bufferWriter takes a filled buffer of bufpool's as a whole, in exchange for another of the same
+// size (cas.Writer.WriteBuffer), sparing a copy of every byte received.
+type bufferWriter interface {
+	WriteBuffer(b *[]byte, n int) (*[]byte, error)
+}
+
 // ErrTooLong is the error of a copy that got more bytes than it was bounded to.
 var ErrTooLong = errors.New("more bytes than declared")
 
@@ -166,6 +182,19 @@ func CopyBounded(dst io.Writer, src io.Reader, limit int64) (int64, error) {
 type limitedWriter struct {
 	w    io.Writer
 	left int64
+}
+
+func (l *limitedWriter) WriteBuffer(b *[]byte, n int) (*[]byte, error) {
+	bw, ok := l.w.(bufferWriter)
+	if !ok || int64(n) > l.left {
+		_, err := l.Write((*b)[:n])
+		return b, err
+	}
+	nb, err := bw.WriteBuffer(b, n)
+	if err == nil {
+		l.left -= int64(n)
+	}
+	return nb, err
 }
 
 func (l *limitedWriter) Write(p []byte) (int, error) {

@@ -391,6 +391,25 @@ type countingWriter struct {
 	n     int64
 }
 
+// WriteBuffer is Write without the copy into the ingest (cas.Writer.WriteBuffer).
+func (c *countingWriter) WriteBuffer(b *[]byte, n int) (*[]byte, error) {
+	if c.split && c.f.opt.slowLink(c.n, time.Since(c.start)) {
+		c.err = errSplit
+		return b, errSplit
+	}
+	if c.f.tee != nil {
+		c.f.tee.Write((*b)[:n]) // before the ingest owns the buffer; a failed ingest ends the stream
+	}
+	nb, err := c.w.WriteBuffer(b, n)
+	if err != nil {
+		c.err = err
+		return nb, err
+	}
+	c.n += int64(n)
+	c.f.received(int64(n))
+	return nb, nil
+}
+
 func (c *countingWriter) Write(b []byte) (int, error) {
 	if c.split && c.f.opt.slowLink(c.n, time.Since(c.start)) {
 		c.err = errSplit
