@@ -81,6 +81,10 @@ type resumable struct {
 	found   *Resumed // nil for a fresh ingest
 	keep    bool     // Close keeps the bytes and the record
 	trimmed bool     // the file holds only its prefix: ranges written at offsets were dropped
+	// unsaved is a fresh ingest's record before it is first written: an empty file has nothing
+	// to vouch for, so the record waits for the validator or the first byte, whichever comes
+	// first. On a project pull that is one file created per blob instead of two.
+	unsaved bool
 
 	mu sync.Mutex // info, which the connections of a ranged fetch update at once
 }
@@ -153,7 +157,9 @@ func (s *Store) OpenResumable(ctx context.Context, info ResumeInfo) (*Writer, er
 		f.Close()
 		return nil, pathErr(err, "seeking in", path)
 	}
-	if err := res.save(); err != nil {
+	if res.found == nil {
+		res.unsaved = true
+	} else if err := res.save(); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -292,6 +298,7 @@ func (r *resumable) save() error {
 		os.Remove(tmp.Name())
 		return pathErr(werr, "writing", r.meta)
 	}
+	r.unsaved = false
 	return nil
 }
 
@@ -406,6 +413,12 @@ func (w *Writer) sequential() error {
 		return errs.New(errs.Internal, "the ingest %s is being written at offsets; it takes no appended bytes until they are all in", w.tmp)
 	}
 	r := w.res
+	if r != nil && r.unsaved {
+		// The first byte is about to land: from here on a killed pull leaves bytes to continue.
+		if err := r.save(); err != nil {
+			return err
+		}
+	}
 	if r == nil || r.trimmed {
 		return nil
 	}

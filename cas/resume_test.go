@@ -185,6 +185,40 @@ func TestResumableRestartDropsEverything(t *testing.T) {
 	}
 }
 
+// A fresh ingest writes its record once, when the validator or the first byte comes, not when it
+// opens: an empty file has nothing to vouch for. From the first byte a kill leaves a record.
+func TestResumableRecordWaitsForTheFirstByteOrValidator(t *testing.T) {
+	s := openStore(t)
+	data := patternBytes(27, 100_000)
+	info := resumeInfo(data)
+	w, err := s.OpenResumable(ctx, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := readRecord(t, s, info.Digest); ok {
+		t.Fatal("an empty fresh ingest wrote a record")
+	}
+	if _, err := w.Write(data[:10]); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := readRecord(t, s, info.Digest); !ok || got.Store != info.Store || got.Digest != info.Digest || got.Size != info.Size {
+		t.Fatalf("after the first byte the record is %+v (%v), want %+v", got, ok, info)
+	}
+	w.Close()
+
+	w, err = s.OpenResumable(ctx, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.SetValidator(`"v1"`); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := readRecord(t, s, info.Digest); !ok || got.Validator != `"v1"` {
+		t.Fatalf("after SetValidator the record is %+v (%v)", got, ok)
+	}
+}
+
 func TestResumableCloseWithoutKeepRemoves(t *testing.T) {
 	s := openStore(t)
 	data := patternBytes(26, 100_000)
