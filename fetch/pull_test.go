@@ -572,7 +572,7 @@ func TestPullJobs(t *testing.T) {
 	}
 	counted := &countingStore{Store: st}
 	pl := w.puller(counted)
-	pl.Jobs, pl.MetaJobs = 4, 3
+	pl.Jobs, pl.MetaJobs = 1, 3 // one slot: at most 8 small downloads at once
 	var mu sync.Mutex
 	var events []fetch.Event
 	pl.Events = func(ev fetch.Event) { mu.Lock(); events = append(events, ev); mu.Unlock() }
@@ -600,8 +600,8 @@ func TestPullJobs(t *testing.T) {
 			t.Errorf("blob of %s missing", n)
 		}
 	}
-	if m := counted.maxOpened.Load(); m > 4 || m < 1 {
-		t.Errorf("%d downloads were in flight at once with Jobs 4", m)
+	if m := counted.maxOpened.Load(); m > fetch.SlotBytes/(1<<20) || m < 1 {
+		t.Errorf("%d small downloads were in flight at once with Jobs 1, want at most 8 (a slot's worth of 1 MiB shares)", m)
 	}
 	if m := counted.maxResolving.Load(); m > 3 || m < 1 {
 		t.Errorf("%d resolves were in flight at once with MetaJobs 3", m)
