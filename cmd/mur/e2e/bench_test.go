@@ -601,17 +601,22 @@ func BenchmarkRunMemory(b *testing.B) {
 	}
 }
 
-// BenchmarkPullJobs pulls 50 small artifacts with --jobs 4 and --jobs 1.
+// BenchmarkPullJobs pulls 50 small artifacts with --jobs 4 and --jobs 1, through a proxy that
+// puts a 50 ms round trip before the registry: --jobs bounds bytes in flight, so --jobs 1 still
+// has 8 of these 128 KiB downloads in flight and --jobs 4 has 32, and the difference is the
+// round trips taken one after another.
 func BenchmarkPullJobs(b *testing.B) {
 	reg := registrytest.Start(b)
 	dir := b.TempDir()
 	w := newWorld(b)
-	store := "oci://" + reg.Addr() + "/murmur"
+	push := "oci://" + reg.Addr() + "/murmur"
+	proxy := proxytest.Start(b, reg.Addr(), proxytest.Options{RTT: 50 * time.Millisecond})
+	store := "oci://" + proxy.Addr() + "/murmur"
 	var names []string
 	for i := 0; i < 50; i++ {
 		name := "j" + string(rune('a'+i/26)) + string(rune('a'+i%26))
 		f := artifacttest.File(b, dir, name, "1.0.0", artifacttest.Module(128<<10+i, uint64(128<<10+i)))
-		runTimed(b, w.cmd("push", f, "--scope", "bench", "--store", store))
+		runTimed(b, w.cmd("push", f, "--scope", "bench", "--store", push))
 		names = append(names, "bench/"+name+"@1.0.0")
 	}
 	os.WriteFile(filepath.Join(w.project, ".murmur", "config.yaml"), []byte("stores: [\""+store+"\"]\n"), 0o644)
