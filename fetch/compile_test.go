@@ -8,18 +8,52 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/opencontainers/go-digest"
+
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
-// fakeCompiled is a compiled cache keyed by the payload's plain SHA-256.
-type fakeCompiled struct{ has map[[32]byte]bool }
+// fakeCompiled is a compiled cache keyed by the payload's plain SHA-256, which remembers keys by
+// blob and counts the key hashes it hands out.
+type fakeCompiled struct {
+	has    map[[32]byte]bool
+	mu     sync.Mutex
+	keys   map[digest.Digest][]byte
+	hashes int // ModuleKey calls
+	asked  [][]byte
+}
 
-func (f *fakeCompiled) ModuleKey() hash.Hash { return sha256.New() }
+func (f *fakeCompiled) ModuleKey() hash.Hash {
+	f.mu.Lock()
+	f.hashes++
+	f.mu.Unlock()
+	return sha256.New()
+}
+
 func (f *fakeCompiled) HasCompiled(key []byte) bool {
+	f.mu.Lock()
+	f.asked = append(f.asked, key)
+	f.mu.Unlock()
 	var k [32]byte
 	copy(k[:], key)
 	return f.has[k]
+}
+
+func (f *fakeCompiled) BlobKey(d digest.Digest) ([]byte, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k, ok := f.keys[d]
+	return k, ok
+}
+
+func (f *fakeCompiled) RememberBlobKey(d digest.Digest, key []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.keys == nil {
+		f.keys = map[digest.Digest][]byte{}
+	}
+	f.keys[d] = bytes.Clone(key)
 }
 
 // events records a pull's events in order.
@@ -96,6 +130,47 @@ func TestPullCompilesOnlyWhatIsMissing(t *testing.T) {
 		if got := ev.phases(name); !equalPhases(got, phases) {
 			t.Errorf("%s: phases %v, want %v", name, got, phases)
 		}
+	}
+}
+
+// A pull remembers the key it hashed for each fresh payload, by blob; the next pull of those
+// blobs into an empty CAS hashes no payload and asks the compiled cache with the keys it
+// remembered, compiling exactly what the cache still lacks.
+func TestPullRemembersPayloadKeys(t *testing.T) {
+	st := layoutStore(t)
+	var reqs []fetch.Request
+	var pks []packed
+	for i, name := range []string{"one", "two", "three"} {
+		n := ref.Name{Scope: "acme", Name: name}
+		p := pack(t, name, "1.0.0", uint64(60+i))
+		push(t, st, n, "1.0.0", ref.PlatformAny, p)
+		reqs, pks = append(reqs, req(n, "1.0.0")), append(pks, p)
+	}
+	cache := &fakeCompiled{has: map[[32]byte]bool{sha256.Sum256(pks[0].wasm): true}}
+	pull := func() int {
+		w := newWorld(t)
+		pl := w.puller(st)
+		pl.Compiled = cache
+		var mu sync.Mutex
+		compiled := 0
+		pl.Precompile = func(context.Context, []byte) error { mu.Lock(); compiled++; mu.Unlock(); return nil }
+		w.mustPull(pl, reqs...)
+		return compiled
+	}
+	if n := pull(); n != 2 || cache.hashes == 0 {
+		t.Fatalf("first pull: %d compiled, %d key hashes; want 2 and some", n, cache.hashes)
+	}
+	for _, p := range pks {
+		if k, ok := cache.keys[p.digest()]; !ok || !bytes.Equal(k, func() []byte { s := sha256.Sum256(p.wasm); return s[:] }()) {
+			t.Fatalf("the key remembered for %s is %x (%v), want its payload's", p.digest(), k, ok)
+		}
+	}
+	cache.hashes, cache.asked = 0, nil
+	if n := pull(); n != 2 {
+		t.Fatalf("second pull compiled %d payloads, want the 2 the cache lacks", n)
+	}
+	if cache.hashes != 0 || len(cache.asked) != 3 {
+		t.Fatalf("second pull: %d key hashes and %d questions to the cache, want 0 and 3", cache.hashes, len(cache.asked))
 	}
 }
 

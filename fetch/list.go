@@ -96,13 +96,18 @@ func (in LocalInput) compiled(ctx context.Context, d digest.Digest) bool {
 	if in.Compiled == nil {
 		return false
 	}
+	if key, ok := in.Compiled.BlobKey(d); ok {
+		return in.Compiled.HasCompiled(key)
+	}
 	a, wasm, err := readBlob(ctx, in.CAS, d, true)
 	if err != nil || a.Component {
 		return false
 	}
-	key := in.Compiled.ModuleKey()
-	key.Write(wasm)
-	return in.Compiled.HasCompiled(key.Sum(nil))
+	h := in.Compiled.ModuleKey()
+	h.Write(wasm)
+	key := h.Sum(nil)
+	in.Compiled.RememberBlobKey(d, key)
+	return in.Compiled.HasCompiled(key)
 }
 
 // listCached is List outside a project: each name@version and platform a pull recorded whose

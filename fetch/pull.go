@@ -172,14 +172,32 @@ type CompiledCache interface {
 	ModuleKey() hash.Hash
 	// HasCompiled reports whether the compiled cache holds a sound entry under key.
 	HasCompiled(key []byte) bool
+	// BlobKey returns the key remembered for the payload of blob d, so that it need not be
+	// hashed again; RememberBlobKey remembers one the pull hashed. A remembered key is a hint:
+	// a wrong one only costs or spares a precompile.
+	BlobKey(d digest.Digest) ([]byte, bool)
+	RememberBlobKey(d digest.Digest, key []byte)
 }
 
-// moduleKey is a fresh key hash, or nil when the pull compiles nothing or can't ask.
-func (p *Puller) moduleKey() hash.Hash {
+// moduleKey is a fresh key hash for the payload of blob d, or nil when the pull compiles
+// nothing, can't ask, or knows the key already (knownKey).
+func (p *Puller) moduleKey(d digest.Digest) hash.Hash {
 	if p.Precompile == nil || p.Compiled == nil {
 		return nil
 	}
+	if _, ok := p.Compiled.BlobKey(d); ok {
+		return nil
+	}
 	return p.Compiled.ModuleKey()
+}
+
+// knownKey is the remembered key of blob d's payload, or nil.
+func (p *Puller) knownKey(d digest.Digest) []byte {
+	if p.Precompile == nil || p.Compiled == nil {
+		return nil
+	}
+	key, _ := p.Compiled.BlobKey(d)
+	return key
 }
 
 func (p *Puller) warn(format string, args ...any) {

@@ -115,7 +115,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 			}
 			// The stream could not vouch for the payload: it is read back from the blob.
 			payloadRereads.Add(1)
-			h := p.moduleKey()
+			h := p.moduleKey(d)
 			if stage {
 				prepared, err = prepareStage(proj, req.Name, d, a, src, h)
 			} else {
@@ -208,6 +208,11 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 	}
 	register()
 	p.CAS.Touch(d)
+	if fresh && key != nil {
+		p.Compiled.RememberBlobKey(d, key) // hashed this time; the next pull of d won't
+	} else if fresh {
+		key = p.knownKey(d)
+	}
 	if fresh && p.Precompile != nil && got.archive != nil && !got.archive.Component &&
 		(key == nil || !p.Compiled.HasCompiled(key)) {
 		// Queued: Pull compiles it from the blob (the scratch is gone once committed).

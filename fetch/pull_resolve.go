@@ -320,7 +320,7 @@ func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version s
 		}
 		return got, err
 	}
-	key := p.moduleKey()
+	key := p.moduleKey(desc.Digest)
 	release, err = jobSlot(ctx, desc.Size)
 	if err != nil {
 		return nil, err

@@ -38,6 +38,7 @@ func Evict(ctx context.Context, cacheDir string, store *cas.Store, d digest.Dige
 		}
 	}
 	drop(kept)
+	drop(blobKeyPath(cacheDir, d))
 	return gone
 }
 

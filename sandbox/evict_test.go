@@ -11,16 +11,22 @@ import (
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 )
 
-// TestEvict: what the compiled cache derives from a blob goes with it, found from the blob's
-// payload, and only that.
-func TestEvict(t *testing.T) {
-	ctx := context.Background()
+// storeAndCache is a CAS and a runner with a compiled cache of its own, in cacheDir.
+func storeAndCache(t *testing.T) (*cas.Store, string, *Runner) {
+	t.Helper()
 	store, err := cas.Open(filepath.Join(t.TempDir(), "cas"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cacheDir := filepath.Join(t.TempDir(), "compiled")
-	r := newRunner(t, Options{CacheDir: cacheDir})
+	return store, cacheDir, newRunner(t, Options{CacheDir: cacheDir})
+}
+
+// TestEvict: what the compiled cache derives from a blob goes with it, found from the blob's
+// payload, and only that.
+func TestEvict(t *testing.T) {
+	ctx := context.Background()
+	store, cacheDir, r := storeAndCache(t)
 	doomedWasm, keptWasm := artifacttest.Module(500, 1), artifacttest.Module(500, 2)
 	doomed, err := store.Ingest(ctx, bytes.NewReader(artifacttest.Spec{Name: "doomed", Version: "1.0.0", Wasm: doomedWasm}.Zip()), -1, "")
 	if err != nil {

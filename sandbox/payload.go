@@ -77,9 +77,9 @@ func mapKept(p string, a *artifact.Archive) ([]byte, bool) {
 // PayloadDir is the folder of kept payloads inside the compiled cache cacheDir.
 func PayloadDir(cacheDir string) string { return filepath.Join(cacheDir, "payloads") }
 
-// PrunePayloads removes the kept payloads in the compiled cache cacheDir whose blob store no
-// longer holds, or that gc (whose report is gc) removed, and returns their paths: a kept payload
-// goes with its blob. With dryRun it only lists them; the blobs a dry-run gc would remove are
+// PrunePayloads removes the kept payloads and remembered keys (blobkey.go) in the compiled cache
+// cacheDir whose blob store no longer holds, or that gc (whose report is gc) removed, and returns
+// their paths: a kept payload goes with its blob. With dryRun it only lists them; the blobs a dry-run gc would remove are
 // still there, and count as gone. It is the whole of what `mur cache gc` does to kept payloads.
 func PrunePayloads(cacheDir string, store *cas.Store, gc cas.GCReport, dryRun bool) ([]string, error) {
 	removed := map[digest.Digest]bool{}
@@ -98,6 +98,9 @@ func PrunePayloads(cacheDir string, store *cas.Store, gc cas.GCReport, dryRun bo
 	var gone []string
 	for _, e := range ents {
 		hex, ok := strings.CutSuffix(e.Name(), ".wasm")
+		if !ok {
+			hex, ok = strings.CutSuffix(e.Name(), blobKeySuffix) // a remembered key (blobkey.go)
+		}
 		d, err := ref.DigestFromHex(hex)
 		if ok && err == nil && has(d) {
 			continue

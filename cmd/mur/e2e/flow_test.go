@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -150,13 +151,19 @@ func TestRunStateAndExplain(t *testing.T) {
 
 	// The payload kept for warm starts goes with its blob when gc removes the blob, which it
 	// does once no lock pins it.
+	// So does the payload's remembered compiled-cache key, which the pull wrote beside it.
 	payloads := filepath.Join(w.home, "compiled", "payloads")
-	if ents, _ := os.ReadDir(payloads); len(ents) != 1 {
-		t.Fatalf("kept payloads after two runs: %v", ents)
+	kept := func() []string {
+		m, _ := filepath.Glob(filepath.Join(payloads, "*"))
+		return m
+	}
+	if m := kept(); len(m) != 2 || !slices.ContainsFunc(m, func(p string) bool { return strings.HasSuffix(p, ".wasm") }) ||
+		!slices.ContainsFunc(m, func(p string) bool { return strings.HasSuffix(p, ".key") }) {
+		t.Fatalf("kept payload and key after two runs: %v", m)
 	}
 	w.ok("cache", "gc", "--older-than", "0s")
-	if ents, _ := os.ReadDir(payloads); len(ents) != 1 {
-		t.Fatalf("gc in the project removed what its lock pins: %v", ents)
+	if m := kept(); len(m) != 2 {
+		t.Fatalf("gc in the project removed what its lock pins: %v", m)
 	}
 	compiled := func() []string {
 		m, _ := filepath.Glob(filepath.Join(w.home, "compiled", "wazero-*", "*"))
