@@ -177,6 +177,9 @@ func main() {
 			}
 			fmt.Print(".")
 		}
+		if rss, ok := v["mur-maxrss-MiB"]; ok {
+			fmt.Printf(" Peak RSS of mur: %.0f MiB (its downloads run at once, each with its own buffers).", rss)
+		}
 		fmt.Println()
 	}
 	if w, ok := res["BenchmarkWarmLockedPull20"]; ok {

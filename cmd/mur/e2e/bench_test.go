@@ -331,6 +331,9 @@ func benchProjectRTT(b *testing.B, n int, withOras bool) {
 		c := w.cmd("pull", "-q", "--no-precompile")
 		runTimed(b, c)
 		phases["cpu"] = append(phases["cpu"], cpuOf(c))
+		if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			phases["maxrss"] = append(phases["maxrss"], time.Duration(ru.Maxrss)) // KiB
+		}
 		for k, v := range timeline(proxy.Log(), start) {
 			phases[k] = append(phases[k], v)
 		}
@@ -356,6 +359,10 @@ func benchProjectRTT(b *testing.B, n int, withOras bool) {
 		med := median(v)
 		if k == "requests" || k == "connections" {
 			b.ReportMetric(float64(med), "mur-"+k)
+			continue
+		}
+		if k == "maxrss" {
+			b.ReportMetric(float64(med)/1024, "mur-maxrss-MiB")
 			continue
 		}
 		b.ReportMetric(float64(med.Microseconds())/1000, "mur-"+k+"-ms")
