@@ -304,6 +304,10 @@ func (w *Writer) ReadFrom(r io.Reader) (int64, error) {
 
 func (w *Writer) readFrom(ctx context.Context, r io.Reader) (int64, error) {
 	var total int64
+	// Open first: sequential may write the resume record, which a closed ingest has removed.
+	if err := w.checkOpen(); err != nil {
+		return 0, err
+	}
 	if err := w.sequential(); err != nil {
 		return 0, err
 	}

@@ -21,7 +21,8 @@ type openGate struct {
 	fetch.Store // a bare Store: the wrapper serves no ranges, so every download is an Open
 	mu          sync.Mutex
 	inside, max int
-	wait        int           // Opens held until this many are in flight at once
+	wait        int // Opens held until this many are in flight at once
+	reached     bool
 	all         chan struct{} // closed when they are
 	opened      chan struct{} // one send per Open
 }
@@ -34,7 +35,8 @@ func (g *openGate) Open(ctx context.Context, n ref.Name, d digest.Digest) (io.Re
 	g.mu.Lock()
 	g.inside++
 	g.max = max(g.max, g.inside)
-	if g.inside == g.wait {
+	if g.inside == g.wait && !g.reached {
+		g.reached = true
 		close(g.all)
 	}
 	g.mu.Unlock()
@@ -87,6 +89,23 @@ func TestPullDownloadsSmallArtifactsTogether(t *testing.T) {
 	w.mustPull(pl, reqs...)
 	if g.max != len(reqs) {
 		t.Fatalf("%d downloads in flight at most, want all %d", g.max, len(reqs))
+	}
+}
+
+// A slot holds eight small downloads at most (each takes at least 1 MiB of its 8): under --jobs 1,
+// twelve small artifacts go eight at a time. The gate holds the first eight until all eight are
+// in, which a bound that let more through would show as a ninth beside them.
+func TestPullDownloadsAtMostASlotOfSmallOnes(t *testing.T) {
+	w := newWorld(t)
+	st := layoutStore(t)
+	reqs := pushMany(t, st, "tiny", 12, 0, 650)
+	perSlot := int(fetch.SlotBytes / (1 << 20))
+	g := newOpenGate(st, perSlot)
+	pl := w.puller(g)
+	pl.Jobs = 1
+	w.mustPull(pl, reqs...)
+	if g.max != perSlot {
+		t.Fatalf("%d small downloads in flight at most under --jobs 1, want %d", g.max, perSlot)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
+	"github.com/murmur-nexus/mur/internal/bufpool"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
@@ -24,8 +25,9 @@ func TestPullChecksThePayloadAsItArrives(t *testing.T) {
 				pl = w.parallelPuller(st, 4, 4)
 			}
 			pl.CASOnly = c.casOnly
-			before := fetch.PayloadRereads()
+			before, lent := fetch.PayloadRereads(), bufpool.Lent()
 			res := w.mustPull(pl, req(grep, "1.0.0"))[0]
+			buffersBack(t, lent)
 			if res.Digest != p.digest().String() || !w.cas.Has(p.digest()) {
 				t.Fatalf("result %+v", res)
 			}
@@ -56,8 +58,9 @@ func TestPullCASOnlyRefusesAPayloadThatLies(t *testing.T) {
 		push(t, st, grep, "1.0.0", "any", p)
 		pl := w.puller(st)
 		pl.CASOnly = true
-		before := fetch.PayloadRereads()
+		before, lent := fetch.PayloadRereads(), bufpool.Lent()
 		_, err := w.pull(pl, req(grep, "1.0.0"))
+		buffersBack(t, lent)
 		if !errors.Is(err, errs.InvalidArtifact) || w.cas.Has(p.digest()) {
 			t.Fatalf("stored %v: pull = %v, blob kept %v; want invalid-artifact and nothing kept", stored, err, w.cas.Has(p.digest()))
 		}

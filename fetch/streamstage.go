@@ -212,6 +212,12 @@ func (s *streamStage) follow() {
 		for buf := range s.full { // the writer may be blocked on a full channel
 			s.free <- buf[:cap(buf)]
 		}
+		// The one being read when the payload ended goes back too: bufpool's memory is not
+		// the collector's to reclaim (abandon gives every buffer in free back to the pool).
+		if cr.buf != nil {
+			s.free <- cr.buf[:cap(cr.buf)]
+			cr.buf = nil
+		}
 	}()
 	br, release := artifact.NewStreamReader(cr)
 	defer release()

@@ -13,14 +13,17 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
+	"github.com/murmur-nexus/mur/internal/bufpool"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/slowdown"
 	"github.com/murmur-nexus/mur/lock"
 	"github.com/opencontainers/go-digest"
 )
@@ -62,6 +65,20 @@ func push(t testing.TB, st fetch.Store, n ref.Name, version, platform string, p 
 		t.Fatalf("push %s@%s %s: %v", n, version, platform, err)
 	}
 	return d
+}
+
+// buffersBack waits until bufpool has back every large buffer that was out at base, failing if
+// one never comes: a pull that drops one loses its memory for the process's life. A download's
+// read-ahead gives its buffers back just after the download, hence the wait.
+func buffersBack(t testing.TB, base int64) {
+	t.Helper()
+	deadline := time.Now().Add(slowdown.Scale(30 * time.Second))
+	for bufpool.Lent() != base {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d large buffers never came back to the pool", bufpool.Lent()-base)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // pushMany pushes acme/<prefix>0 … <prefix>N-1 at 1.0.0, each packed from its own seed (with a

@@ -2,12 +2,12 @@ package sandbox
 
 import (
 	"encoding/hex"
-	"io"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/internal/safefile"
 )
 
 // Blob keys. A pull learns the compiled cache's key of a payload (wazero's module ID: the
@@ -32,17 +32,12 @@ func (r *Runner) BlobKey(d digest.Digest) ([]byte, bool) {
 	if r.entryDir == "" || d.Validate() != nil {
 		return nil, false
 	}
-	f, err := os.OpenFile(blobKeyPath(r.opt.CacheDir, d), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, false
+	// safefile: no symlink is followed, and a FIFO planted there is refused, not waited on.
+	b, err := safefile.ReadFile(blobKeyPath(r.opt.CacheDir, d), 2*keySize)
+	if err != nil || len(b) != 2*keySize {
+		return nil, false // torn, or not a key
 	}
-	defer f.Close()
-	var b [2*keySize + 1]byte
-	n, _ := io.ReadFull(f, b[:])
-	if n != 2*keySize {
-		return nil, false // torn, or more than a key
-	}
-	key, err := hex.DecodeString(string(b[:n]))
+	key, err := hex.DecodeString(string(b))
 	if err != nil {
 		return nil, false
 	}
@@ -61,7 +56,7 @@ func (r *Runner) RememberBlobKey(d digest.Digest, key []byte) {
 	if err := os.MkdirAll(PayloadDir(r.opt.CacheDir), 0o700); err != nil {
 		return
 	}
-	f, err := os.OpenFile(blobKeyPath(r.opt.CacheDir, d), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	f, err := safefile.Open(blobKeyPath(r.opt.CacheDir, d), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return
 	}

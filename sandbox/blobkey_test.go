@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/opencontainers/go-digest"
@@ -39,6 +40,7 @@ func TestBlobKeyRoundTripAndHostileFiles(t *testing.T) {
 		"overlong": func() error { return os.WriteFile(p, []byte(strings.Repeat("ab", keySize)+"\n"), 0o600) },
 		"not hex":  func() error { return os.WriteFile(p, []byte(strings.Repeat("zz", keySize)), 0o600) },
 		"symlink":  func() error { os.Remove(p); return os.Symlink(other, p) },
+		"fifo":     func() error { os.Remove(p); return syscall.Mkfifo(p, 0o600) },
 	} {
 		if err := plant(); err != nil {
 			t.Fatal(err)
@@ -48,10 +50,15 @@ func TestBlobKeyRoundTripAndHostileFiles(t *testing.T) {
 		}
 		os.Remove(p)
 	}
+	os.Symlink(other, p)
 	r.RememberBlobKey(d, key)
 	if b, _ := os.ReadFile(other); string(b) != strings.Repeat("cd", keySize) {
 		t.Fatal("remembering a key wrote through a symlink")
 	}
+	os.Remove(p)
+	syscall.Mkfifo(p, 0o600)
+	r.RememberBlobKey(d, key) // must return, not wait for a reader
+	os.Remove(p)
 	bare := newRunner(t, Options{})
 	bare.RememberBlobKey(d, key)
 	if _, ok := bare.BlobKey(d); ok {

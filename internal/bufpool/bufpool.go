@@ -5,10 +5,16 @@
 //
 // Buffers of hugeMin bytes or more come from slabs backed by transparent huge pages where the
 // system offers them (slab_linux.go): one fault brings in 2 MiB instead of 4 KiB. They are never
-// given back to the system, only to the pool; a process holds at most what it used at once.
+// given back to the system, only to the pool, and the collector never reclaims one: a buffer
+// dropped instead of given back is lost for the process's life, so every path that takes one
+// gives it back (Lent lets tests check). A process holds, for each size, the most it had out at
+// once.
 package bufpool
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // hugeMin is the size from which a buffer is carved from a slab.
 const hugeMin = 64 << 10
@@ -26,6 +32,13 @@ func pool(size int) *sync.Pool {
 	return p.(*sync.Pool)
 }
 
+// lent counts the slab buffers out on loan: a path that drops one instead of giving it back
+// loses its memory for the process's life, which tests find with Lent.
+var lent atomic.Int64
+
+// Lent is how many buffers of hugeMin bytes or more are lent and not yet given back.
+func Lent() int64 { return lent.Load() }
+
 // slabbed are the free buffers carved from slabs, by size. Unlike a sync.Pool's, they are not
 // dropped at a garbage collection: nothing else would reuse their memory.
 var slabbed struct {
@@ -40,6 +53,7 @@ func Get(size int) *[]byte {
 		*b = (*b)[:size]
 		return b
 	}
+	lent.Add(1)
 	slabbed.mu.Lock()
 	if l := slabbed.free[size]; len(l) > 0 {
 		b := l[len(l)-1]
@@ -63,6 +77,7 @@ func Put(b *[]byte) {
 		pool(size).Put(b)
 		return
 	}
+	lent.Add(-1)
 	slabbed.mu.Lock()
 	if slabbed.free == nil {
 		slabbed.free = map[int][]*[]byte{}

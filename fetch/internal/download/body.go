@@ -65,47 +65,65 @@ const (
 // overlaps with the caller's hashing and writing instead of alternating with it; on a cold pull
 // those are the two costs that matter, and they sit on different cores. Memory stays at
 // readAheadChunks × readAheadChunk whatever the blob's size.
+//
+// The buffers are bufpool's, whose memory nothing else reclaims, so every one goes back on every
+// path. The reading goroutine gives them back once WriteTo has returned: on a failure it may
+// still be blocked in a Read into one, and WriteTo must not wait for a stalled connection.
 func (b *Body) WriteTo(w io.Writer) (int64, error) {
 	type chunk struct {
 		buf []byte
 		n   int
 		err error
 	}
+	// Every buffer is held by the reader, queued in full, held by WriteTo, or in free; free has
+	// room for all of them, so giving one back never blocks.
 	full := make(chan chunk, readAheadChunks-1)
 	free := make(chan []byte, readAheadChunks)
 	done := make(chan struct{})
-	exited := make(chan struct{})
 	defer close(done)
 	go func() {
-		defer close(exited)
-		defer close(full)
+		var held []byte
+		defer func() {
+			<-done // WriteTo has returned: nothing but this goroutine touches a buffer now
+			if held != nil {
+				bufpool.Put(&held)
+			}
+			close(full)
+			for c := range full {
+				bufpool.Put(&c.buf)
+			}
+			for len(free) > 0 {
+				b := <-free
+				bufpool.Put(&b)
+			}
+		}()
 		// Buffers are lent by bufpool as the read-ahead needs them: a small blob is read whole
 		// into one, which the next blob of the pull reuses instead of clearing a fresh one.
 		made := 0
 		for {
-			var buf []byte
 			select {
-			case buf = <-free:
+			case held = <-free:
 			default:
 				if made < readAheadChunks {
 					made++
-					buf = *bufpool.Get(readAheadChunk)
+					held = *bufpool.Get(readAheadChunk)
 					break
 				}
 				select {
-				case buf = <-free:
+				case held = <-free:
 				case <-done:
 					return
 				}
 			}
 			n, err := 0, error(nil)
-			for n < len(buf) && err == nil {
+			for n < len(held) && err == nil {
 				var m int
-				m, err = b.Read(buf[n:])
+				m, err = b.Read(held[n:])
 				n += m
 			}
 			select {
-			case full <- chunk{buf, n, err}:
+			case full <- chunk{held, n, err}:
+				held = nil
 			case <-done:
 				return
 			}
@@ -116,43 +134,33 @@ func (b *Body) WriteTo(w io.Writer) (int64, error) {
 	}()
 	var total int64
 	bw, _ := w.(bufferWriter)
-	for c := range full {
+	for {
+		c := <-full
+		var werr error
 		if c.n > 0 && bw != nil {
 			// The writer takes the buffer itself and gives one back: no copy.
-			nb, werr := bw.WriteBuffer(&c.buf, c.n)
-			c.buf = *nb
-			if werr != nil {
-				return total, werr
+			nb, err := bw.WriteBuffer(&c.buf, c.n)
+			c.buf, werr = *nb, err
+			if werr == nil {
+				total += int64(c.n)
 			}
-			total += int64(c.n)
 		} else if c.n > 0 {
-			wn, werr := w.Write(c.buf[:c.n])
+			wn, err := w.Write(c.buf[:c.n])
 			total += int64(wn)
-			if werr != nil {
-				return total, werr
+			if werr = err; werr == nil && wn != c.n {
+				werr = io.ErrShortWrite
 			}
-			if wn != c.n {
-				return total, io.ErrShortWrite
-			}
-		}
-		if c.err == io.EOF {
-			// The reader has sent its last chunk and ends: every buffer is here or in free,
-			// and none is used again. (On a failure they are left to the garbage collector,
-			// since the reader may still be blocked in a Read into one.)
-			<-exited
-			bufpool.Put(&c.buf)
-			for len(free) > 0 {
-				b := <-free
-				bufpool.Put(&b)
-			}
-			return total, nil
-		}
-		if c.err != nil {
-			return total, c.err
 		}
 		free <- c.buf
+		switch {
+		case werr != nil:
+			return total, werr
+		case c.err == io.EOF:
+			return total, nil
+		case c.err != nil:
+			return total, c.err
+		}
 	}
-	return total, nil
 }
 
 // bufferWriter takes a filled buffer of bufpool's as a whole, in exchange for another of the same

@@ -3,10 +3,14 @@ package download
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/internal/bufpool"
+	"github.com/murmur-nexus/mur/internal/slowdown"
 )
 
 // bufferTaker is a bufferWriter that keeps every buffer it is given and hands back fresh ones,
@@ -97,5 +101,62 @@ func TestFillIntoIngestWithoutCopies(t *testing.T) {
 			t.Fatalf("the tee got %d bytes that are not the blob's", tee.Len())
 		}
 		w.Close()
+	}
+}
+
+// lentSettles waits until bufpool has every slab buffer back that was out at base: the reading
+// goroutine gives its buffers back once WriteTo has returned.
+func lentSettles(t *testing.T, base int64, what string) {
+	t.Helper()
+	deadline := time.Now().Add(slowdown.Scale(30 * time.Second))
+	for bufpool.Lent() != base {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d buffers never came back to the pool", what, bufpool.Lent()-base)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+type failingWriter struct{ after int }
+
+func (f *failingWriter) Write(p []byte) (int, error) {
+	if f.after <= 0 {
+		return 0, errors.New("disk full")
+	}
+	f.after--
+	return len(p), nil
+}
+
+// Every read-ahead buffer goes back to the pool, whether the copy ends well, the writer fails,
+// the body breaks off or runs past its bound, or the ingest takes buffers whole: bufpool's
+// memory is not the collector's to reclaim.
+func TestBodyGivesEveryBufferBack(t *testing.T) {
+	data := bytes.Repeat([]byte("m"), 3*readAheadChunk+99)
+	body := func() *Body { return NewBody(io.NopCloser(bytes.NewReader(data)), int64(len(data)), "blob x", nil) }
+	broken := func() *Body {
+		return NewBody(io.NopCloser(io.MultiReader(bytes.NewReader(data[:readAheadChunk+5]), errReader{})), int64(len(data)), "blob x", nil)
+	}
+	_, d := blob(1) // any digest: the ingest is only written to
+	for _, c := range []struct {
+		name string
+		run  func() error
+	}{
+		{"a whole copy", func() error { _, err := CopyBounded(io.Discard, body(), -1); return err }},
+		{"a writer that fails", func() error { _, err := CopyBounded(&failingWriter{after: 1}, body(), -1); return err }},
+		{"a body that breaks off", func() error { _, err := CopyBounded(io.Discard, broken(), -1); return err }},
+		{"a body past its bound", func() error { _, err := CopyBounded(io.Discard, body(), readAheadChunk); return err }},
+		{"an ingest that takes buffers whole", func() error {
+			w := ingest(t, newStore(t), d, int64(len(data)))
+			defer w.Close()
+			_, err := CopyBounded(&limitedWriter{w: w, left: int64(len(data))}, body(), -1)
+			return err
+		}},
+	} {
+		base := bufpool.Lent()
+		err := c.run()
+		if (c.name == "a whole copy" || c.name == "an ingest that takes buffers whole") != (err == nil) {
+			t.Errorf("%s: %v", c.name, err)
+		}
+		lentSettles(t, base, c.name)
 	}
 }

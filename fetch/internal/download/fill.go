@@ -391,6 +391,13 @@ type countingWriter struct {
 	n     int64
 }
 
+// The ingest and the writers before it take a read-ahead's buffers whole (Body.WriteTo).
+var (
+	_ bufferWriter = (*cas.Writer)(nil)
+	_ bufferWriter = (*countingWriter)(nil)
+	_ bufferWriter = (*limitedWriter)(nil)
+)
+
 // WriteBuffer is Write without the copy into the ingest (cas.Writer.WriteBuffer).
 func (c *countingWriter) WriteBuffer(b *[]byte, n int) (*[]byte, error) {
 	if c.split && c.f.opt.slowLink(c.n, time.Since(c.start)) {

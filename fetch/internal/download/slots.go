@@ -25,10 +25,14 @@ type Slots struct {
 	sem *semaphore.Weighted
 }
 
-// NewSlots makes jobs slots (at least one).
+// NewSlots makes jobs slots: at least one, and at most maxJobs, so that their bytes add up
+// without overflowing (a --jobs of 2^40 would make a negative budget no download fits in).
 func NewSlots(jobs int) *Slots {
-	return &Slots{sem: semaphore.NewWeighted(int64(max(jobs, 1)) * SlotBytes)}
+	return &Slots{sem: semaphore.NewWeighted(int64(min(max(jobs, 1), maxJobs)) * SlotBytes)}
 }
+
+// maxJobs is more slots than any pull can use: a connection each.
+const maxJobs = 1 << 16
 
 // share is what a download of size bytes takes; a size not known (<0) takes a whole slot.
 func share(size int64) int64 {

@@ -20,6 +20,7 @@ func TestSlotsBoundBytesInFlight(t *testing.T) {
 		{"a large blob takes a slot", 4, 100 << 20, 4},
 		{"an unknown size takes a slot", 2, -1, 2},
 		{"no jobs is one", 0, SlotBytes, 1},
+		{"more jobs than can be is the most there can be", 1 << 62, SlotBytes, maxJobs},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := NewSlots(c.jobs)
@@ -40,6 +41,11 @@ func TestSlotsBoundBytesInFlight(t *testing.T) {
 				}
 				taken <- err
 			}()
+			select {
+			case <-taken:
+				t.Fatal("Take went while there was no room")
+			default:
+			}
 			s.sem.Release(share(c.size))
 			if err := <-taken; err != nil {
 				t.Fatal(err)
