@@ -183,7 +183,15 @@ func interleave(b *testing.B, cs ...contender) {
 	}
 	times := make([][]time.Duration, len(cs))
 	for i := 0; i < rounds; i++ {
-		for j, c := range cs {
+		// The order turns every round and runs backwards every other len(cs) rounds, so that no
+		// side always runs right after the same other one (whose deleted files and dirty pages
+		// the next run pays for).
+		for k := range cs {
+			j := (i + k) % len(cs)
+			if (i/len(cs))%2 == 1 {
+				j = len(cs) - 1 - j
+			}
+			c := cs[j]
 			if c.setup != nil {
 				c.setup()
 			}
