@@ -231,10 +231,23 @@ func (w *Writer) dispatch() {
 	w.writeq <- c
 }
 
-// flush hands the partial chunk on and waits until the hash and the file hold every byte.
+// flush hands the partial chunk on and waits until the hash and the file hold every byte. The
+// chunks' buffers then go back to bufpool: a flushed ingest is usually done being written (it is
+// read back, checked, committed), and a pull holds many such ingests while their payloads are
+// checked; one written again takes buffers anew.
 func (w *Writer) flush() error {
 	w.dispatch()
 	w.inflight.Wait()
+	for {
+		select {
+		case c := <-w.free:
+			bufpool.Put(&c.buf)
+			w.allocated--
+			continue
+		default:
+		}
+		break
+	}
 	return w.err()
 }
 

@@ -51,3 +51,15 @@ func OnStageInstall(f func()) (restore func()) {
 
 // PayloadRereads is how many fresh payloads pulls read back from their blob so far.
 func PayloadRereads() int64 { return payloadRereads.Load() }
+
+// HoldStreams keeps every payload stream from following its bytes until the returned func is
+// called; the test must call it.
+func HoldStreams() func() {
+	hold := make(chan struct{})
+	wait := func() { <-hold }
+	testHookFollow.Store(&wait)
+	return func() {
+		testHookFollow.Store(nil)
+		close(hold)
+	}
+}

@@ -378,6 +378,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 	if err != nil {
 		return res, err
 	}
+	defer got.releaseSlot() // finish gives it back once the payload is followed
 	if version == ref.Latest {
 		res.versionList = p.keepVersionList(ctx, req, got.desc, lease)
 	}

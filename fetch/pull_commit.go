@@ -105,6 +105,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 				} else {
 					vouched = got.stream.verified(a, src.Size())
 				}
+				got.releaseSlot() // the stream is done with the downloaded bytes
 				if vouched {
 					if got.key != nil {
 						key = got.key.Sum(nil)

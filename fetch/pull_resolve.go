@@ -84,6 +84,18 @@ type fetched struct {
 	bundles  BundleFinder
 	verified *verifiedBundle
 	lookup   *bundleLookup // the look-up of bundles at bundles, begun on resolve; nil when not
+	// slot is the download's share of --jobs, held while stream still has bytes to inflate:
+	// what was downloaded and not yet followed counts as in flight, so a pull whose payloads
+	// arrive faster than they inflate holds at most --jobs' worth of them in memory.
+	slot func()
+}
+
+// releaseSlot gives back the download's share of --jobs, if it still holds one.
+func (f *fetched) releaseSlot() {
+	if f != nil && f.slot != nil {
+		f.slot()
+		f.slot = nil
+	}
 }
 
 // discard drops what a refused payload left in its scratch and staging.
@@ -326,7 +338,15 @@ func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version s
 		return nil, err
 	}
 	w, xfer, stream, err := p.download(ctx, st, req, desc, key)
-	release()
+	if stream == nil {
+		release()
+	}
+	ok := false
+	defer func() {
+		if !ok && stream != nil {
+			release()
+		}
+	}()
 	if err != nil && movedTo != "" && errors.Is(err, errs.NotFound) {
 		return nil, errs.New(errs.LockConflict,
 			"%s serves %s@%s as %s, but murmur.lock pins %s; if the new bytes are expected run 'mur pull --update %s@%s', otherwise ask the publisher why the tag moved",
@@ -336,7 +356,6 @@ func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version s
 		h.failed(ctx, st, err)
 		return nil, err
 	}
-	ok := false
 	defer func() {
 		if !ok {
 			w.Close()
@@ -359,8 +378,9 @@ func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version s
 	ok = true
 	if stream == nil {
 		key = nil
+		return &fetched{w: w, desc: desc, archive: a, xfer: xfer, key: key, lookup: lookup}, nil
 	}
-	return &fetched{w: w, desc: desc, archive: a, xfer: xfer, stream: stream, key: key, lookup: lookup}, nil
+	return &fetched{w: w, desc: desc, archive: a, xfer: xfer, stream: stream, key: key, lookup: lookup, slot: release}, nil
 }
 
 // fromCAS leases desc's digest and, when the CAS holds it, returns it as fetched without

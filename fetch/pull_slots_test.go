@@ -109,6 +109,42 @@ func TestPullDownloadsAtMostASlotOfSmallOnes(t *testing.T) {
 	}
 }
 
+// A payload downloaded and not yet followed (inflated and checked) still holds its share of
+// --jobs: a pull whose downloads outrun its CPU keeps at most a slot's worth of them in memory,
+// however many artifacts it has. With the streams held, eight small downloads fill the one slot
+// and no ninth starts.
+func TestPullHoldsASlotUntilThePayloadIsFollowed(t *testing.T) {
+	w := newWorld(t)
+	st := layoutStore(t)
+	reqs := pushMany(t, st, "held", 12, 0, 660)
+	g := newOpenGate(st, 0)
+	pl := w.puller(g)
+	pl.Jobs = 1
+	release := fetch.HoldStreams()
+	released := false
+	defer func() {
+		if !released {
+			release()
+		}
+	}()
+	done := make(chan error, 1)
+	go func() { _, err := w.pull(pl, reqs...); done <- err }()
+	perSlot := int(fetch.SlotBytes / (1 << 20))
+	for range perSlot {
+		<-g.opened
+	}
+	select {
+	case <-g.opened:
+		t.Errorf("a download started while %d payloads waited to be followed under --jobs 1", perSlot)
+	case <-time.After(slowdown.Scale(300 * time.Millisecond)):
+	}
+	release()
+	released = true
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A blob of a slot's worth or more takes a whole slot: under --jobs 1, two of them download one
 // after the other.
 func TestPullDownloadsLargeArtifactsJobsAtATime(t *testing.T) {
