@@ -72,3 +72,37 @@ func TestWriteBufferTakesWholeBuffersAndCopiesTheRest(t *testing.T) {
 		t.Fatal("the committed blob is not the bytes given")
 	}
 }
+
+// A flushed ingest (read back to be checked, as a pull does while it waits for the payload's
+// check) gives its chunk buffers back at once, and takes new ones if written again.
+func TestFlushedIngestGivesItsChunksBack(t *testing.T) {
+	s := openStore(t)
+	base := bufpool.Lent()
+	w, err := s.NewWriter(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	data := bytes.Repeat([]byte("c"), 3*ChunkSize+5)
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if bufpool.Lent() == base {
+		t.Fatal("writing took no chunk buffers")
+	}
+	r, err := w.OpenRead()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if n := bufpool.Lent() - base; n != 0 {
+		t.Fatalf("a flushed ingest still holds %d chunk buffers", n)
+	}
+	if _, err := w.Write([]byte("more")); err != nil {
+		t.Fatal(err)
+	}
+	data = append(data, "more"...)
+	if d := digest.FromBytes(data); w.Digest() != d {
+		t.Fatalf("ingest %s, want %s", w.Digest(), d)
+	}
+}

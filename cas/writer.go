@@ -238,15 +238,10 @@ func (w *Writer) dispatch() {
 func (w *Writer) flush() error {
 	w.dispatch()
 	w.inflight.Wait()
-	for {
-		select {
-		case c := <-w.free:
-			bufpool.Put(&c.buf)
-			w.allocated--
-			continue
-		default:
-		}
-		break
+	for len(w.free) > 0 { // every chunk is back: nothing else sends to free now
+		c := <-w.free
+		bufpool.Put(&c.buf)
+		w.allocated--
 	}
 	return w.err()
 }

@@ -27,9 +27,6 @@ const (
 	DefaultParallelMin = download.DefaultParallelMin
 	// DefaultChunk is the piece one connection asks for at a time.
 	DefaultChunk = download.DefaultChunk
-	// SlotBytes is what one --jobs slot is worth: a download takes its blob's size of one
-	// (at least an eighth), so small artifacts share a slot and large ones take one each.
-	SlotBytes = download.SlotBytes
 )
 
 // rangeStore is a Store that can read its blobs in parts (a registry).

@@ -63,3 +63,6 @@ func HoldStreams() func() {
 		close(hold)
 	}
 }
+
+// SlotBytes is what one --jobs slot is worth (download.Slots).
+const SlotBytes = download.SlotBytes

@@ -102,7 +102,7 @@ type Puller struct {
 	Source   Source // nil when no source may be asked
 	Offline  bool
 	Platform string // "" means the host's
-	Jobs     int    // downloads at once; <1 means 4
+	Jobs     int    // slots of bytes in flight (download.Slots); <1 means 4
 	// MetaJobs bounds the metadata requests (manifests, tags, release lookups) in flight at once,
 	// apart from Jobs: every request of a pull resolves at once; <1 means DefaultMetaJobs.
 	MetaJobs int
@@ -179,25 +179,17 @@ type CompiledCache interface {
 	RememberBlobKey(d digest.Digest, key []byte)
 }
 
-// moduleKey is a fresh key hash for the payload of blob d, or nil when the pull compiles
-// nothing, can't ask, or knows the key already (knownKey).
-func (p *Puller) moduleKey(d digest.Digest) hash.Hash {
+// moduleKey is how the pull learns the compiled cache's key of blob d's payload: the key the
+// cache remembers, or else a fresh hash to feed the payload with; both nil when the pull compiles
+// nothing or can't ask.
+func (p *Puller) moduleKey(d digest.Digest) (hash.Hash, []byte) {
 	if p.Precompile == nil || p.Compiled == nil {
-		return nil
+		return nil, nil
 	}
-	if _, ok := p.Compiled.BlobKey(d); ok {
-		return nil
+	if key, ok := p.Compiled.BlobKey(d); ok {
+		return nil, key
 	}
-	return p.Compiled.ModuleKey()
-}
-
-// knownKey is the remembered key of blob d's payload, or nil.
-func (p *Puller) knownKey(d digest.Digest) []byte {
-	if p.Precompile == nil || p.Compiled == nil {
-		return nil
-	}
-	key, _ := p.Compiled.BlobKey(d)
-	return key
+	return p.Compiled.ModuleKey(), nil
 }
 
 func (p *Puller) warn(format string, args ...any) {
@@ -220,7 +212,7 @@ func (p *Puller) now() time.Time {
 	return time.Now()
 }
 
-// Pull pulls every request, Jobs at a time, and returns one Result per request in order. The
+// Pull pulls every request, its downloads bounded by Jobs, and returns one Result per request in order. The
 // error is the first failure; the failed requests changed nothing, the others are complete.
 func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Result, error) {
 	jobs := p.Jobs

@@ -116,7 +116,10 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 			}
 			// The stream could not vouch for the payload: it is read back from the blob.
 			payloadRereads.Add(1)
-			h := p.moduleKey(d)
+			h, known := p.moduleKey(d)
+			if known != nil {
+				got.known = known
+			}
 			if stage {
 				prepared, err = prepareStage(proj, req.Name, d, a, src, h)
 			} else {
@@ -212,7 +215,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 	if fresh && key != nil {
 		p.Compiled.RememberBlobKey(d, key) // hashed this time; the next pull of d won't
 	} else if fresh {
-		key = p.knownKey(d)
+		key = got.known
 	}
 	if fresh && p.Precompile != nil && got.archive != nil && !got.archive.Component &&
 		(key == nil || !p.Compiled.HasCompiled(key)) {

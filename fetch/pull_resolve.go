@@ -79,6 +79,7 @@ type fetched struct {
 	skipped []Skipped    // the places asked before this one, and why they did not answer
 	stream  *streamStage // the payload, staged as it downloaded; nil when it was not
 	key     hash.Hash    // the compiled cache's key, fed by stream
+	known   []byte       // the compiled cache's key as the cache remembers it; then key is nil
 	// bundles is the place that served the payload, when it can hold Sigstore bundles;
 	// verified is the one that passed checkProvenance.
 	bundles  BundleFinder
@@ -332,7 +333,7 @@ func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version s
 		}
 		return got, err
 	}
-	key := p.moduleKey(desc.Digest)
+	key, known := p.moduleKey(desc.Digest)
 	release, err = jobSlot(ctx, desc.Size)
 	if err != nil {
 		return nil, err
@@ -376,11 +377,10 @@ func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version s
 		return nil, err
 	}
 	ok = true
-	if stream == nil {
-		key = nil
-		return &fetched{w: w, desc: desc, archive: a, xfer: xfer, key: key, lookup: lookup}, nil
+	if stream == nil { // nothing fed key
+		return &fetched{w: w, desc: desc, archive: a, xfer: xfer, known: known, lookup: lookup}, nil
 	}
-	return &fetched{w: w, desc: desc, archive: a, xfer: xfer, stream: stream, key: key, lookup: lookup, slot: release}, nil
+	return &fetched{w: w, desc: desc, archive: a, xfer: xfer, stream: stream, key: key, known: known, lookup: lookup, slot: release}, nil
 }
 
 // fromCAS leases desc's digest and, when the CAS holds it, returns it as fetched without

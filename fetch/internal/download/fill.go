@@ -400,8 +400,7 @@ var (
 
 // WriteBuffer is Write without the copy into the ingest (cas.Writer.WriteBuffer).
 func (c *countingWriter) WriteBuffer(b *[]byte, n int) (*[]byte, error) {
-	if c.split && c.f.opt.slowLink(c.n, time.Since(c.start)) {
-		c.err = errSplit
+	if c.splitNow() {
 		return b, errSplit
 	}
 	if c.f.tee != nil {
@@ -417,9 +416,17 @@ func (c *countingWriter) WriteBuffer(b *[]byte, n int) (*[]byte, error) {
 	return nb, nil
 }
 
-func (c *countingWriter) Write(b []byte) (int, error) {
+// splitNow stops a stream that proved slow, so that the rest is fetched in pieces.
+func (c *countingWriter) splitNow() bool {
 	if c.split && c.f.opt.slowLink(c.n, time.Since(c.start)) {
 		c.err = errSplit
+		return true
+	}
+	return false
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	if c.splitNow() {
 		return 0, errSplit
 	}
 	n, err := c.w.Write(b)
