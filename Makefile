@@ -50,7 +50,7 @@ lint:
 bench: build
 	./scripts/bench.sh
 
-# Refresh the Sigstore trusted roots embedded in fetch/provenance (needs the network and gh).
+# Refresh the Sigstore trusted roots embedded in fetch/provenance/sigstore (needs the network and gh).
 trusted-roots:
 	./scripts/refresh-trusted-roots.sh
 

@@ -6,7 +6,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/murmur-nexus/mur/fetch/attest"
+	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/internal/yamlnode"
@@ -39,14 +39,14 @@ type ProvenancePolicy struct {
 	Mode            string // ProvenanceRequire, ProvenancePrefer or ProvenanceOff
 	AllowSelfHosted bool
 	SignerWorkflow  string
-	Trust           attest.Trust
+	Trust           provenance.Trust
 }
 
 // ProvenanceConfig is the merged provenance part of config.yaml.
 type ProvenanceConfig struct {
 	Mode        string
 	TrustedRoot string
-	TrustedKeys []attest.TrustedKey
+	TrustedKeys []provenance.TrustedKey
 	Scopes      map[string]ScopeProvenance
 }
 
@@ -55,7 +55,7 @@ type ScopeProvenance struct {
 	Mode            string
 	AllowSelfHosted *bool
 	SignerWorkflow  string
-	TrustedKeys     []attest.TrustedKey
+	TrustedKeys     []provenance.TrustedKey
 }
 
 // ProvenanceFor is scope's policy: its own entry over the file-wide keys, prefer by default.
@@ -223,16 +223,16 @@ func provenanceMode(v *yaml.Node, what string) (string, error) {
 	return v.Value, nil
 }
 
-func trustedKeys(v *yaml.Node, what string) ([]attest.TrustedKey, error) {
+func trustedKeys(v *yaml.Node, what string) ([]provenance.TrustedKey, error) {
 	if yamlnode.IsNull(v) {
 		return nil, nil
 	}
 	if v.Kind != yaml.SequenceNode {
 		return nil, fmt.Errorf("line %d: %s must be a list of {hint, pem}, found %s", v.Line, what, yamlnode.Describe(v))
 	}
-	var out []attest.TrustedKey
+	var out []provenance.TrustedKey
 	for i, item := range v.Content {
-		var k attest.TrustedKey
+		var k provenance.TrustedKey
 		if item.Kind != yaml.MappingNode || item.Decode(&k) != nil || k.Hint == "" || k.PEM == "" {
 			return nil, fmt.Errorf("line %d: %s[%d] must be {hint: HINT, pem: PUBLIC KEY PEM}", item.Line, what, i)
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
-	"github.com/murmur-nexus/mur/fetch/attest"
+	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/lock"
@@ -136,7 +136,7 @@ type PullerOptions struct {
 	Open  Openers
 	// Verifier checks provenance bundles under config.yaml's policy; Provenance is
 	// --provenance, over every scope's policy ("" for none).
-	Verifier   attest.Verifier
+	Verifier   provenance.Verifier
 	Provenance string
 }
 

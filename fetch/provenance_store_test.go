@@ -12,10 +12,10 @@ import (
 	"testing"
 
 	"github.com/murmur-nexus/mur/fetch"
-	"github.com/murmur-nexus/mur/fetch/attest"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/fetch/provenance"
+	"github.com/murmur-nexus/mur/fetch/provenance/sigstore"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/lock"
 )
@@ -27,7 +27,7 @@ func ecdsaKey(t *testing.T) (priv []byte, pub string) {
 	}
 	der, _ := x509.MarshalPKCS8PrivateKey(k)
 	priv = pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
-	pub, err = provenance.PublicKeyPEM(priv)
+	pub, err = sigstore.PublicKeyPEM(priv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func keyedBundleThroughReferrers(t *testing.T, st fetch.Store, newMirror func() 
 		t.Fatal(err)
 	}
 	priv, pub := ecdsaKey(t)
-	local := &provenance.Local{}
+	local := &sigstore.Local{}
 	hint, err := fetch.Sign(context.Background(), local, &item, priv)
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +79,7 @@ func keyedBundleThroughReferrers(t *testing.T, st fetch.Store, newMirror func() 
 	pl := w.puller(st)
 	pl.Verifier = local
 	pl.Policy = func(string) fetch.ProvenancePolicy {
-		return fetch.ProvenancePolicy{Mode: fetch.ProvenanceRequire, Trust: attest.Trust{Keys: []attest.TrustedKey{{Hint: hint, PEM: pub}}}}
+		return fetch.ProvenancePolicy{Mode: fetch.ProvenanceRequire, Trust: provenance.Trust{Keys: []provenance.TrustedKey{{Hint: hint, PEM: pub}}}}
 	}
 	w.mustPull(pl, req(grep, "1.2.0"))
 	e := w.readLock().Find("acme/grep")

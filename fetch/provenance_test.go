@@ -13,11 +13,11 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch"
-	"github.com/murmur-nexus/mur/fetch/attest"
 	"github.com/murmur-nexus/mur/fetch/github"
 	"github.com/murmur-nexus/mur/fetch/github/githubtest"
 	"github.com/murmur-nexus/mur/fetch/provenance"
-	"github.com/murmur-nexus/mur/fetch/provenance/provenancetest"
+	"github.com/murmur-nexus/mur/fetch/provenance/sigstore"
+	"github.com/murmur-nexus/mur/fetch/provenance/sigstore/provenancetest"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/lock"
 )
@@ -44,7 +44,7 @@ func newProvWorld(t *testing.T, org string) *provWorld {
 // attest publishes an attestation of the zip minted with lf (and the SLSA predicate unless
 // predicate is given).
 func (w *provWorld) attest(t *testing.T, lf provenancetest.Leaf, viaURL bool) []byte {
-	b := w.ca.Mint(t, provenancetest.Statement(w.d.Encoded(), attest.SLSAProvenanceV1), lf)
+	b := w.ca.Mint(t, provenancetest.Statement(w.d.Encoded(), provenance.SLSAProvenanceV1), lf)
 	w.fake.AddAttestation("acme", "murmur-artifacts", w.d.String(), b, viaURL)
 	return b
 }
@@ -52,7 +52,7 @@ func (w *provWorld) attest(t *testing.T, lf provenancetest.Leaf, viaURL bool) []
 func (w *provWorld) puller(mode string) *fetch.Puller {
 	p := w.world.puller()
 	p.Source = githubSource(w.fake)
-	p.Verifier = &provenance.Local{Roots: provenance.NewRoots(w.ca.Material())}
+	p.Verifier = &sigstore.Local{Roots: sigstore.NewRoots(w.ca.Material())}
 	if mode != "" {
 		p.Policy = func(string) fetch.ProvenancePolicy { return fetch.ProvenancePolicy{Mode: mode} }
 	}
@@ -135,16 +135,16 @@ func pullRefusesBadProvenance(t *testing.T, org string) {
 			})
 		}, errs.ProvenanceUnverifiable},
 		{"subject of another artifact", func(w *provWorld) []byte {
-			return w.ca.Mint(w.t.(*testing.T), provenancetest.Statement(digest.FromString("other").Encoded(), attest.SLSAProvenanceV1), provenancetest.GoodLeaf())
+			return w.ca.Mint(w.t.(*testing.T), provenancetest.Statement(digest.FromString("other").Encoded(), provenance.SLSAProvenanceV1), provenancetest.GoodLeaf())
 		}, errs.ProvenanceMissing}, // filtered out as not naming the zip: nothing speaks for it
 		{"non-SLSA predicate", func(w *provWorld) []byte {
 			return w.ca.Mint(w.t.(*testing.T), provenancetest.Statement(w.d.Encoded(), "https://in-toto.io/attestation/release/v0.1"), provenancetest.GoodLeaf())
 		}, errs.ProvenanceMismatch},
 		{"unknown CA", func(w *provWorld) []byte {
-			return stranger.Mint(w.t.(*testing.T), provenancetest.Statement(w.d.Encoded(), attest.SLSAProvenanceV1), provenancetest.GoodLeaf())
+			return stranger.Mint(w.t.(*testing.T), provenancetest.Statement(w.d.Encoded(), provenance.SLSAProvenanceV1), provenancetest.GoodLeaf())
 		}, errs.ProvenanceUnverifiable},
 		{"tampered DSSE payload", func(w *provWorld) []byte {
-			b := w.ca.Mint(w.t.(*testing.T), provenancetest.Statement(w.d.Encoded(), attest.SLSAProvenanceV1), provenancetest.GoodLeaf())
+			b := w.ca.Mint(w.t.(*testing.T), provenancetest.Statement(w.d.Encoded(), provenance.SLSAProvenanceV1), provenancetest.GoodLeaf())
 			return provenancetest.Tamper(w.t, b)
 		}, errs.ProvenanceMismatch},
 	} {
@@ -169,7 +169,7 @@ func pullRefusesBadProvenance(t *testing.T, org string) {
 func mintLeaf(w *provWorld, f func(*provenancetest.Leaf)) []byte {
 	lf := provenancetest.GoodLeaf()
 	f(&lf)
-	return w.ca.Mint(w.t.(*testing.T), provenancetest.Statement(w.d.Encoded(), attest.SLSAProvenanceV1), lf)
+	return w.ca.Mint(w.t.(*testing.T), provenancetest.Statement(w.d.Encoded(), provenance.SLSAProvenanceV1), lf)
 }
 
 func TestProvenancePolicy(t *testing.T) {
@@ -202,7 +202,7 @@ func TestProvenancePolicy(t *testing.T) {
 	})
 	t.Run("release asset fallback", func(t *testing.T) {
 		w := newProvWorld(t, "GitHub, Inc.")
-		b := w.ca.Mint(t, provenancetest.Statement(w.d.Encoded(), attest.SLSAProvenanceV1), provenancetest.GoodLeaf())
+		b := w.ca.Mint(t, provenancetest.Statement(w.d.Encoded(), provenance.SLSAProvenanceV1), provenancetest.GoodLeaf())
 		w.fake.AddAsset("acme", "murmur-artifacts", "v1.2.0", "grep-1.2.0.mur.zip"+github.BundleSuffix, b)
 		w.mustPull(w.puller(fetch.ProvenanceRequire), req(grep, "1.2.0"))
 		if e := w.readLock().Find("acme/grep"); e.Provenance == nil || e.Provenance.Bundle != digest.FromBytes(b).String() {
@@ -248,7 +248,7 @@ func TestVerifyReVerifiesRecordedBundles(t *testing.T) {
 	w.mustPull(w.puller(""), req(grep, "1.2.0"))
 	w.fake.Close() // offline from here on
 	in := fetch.VerifyInput{Project: w.proj, Lock: w.readLock(), CAS: w.cas, Platform: "linux-x86_64",
-		Verifier: &provenance.Local{Roots: provenance.NewRoots(w.ca.Material())}}
+		Verifier: &sigstore.Local{Roots: sigstore.NewRoots(w.ca.Material())}}
 	rep, err := fetch.Verify(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
@@ -260,14 +260,14 @@ func TestVerifyReVerifiesRecordedBundles(t *testing.T) {
 		t.Fatalf("provenance = %+v", got)
 	}
 	// Against other roots the same bundle no longer verifies; without it, it is missing.
-	in.Verifier = &provenance.Local{Roots: provenance.NewRoots(provenancetest.NewCA(t, "GitHub, Inc.").Material())}
+	in.Verifier = &sigstore.Local{Roots: sigstore.NewRoots(provenancetest.NewCA(t, "GitHub, Inc.").Material())}
 	if rep, _ = fetch.Verify(context.Background(), in); len(rep.Problems) != 1 || rep.Problems[0].Kind != "provenance" || !strings.Contains(rep.Problems[0].Problem, "provenance-unverifiable") {
 		t.Fatalf("other roots: %+v", rep.Problems)
 	}
 	if err := os.Remove(w.cas.Path(digest.FromBytes(bundle))); err != nil {
 		t.Fatal(err)
 	}
-	in.Verifier = &provenance.Local{Roots: provenance.NewRoots(w.ca.Material())}
+	in.Verifier = &sigstore.Local{Roots: sigstore.NewRoots(w.ca.Material())}
 	if rep, _ = fetch.Verify(context.Background(), in); len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0].Problem, "not in the CAS") {
 		t.Fatalf("bundle gone: %+v", rep.Problems)
 	}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/klauspost/compress/snappy"
 
-	"github.com/murmur-nexus/mur/fetch/attest"
-	"github.com/murmur-nexus/mur/fetch/provenance/provenancetest"
+	"github.com/murmur-nexus/mur/fetch/provenance"
+	"github.com/murmur-nexus/mur/fetch/provenance/sigstore/provenancetest"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
@@ -21,7 +21,7 @@ import (
 func TestProvenanceTokenStaysOnTheAPIBase(t *testing.T) {
 	w := newProvWorld(t, "GitHub, Inc.")
 	stranger := provenancetest.NewCA(t, "GitHub, Inc.")
-	forged := stranger.Mint(t, provenancetest.Statement(w.d.Encoded(), attest.SLSAProvenanceV1), provenancetest.GoodLeaf())
+	forged := stranger.Mint(t, provenancetest.Statement(w.d.Encoded(), provenance.SLSAProvenanceV1), provenancetest.GoodLeaf())
 	var mu sync.Mutex
 	var seen []http.Header
 	evil := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {

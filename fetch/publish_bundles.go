@@ -9,7 +9,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
-	"github.com/murmur-nexus/mur/fetch/attest"
+	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
@@ -61,7 +61,7 @@ func attachBundles(ctx context.Context, dst Store, it PublishItem, extra [][]byt
 // Sign signs the item with keyPEM (ECDSA P-256 or Ed25519) through signer and adds the keyed
 // bundle to the item, to be attached when it is published. It returns the key's hint, the name
 // trusted_keys gives it.
-func Sign(ctx context.Context, signer attest.Signer, it *PublishItem, keyPEM []byte) (string, error) {
+func Sign(ctx context.Context, signer provenance.Signer, it *PublishItem, keyPEM []byte) (string, error) {
 	// Ed25519 signs a SHA-512 of the zip (Ed25519ph); the key's type is the helper's to read,
 	// so the digest is computed either way: one more pass over a file being pushed anyway.
 	h := sha512.New()

@@ -14,8 +14,8 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
-	"github.com/murmur-nexus/mur/fetch/attest"
 	"github.com/murmur-nexus/mur/fetch/internal/download"
+	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -149,9 +149,9 @@ type Puller struct {
 	// artifact fetched with the user's credentials (mirror.go).
 	MirrorFromProject bool
 
-	// Verifier checks Sigstore bundles (attest.Helper runs mur-provenance); nil checks none,
+	// Verifier checks Sigstore bundles (provenance.Helper runs mur-provenance); nil checks none,
 	// and then refuses only to pull a pin that recorded provenance.
-	Verifier attest.Verifier
+	Verifier provenance.Verifier
 	// Policy is each scope's provenance policy (Config.ProvenanceFor); nil is prefer with the
 	// embedded roots. ProvenanceOverride is --provenance, over every scope's.
 	Policy             func(scope string) ProvenancePolicy

@@ -10,7 +10,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
-	"github.com/murmur-nexus/mur/fetch/attest"
+	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
@@ -32,7 +32,7 @@ type BundleAttacher interface {
 // verifiedBundle is a bundle that passed, waiting for the pull to commit.
 type verifiedBundle struct {
 	raw   []byte
-	facts attest.Facts
+	facts provenance.Facts
 }
 
 func (v *verifiedBundle) digest() digest.Digest { return digest.FromBytes(v.raw) }
@@ -92,7 +92,7 @@ func (p *Puller) checkProvenance(ctx context.Context, req Request, pin pinned, g
 			return errs.Wrap(err, errs.TokenOf(err), "looking for the provenance of %s at %s: %s; nothing was pulled", what, asked, errs.Message(err))
 		}
 		for _, b := range found {
-			if attest.Names(b, d) {
+			if provenance.Names(b, d) {
 				candidates = append(candidates, b)
 			}
 		}
@@ -101,7 +101,7 @@ func (p *Puller) checkProvenance(ctx context.Context, req Request, pin pinned, g
 		// The bundle the lock recorded goes first, so that a store's copy of it leaves the lock
 		// as it is; when this machine kept it, it proves these bytes without any store.
 		recorded := digest.Digest(pin.provenance.Bundle)
-		if b, err := p.readSmallBlob(ctx, recorded); err == nil && attest.Names(b, d) {
+		if b, err := p.readSmallBlob(ctx, recorded); err == nil && provenance.Names(b, d) {
 			candidates = append([][]byte{b}, candidates...)
 		} else {
 			for i, b := range candidates {
@@ -126,7 +126,7 @@ func (p *Puller) checkProvenance(ctx context.Context, req Request, pin pinned, g
 	if p.Verifier == nil {
 		return errs.New(errs.ProvenanceUnverifiable, "%s needs its provenance checked, and this mur has no verifier; run it with mur-provenance installed", what)
 	}
-	want := attest.Expect{Artifact: what, Scope: req.Name.Scope, AllowSelfHosted: pol.AllowSelfHosted, SignerWorkflow: pol.SignerWorkflow}
+	want := provenance.Expect{Artifact: what, Scope: req.Name.Scope, AllowSelfHosted: pol.AllowSelfHosted, SignerWorkflow: pol.SignerWorkflow}
 	switch {
 	case got.newPin != nil:
 		want.OwnerID, want.RepoID = got.newPin.OwnerID, got.newPin.RepoID
@@ -135,7 +135,7 @@ func (p *Puller) checkProvenance(ctx context.Context, req Request, pin pinned, g
 	}
 	var first error
 	for _, b := range candidates {
-		if attest.NeedsSHA512(b) && want.SHA512 == nil {
+		if provenance.NeedsSHA512(b) && want.SHA512 == nil {
 			sum, err := p.sha512Of(ctx, got)
 			if err != nil {
 				return err

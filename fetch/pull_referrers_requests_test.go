@@ -14,7 +14,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
-	"github.com/murmur-nexus/mur/fetch/provenance"
+	"github.com/murmur-nexus/mur/fetch/provenance/sigstore"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
@@ -84,7 +84,7 @@ func TestPullOf20LooksUpReferrersBesideTheBlobs(t *testing.T) {
 	}
 	w := newWorld(t)
 	pl := w.puller(openStore(t, addr, ocistore.Options{Pool: ocistore.NewPool()}))
-	pl.Verifier = &provenance.Local{}
+	pl.Verifier = &sigstore.Local{}
 	res := w.mustPull(pl, reqs...)
 	for _, r := range res {
 		if len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "no provenance bundle") {

@@ -9,7 +9,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
-	"github.com/murmur-nexus/mur/fetch/provenance"
+	"github.com/murmur-nexus/mur/fetch/provenance/sigstore"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
@@ -37,7 +37,7 @@ func TestPullOf20CostsOnePingAndOneToken(t *testing.T) {
 	reg.Reset()
 	w := newWorld(t)
 	pl := w.puller(openStore(t, addr, ocistore.Options{Keychain: bearerLogin{}, Pool: ocistore.NewPool()}))
-	pl.Verifier = &provenance.Local{}
+	pl.Verifier = &sigstore.Local{}
 	w.mustPull(pl, reqs...)
 	c := reg.Counts()
 	t.Logf("%+v", c)

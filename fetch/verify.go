@@ -15,7 +15,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
-	"github.com/murmur-nexus/mur/fetch/attest"
+	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -44,7 +44,7 @@ type VerifyInput struct {
 	Repair    *Puller                   // nil reports only
 	// Verifier re-checks the provenance bundles the lock records, offline, under Policy's
 	// trust and signer rules (nil Policy: the embedded roots).
-	Verifier attest.Verifier
+	Verifier provenance.Verifier
 	Policy   func(scope string) ProvenancePolicy
 	Intent   *Intent // murmur.yaml, whose differences with the lock are problems; nil for none
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
-	"github.com/murmur-nexus/mur/fetch/attest"
+	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/lock"
 )
@@ -19,7 +19,7 @@ type VerifiedProvenance struct {
 	Name   string        `json:"name"`
 	Digest digest.Digest `json:"digest"`
 	Bundle string        `json:"bundle"`
-	attest.Facts
+	provenance.Facts
 }
 
 // verifyProvenance re-verifies the bundle of every pin that recorded one, from the CAS and
@@ -48,7 +48,7 @@ func verifyProvenance(ctx context.Context, in VerifyInput, rep *VerifyReport) {
 		if in.Policy != nil {
 			pol = in.Policy(scopeOf(e.Name))
 		}
-		want := attest.Expect{Artifact: e.Name + "@" + e.ResolvedVersion, Scope: scopeOf(e.Name), AllowSelfHosted: pol.AllowSelfHosted, SignerWorkflow: pol.SignerWorkflow}
+		want := provenance.Expect{Artifact: e.Name + "@" + e.ResolvedVersion, Scope: scopeOf(e.Name), AllowSelfHosted: pol.AllowSelfHosted, SignerWorkflow: pol.SignerWorkflow}
 		if pin, ok := in.Lock.Pin(scopeOf(e.Name)); ok {
 			want.OwnerID, want.RepoID = pin.OwnerID, pin.RepoID
 		}
@@ -56,11 +56,11 @@ func verifyProvenance(ctx context.Context, in VerifyInput, rep *VerifyReport) {
 		verified := false
 		for _, hex := range entryHashes(e) {
 			d := digest.NewDigestFromEncoded(digest.SHA256, hex)
-			if !attest.Names(raw, d) || !in.CAS.Has(d) {
+			if !provenance.Names(raw, d) || !in.CAS.Has(d) {
 				continue
 			}
 			w := want
-			if attest.NeedsSHA512(raw) {
+			if provenance.NeedsSHA512(raw) {
 				if w.SHA512, err = casSHA512(ctx, in.CAS, d); err != nil {
 					firstErr = err
 					continue

@@ -1,10 +1,10 @@
 #!/bin/sh
-# Refreshes the Sigstore trusted roots that mur embeds (fetch/provenance/roots/). It needs the
+# Refreshes the Sigstore trusted roots that mur embeds (fetch/provenance/sigstore/roots/). It needs the
 # network and gh (https://cli.github.com), whose `gh attestation trusted-root` walks the TUF
 # repositories of Sigstore's public-good instance and of GitHub's own instance and prints one
 # trusted_root.json per line. mur itself never contacts TUF: run this, review the diff, rebuild.
 set -eu
-dir=$(dirname "$0")/../fetch/provenance/roots
+dir=$(dirname "$0")/../fetch/provenance/sigstore/roots
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 gh attestation trusted-root >"$tmp/roots.jsonl"
@@ -20,4 +20,4 @@ while IFS= read -r line; do
 		python3 -m json.tool --indent 2 "$tmp/$n.json" >"$dir/public-good.json"
 	fi
 done <"$tmp/roots.jsonl"
-echo "refreshed $n trusted roots in $dir; run go test ./fetch/provenance/ and review git diff"
+echo "refreshed $n trusted roots in $dir; run go test ./fetch/provenance/sigstore/ and review git diff"

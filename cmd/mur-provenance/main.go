@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/murmur-nexus/mur/fetch/provenance"
+	"github.com/murmur-nexus/mur/fetch/provenance/sigstore"
 )
 
 func main() {
@@ -17,7 +17,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "mur-provenance: run by mur to check provenance bundles; it takes no arguments")
 		os.Exit(2)
 	}
-	if err := provenance.Serve(context.Background(), os.Stdin, os.Stdout); err != nil {
+	if err := sigstore.Serve(context.Background(), os.Stdin, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "mur-provenance:", err)
 		os.Exit(1)
 	}

@@ -185,7 +185,7 @@ func TestMurNeverLinksSigstore(t *testing.T) {
 	}
 	for _, pkg := range strings.Fields(string(out)) {
 		if strings.Contains(pkg, "sigstore") || strings.Contains(pkg, "go-openapi") {
-			t.Fatalf("cmd/mur links %s; keep sigstore-go behind fetch/attest.Helper", pkg)
+			t.Fatalf("cmd/mur links %s; keep sigstore-go behind fetch/provenance.Helper", pkg)
 		}
 	}
 }

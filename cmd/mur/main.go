@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/murmur-nexus/mur/fetch/attest"
+	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/slowdown"
 	"github.com/murmur-nexus/mur/internal/suggest"
@@ -59,16 +59,16 @@ type env struct {
 	// interrupted, when set, describes what a command had finished and had in flight when
 	// Ctrl-C came, for the interrupted: message.
 	interrupted func() string
-	// attest runs mur-provenance for the command, started only when a bundle is to be checked.
-	attest *attest.Helper
+	// helper runs mur-provenance for the command, started only when a bundle is to be checked.
+	helper *provenance.Helper
 }
 
 // verifier is the command's provenance verifier: mur-provenance, run on first use.
-func (e *env) verifier() *attest.Helper {
-	if e.attest == nil {
-		e.attest = &attest.Helper{}
+func (e *env) verifier() *provenance.Helper {
+	if e.helper == nil {
+		e.helper = &provenance.Helper{}
 	}
-	return e.attest
+	return e.helper
 }
 
 // Home resolves the Murmur home from --home, $MURMUR_HOME or $HOME.
@@ -265,8 +265,8 @@ func dispatch(e *env, path string, cmds []*command, args []string) int {
 		return 0
 	}
 	err := c.run(e, fs.Args())
-	if e.attest != nil {
-		_ = e.attest.Close()
+	if e.helper != nil {
+		_ = e.helper.Close()
 	}
 	if e.ctx.Err() != nil && !isExitStatus(err) && errs.TokenOf(err) != errs.Interrupted {
 		err = interrupted(e, err)

@@ -10,7 +10,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch"
-	"github.com/murmur-nexus/mur/fetch/attest"
+	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/lockedfile"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -58,7 +58,7 @@ func (s *layoutStore) Bundles(ctx context.Context, n ref.Name, version string, d
 	for _, e := range idx.entries {
 		// Referrers stand in index.json untagged; a tagged manifest is an artifact's.
 		if e.MediaType == types.OCIManifestSchema1 && e.Annotations[AnnotationRefName] == "" &&
-			(e.ArtifactType == "" || e.ArtifactType == attest.BundleMediaType) {
+			(e.ArtifactType == "" || e.ArtifactType == provenance.BundleMediaType) {
 			if h, err := v1.NewHash(e.Digest); err == nil {
 				cands = append(cands, v1.Descriptor{MediaType: e.MediaType, Digest: h, Size: e.Size, ArtifactType: e.ArtifactType})
 			}
@@ -67,7 +67,7 @@ func (s *layoutStore) Bundles(ctx context.Context, n ref.Name, version string, d
 	seen := map[v1.Hash]bool{}
 	var out [][]byte
 	for _, c := range cands {
-		if seen[c.Digest] || c.Size > maxBundleBytes || (c.ArtifactType != "" && c.ArtifactType != attest.BundleMediaType) {
+		if seen[c.Digest] || c.Size > maxBundleBytes || (c.ArtifactType != "" && c.ArtifactType != provenance.BundleMediaType) {
 			continue
 		}
 		seen[c.Digest] = true
@@ -96,7 +96,7 @@ func bundleLayer(raw []byte, sub v1.Hash) (v1.Descriptor, bool) {
 		m.Layers[0].Size > maxBundleBytes || m.Layers[0].Size < 0 {
 		return v1.Descriptor{}, false
 	}
-	if m.ArtifactType != attest.BundleMediaType && string(m.Config.MediaType) != attest.BundleMediaType {
+	if m.ArtifactType != provenance.BundleMediaType && string(m.Config.MediaType) != provenance.BundleMediaType {
 		return v1.Descriptor{}, false
 	}
 	return m.Layers[0], true
@@ -125,7 +125,7 @@ func (s *layoutStore) AttachBundle(ctx context.Context, n ref.Name, version stri
 		return errs.Wrap(err, errs.Internal, "%s: %v", what, err)
 	}
 	referrer := v1.Descriptor{MediaType: types.OCIManifestSchema1, Digest: sha256Hash(raw), Size: int64(len(raw)),
-		ArtifactType: attest.BundleMediaType, Annotations: m.Annotations}
+		ArtifactType: provenance.BundleMediaType, Annotations: m.Annotations}
 
 	unlock, err := lockedfile.Lock(ctx, filepath.Join(s.dir, LockFile))
 	if err != nil {

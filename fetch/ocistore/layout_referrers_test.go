@@ -13,8 +13,8 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch"
-	"github.com/murmur-nexus/mur/fetch/attest"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
@@ -47,11 +47,11 @@ func TestLayoutReferrers(t *testing.T) {
 			subject = e.Digest
 		case strings.HasPrefix(name, "acme/grep:sha256-"):
 			fallbacks++
-		case name == "" && e.ArtifactType == attest.BundleMediaType:
+		case name == "" && e.ArtifactType == provenance.BundleMediaType:
 			referrers++
 			var m v1.Manifest
 			readJSON(t, filepath.Join(dir, "blobs", "sha256", e.Digest.Hex), &m)
-			if m.Subject == nil || m.Subject.Digest != subject || m.ArtifactType != attest.BundleMediaType {
+			if m.Subject == nil || m.Subject.Digest != subject || m.ArtifactType != provenance.BundleMediaType {
 				t.Fatalf("referrer manifest %+v; want subject %s", m, subject)
 			}
 		}

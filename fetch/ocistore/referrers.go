@@ -14,7 +14,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch"
-	"github.com/murmur-nexus/mur/fetch/attest"
+	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
@@ -88,7 +88,7 @@ func (s *registryStore) Bundles(ctx context.Context, n ref.Name, version string,
 	}
 	var out [][]byte
 	for _, m := range refs {
-		if m.ArtifactType != attest.BundleMediaType || m.Size > maxBundleBytes {
+		if m.ArtifactType != provenance.BundleMediaType || m.Size > maxBundleBytes {
 			continue
 		}
 		raw, err := s.child(ctx, s.repoPath(n), m)
@@ -140,7 +140,7 @@ func (s *registryStore) AttachBundle(ctx context.Context, n ref.Name, version st
 	if err := remote.WriteLayer(r, static.NewLayer(emptyConfig, types.MediaType(emptyConfigType)), opts...); err != nil {
 		return s.classify(err, what)
 	}
-	if err := remote.WriteLayer(r, static.NewLayer(bundle, types.MediaType(attest.BundleMediaType)), opts...); err != nil {
+	if err := remote.WriteLayer(r, static.NewLayer(bundle, types.MediaType(provenance.BundleMediaType)), opts...); err != nil {
 		return s.classify(err, what)
 	}
 	if err := remote.Put(r.Digest(sha256Hash(raw).String()), rawManifest{raw, types.OCIManifestSchema1}, opts...); err != nil {
@@ -167,9 +167,9 @@ func bundleManifest(sub v1.Descriptor, bundle []byte) ([]byte, error) {
 	m := v1.Manifest{
 		SchemaVersion: 2,
 		MediaType:     types.OCIManifestSchema1,
-		ArtifactType:  attest.BundleMediaType,
+		ArtifactType:  provenance.BundleMediaType,
 		Config:        v1.Descriptor{MediaType: types.MediaType(emptyConfigType), Digest: sha256Hash(emptyConfig), Size: int64(len(emptyConfig)), Data: emptyConfig},
-		Layers:        []v1.Descriptor{{MediaType: types.MediaType(attest.BundleMediaType), Digest: sha256Hash(bundle), Size: int64(len(bundle))}},
+		Layers:        []v1.Descriptor{{MediaType: types.MediaType(provenance.BundleMediaType), Digest: sha256Hash(bundle), Size: int64(len(bundle))}},
 		Subject:       &sub,
 		Annotations:   ann,
 	}

@@ -11,9 +11,9 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	"github.com/murmur-nexus/mur/fetch/attest"
 	"github.com/murmur-nexus/mur/fetch/github/githubtest"
-	"github.com/murmur-nexus/mur/fetch/provenance/provenancetest"
+	"github.com/murmur-nexus/mur/fetch/provenance"
+	"github.com/murmur-nexus/mur/fetch/provenance/sigstore/provenancetest"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 )
 
@@ -31,7 +31,7 @@ func provenanceBench(b *testing.B) (*githubtest.Server, func(policy string) *wor
 		data := readFile(b, artifacttest.File(b, dir, name, "1.0.0", artifacttest.Module(64<<10+i, uint64(64<<10+i))))
 		arts = append(arts, githubtest.Artifact{Name: "acme/" + name, Version: "1.0.0", Release: "v1.0.0", Asset: name + "-1.0.0.mur.zip", Data: data})
 		d := digest.FromBytes(data)
-		gh.AddAttestation("acme", "murmur-artifacts", d.String(), ca.Mint(b, provenancetest.Statement(d.Encoded(), attest.SLSAProvenanceV1), provenancetest.GoodLeaf()), true)
+		gh.AddAttestation("acme", "murmur-artifacts", d.String(), ca.Mint(b, provenancetest.Statement(d.Encoded(), provenance.SLSAProvenanceV1), provenancetest.GoodLeaf()), true)
 		names = append(names, "acme/"+name+"@1.0.0")
 	}
 	gh.Publish("acme", "murmur-artifacts", "acme", arts...)

@@ -9,9 +9,9 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	"github.com/murmur-nexus/mur/fetch/attest"
 	"github.com/murmur-nexus/mur/fetch/github/githubtest"
-	"github.com/murmur-nexus/mur/fetch/provenance/provenancetest"
+	"github.com/murmur-nexus/mur/fetch/provenance"
+	"github.com/murmur-nexus/mur/fetch/provenance/sigstore/provenancetest"
 )
 
 // attestedWorld is githubWorld with provenance required for acme, a test CA as the project's
@@ -24,7 +24,7 @@ func attestedWorld(t *testing.T) (*world, *githubtest.Server, *provenancetest.CA
 	w.write(".murmur/roots.json", string(ca.TrustedRootJSON(t)))
 	w.write(".murmur/config.yaml", "trusted_root: .murmur/roots.json\nscopes:\n  acme:\n    provenance: require\n")
 	d := digest.Digest("sha256:" + art.SHA256())
-	bundle := ca.Mint(t, provenancetest.Statement(d.Encoded(), attest.SLSAProvenanceV1), provenancetest.GoodLeaf())
+	bundle := ca.Mint(t, provenancetest.Statement(d.Encoded(), provenance.SLSAProvenanceV1), provenancetest.GoodLeaf())
 	gh.AddAttestation("acme", "murmur-artifacts", d.String(), bundle, true)
 	return w, gh, ca, d, bundle
 }
@@ -103,7 +103,7 @@ func TestProvenanceThroughTheBinary(t *testing.T) {
 	w2.write(".murmur/roots.json", string(ca.TrustedRootJSON(t)))
 	w2.write(".murmur/config.yaml", "trusted_root: .murmur/roots.json\n")
 	d2 := digest.Digest("sha256:" + art2.SHA256())
-	gh2.AddAttestation("acme", "murmur-artifacts", d2.String(), ca.Mint(t, provenancetest.Statement(d2.Encoded(), attest.SLSAProvenanceV1), evil), false)
+	gh2.AddAttestation("acme", "murmur-artifacts", d2.String(), ca.Mint(t, provenancetest.Statement(d2.Encoded(), provenance.SLSAProvenanceV1), evil), false)
 	r := w2.fails("provenance-mismatch", "pull", "--no-precompile")
 	if !strings.Contains(r.stderr, "acme/hello@1.0.0 was attested by repository 9990001 (evil/tools), owner 55; murmur.lock pins owner 1234567, repository 7654321; run 'mur lock forget-scope acme' only if the transfer is expected") {
 		t.Fatalf("the mismatch does not show the facts side by side: %s", r)

@@ -1,4 +1,4 @@
-package provenance
+package sigstore
 
 import (
 	"crypto"
@@ -24,12 +24,12 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature/options"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/murmur-nexus/mur/fetch/attest"
+	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
 // TrustedKey is one entry of trusted_keys.
-type TrustedKey = attest.TrustedKey
+type TrustedKey = provenance.TrustedKey
 
 type trustedKey struct {
 	verifier signature.Verifier
@@ -179,7 +179,7 @@ func SignDigest(keyPEM []byte, artifact digest.Digest, sha512sum []byte) (bundle
 	fp := sha256.Sum256(der)
 	hint = hex.EncodeToString(fp[:])
 	pb := &protobundle.Bundle{
-		MediaType: attest.BundleMediaType,
+		MediaType: provenance.BundleMediaType,
 		VerificationMaterial: &protobundle.VerificationMaterial{
 			Content: &protobundle.VerificationMaterial_PublicKey{PublicKey: &protocommon.PublicKeyIdentifier{Hint: hint}},
 		},

@@ -1,4 +1,4 @@
-package provenance
+package sigstore
 
 import (
 	"crypto/sha512"

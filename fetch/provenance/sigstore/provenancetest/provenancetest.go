@@ -37,7 +37,7 @@ import (
 	"github.com/sigstore/sigstore-go/pkg/tlog"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/murmur-nexus/mur/fetch/attest"
+	"github.com/murmur-nexus/mur/fetch/provenance"
 )
 
 // CA is a small Fulcio of the tests' own: a root and an intermediate that issue leaf
@@ -148,7 +148,7 @@ type Leaf struct {
 func GoodLeaf() Leaf {
 	return Leaf{
 		SAN:     "https://github.com/acme/murmur-tools/.github/workflows/release.yml@refs/tags/v1.2.0",
-		Issuer:  attest.GitHubActionsIssuer,
+		Issuer:  provenance.GitHubActionsIssuer,
 		Runner:  "github-hosted",
 		OwnerID: "1234567", RepoID: "7654321",
 		RepoURI: "https://github.com/acme/murmur-tools",

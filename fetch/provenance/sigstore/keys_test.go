@@ -1,4 +1,4 @@
-package provenance
+package sigstore
 
 import (
 	"crypto/ecdsa"
@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/murmur-nexus/mur/fetch/attest"
+	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
@@ -59,10 +59,10 @@ func TestKeyedBundles(t *testing.T) {
 			if facts.Kind != KindKey || facts.Signer != hint {
 				t.Fatalf("facts = %+v", facts)
 			}
-			if !attest.Names(b, zipDigest) || (name == "ecdsa-p256" && attest.Names(b, otherDigest)) {
+			if !provenance.Names(b, zipDigest) || (name == "ecdsa-p256" && provenance.Names(b, otherDigest)) {
 				t.Fatal("Names does not tell a message signature's digest apart")
 			}
-			if attest.NeedsSHA512(b) != (name == "ed25519") {
+			if provenance.NeedsSHA512(b) != (name == "ed25519") {
 				t.Fatal("NeedsSHA512 is wrong")
 			}
 			// The same bundle for another artifact, an untrusted key, a key under the hint

@@ -1,4 +1,4 @@
-package provenance
+package sigstore
 
 import (
 	"bufio"
@@ -9,11 +9,11 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	"github.com/murmur-nexus/mur/fetch/attest"
+	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
-// Local verifies and signs in process: attest.Verifier and attest.Signer without a helper. It
+// Local verifies and signs in process: provenance.Verifier and provenance.Signer without a helper. It
 // loads the embedded roots once, and each trusted_root file once.
 type Local struct {
 	// Roots, when set, replaces the embedded roots (tests with a CA of their own); a
@@ -25,11 +25,11 @@ type Local struct {
 }
 
 var (
-	_ attest.Verifier = (*Local)(nil)
-	_ attest.Signer   = (*Local)(nil)
+	_ provenance.Verifier = (*Local)(nil)
+	_ provenance.Signer   = (*Local)(nil)
 )
 
-func (l *Local) rootsFor(trust attest.Trust) (*Roots, error) {
+func (l *Local) rootsFor(trust provenance.Trust) (*Roots, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r, ok := l.roots[trust.RootFile]
@@ -57,34 +57,34 @@ func (l *Local) rootsFor(trust attest.Trust) (*Roots, error) {
 	return r.WithKeys(trust.Keys)
 }
 
-// Verify implements attest.Verifier.
-func (l *Local) Verify(ctx context.Context, bundle []byte, artifact digest.Digest, want attest.Expect, trust attest.Trust) (attest.Facts, error) {
+// Verify implements provenance.Verifier.
+func (l *Local) Verify(ctx context.Context, bundle []byte, artifact digest.Digest, want provenance.Expect, trust provenance.Trust) (provenance.Facts, error) {
 	if err := ctx.Err(); err != nil {
-		return attest.Facts{}, err
+		return provenance.Facts{}, err
 	}
 	roots, err := l.rootsFor(trust)
 	if err != nil {
-		return attest.Facts{}, err
+		return provenance.Facts{}, err
 	}
 	return Verify(bundle, artifact, want, roots)
 }
 
-// Sign implements attest.Signer.
+// Sign implements provenance.Signer.
 func (l *Local) Sign(_ context.Context, keyPEM []byte, artifact digest.Digest, sha512 []byte) ([]byte, string, error) {
 	return SignDigest(keyPEM, artifact, sha512)
 }
 
-// Serve answers attest.Requests, one JSON line each, until in ends: the loop of mur-provenance.
+// Serve answers provenance.Requests, one JSON line each, until in ends: the loop of mur-provenance.
 func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	var l Local
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
 	enc := json.NewEncoder(out)
 	for sc.Scan() {
-		var req attest.Request
-		var resp attest.Response
+		var req provenance.Request
+		var resp provenance.Response
 		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
-			resp = attest.ErrorResponse(errs.Wrap(err, errs.Internal, "%s got a request it can't read: %v", attest.HelperName, err))
+			resp = provenance.ErrorResponse(errs.Wrap(err, errs.Internal, "%s got a request it can't read: %v", provenance.HelperName, err))
 		} else {
 			resp = l.answer(ctx, req)
 		}
@@ -95,20 +95,20 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	return sc.Err()
 }
 
-func (l *Local) answer(ctx context.Context, req attest.Request) attest.Response {
+func (l *Local) answer(ctx context.Context, req provenance.Request) provenance.Response {
 	switch req.Op {
 	case "verify":
 		facts, err := l.Verify(ctx, req.Bundle, req.Digest, req.Expect, req.Trust)
 		if err != nil {
-			return attest.ErrorResponse(err)
+			return provenance.ErrorResponse(err)
 		}
-		return attest.Response{Facts: &facts}
+		return provenance.Response{Facts: &facts}
 	case "sign":
 		b, hint, err := l.Sign(ctx, req.Key, req.Digest, req.SHA512)
 		if err != nil {
-			return attest.ErrorResponse(err)
+			return provenance.ErrorResponse(err)
 		}
-		return attest.Response{Bundle: b, Hint: hint}
+		return provenance.Response{Bundle: b, Hint: hint}
 	}
-	return attest.ErrorResponse(errs.New(errs.Internal, "%s: unknown op %q", attest.HelperName, req.Op))
+	return provenance.ErrorResponse(errs.New(errs.Internal, "%s: unknown op %q", provenance.HelperName, req.Op))
 }

@@ -1,4 +1,4 @@
-package attest_test
+package provenance_test
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	"github.com/murmur-nexus/mur/fetch/attest"
 	"github.com/murmur-nexus/mur/fetch/provenance"
+	"github.com/murmur-nexus/mur/fetch/provenance/sigstore"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
@@ -18,7 +18,7 @@ import (
 func TestMain(m *testing.M) {
 	switch os.Getenv("ATTEST_TEST_HELPER") {
 	case "serve":
-		if err := provenance.Serve(context.Background(), os.Stdin, os.Stdout); err != nil {
+		if err := sigstore.Serve(context.Background(), os.Stdin, os.Stdout); err != nil {
 			os.Exit(1)
 		}
 		os.Exit(0)
@@ -28,13 +28,13 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func helper(t *testing.T, mode string) *attest.Helper {
+func helper(t *testing.T, mode string) *provenance.Helper {
 	t.Setenv("ATTEST_TEST_HELPER", mode)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &attest.Helper{Path: exe}
+	h := &provenance.Helper{Path: exe}
 	t.Cleanup(func() { h.Close() })
 	return h
 }
@@ -53,8 +53,8 @@ func realBundle(t *testing.T) []byte {
 
 func TestHelperVerifiesInItsOwnProcess(t *testing.T) {
 	h := helper(t, "serve")
-	want := attest.Expect{Artifact: "malancas/demo@0.0.0", Scope: "malancas", OwnerID: 16248153, RepoID: 804070735}
-	facts, err := h.Verify(context.Background(), realBundle(t), realSubject, want, attest.Trust{})
+	want := provenance.Expect{Artifact: "malancas/demo@0.0.0", Scope: "malancas", OwnerID: 16248153, RepoID: 804070735}
+	facts, err := h.Verify(context.Background(), realBundle(t), realSubject, want, provenance.Trust{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,25 +64,25 @@ func TestHelperVerifiesInItsOwnProcess(t *testing.T) {
 	// The error of a refused bundle keeps its token across the process boundary, and the
 	// same helper answers the next request.
 	want.OwnerID = 1
-	_, err = h.Verify(context.Background(), realBundle(t), realSubject, want, attest.Trust{})
+	_, err = h.Verify(context.Background(), realBundle(t), realSubject, want, provenance.Trust{})
 	if !errors.Is(err, errs.ProvenanceMismatch) || !strings.Contains(err.Error(), "murmur.lock pins owner 1,") {
 		t.Fatalf("err = %v", err)
 	}
-	if _, err := h.Verify(context.Background(), realBundle(t), realSubject, want, attest.Trust{RootFile: "/nonexistent/root.json"}); !errors.Is(err, errs.InvalidConfig) {
+	if _, err := h.Verify(context.Background(), realBundle(t), realSubject, want, provenance.Trust{RootFile: "/nonexistent/root.json"}); !errors.Is(err, errs.InvalidConfig) {
 		t.Fatalf("missing trusted_root: %v", err)
 	}
 }
 
 func TestHelperFailsClosed(t *testing.T) {
-	want := attest.Expect{Artifact: "malancas/demo@0.0.0", OwnerID: 16248153, RepoID: 804070735}
+	want := provenance.Expect{Artifact: "malancas/demo@0.0.0", OwnerID: 16248153, RepoID: 804070735}
 	h := helper(t, "crash")
 	for i := 0; i < 2; i++ {
-		if _, err := h.Verify(context.Background(), realBundle(t), realSubject, want, attest.Trust{}); !errors.Is(err, errs.ProvenanceUnverifiable) {
+		if _, err := h.Verify(context.Background(), realBundle(t), realSubject, want, provenance.Trust{}); !errors.Is(err, errs.ProvenanceUnverifiable) {
 			t.Fatalf("crashed helper, try %d: %v", i, err)
 		}
 	}
-	missing := &attest.Helper{Path: t.TempDir() + "/mur-provenance"}
-	if _, err := missing.Verify(context.Background(), realBundle(t), realSubject, want, attest.Trust{}); !errors.Is(err, errs.ProvenanceUnverifiable) {
+	missing := &provenance.Helper{Path: t.TempDir() + "/mur-provenance"}
+	if _, err := missing.Verify(context.Background(), realBundle(t), realSubject, want, provenance.Trust{}); !errors.Is(err, errs.ProvenanceUnverifiable) {
 		t.Fatalf("missing helper: %v", err)
 	}
 }

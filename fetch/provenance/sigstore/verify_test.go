@@ -1,4 +1,4 @@
-package provenance
+package sigstore
 
 import (
 	"errors"
@@ -8,8 +8,8 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	"github.com/murmur-nexus/mur/fetch/attest"
-	"github.com/murmur-nexus/mur/fetch/provenance/provenancetest"
+	"github.com/murmur-nexus/mur/fetch/provenance"
+	"github.com/murmur-nexus/mur/fetch/provenance/sigstore/provenancetest"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
@@ -131,7 +131,7 @@ func mustEmbedded(t *testing.T) *Roots {
 func TestNamesFiltersBySubject(t *testing.T) {
 	c := provenancetest.NewCA(t, "GitHub, Inc.")
 	b := c.Mint(t, provenancetest.Statement(zipDigest.Encoded(), SLSAProvenanceV1), provenancetest.GoodLeaf())
-	if !attest.Names(b, zipDigest) || attest.Names(b, otherDigest) {
+	if !provenance.Names(b, zipDigest) || provenance.Names(b, otherDigest) {
 		t.Fatal("Names does not tell the subject apart")
 	}
 }
