@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
@@ -24,34 +25,16 @@ import (
 // the pull records. Whichever store answers, its bytes are checked against the digest, and
 // against the lock's pin, as any store's are: a mirror can serve nothing else.
 
-// Fallback says when a failure of a store falls through to the next place.
-type Fallback string
-
-// The fallbacks a store entry may name.
-const (
-	FallbackNotFound Fallback = "not-found"
-	FallbackAnyError Fallback = "any-error"
-)
-
-// ParseFallback reads a fallback as config.yaml writes it.
-func ParseFallback(s string) (Fallback, error) {
-	switch f := Fallback(strings.TrimSpace(s)); f {
-	case FallbackNotFound, FallbackAnyError:
-		return f, nil
-	}
-	return "", errs.New(errs.Usage, "fallback %q is not one of not-found (fall through to the next store only when this one lacks the artifact) and any-error (fall through on any failure)", s)
-}
-
-func (p *Puller) fallback(st Store) Fallback {
+func (p *Puller) fallback(st store.Store) store.Fallback {
 	if f, ok := p.Fallbacks[st.String()]; ok && f != "" {
 		return f
 	}
-	return FallbackNotFound
+	return store.FallbackNotFound
 }
 
 // fallsThrough reports whether a failure of st lets the pull ask the next place.
-func (p *Puller) fallsThrough(st Store, err error) bool {
-	return p.fallback(st) == FallbackAnyError || errs.TokenOf(err) == errs.NotFound
+func (p *Puller) fallsThrough(st store.Store, err error) bool {
+	return p.fallback(st) == store.FallbackAnyError || errs.TokenOf(err) == errs.NotFound
 }
 
 // Skipped is a place a pull asked, or skipped, before the one that answered.
@@ -92,7 +75,7 @@ func (p *Puller) health() *StoreHealth {
 // enter admits a pull to st. A store already marked unhealthy is refused with the failure that
 // marked it. The first caller for a store whose health is unknown probes: it gets probe true and
 // must report its first request's outcome with verdict; callers that arrive meanwhile wait.
-func (h *StoreHealth) enter(ctx context.Context, st Store) (probe bool, err error) {
+func (h *StoreHealth) enter(ctx context.Context, st store.Store) (probe bool, err error) {
 	key := st.String()
 	for {
 		h.mu.Lock()
@@ -124,7 +107,7 @@ func (h *StoreHealth) enter(ctx context.Context, st Store) (probe bool, err erro
 
 // verdict ends a probe: a network failure marks st unhealthy, any answer marks it healthy, and a
 // probe cut short by its own context lets the next caller probe again.
-func (h *StoreHealth) verdict(ctx context.Context, st Store, err error) {
+func (h *StoreHealth) verdict(ctx context.Context, st store.Store, err error) {
 	key := st.String()
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -144,7 +127,7 @@ func (h *StoreHealth) verdict(ctx context.Context, st Store, err error) {
 }
 
 // failed marks st unhealthy after a network failure in the middle of a pull.
-func (h *StoreHealth) failed(ctx context.Context, st Store, err error) {
+func (h *StoreHealth) failed(ctx context.Context, st store.Store, err error) {
 	if ctx.Err() != nil || err == nil || errs.TokenOf(err) != errs.Network {
 		return
 	}
@@ -163,7 +146,7 @@ func (h *StoreHealth) failed(ctx context.Context, st Store, err error) {
 
 // stopped is the error of a pull whose chain stopped at st: its failure, with what was asked
 // before it and how to let the chain fall through.
-func stopped(what string, st Store, err error, skipped []Skipped, remaining int) error {
+func stopped(what string, st store.Store, err error, skipped []Skipped, remaining int) error {
 	var before string
 	if len(skipped) > 0 {
 		parts := make([]string, len(skipped))

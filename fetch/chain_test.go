@@ -11,6 +11,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/fetch/proxytest"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -22,7 +23,7 @@ var hola = ref.Name{Scope: "acme", Name: "hola"}
 // chainWorld is the chain: a silent store, one that answers 503, one that serves wrong
 // bytes, and a good one, each holding acme/grep, acme/seed and acme/hola.
 type chainWorld struct {
-	silent, unavailable, wrong, good fetch.Store
+	silent, unavailable, wrong, good store.Store
 	silentProxy                      *proxytest.Proxy
 	unavailableReg                   *registrytest.Faulty
 	goodProxy                        *proxytest.Proxy
@@ -50,7 +51,7 @@ func newChainWorld(t *testing.T) *chainWorld {
 	for i, n := range []ref.Name{grep, seed, hola} {
 		p := pack(t, n.Name, "1.0.0", uint64(300+i))
 		c.packs[n] = p
-		for _, st := range []fetch.Store{c.unavailable, c.wrong, c.good} {
+		for _, st := range []store.Store{c.unavailable, c.wrong, c.good} {
 			push(t, st, n, "1.0.0", "any", p)
 		}
 	}
@@ -73,8 +74,8 @@ func newChainWorld(t *testing.T) *chainWorld {
 	return c
 }
 
-func (c *chainWorld) stores() []fetch.Store {
-	return []fetch.Store{c.silent, c.unavailable, c.wrong, c.good}
+func (c *chainWorld) stores() []store.Store {
+	return []store.Store{c.silent, c.unavailable, c.wrong, c.good}
 }
 
 func allReqs() []fetch.Request {
@@ -89,9 +90,9 @@ func TestChainAnyError(t *testing.T) {
 	w := newWorld(t)
 	pl := w.puller(c.stores()...)
 	pl.Jobs = 3
-	pl.Fallbacks = map[string]fetch.Fallback{}
+	pl.Fallbacks = map[string]store.Fallback{}
 	for _, st := range c.stores() {
-		pl.Fallbacks[st.String()] = fetch.FallbackAnyError
+		pl.Fallbacks[st.String()] = store.FallbackAnyError
 	}
 	unavailableBefore := c.unavailableReg.Requests()
 	res := w.mustPull(pl, allReqs()...)
@@ -104,7 +105,7 @@ func TestChainAnyError(t *testing.T) {
 			t.Fatalf("%s skipped %+v, want the three stores before the good one", r.Name, r.Skipped)
 		}
 		for i, want := range []struct {
-			st  fetch.Store
+			st  store.Store
 			tok errs.Token
 		}{{c.silent, errs.Network}, {c.unavailable, errs.Network}, {c.wrong, errs.Integrity}} {
 			if r.Skipped[i].Place != want.st.String() || r.Skipped[i].Token != string(want.tok) {
@@ -171,7 +172,7 @@ func TestChainPinnedDigestFromAMirror(t *testing.T) {
 	w2 := newWorld(t)
 	w2.proj = w.proj // the same project and lock, another machine's CAS
 	pl := w2.puller(c.wrong, c.good)
-	pl.Fallbacks = map[string]fetch.Fallback{c.wrong.String(): fetch.FallbackAnyError}
+	pl.Fallbacks = map[string]store.Fallback{c.wrong.String(): store.FallbackAnyError}
 	res := w2.mustPull(pl, req(grep, "1.0.0"))[0]
 	if res.Origin != c.good.String() || res.Digest != c.packs[grep].digest().String() || res.Skipped[0].Token != string(errs.Integrity) {
 		t.Fatalf("result %+v", res)
@@ -201,11 +202,11 @@ func TestStoreHealthMarksDownMidRun(t *testing.T) {
 
 func TestParseFallback(t *testing.T) {
 	for _, s := range []string{"not-found", "any-error"} {
-		if f, err := fetch.ParseFallback(s); err != nil || string(f) != s {
+		if f, err := store.ParseFallback(s); err != nil || string(f) != s {
 			t.Errorf("%s: %v %v", s, f, err)
 		}
 	}
-	if _, err := fetch.ParseFallback("sometimes"); errs.TokenOf(err) != errs.Usage {
+	if _, err := store.ParseFallback("sometimes"); errs.TokenOf(err) != errs.Usage {
 		t.Errorf("sometimes: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/yamlnode"
 	"github.com/murmur-nexus/mur/lock"
 
@@ -53,12 +54,6 @@ import (
 // ProjectFile is where a project's config lives, relative to the project folder.
 const ProjectFile = ".murmur/config.yaml"
 
-// Store address schemes.
-const (
-	SchemeOCI       = "oci://"
-	SchemeOCILayout = "oci-layout:"
-)
-
 // Config is the merged configuration of the home and the project.
 type Config struct {
 	// Stores are store addresses in the order they are tried: the project's, then the home's.
@@ -71,7 +66,7 @@ type Config struct {
 	// registries the user chose to reach over plain HTTP (never chosen for them off loopback).
 	PlainHTTP map[string]bool
 	// Fallbacks holds the stores written as {url: …, fallback: any-error} or not-found.
-	Fallbacks map[string]Fallback
+	Fallbacks map[string]store.Fallback
 	// Mirror is the registry pulls write through to, "" for none; MirrorRequired makes a failed
 	// write-through fail the command.
 	Mirror         string
@@ -88,7 +83,7 @@ type Config struct {
 // LoadConfig reads homeConfigPath and, when projectDir is not empty, projectDir/.murmur/config.yaml,
 // and merges them. A missing file counts as an empty one.
 func LoadConfig(homeConfigPath, projectDir string) (*Config, error) {
-	c := &Config{Sources: map[string]string{}, PlainHTTP: map[string]bool{}, Fallbacks: map[string]Fallback{}}
+	c := &Config{Sources: map[string]string{}, PlainHTTP: map[string]bool{}, Fallbacks: map[string]store.Fallback{}}
 	var project, user *configFile
 	var err error
 	if projectDir != "" {
@@ -182,7 +177,7 @@ func (c *Config) Mapped(scope string) bool {
 type configFile struct {
 	stores         []string
 	plainHTTP      map[string]bool
-	fallbacks      map[string]Fallback
+	fallbacks      map[string]store.Fallback
 	sources        map[string]string
 	maxCacheSize   int64
 	mirror         string
@@ -209,7 +204,7 @@ func parseConfig(data []byte, path, baseDir string) (*configFile, error) {
 	bad := func(format string, args ...any) error {
 		return errs.New(errs.InvalidConfig, "%s: %s", path, fmt.Sprintf(format, args...))
 	}
-	f := &configFile{sources: map[string]string{}, plainHTTP: map[string]bool{}, fallbacks: map[string]Fallback{}}
+	f := &configFile{sources: map[string]string{}, plainHTTP: map[string]bool{}, fallbacks: map[string]store.Fallback{}}
 	root, err := yamlnode.Decode(data)
 	var de *yamlnode.DecodeError
 	switch {
@@ -248,38 +243,38 @@ func parseConfig(data []byte, path, baseDir string) (*configFile, error) {
 				return nil, bad("line %d: stores must be a store address or a list of them, found %s", v.Line, yamlnode.Describe(v))
 			}
 			for j, item := range items {
-				it, warns, err := parseStoreItem(item, fmt.Sprintf("stores[%d]", j), path)
+				it, warns, err := store.ParseEntry(item, fmt.Sprintf("stores[%d]", j), path)
 				if err != nil {
 					return nil, bad("%s", err)
 				}
 				f.warnings = append(f.warnings, warns...)
-				addr := ResolveStore(it.addr, baseDir)
+				addr := store.ResolveStore(it.Addr, baseDir)
 				f.stores = append(f.stores, addr)
-				if it.plain {
+				if it.Plain {
 					f.plainHTTP[addr] = true
 				}
-				if it.fallback != "" {
-					f.fallbacks[addr] = it.fallback
+				if it.Fallback != "" {
+					f.fallbacks[addr] = it.Fallback
 				}
 			}
 		case "mirror":
 			if yamlnode.IsNull(v) {
 				continue
 			}
-			it, warns, err := parseStoreItem(v, "mirror", path)
+			it, warns, err := store.ParseEntry(v, "mirror", path)
 			if err != nil {
 				return nil, bad("%s", err)
 			}
 			f.warnings = append(f.warnings, warns...)
-			if !strings.HasPrefix(it.addr, SchemeOCI) {
-				return nil, bad("line %d: mirror must be a registry, oci://HOST[:PORT]/PREFIX, found %s; a folder is filled with 'mur warm --layout DIR'", v.Line, it.addr)
+			if !strings.HasPrefix(it.Addr, store.SchemeOCI) {
+				return nil, bad("line %d: mirror must be a registry, oci://HOST[:PORT]/PREFIX, found %s; a folder is filled with 'mur warm --layout DIR'", v.Line, it.Addr)
 			}
-			if it.fallback != "" {
+			if it.Fallback != "" {
 				return nil, bad("line %d: mirror takes no fallback: it is written to, not read from; list it under stores: to read from it", v.Line)
 			}
-			f.mirror = it.addr
-			if it.plain {
-				f.plainHTTP[it.addr] = true
+			f.mirror = it.Addr
+			if it.Plain {
+				f.plainHTTP[it.Addr] = true
 			}
 		case "mirror_required":
 			if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/lock"
 )
@@ -132,7 +133,7 @@ func TestValidateStoreAddress(t *testing.T) {
 		"oci-layout:relative/store",
 	}
 	for _, s := range good {
-		if err := ValidateStoreAddress(s); err != nil {
+		if err := store.ValidateStoreAddress(s); err != nil {
 			t.Errorf("ValidateStoreAddress(%q) = %v", s, err)
 		}
 	}
@@ -144,7 +145,7 @@ func TestValidateStoreAddress(t *testing.T) {
 		"oci://[1.2.3.4]/x", "oci://[::1]x/y", "oci-layout:", "oci-layout:a\x00b",
 	}
 	for _, s := range bad {
-		err := ValidateStoreAddress(s)
+		err := store.ValidateStoreAddress(s)
 		if err == nil {
 			t.Errorf("ValidateStoreAddress(%q) accepted", s)
 			continue
@@ -264,7 +265,7 @@ func TestResolveStore(t *testing.T) {
 		"oci://host:5000/murmur": "oci://host:5000/murmur",
 	}
 	for in, want := range cases {
-		if got := ResolveStore(in, "/base"); got != want {
+		if got := store.ResolveStore(in, "/base"); got != want {
 			t.Errorf("ResolveStore(%q) = %q, want %q", in, got, want)
 		}
 	}
@@ -332,10 +333,10 @@ mirror_required: false
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]Fallback{
-		"oci://team:5000/murmur":                      FallbackAnyError, // the project's entry decides
-		"oci-layout:" + filepath.Join(proj, "vendor"): FallbackAnyError,
-		"oci://backup:5000/murmur":                    FallbackAnyError,
+	want := map[string]store.Fallback{
+		"oci://team:5000/murmur":                      store.FallbackAnyError, // the project's entry decides
+		"oci-layout:" + filepath.Join(proj, "vendor"): store.FallbackAnyError,
+		"oci://backup:5000/murmur":                    store.FallbackAnyError,
 	}
 	if !reflect.DeepEqual(c.Fallbacks, want) {
 		t.Fatalf("fallbacks = %v, want %v", c.Fallbacks, want)
@@ -344,7 +345,7 @@ mirror_required: false
 		t.Fatalf("mirror %q plain %v required %v", c.Mirror, c.PlainHTTP, c.MirrorRequired)
 	}
 	c, err = LoadConfig(homeCfg, "")
-	if err != nil || !c.MirrorRequired || c.Fallbacks["oci://team:5000/murmur"] != FallbackNotFound {
+	if err != nil || !c.MirrorRequired || c.Fallbacks["oci://team:5000/murmur"] != store.FallbackNotFound {
 		t.Fatalf("home alone: %+v, %v", c, err)
 	}
 }
@@ -360,7 +361,7 @@ func TestStoresAsOneAddress(t *testing.T) {
 	if len(c.Stores) != 1 || c.Stores[0] != "oci://registry.internal:5000/murmur" {
 		t.Fatalf("stores %q", c.Stores)
 	}
-	if got := CleanStoreAddress("oci-layout:/srv/store//"); got != "oci-layout:/srv/store" {
+	if got := store.CleanStoreAddress("oci-layout:/srv/store//"); got != "oci-layout:/srv/store" {
 		t.Errorf("CleanStoreAddress = %q", got)
 	}
 }

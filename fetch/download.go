@@ -11,6 +11,7 @@ import (
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch/internal/download"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
@@ -31,7 +32,7 @@ const (
 
 // rangeStore is a Store that can read its blobs in parts (a registry).
 type rangeStore interface {
-	Store
+	store.Store
 	// Ranger prepares ranged reads of blob d of name, size bytes long. It may make requests (a
 	// registry authenticates); a blob that is not there shows at the Ranger's first Open.
 	Ranger(ctx context.Context, name ref.Name, d digest.Digest, size int64) (download.Ranger, error)
@@ -64,7 +65,7 @@ type transfer = download.Transfer
 // (single-pass staging, fed key) as long as they arrive in order from the blob's first byte: an
 // ingest that continues kept bytes, starts over or is split into pieces is staged from the blob
 // once it is in, and the returned stream is nil.
-func (p *Puller) download(ctx context.Context, st Store, req Request, desc Descriptor, key hash.Hash) (*cas.Writer, transfer, *streamStage, error) {
+func (p *Puller) download(ctx context.Context, st store.Store, req Request, desc store.Descriptor, key hash.Hash) (*cas.Writer, transfer, *streamStage, error) {
 	rs, ok := st.(rangeStore)
 	if !ok || desc.Size <= 0 {
 		return p.downloadStream(ctx, st, req, desc, key)
@@ -118,7 +119,7 @@ func (p *Puller) dropOrKeep(ctx context.Context, w *cas.Writer, err error, forma
 
 // downloadStream is the download of a store that serves no ranges: one stream, bounded by the
 // declared size, that a break fails.
-func (p *Puller) downloadStream(ctx context.Context, st Store, req Request, desc Descriptor, key hash.Hash) (*cas.Writer, transfer, *streamStage, error) {
+func (p *Puller) downloadStream(ctx context.Context, st store.Store, req Request, desc store.Descriptor, key hash.Hash) (*cas.Writer, transfer, *streamStage, error) {
 	rc, err := st.Open(ctx, req.Name, desc.Digest)
 	if err != nil {
 		return nil, transfer{}, nil, err
@@ -167,7 +168,7 @@ type sourceScratch struct {
 
 var _ download.Fillable = (*sourceScratch)(nil)
 
-func (p *Puller) newSourceScratch(w *cas.Writer, s Sourced, name string) *sourceScratch {
+func (p *Puller) newSourceScratch(w *cas.Writer, s store.Sourced, name string) *sourceScratch {
 	kept, _ := w.Resumed()
 	return &sourceScratch{
 		w: w, digest: s.Digest, from: s.Origin,

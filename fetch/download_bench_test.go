@@ -11,6 +11,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/fetch/proxytest"
+	"github.com/murmur-nexus/mur/fetch/store"
 )
 
 // BenchmarkParallelHash128MiB compares the two ways to hash a blob fetched over four connections:
@@ -42,7 +43,7 @@ func BenchmarkParallelHash128MiB(b *testing.B) {
 					}
 					proj := filepath.Join(root, "project")
 					os.Mkdir(proj, 0o755)
-					pl := &fetch.Puller{CAS: s, Stores: []fetch.Store{st}, Platform: "linux-x86_64", Jobs: 4}
+					pl := &fetch.Puller{CAS: s, Stores: []store.Store{st}, Platform: "linux-x86_64", Jobs: 4}
 					fetch.PiecesFirst(pl)
 					switch mode {
 					case "last":

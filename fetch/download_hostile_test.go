@@ -16,6 +16,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/github/githubtest"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/slowdown"
 )
@@ -81,7 +82,7 @@ func (h *hostileRanges) addr() string { return strings.TrimPrefix(h.srv.URL, "ht
 
 // hostileRangePuller takes a blob of 1 MiB as large: it is fetched in ranges, as a blob of
 // 64 MiB or more is by default.
-func hostileRangePuller(w *world, st fetch.Store) *fetch.Puller {
+func hostileRangePuller(w *world, st store.Store) *fetch.Puller {
 	pl := w.puller(st)
 	pl.Connections, pl.ParallelMin, pl.Chunk = 4, 256<<10, 64<<10
 	return pl

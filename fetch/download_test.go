@@ -23,6 +23,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/fetch/proxytest"
+	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -213,7 +214,7 @@ func newRangeServer(t *testing.T, data []byte, etag string) *rangeServer {
 // rangeStore is a store whose blobs come from a rangeServer: the Ranger of a real registry,
 // minus the registry.
 type rangeStore struct {
-	fetch.Store
+	fstore.Store
 	srv *rangeServer
 }
 
@@ -235,7 +236,7 @@ func (s rangeStore) Ranger(ctx context.Context, n ref.Name, d digest.Digest, siz
 
 // rangedStore is what the pull asks of a store that serves ranges.
 type rangedStore interface {
-	fetch.Store
+	fstore.Store
 	Ranger(ctx context.Context, n ref.Name, d digest.Digest, size int64) (download.Ranger, error)
 }
 
@@ -296,7 +297,7 @@ func TestRangedWrongContentRangeStartsOver(t *testing.T) {
 	}
 }
 
-func (w *world) parallelPuller(st fetch.Store, conns, jobs int) *fetch.Puller {
+func (w *world) parallelPuller(st fstore.Store, conns, jobs int) *fetch.Puller {
 	pl := w.puller(st)
 	pl.Connections, pl.Jobs, pl.ParallelMin, pl.Chunk = conns, jobs, 256<<10, 64<<10
 	fetch.PiecesFirst(pl)

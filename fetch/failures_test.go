@@ -7,6 +7,7 @@ import (
 
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -19,11 +20,11 @@ type downSource struct{}
 func (downSource) Label(scope string) (string, bool) {
 	return "github:" + scope + "/murmur-artifacts", true
 }
-func (downSource) Resolve(context.Context, ref.Name, string, string, *lock.ScopePin) (fetch.Sourced, error) {
-	return fetch.Sourced{}, errs.New(errs.Network, "can't reach api.github.com: dial tcp: lookup api.github.com: no such host")
+func (downSource) Resolve(context.Context, ref.Name, string, string, *lock.ScopePin) (store.Sourced, error) {
+	return store.Sourced{}, errs.New(errs.Network, "can't reach api.github.com: dial tcp: lookup api.github.com: no such host")
 }
-func (downSource) Fetch(context.Context, ref.Name, string, string, *lock.ScopePin, fetch.Scratch) (fetch.Sourced, error) {
-	return fetch.Sourced{}, errs.New(errs.Network, "can't reach api.github.com: dial tcp: lookup api.github.com: no such host")
+func (downSource) Fetch(context.Context, ref.Name, string, string, *lock.ScopePin, store.Scratch) (store.Sourced, error) {
+	return store.Sourced{}, errs.New(errs.Network, "can't reach api.github.com: dial tcp: lookup api.github.com: no such host")
 }
 
 func TestEveryPlaceSaysWhyInOneMessage(t *testing.T) {

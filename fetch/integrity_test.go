@@ -23,6 +23,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/github/githubtest"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -35,7 +36,7 @@ import (
 // against that version, not against the word "latest".
 func TestPullLatestFromStores(t *testing.T) {
 	f := registrytest.StartFaulty(t)
-	for name, st := range map[string]fetch.Store{"layout": layoutStore(t), "registry": faultyStore(t, f, ocistore.Options{})} {
+	for name, st := range map[string]store.Store{"layout": layoutStore(t), "registry": faultyStore(t, f, ocistore.Options{})} {
 		t.Run(name, func(t *testing.T) {
 			w := newWorld(t)
 			// Semantic-version order, not the order of strings: 1.10.0 is the highest.
@@ -59,7 +60,7 @@ func TestPullLatestFromStores(t *testing.T) {
 
 // openCounter counts the payloads a store is asked to open.
 type openCounter struct {
-	fetch.Store
+	store.Store
 	opens atomic.Int64
 }
 
@@ -219,12 +220,12 @@ func TestPullChecksThePayloadBeforeCommitting(t *testing.T) {
 					w := newWorld(t)
 					layout := layoutStore(t)
 					before := w.seeded(layout)
-					var st fetch.Store = layout
+					var st store.Store = layout
 					n := grep
 					if via == "file" {
 						path := filepath.Join(t.TempDir(), "grep-1.0.0.mur.zip")
 						os.WriteFile(path, bad.zip, 0o644)
-						fs, err := fetch.OpenFile(path)
+						fs, err := store.OpenFile(path)
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -258,7 +259,7 @@ func TestPullDecompressionCeiling(t *testing.T) {
 
 // hookStore runs a hook when a payload is opened: another process acting mid-pull.
 type hookStore struct {
-	fetch.Store
+	store.Store
 	onOpen func()
 }
 
@@ -308,25 +309,25 @@ type fakeSource struct {
 
 func (s *fakeSource) Label(scope string) (string, bool) { return s.label, true }
 
-func (s *fakeSource) sourced(name ref.Name, pin *lock.ScopePin) (fetch.Sourced, error) {
+func (s *fakeSource) sourced(name ref.Name, pin *lock.ScopePin) (store.Sourced, error) {
 	s.calls.Add(1)
-	out := fetch.Sourced{
-		Descriptor: fetch.Descriptor{Name: name, Version: s.version, Platform: "any", Digest: digest.FromBytes(s.zip), Size: int64(len(s.zip)), Origin: s.label},
+	out := store.Sourced{
+		Descriptor: store.Descriptor{Name: name, Version: s.version, Platform: "any", Digest: digest.FromBytes(s.zip), Size: int64(len(s.zip)), Origin: s.label},
 		Release:    "v" + s.version, Asset: name.Name + ".mur.zip", OwnerID: s.owner, RepoID: 42,
 	}
 	if pin == nil {
 		out.NewPin = &lock.ScopePin{Source: s.label, OwnerID: s.owner, RepoID: 42}
 	} else if err := pin.CheckOwner(name.Scope, s.label, s.owner); err != nil {
-		return fetch.Sourced{}, err
+		return store.Sourced{}, err
 	}
 	return out, nil
 }
 
-func (s *fakeSource) Resolve(ctx context.Context, name ref.Name, version, platform string, pin *lock.ScopePin) (fetch.Sourced, error) {
+func (s *fakeSource) Resolve(ctx context.Context, name ref.Name, version, platform string, pin *lock.ScopePin) (store.Sourced, error) {
 	return s.sourced(name, pin)
 }
 
-func (s *fakeSource) Fetch(ctx context.Context, name ref.Name, version, platform string, pin *lock.ScopePin, scratch fetch.Scratch) (fetch.Sourced, error) {
+func (s *fakeSource) Fetch(ctx context.Context, name ref.Name, version, platform string, pin *lock.ScopePin, scratch store.Scratch) (store.Sourced, error) {
 	out, err := s.sourced(name, pin)
 	if err != nil {
 		return out, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 
+	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -72,7 +73,7 @@ func (p *Puller) LockProject(ctx context.Context, proj Project, in Intent, reqs 
 	}
 	type pin struct {
 		req    Request
-		desc   Descriptor
+		desc   fstore.Descriptor
 		newPin *lock.ScopePin
 		update bool
 	}
@@ -183,13 +184,13 @@ func (p *Puller) LockProject(ctx context.Context, proj Project, in Intent, reqs 
 
 // resolveMeta asks the places of req, in order, what version resolves to, downloading nothing: a
 // store's manifest, a source's index.
-func (p *Puller) resolveMeta(ctx context.Context, req Request, version string, owner *lock.ScopePin) (Descriptor, *lock.ScopePin, error) {
+func (p *Puller) resolveMeta(ctx context.Context, req Request, version string, owner *lock.ScopePin) (fstore.Descriptor, *lock.ScopePin, error) {
 	what := req.Name.String() + "@" + version
 	if req.Name.Scope == ref.ScopeLocal {
-		return Descriptor{}, nil, errs.New(errs.NotFound, "%s was read from a file, and no store or source serves scope local; pull the file again with 'mur pull FILE.mur.zip'", what)
+		return fstore.Descriptor{}, nil, errs.New(errs.NotFound, "%s was read from a file, and no store or source serves scope local; pull the file again with 'mur pull FILE.mur.zip'", what)
 	}
 	if p.Offline {
-		return Descriptor{}, nil, errs.New(errs.Offline, "%s is not pinned in murmur.lock and the network is off (--offline or MUR_OFFLINE); run 'mur lock' with network", what)
+		return fstore.Descriptor{}, nil, errs.New(errs.Offline, "%s is not pinned in murmur.lock and the network is off (--offline or MUR_OFFLINE); run 'mur lock' with network", what)
 	}
 	from := req.From
 	if from == nil {
@@ -207,17 +208,17 @@ func (p *Puller) resolveMeta(ctx context.Context, req Request, version string, o
 				return d, nil, nil
 			}
 			if ctx.Err() != nil {
-				return Descriptor{}, nil, err
+				return fstore.Descriptor{}, nil, err
 			}
 			failures = append(failures, err)
 			if i < len(places)-1 && !p.fallsThrough(pl.store, err) {
-				return Descriptor{}, nil, stopped(what, pl.store, err, nil, len(places)-1-i)
+				return fstore.Descriptor{}, nil, stopped(what, pl.store, err, nil, len(places)-1-i)
 			}
 			continue
 		}
 		if owner != nil {
 			if err := owner.CheckOwner(req.Name.Scope, pl.label, 0); err != nil {
-				return Descriptor{}, nil, err
+				return fstore.Descriptor{}, nil, err
 			}
 		}
 		s, err := p.Source.Resolve(ctx, req.Name, version, p.platform(), owner)
@@ -226,11 +227,11 @@ func (p *Puller) resolveMeta(ctx context.Context, req Request, version string, o
 			return s.Descriptor, s.NewPin, nil
 		}
 		if ctx.Err() != nil || errors.Is(err, errs.OwnerChanged) {
-			return Descriptor{}, nil, err
+			return fstore.Descriptor{}, nil, err
 		}
 		failures = append(failures, err)
 	}
-	return Descriptor{}, nil, allFailed(what, req.Name.Scope, from, len(p.Stores) > 0, asked, failures)
+	return fstore.Descriptor{}, nil, allFailed(what, req.Name.Scope, from, len(p.Stores) > 0, asked, failures)
 }
 
 // String is the line `mur lock` prints for a change.

@@ -17,6 +17,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/fetch/proxytest"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
 	"github.com/murmur-nexus/mur/internal/manifest"
@@ -26,11 +27,11 @@ import (
 
 // askCounter counts what a store is asked: Resolve reads metadata, Open reads a payload.
 type askCounter struct {
-	fetch.Store
+	store.Store
 	resolves, opens atomic.Int64
 }
 
-func (c *askCounter) Resolve(ctx context.Context, n ref.Name, version, platform string) (fetch.Descriptor, error) {
+func (c *askCounter) Resolve(ctx context.Context, n ref.Name, version, platform string) (store.Descriptor, error) {
 	c.resolves.Add(1)
 	return c.Store.Resolve(ctx, n, version, platform)
 }
@@ -80,7 +81,7 @@ func TestLockPinsFromMetadata(t *testing.T) {
 			var fake *githubtest.Server
 			switch kind {
 			case "registry", "layout":
-				var st fetch.Store
+				var st store.Store
 				if kind == "registry" {
 					reg := registrytest.Start(t)
 					px := proxytest.Start(t, reg.Addr(), proxytest.Options{})
@@ -97,7 +98,7 @@ func TestLockPinsFromMetadata(t *testing.T) {
 					push(t, st, grep, a.v, ref.PlatformAny, a.p)
 				}
 				counted = &askCounter{Store: st}
-				p.Stores = []fetch.Store{counted}
+				p.Stores = []store.Store{counted}
 				if requests == nil {
 					requests = func() int { return int(counted.resolves.Load() + counted.opens.Load()) }
 					payloadRequests = func() int { return int(counted.opens.Load()) }

@@ -8,6 +8,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
+	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
@@ -111,7 +112,7 @@ func (p *Puller) writeThrough(ctx context.Context, req Request, res *Result, m *
 		res.Warnings = append(res.Warnings, fmt.Sprintf("not written through to the mirror %s: only this project's .murmur/config.yaml names it, and %s@%s was fetched with your credentials (a private repository, or a registry that asked for auth); a cloned project does not choose where private artifacts go: name the mirror in $MURMUR_HOME/config.yaml or pass --mirror to write it through", addr, req.Name, res.Version))
 		return nil
 	}
-	desc := Descriptor{
+	desc := fstore.Descriptor{
 		Name: req.Name, Version: res.Version, Platform: res.Platform, Digest: d, Size: res.Size,
 		Title: artifact.FileName(req.Name.Name, res.Version),
 	}

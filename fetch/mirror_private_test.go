@@ -13,6 +13,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
@@ -23,7 +24,7 @@ func (aliceKeychain) Resolve(authn.Resource) (authn.Authenticator, error) {
 }
 
 // wantNotMirrored checks that a pull kept a credentialed artifact from a project's mirror.
-func wantNotMirrored(t *testing.T, res fetch.Result, mirror fetch.Store) {
+func wantNotMirrored(t *testing.T, res fetch.Result, mirror store.Store) {
 	t.Helper()
 	if res.Mirror != nil || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "only this project's .murmur/config.yaml names it") {
 		t.Fatalf("result: mirror %+v, warnings %q", res.Mirror, res.Warnings)

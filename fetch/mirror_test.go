@@ -11,19 +11,20 @@ import (
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/fetch/proxytest"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
 )
 
 // mirrorWorld is a store the artifacts come from and a mirror registry behind a counting proxy.
-func mirrorWorld(t *testing.T) (src fetch.Store, mirror fetch.Store, px *proxytest.Proxy) {
+func mirrorWorld(t *testing.T) (src store.Store, mirror store.Store, px *proxytest.Proxy) {
 	src = layoutStore(t)
 	reg := registrytest.StartFaulty(t)
 	px = proxytest.Start(t, reg.Addr(), proxytest.Options{})
 	return src, openStore(t, "oci://"+px.Addr()+"/murmur", ocistore.Options{}), px
 }
 
-func (w *world) mirroring(mirror fetch.Store, stores ...fetch.Store) *fetch.Puller {
+func (w *world) mirroring(mirror store.Store, stores ...store.Store) *fetch.Puller {
 	pl := w.puller(stores...)
 	pl.Mirror = mirror
 	return pl

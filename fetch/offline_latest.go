@@ -12,6 +12,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/internal/safefile"
@@ -32,7 +33,7 @@ const maxVersionList = 4 << 20
 // keepVersionList stores the versions "latest" was resolved from in the CAS, under the pull's
 // lease, and returns its digest for the pull record. A list that can't be kept only costs
 // offline "latest" its answer, so it is a warning, never a failed pull.
-func (p *Puller) keepVersionList(ctx context.Context, req Request, desc Descriptor, lease *cas.Lease) digest.Digest {
+func (p *Puller) keepVersionList(ctx context.Context, req Request, desc store.Descriptor, lease *cas.Lease) digest.Digest {
 	if len(desc.Versions) == 0 {
 		return ""
 	}
@@ -117,7 +118,7 @@ func (p *Puller) offlineLatest(ctx context.Context, req Request, lease *cas.Leas
 	}
 	warning := fmt.Sprintf("stale-index: %s: \"latest\" resolved to %s from the %s cached %s; run 'mur pull' online to check",
 		req.Name, best, what, age)
-	return &fetched{desc: Descriptor{Name: req.Name, Version: best, Platform: hit.Platform, Digest: hit.Digest}}, warning, nil
+	return &fetched{desc: store.Descriptor{Name: req.Name, Version: best, Platform: hit.Platform, Digest: hit.Digest}}, warning, nil
 }
 
 func sha256Digest(b []byte) digest.Digest {

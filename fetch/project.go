@@ -13,6 +13,7 @@ import (
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch/provenance"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/lock"
@@ -105,18 +106,18 @@ func (w *Workspace) InstallFrom(name string, flag []string) ([]string, error) {
 // is handed their constructors rather than importing them.
 type Openers struct {
 	// Store opens a store address; plainHTTP lets a registry be spoken to without TLS.
-	Store func(addr string, plainHTTP bool) (Store, error)
+	Store func(addr string, plainHTTP bool) (store.Store, error)
 	// Mirror opens the mirror registry, which is written to; nil means Store.
-	Mirror func(addr string, plainHTTP bool) (Store, error)
+	Mirror func(addr string, plainHTTP bool) (store.Store, error)
 	// Source is the source of every scope, labelled by sourceFor.
-	Source func(sourceFor func(scope string) string) Source
+	Source func(sourceFor func(scope string) string) store.Source
 }
 
 // PullerOptions are a command's flags and hooks for a Workspace's Puller.
 type PullerOptions struct {
 	CAS *cas.Store
 	// Files are packed files named on the command line: asked before any store.
-	Files []Store
+	Files []store.Store
 	// Stores are --store addresses, asked before the configured ones; relative oci-layout:
 	// paths resolve against WorkDir.
 	Stores  []string
@@ -154,16 +155,16 @@ func (w *Workspace) Puller(o PullerOptions) (*Puller, error) {
 	var addrs []string
 	plain := map[string]bool{}
 	for _, a := range o.Stores {
-		a = CleanStoreAddress(a)
-		if err := ValidateStoreAddress(a); err != nil {
+		a = store.CleanStoreAddress(a)
+		if err := store.ValidateStoreAddress(a); err != nil {
 			return nil, err
 		}
-		r := ResolveStore(a, o.WorkDir)
+		r := store.ResolveStore(a, o.WorkDir)
 		addrs = append(addrs, r)
 		plain[r] = o.PlainHTTP
 	}
 	addrs = append(addrs, w.Config.Stores...)
-	stores := append([]Store(nil), o.Files...)
+	stores := append([]store.Store(nil), o.Files...)
 	seen := map[string]bool{}
 	for _, a := range addrs {
 		if seen[a] {
@@ -191,11 +192,11 @@ func (w *Workspace) Puller(o PullerOptions) (*Puller, error) {
 	}
 	addr, plainMirror := w.Config.Mirror, w.Config.PlainHTTP[w.Config.Mirror]
 	if o.Mirror != "" {
-		o.Mirror = CleanStoreAddress(o.Mirror)
-		if !strings.HasPrefix(o.Mirror, SchemeOCI) {
+		o.Mirror = store.CleanStoreAddress(o.Mirror)
+		if !strings.HasPrefix(o.Mirror, store.SchemeOCI) {
 			return nil, errs.New(errs.Usage, "--mirror %q is not a registry; write oci://HOST[:PORT]/PREFIX (a folder is filled with 'mur warm --layout DIR')", o.Mirror)
 		}
-		if err := ValidateStoreAddress(o.Mirror); err != nil {
+		if err := store.ValidateStoreAddress(o.Mirror); err != nil {
 			return nil, err
 		}
 		addr, plainMirror = o.Mirror, o.PlainHTTP

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/murmur-nexus/mur/fetch"
+	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
@@ -72,14 +73,14 @@ type openRecorder struct {
 	opened  []string
 	plain   map[string]bool
 	mirrors []string
-	stores  map[string]fetch.Store
+	stores  map[string]fstore.Store
 }
 
 func newOpenRecorder(t *testing.T) *openRecorder {
-	return &openRecorder{t: t, plain: map[string]bool{}, stores: map[string]fetch.Store{}}
+	return &openRecorder{t: t, plain: map[string]bool{}, stores: map[string]fstore.Store{}}
 }
 
-func (o *openRecorder) store(addr string, plain bool) (fetch.Store, error) {
+func (o *openRecorder) store(addr string, plain bool) (fstore.Store, error) {
 	o.opened = append(o.opened, addr)
 	o.plain[addr] = plain
 	if s, ok := o.stores[addr]; ok {
@@ -90,7 +91,7 @@ func (o *openRecorder) store(addr string, plain bool) (fetch.Store, error) {
 	return s, nil
 }
 
-func (o *openRecorder) mirror(addr string, plain bool) (fetch.Store, error) {
+func (o *openRecorder) mirror(addr string, plain bool) (fstore.Store, error) {
 	o.mirrors = append(o.mirrors, addr)
 	o.plain[addr] = plain
 	return o.store(addr, plain)
@@ -107,7 +108,7 @@ func TestWorkspacePuller(t *testing.T) {
 	ws := &fetch.Workspace{Project: fetch.Project{Dir: dir}, Config: &fetch.Config{
 		Stores:       []string{"oci://config.example/a", "oci-layout:" + filepath.Join(dir, "shared")},
 		PlainHTTP:    map[string]bool{"oci://config.example/a": true, "oci://mirror.example/m": true},
-		Fallbacks:    map[string]fetch.Fallback{"oci://config.example/a": fetch.FallbackAnyError},
+		Fallbacks:    map[string]fstore.Fallback{"oci://config.example/a": fstore.FallbackAnyError},
 		Mirror:       "oci://mirror.example/m",
 		MaxCacheSize: 1 << 30,
 	}}
@@ -129,7 +130,7 @@ func TestWorkspacePuller(t *testing.T) {
 	if strings.Join(rec.mirrors, " ") != "oci://mirror.example/m" || pl.Mirror == nil || !rec.plain["oci://mirror.example/m"] {
 		t.Fatalf("mirrors opened %v", rec.mirrors)
 	}
-	if pl.Connections != 3 || pl.Jobs != 2 || pl.MaxCacheSize != 1<<30 || pl.Fallbacks["oci://config.example/a"] != fetch.FallbackAnyError {
+	if pl.Connections != 3 || pl.Jobs != 2 || pl.MaxCacheSize != 1<<30 || pl.Fallbacks["oci://config.example/a"] != fstore.FallbackAnyError {
 		t.Fatalf("puller %+v", pl)
 	}
 

@@ -16,6 +16,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/fetch/provenance/sigstore"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/lock"
 )
@@ -41,7 +42,7 @@ func TestKeyedBundleThroughRegistryReferrers(t *testing.T) {
 	for _, kind := range []string{"registry", "layout"} {
 		t.Run(kind, func(t *testing.T) {
 			st := openStore(t, storeAddr(t, kind), ocistore.Options{})
-			keyedBundleThroughReferrers(t, st, func() fetch.Store { return openStore(t, storeAddr(t, kind), ocistore.Options{}) })
+			keyedBundleThroughReferrers(t, st, func() store.Store { return openStore(t, storeAddr(t, kind), ocistore.Options{}) })
 		})
 	}
 }
@@ -53,7 +54,7 @@ func storeAddr(t *testing.T, kind string) string {
 	return "oci://" + registrytest.Start(t).Addr() + "/murmur"
 }
 
-func keyedBundleThroughReferrers(t *testing.T, st fetch.Store, newMirror func() fetch.Store) {
+func keyedBundleThroughReferrers(t *testing.T, st store.Store, newMirror func() store.Store) {
 	p := pack(t, "grep", "1.2.0", 19)
 	path := t.TempDir() + "/grep-1.2.0.mur.zip"
 	writeFile(t, path, p.zip)
@@ -70,7 +71,7 @@ func keyedBundleThroughReferrers(t *testing.T, st fetch.Store, newMirror func() 
 	if err := fetch.Publish(context.Background(), st, item); err != nil {
 		t.Fatal(err)
 	}
-	found, err := st.(fetch.BundleFinder).Bundles(context.Background(), grep, "1.2.0", p.digest())
+	found, err := st.(store.BundleFinder).Bundles(context.Background(), grep, "1.2.0", p.digest())
 	if err != nil || len(found) != 1 {
 		t.Fatalf("Bundles = %d, %v", len(found), err)
 	}
@@ -105,7 +106,7 @@ func keyedBundleThroughReferrers(t *testing.T, st fetch.Store, newMirror func() 
 	pl3 := w3.puller(st)
 	pl3.Verifier, pl3.Policy, pl3.Mirror = local, pl.Policy, mirror
 	w3.mustPull(pl3, req(grep, "1.2.0"))
-	if found, err := mirror.(fetch.BundleFinder).Bundles(context.Background(), grep, "1.2.0", p.digest()); err != nil || len(found) != 1 {
+	if found, err := mirror.(store.BundleFinder).Bundles(context.Background(), grep, "1.2.0", p.digest()); err != nil || len(found) != 1 {
 		t.Fatalf("mirror bundles = %d, %v", len(found), err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
+	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -20,7 +21,7 @@ import (
 
 // PublishItem is one payload to publish: its descriptor and where its bytes are.
 type PublishItem struct {
-	Desc Descriptor
+	Desc fstore.Descriptor
 	File string // the packed file to send; "" when the bytes come from the CAS
 	// Bundles are Sigstore bundles to attach beside it (mur push --sign-key); an item from the
 	// CAS also carries the bundles its pull records verified (publish_bundles.go).
@@ -45,7 +46,7 @@ func PublishFile(path, scope, platform string) (PublishItem, error) {
 	if err != nil {
 		return PublishItem{}, err
 	}
-	return PublishItem{File: path, Desc: Descriptor{
+	return PublishItem{File: path, Desc: fstore.Descriptor{
 		Name: ref.Name{Scope: scope, Name: a.Manifest.Name}, Version: a.Manifest.Version, Platform: platform,
 		Digest: d, Size: n, Title: artifact.FileName(a.Manifest.Name, a.Manifest.Version),
 	}}, nil
@@ -105,7 +106,7 @@ func PublishFromCAS(store *cas.Store, l *lock.Lock, r ref.Ref, platform string) 
 	if err != nil {
 		return PublishItem{}, err
 	}
-	return PublishItem{cas: store, Desc: Descriptor{
+	return PublishItem{cas: store, Desc: fstore.Descriptor{
 		Name: r.Name, Version: version, Platform: plat, Digest: d, Size: st.Size,
 		Title: artifact.FileName(r.Name.Name, version),
 	}}, nil
@@ -154,7 +155,7 @@ func fromRecords(store *cas.Store, r ref.Ref, platform string) (*cas.Record, err
 
 // Publish sends it. The store is handed the bytes as they are; it refuses a version it already
 // holds with another digest.
-func Publish(ctx context.Context, dst Store, it PublishItem) error {
+func Publish(ctx context.Context, dst fstore.Store, it PublishItem) error {
 	if it.cas != nil {
 		blob, err := it.cas.ReaderAt(ctx, it.Desc.Digest)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch/provenance"
+	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
@@ -36,12 +37,12 @@ func recordedBundles(ctx context.Context, store *cas.Store, d digest.Digest) [][
 
 // attachBundles puts its bundles and extra beside it in dst, when dst can hold them. A store
 // that can't (a file store) is skipped: it has nowhere to put them.
-func attachBundles(ctx context.Context, dst Store, it PublishItem, extra [][]byte) error {
+func attachBundles(ctx context.Context, dst fstore.Store, it PublishItem, extra [][]byte) error {
 	all := append(append([][]byte{}, it.Bundles...), extra...)
 	if len(all) == 0 {
 		return nil
 	}
-	at, ok := dst.(BundleAttacher)
+	at, ok := dst.(fstore.BundleAttacher)
 	if !ok {
 		return nil
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch/internal/download"
 	"github.com/murmur-nexus/mur/fetch/provenance"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -98,8 +99,8 @@ type Result struct {
 // check that decides what becomes visible is made here, once.
 type Puller struct {
 	CAS      *cas.Store
-	Stores   []Store
-	Source   Source // nil when no source may be asked
+	Stores   []store.Store
+	Source   store.Source // nil when no source may be asked
 	Offline  bool
 	Platform string // "" means the host's
 	Jobs     int    // slots of bytes in flight (download.Slots); <1 means 4
@@ -127,7 +128,7 @@ type Puller struct {
 
 	// Fallbacks says, by store address, when a failure of a store falls through to the next
 	// place; a store not named has FallbackNotFound (see chain.go).
-	Fallbacks map[string]Fallback
+	Fallbacks map[string]store.Fallback
 	// Health remembers which stores failed, so that each costs its timeout once; nil makes
 	// Pull keep its own.
 	Health *StoreHealth
@@ -142,7 +143,7 @@ type Puller struct {
 	Chunk int64
 	// Mirror, when set, receives every artifact a pull brings in from anywhere else (see
 	// mirror.go). A failed push is a warning, unless MirrorRequired.
-	Mirror         Store
+	Mirror         store.Store
 	MirrorRequired bool
 	// MirrorFromProject is set when only the project's .murmur/config.yaml names the mirror, not
 	// the home's config.yaml or --mirror: a cloned project's choice, which never receives an
@@ -349,7 +350,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 			return res, err
 		}
 		if p.CAS.Has(pin.digest) {
-			return res, p.cacheHit(ctx, proj, req, &res, &fetched{desc: Descriptor{Name: req.Name, Version: version, Platform: pin.platform, Digest: pin.digest}}, start)
+			return res, p.cacheHit(ctx, proj, req, &res, &fetched{desc: store.Descriptor{Name: req.Name, Version: version, Platform: pin.platform, Digest: pin.digest}}, start)
 		}
 	}
 	if p.Offline && version == ref.Latest {

@@ -13,6 +13,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
 	"github.com/murmur-nexus/mur/internal/lockedfile"
@@ -132,13 +133,13 @@ func TestPullBatchKeepsFailuresApart(t *testing.T) {
 // resolveBarrier answers the first Resolve (the store's health probe), and then none until n
 // more are in flight at once.
 type resolveBarrier struct {
-	fetch.Store
+	store.Store
 	n       int32
 	inside  atomic.Int32
 	release chan struct{}
 }
 
-func (r *resolveBarrier) Resolve(ctx context.Context, n ref.Name, version, platform string) (fetch.Descriptor, error) {
+func (r *resolveBarrier) Resolve(ctx context.Context, n ref.Name, version, platform string) (store.Descriptor, error) {
 	switch r.inside.Add(1) {
 	case 1:
 		return r.Store.Resolve(ctx, n, version, platform)
@@ -148,7 +149,7 @@ func (r *resolveBarrier) Resolve(ctx context.Context, n ref.Name, version, platf
 	select {
 	case <-r.release:
 	case <-time.After(slowdown.Scale(30 * time.Second)):
-		return fetch.Descriptor{}, errors.New("the other resolves never came: resolving is bounded by Jobs")
+		return store.Descriptor{}, errors.New("the other resolves never came: resolving is bounded by Jobs")
 	}
 	return r.Store.Resolve(ctx, n, version, platform)
 }

@@ -1,6 +1,9 @@
 package fetch
 
-import "context"
+import (
+	"context"
+	"github.com/murmur-nexus/mur/fetch/store"
+)
 
 // bundleLookup is the look-up of an artifact's Sigstore bundles, started as soon as a store's
 // manifest named the digest: it runs beside the download, so that on a registry a round trip
@@ -21,8 +24,8 @@ func (p *Puller) wantsBundles(req Request, pin pinned) bool {
 
 // startBundles starts the look-up of desc's bundles at st, or returns nil when st holds none or
 // the pull will not ask. It takes a metadata slot, like any other metadata request.
-func (p *Puller) startBundles(ctx context.Context, st Store, req Request, pin pinned, desc Descriptor) *bundleLookup {
-	bf, ok := st.(BundleFinder)
+func (p *Puller) startBundles(ctx context.Context, st store.Store, req Request, pin pinned, desc store.Descriptor) *bundleLookup {
+	bf, ok := st.(store.BundleFinder)
 	if !ok || !p.wantsBundles(req, pin) {
 		return nil
 	}

@@ -12,22 +12,8 @@ import (
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/internal/errs"
-	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
 )
-
-// BundleFinder is implemented by the stores and sources that can hold an artifact's Sigstore
-// bundles: GitHub's attestations API and release assets, and OCI referrers. Bundles returns the
-// bundles that may speak for d (unverified), and none, without an error, when there are none.
-type BundleFinder interface {
-	Bundles(ctx context.Context, name ref.Name, version string, d digest.Digest) ([][]byte, error)
-}
-
-// BundleAttacher is implemented by the stores that can keep bundles beside an artifact (OCI
-// referrers), for `mur push` and the write-through mirror.
-type BundleAttacher interface {
-	AttachBundle(ctx context.Context, name ref.Name, version string, d digest.Digest, bundle []byte) error
-}
 
 // verifiedBundle is a bundle that passed, waiting for the pull to commit.
 type verifiedBundle struct {

@@ -11,6 +11,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
+	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/manifest"
@@ -70,7 +71,7 @@ func (p *Puller) readPin(ctx context.Context, proj Project, req Request) (pinned
 // blob the CAS already holds.
 type fetched struct {
 	w       *cas.Writer
-	desc    Descriptor
+	desc    fstore.Descriptor
 	release string
 	asset   string
 	newPin  *lock.ScopePin
@@ -82,7 +83,7 @@ type fetched struct {
 	known   []byte       // the compiled cache's key as the cache remembers it; then key is nil
 	// bundles is the place that served the payload, when it can hold Sigstore bundles;
 	// verified is the one that passed checkProvenance.
-	bundles  BundleFinder
+	bundles  fstore.BundleFinder
 	verified *verifiedBundle
 	lookup   *bundleLookup // the look-up of bundles at bundles, begun on resolve; nil when not
 	// slot is the download's share of --jobs, held while stream still has bytes to inflate:
@@ -126,7 +127,7 @@ func (p *Puller) fetch(ctx context.Context, req Request, version string, pin pin
 		var err error
 		if pl.store != nil {
 			got, err = p.fromStore(ctx, pl.store, req, version, pin, lease)
-			if c, ok := pl.store.(Credentialed); ok && err == nil && c.Credentialed() {
+			if c, ok := pl.store.(fstore.Credentialed); ok && err == nil && c.Credentialed() {
 				got.desc.Private = true
 			}
 		} else {
@@ -140,9 +141,9 @@ func (p *Puller) fetch(ctx context.Context, req Request, version string, pin pin
 		if err == nil {
 			got.skipped = skipped
 			if pl.store != nil {
-				got.bundles, _ = pl.store.(BundleFinder)
+				got.bundles, _ = pl.store.(fstore.BundleFinder)
 			} else {
-				got.bundles, _ = p.Source.(BundleFinder)
+				got.bundles, _ = p.Source.(fstore.BundleFinder)
 			}
 			return got, nil
 		}
@@ -163,7 +164,7 @@ func (p *Puller) fetch(ctx context.Context, req Request, version string, pin pin
 
 // place is a store or the source, in the order a request asks them.
 type place struct {
-	store Store // nil for the source
+	store fstore.Store // nil for the source
 	label string
 }
 
@@ -264,7 +265,7 @@ func allNotFound(failures []error) bool {
 // pinned blob itself is gone, which Open finds out. Only a tag that serves the pinned platform
 // itself can contradict the pin; an "any" payload for a platform-specific pin means the store does
 // not serve that platform.
-func (p *Puller) resolveAt(ctx context.Context, st Store, req Request, version string, pin pinned) (desc Descriptor, movedTo digest.Digest, err error) {
+func (p *Puller) resolveAt(ctx context.Context, st fstore.Store, req Request, version string, pin pinned) (desc fstore.Descriptor, movedTo digest.Digest, err error) {
 	d, err := st.Resolve(ctx, req.Name, version, p.platform())
 	d.Origin = st.String()
 	switch {
@@ -273,17 +274,17 @@ func (p *Puller) resolveAt(ctx context.Context, st Store, req Request, version s
 	case err != nil && errs.TokenOf(err) == errs.Network:
 		// A store that can't answer for the tag won't serve the blob either, and asking it
 		// again for the blob would cost its timeout twice.
-		return Descriptor{}, "", err
+		return fstore.Descriptor{}, "", err
 	case err == nil && d.Digest == pin.digest:
 		d.Platform = pin.platform
 		return d, "", nil
 	case err == nil && d.Platform == pin.platform:
 		movedTo = d.Digest
 	}
-	return Descriptor{Name: req.Name, Version: version, Platform: pin.platform, Digest: pin.digest, Size: -1, Origin: st.String()}, movedTo, nil
+	return fstore.Descriptor{Name: req.Name, Version: version, Platform: pin.platform, Digest: pin.digest, Size: -1, Origin: st.String()}, movedTo, nil
 }
 
-func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version string, pin pinned, lease *cas.Lease) (out *fetched, outErr error) {
+func (p *Puller) fromStore(ctx context.Context, st fstore.Store, req Request, version string, pin pinned, lease *cas.Lease) (out *fetched, outErr error) {
 	// The metadata slot is taken before the health is asked, and given back only once the
 	// health knows the outcome: the next resolve must see a failure.
 	release, err := metaSlot(ctx)
@@ -386,7 +387,7 @@ func (p *Puller) fromStore(ctx context.Context, st Store, req Request, version s
 // fromCAS leases desc's digest and, when the CAS holds it, returns it as fetched without
 // downloading anything, once its packed manifest names what it was resolved as. It returns nil,
 // nil when the CAS does not hold it.
-func (p *Puller) fromCAS(ctx context.Context, desc Descriptor, lease *cas.Lease, origin string, tok errs.Token) (*fetched, error) {
+func (p *Puller) fromCAS(ctx context.Context, desc fstore.Descriptor, lease *cas.Lease, origin string, tok errs.Token) (*fetched, error) {
 	if err := lease.Add(ctx, desc.Digest); err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/internal/slowdown"
 )
@@ -18,7 +19,7 @@ import (
 // openGate counts a store's blob downloads in flight (from Open to the body's Close) and lets
 // none go before every one it waits for has opened.
 type openGate struct {
-	fetch.Store // a bare Store: the wrapper serves no ranges, so every download is an Open
+	store.Store // a bare Store: the wrapper serves no ranges, so every download is an Open
 	mu          sync.Mutex
 	inside, max int
 	wait        int // Opens held until this many are in flight at once
@@ -27,7 +28,7 @@ type openGate struct {
 	opened      chan struct{} // one send per Open
 }
 
-func newOpenGate(st fetch.Store, wait int) *openGate {
+func newOpenGate(st store.Store, wait int) *openGate {
 	return &openGate{Store: st, wait: wait, all: make(chan struct{}), opened: make(chan struct{}, 64)}
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/github/githubtest"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -512,7 +513,7 @@ func TestPullFileStore(t *testing.T) {
 	if err := os.WriteFile(file, p.zip, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fst, err := fetch.OpenFile(file)
+	fst, err := store.OpenFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -547,7 +548,7 @@ func TestPullFileStore(t *testing.T) {
 	if err := os.WriteFile(file, pack(t, "grep", "1.0.0", 20).zip, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fst, err = fetch.OpenFile(file)
+	fst, err = store.OpenFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -630,7 +631,7 @@ func TestPullJobs(t *testing.T) {
 	}
 }
 
-func pl2(w *world, st fetch.Store) *fetch.Puller {
+func pl2(w *world, st store.Store) *fetch.Puller {
 	p := w.puller(st)
 	p.Jobs = 4
 	return p
@@ -639,7 +640,7 @@ func pl2(w *world, st fetch.Store) *fetch.Puller {
 // countingStore tracks how many resolves, and how many downloads (from Open until the payload's
 // reader is closed), are inside the store at once.
 type countingStore struct {
-	fetch.Store
+	store.Store
 	resolving, opened       atomic.Int64
 	maxResolving, maxOpened atomic.Int64
 	opens                   atomic.Int64 // Opens that returned a reader
@@ -655,7 +656,7 @@ func enter(active, max *atomic.Int64) {
 	}
 }
 
-func (c *countingStore) Resolve(ctx context.Context, n ref.Name, version, platform string) (fetch.Descriptor, error) {
+func (c *countingStore) Resolve(ctx context.Context, n ref.Name, version, platform string) (store.Descriptor, error) {
 	enter(&c.resolving, &c.maxResolving)
 	defer c.resolving.Add(-1)
 	return c.Store.Resolve(ctx, n, version, platform)
@@ -684,7 +685,7 @@ func (h *closeHook) Close() error {
 }
 
 // githubSource is the GitHub source of every scope, asking fake.
-func githubSource(fake *githubtest.Server) fetch.Source {
+func githubSource(fake *githubtest.Server) store.Source {
 	return github.NewSource(github.NewClient(github.ClientOptions{BaseURL: fake.APIURL(), Token: "t0ken", Retries: 1, Timeout: slowdown.Scale(5 * time.Second)}), nil)
 }
 

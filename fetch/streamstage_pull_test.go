@@ -13,6 +13,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -21,7 +22,7 @@ import (
 
 // pausingStore serves its blobs up to pauseAt bytes, then waits for release.
 type pausingStore struct {
-	fetch.Store
+	store.Store
 	pauseAt int
 	paused  chan struct{}
 	release chan struct{}
@@ -140,7 +141,7 @@ func TestPullStreamedStageOfBadBytes(t *testing.T) {
 	}
 }
 
-type corruptingStore struct{ fetch.Store }
+type corruptingStore struct{ store.Store }
 
 func (s *corruptingStore) Open(ctx context.Context, n ref.Name, d digest.Digest) (io.ReadCloser, error) {
 	rc, err := s.Store.Open(ctx, n, d)

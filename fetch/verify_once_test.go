@@ -10,6 +10,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch"
+	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/lock"
 )
@@ -35,7 +36,7 @@ func (w *verifyWorld) runCounting(t *testing.T) (*fetch.VerifyReport, *openCount
 	t.Helper()
 	in := w.input(t)
 	store := &openCounter{Store: w.layout}
-	in.Repair = &fetch.Puller{CAS: w.cas, Stores: []fetch.Store{store}}
+	in.Repair = &fetch.Puller{CAS: w.cas, Stores: []fstore.Store{store}}
 	return w.run(t, in), store
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch"
+	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
@@ -22,7 +23,7 @@ import (
 type verifyWorld struct {
 	*world
 	ctx     context.Context
-	layout  fetch.Store
+	layout  fstore.Store
 	digests map[string]digest.Digest // by artifact name
 }
 
@@ -37,7 +38,7 @@ func newVerifyWorld(t *testing.T) *verifyWorld {
 		blob := artifacttest.Spec{Name: n.Name, Version: "1.0.0"}.Zip() // the empty module, which TestCompiledCache expects
 		d := digest.FromBytes(blob)
 		w.digests[name] = d
-		desc := fetch.Descriptor{Name: n, Version: "1.0.0", Platform: ref.PlatformAny, Digest: d, Size: int64(len(blob)), Title: n.Name + "-1.0.0.mur.zip"}
+		desc := fstore.Descriptor{Name: n, Version: "1.0.0", Platform: ref.PlatformAny, Digest: d, Size: int64(len(blob)), Title: n.Name + "-1.0.0.mur.zip"}
 		if err := layout.Push(ctx, desc, bytes.NewReader(blob)); err != nil {
 			t.Fatal(err)
 		}
@@ -51,7 +52,7 @@ func newVerifyWorld(t *testing.T) *verifyWorld {
 }
 
 func (w *verifyWorld) repairer() *fetch.Puller {
-	return &fetch.Puller{CAS: w.cas, Stores: []fetch.Store{w.layout}}
+	return &fetch.Puller{CAS: w.cas, Stores: []fstore.Store{w.layout}}
 }
 
 func (w *verifyWorld) input(t *testing.T) fetch.VerifyInput {
@@ -352,7 +353,7 @@ func TestVerifyCountsComponentsApart(t *testing.T) {
 	n, _ := ref.ParseName("acme/comp")
 	blob := artifacttest.Spec{Name: n.Name, Version: "1.0.0", Wasm: []byte("\x00asm\x0d\x00\x01\x00")}.Zip()
 	d := digest.FromBytes(blob)
-	desc := fetch.Descriptor{Name: n, Version: "1.0.0", Platform: ref.PlatformAny, Digest: d, Size: int64(len(blob)), Title: "comp-1.0.0.mur.zip"}
+	desc := fstore.Descriptor{Name: n, Version: "1.0.0", Platform: ref.PlatformAny, Digest: d, Size: int64(len(blob)), Title: "comp-1.0.0.mur.zip"}
 	if err := w.layout.Push(w.ctx, desc, bytes.NewReader(blob)); err != nil {
 		t.Fatal(err)
 	}
@@ -462,7 +463,7 @@ func TestAllPlatforms(t *testing.T) {
 	// --repair with a named platform fetches that platform's blob, and tools/ ends up holding
 	// this machine's build again.
 	otherBlob := zipOf("multi", "2.0.0", "built for "+other)
-	desc := fetch.Descriptor{Name: n, Version: "2.0.0", Platform: other, Digest: pinned[other], Size: int64(len(otherBlob)), Title: "multi-2.0.0.mur.zip"}
+	desc := fstore.Descriptor{Name: n, Version: "2.0.0", Platform: other, Digest: pinned[other], Size: int64(len(otherBlob)), Title: "multi-2.0.0.mur.zip"}
 	if err := w.layout.Push(w.ctx, desc, bytes.NewReader(otherBlob)); err != nil {
 		t.Fatal(err)
 	}
@@ -562,7 +563,7 @@ func TestPlantedBlobIsNotAnArtifact(t *testing.T) {
 			})
 			in := w.input(t)
 			store := &openCounter{Store: w.layout}
-			in.Repair = &fetch.Puller{CAS: w.cas, Stores: []fetch.Store{store}}
+			in.Repair = &fetch.Puller{CAS: w.cas, Stores: []fstore.Store{store}}
 			rep := w.run(t, in)
 			blobs := problems(rep, "blob")
 			if len(blobs) != 1 || blobs[0].Repaired || !strings.Contains(blobs[0].Problem, "not a valid artifact") ||
@@ -600,7 +601,7 @@ func TestRepairWithNothingToAsk(t *testing.T) {
 		t.Fatalf("the verdict without --repair: %v", err)
 	}
 	// Offline, the same, with the network named.
-	in.Repair = &fetch.Puller{CAS: w.cas, Stores: []fetch.Store{w.layout}, Offline: true}
+	in.Repair = &fetch.Puller{CAS: w.cas, Stores: []fstore.Store{w.layout}, Offline: true}
 	if blobs := problems(w.run(t, in), "blob"); len(blobs) != 1 || blobs[0].Repaired || !strings.Contains(blobs[0].Problem, "network") {
 		t.Fatalf("an offline repair: %+v", blobs)
 	}

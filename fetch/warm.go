@@ -7,6 +7,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
+	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -27,7 +28,7 @@ type WarmInput struct {
 	// Precompile compiles the payloads this machine runs; nil skips.
 	Precompile func(ctx context.Context, wasm []byte) error
 	// Layout, when set, receives every warmed blob, so that the folder serves as a store.
-	Layout Store
+	Layout fstore.Store
 	// From is the install.from of each artifact; nil means manifest.DefaultFrom() for all.
 	From func(name string) ([]string, error)
 	// Intent is murmur.yaml, whose differences with the lock are problems; nil for none.
@@ -181,12 +182,12 @@ func warmPrecompile(ctx context.Context, store *cas.Store, r Result, compile fun
 
 // mirror copies r into dst with its bundles: those its pull records verified, and bundle, the one
 // murmur.lock records (nil for none).
-func mirror(ctx context.Context, store *cas.Store, dst Store, r Result, dg digest.Digest, bundle []byte) error {
+func mirror(ctx context.Context, store *cas.Store, dst fstore.Store, r Result, dg digest.Digest, bundle []byte) error {
 	n, err := ref.ParseName(r.Name)
 	if err != nil {
 		return err
 	}
-	return Publish(ctx, dst, PublishItem{cas: store, Desc: Descriptor{
+	return Publish(ctx, dst, PublishItem{cas: store, Desc: fstore.Descriptor{
 		Name: n, Version: r.Version, Platform: r.Platform, Digest: dg, Size: r.Size,
 		Title: artifact.FileName(n.Name, r.Version),
 	}, Bundles: nonEmpty(bundle)})

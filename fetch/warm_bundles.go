@@ -6,6 +6,7 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
+	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/lock"
@@ -36,11 +37,11 @@ func (p *Puller) warmRecordedBundle(ctx context.Context, req Request, e *lock.En
 	}
 	var asked, why []string
 	for _, pl := range p.places(req, from) {
-		var finder BundleFinder
+		var finder fstore.BundleFinder
 		if pl.store != nil {
-			finder, _ = pl.store.(BundleFinder)
+			finder, _ = pl.store.(fstore.BundleFinder)
 		} else {
-			finder, _ = p.Source.(BundleFinder)
+			finder, _ = p.Source.(fstore.BundleFinder)
 		}
 		if finder == nil {
 			continue

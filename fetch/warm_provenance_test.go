@@ -13,6 +13,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/github/githubtest"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/provenance/sigstore/provenancetest"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
@@ -31,7 +32,7 @@ func TestWarmKeepsRecordedBundles(t *testing.T) {
 	if _, err := fetch.Warm(ctx, in); err != nil {
 		t.Fatal(err)
 	}
-	if found, err := layout.(fetch.BundleFinder).Bundles(ctx, grep, "1.2.0", w.d); err != nil || len(found) != 1 || digest.FromBytes(found[0]) != bd {
+	if found, err := layout.(store.BundleFinder).Bundles(ctx, grep, "1.2.0", w.d); err != nil || len(found) != 1 || digest.FromBytes(found[0]) != bd {
 		t.Fatalf("the layout's bundles: %d, %v", len(found), err)
 	}
 

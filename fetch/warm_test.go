@@ -11,6 +11,7 @@ import (
 
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
+	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -24,7 +25,7 @@ func newPinnedWorld(t *testing.T, pins []pin) *world {
 	return w
 }
 
-func (w *world) warmInput(stores ...fetch.Store) fetch.WarmInput {
+func (w *world) warmInput(stores ...fstore.Store) fetch.WarmInput {
 	return fetch.WarmInput{Project: w.proj, Lock: w.readLock(), Puller: &fetch.Puller{CAS: w.cas, Stores: stores}}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/internal/bufpool"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -58,9 +59,9 @@ func packAs(t testing.TB, name, version, payloadFile string, seed uint64) packed
 	return packed{zip: spec.Zip(), wasm: spec.Wasm, yaml: spec.Manifest()}
 }
 
-func push(t testing.TB, st fetch.Store, n ref.Name, version, platform string, p packed) fetch.Descriptor {
+func push(t testing.TB, st fstore.Store, n ref.Name, version, platform string, p packed) fstore.Descriptor {
 	t.Helper()
-	d := fetch.Descriptor{Name: n, Version: version, Platform: platform, Digest: p.digest(), Size: int64(len(p.zip)), Title: n.Name + "-" + version + ".mur.zip"}
+	d := fstore.Descriptor{Name: n, Version: version, Platform: platform, Digest: p.digest(), Size: int64(len(p.zip)), Title: n.Name + "-" + version + ".mur.zip"}
 	if err := st.Push(context.Background(), d, bytes.NewReader(p.zip)); err != nil {
 		t.Fatalf("push %s@%s %s: %v", n, version, platform, err)
 	}
@@ -83,7 +84,7 @@ func buffersBack(t testing.TB, base int64) {
 
 // pushMany pushes acme/<prefix>0 … <prefix>N-1 at 1.0.0, each packed from its own seed (with a
 // stored payload of about size bytes when size > 0), and returns the requests that pull them.
-func pushMany(t testing.TB, st fetch.Store, prefix string, n, size int, seed uint64) []fetch.Request {
+func pushMany(t testing.TB, st fstore.Store, prefix string, n, size int, seed uint64) []fetch.Request {
 	t.Helper()
 	var reqs []fetch.Request
 	for i := range n {
@@ -98,7 +99,7 @@ func pushMany(t testing.TB, st fetch.Store, prefix string, n, size int, seed uin
 	return reqs
 }
 
-func openStore(t testing.TB, addr string, opt ocistore.Options) fetch.Store {
+func openStore(t testing.TB, addr string, opt ocistore.Options) fstore.Store {
 	t.Helper()
 	st, err := ocistore.Open(addr, opt)
 	if err != nil {
@@ -107,7 +108,7 @@ func openStore(t testing.TB, addr string, opt ocistore.Options) fetch.Store {
 	return st
 }
 
-func layoutStore(t testing.TB) fetch.Store {
+func layoutStore(t testing.TB) fstore.Store {
 	return openStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "store"), ocistore.Options{})
 }
 
@@ -138,7 +139,7 @@ func newWorld(t testing.TB) *world {
 
 // puller pulls for linux-x86_64 whatever the host is, so that "any" and platform cases are the
 // same on every machine.
-func (w *world) puller(stores ...fetch.Store) *fetch.Puller {
+func (w *world) puller(stores ...fstore.Store) *fetch.Puller {
 	return &fetch.Puller{CAS: w.cas, Stores: stores, Platform: "linux-x86_64"}
 }
 
@@ -284,7 +285,7 @@ func (w *world) assertFailedRecord(n ref.Name, tok errs.Token) {
 
 // seeded pulls acme/seed@1.0.0 from st, so that a later failure has a lock, a blob and a tools/
 // folder it must not touch.
-func (w *world) seeded(st fetch.Store) state {
+func (w *world) seeded(st fstore.Store) state {
 	w.t.Helper()
 	push(w.t, st, seed, "1.0.0", "any", pack(w.t, "seed", "1.0.0", 999))
 	w.mustPull(w.puller(st), req(seed, "1.0.0"))
@@ -294,7 +295,7 @@ func (w *world) seeded(st fetch.Store) state {
 // faultyAddr is the store address of f's registrytest.
 func faultyAddr(f *registrytest.Faulty) string { return "oci://" + f.Addr() + "/murmur" }
 
-func faultyStore(t testing.TB, f *registrytest.Faulty, opt ocistore.Options) fetch.Store {
+func faultyStore(t testing.TB, f *registrytest.Faulty, opt ocistore.Options) fstore.Store {
 	return openStore(t, faultyAddr(f), opt)
 }
 
@@ -343,7 +344,7 @@ type pin struct {
 func (p pin) digest() digest.Digest { return digest.FromBytes(p.blob) }
 
 // pushPin publishes p's blob to store under its name, version and platform.
-func pushPin(t testing.TB, store fetch.Store, p pin) {
+func pushPin(t testing.TB, store fstore.Store, p pin) {
 	t.Helper()
 	n, err := ref.ParseName(p.name)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/fetch"
+	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -271,9 +272,9 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 
 // pullRequests turns arguments (or the capsule's declarations) into requests, with each
 // artifact's install.from narrowed by the capsule and by --from.
-func pullRequests(p *project, verb string, args []string, f *pullFlags) ([]fetch.Request, []fetch.Store, error) {
+func pullRequests(p *project, verb string, args []string, f *pullFlags) ([]fetch.Request, []fstore.Store, error) {
 	var reqs []fetch.Request
-	var files []fetch.Store
+	var files []fstore.Store
 	fromFor := func(name string) ([]string, error) { return p.InstallFrom(name, f.from) }
 	if len(args) == 0 {
 		if p.capsule == nil {
@@ -295,7 +296,7 @@ func pullRequests(p *project, verb string, args []string, f *pullFlags) ([]fetch
 			return nil, nil, err
 		}
 		if r.IsFile() {
-			fs, err := fetch.OpenFile(r.Path)
+			fs, err := fstore.OpenFile(r.Path)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
+	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
@@ -69,8 +70,8 @@ mur push grep-1.2.0.mur.zip --scope acme --sign-key team.key --store oci://regis
 			if err != nil {
 				return err
 			}
-			store = fetch.CleanStoreAddress(store)
-			if err := fetch.ValidateStoreAddress(store); err != nil {
+			store = fstore.CleanStoreAddress(store)
+			if err := fstore.ValidateStoreAddress(store); err != nil {
 				return err
 			}
 			opt := storeOptions()
@@ -148,7 +149,7 @@ type pushResult struct {
 type pusher struct {
 	e        *env
 	p        *project
-	dst      fetch.Store
+	dst      fstore.Store
 	pr       *progress
 	scope    string
 	platform string
@@ -207,7 +208,7 @@ func (pu *pusher) publish(arg string, res *pushResult) (fetch.PublishItem, error
 	if err := fetch.Publish(ctx, countingStore{Store: pu.dst, name: res.Name, p: pu.pr}, item); err != nil {
 		return item, err
 	}
-	at, err := fetch.AddressOf(ctx, pu.dst, item.Desc)
+	at, err := fstore.AddressOf(ctx, pu.dst, item.Desc)
 	if err != nil {
 		return item, err
 	}
@@ -217,12 +218,12 @@ func (pu *pusher) publish(arg string, res *pushResult) (fetch.PublishItem, error
 
 // countingStore reports a push's upload as it reads the payload.
 type countingStore struct {
-	fetch.Store
+	fstore.Store
 	name string
 	p    *progress
 }
 
-func (c countingStore) Push(ctx context.Context, desc fetch.Descriptor, payload io.Reader) error {
+func (c countingStore) Push(ctx context.Context, desc fstore.Descriptor, payload io.Reader) error {
 	start := time.Now()
 	c.p.event(fetch.Event{Name: c.name, Phase: phaseUpload, Total: desc.Size})
 	cr := &countingReader{r: payload, report: func(n int64) {
@@ -238,7 +239,7 @@ func (c countingStore) Push(ctx context.Context, desc fetch.Descriptor, payload 
 
 // AttachBundle passes a bundle through to the store, when it can hold one.
 func (c countingStore) AttachBundle(ctx context.Context, n ref.Name, version string, d digest.Digest, bundle []byte) error {
-	at, ok := c.Store.(fetch.BundleAttacher)
+	at, ok := c.Store.(fstore.BundleAttacher)
 	if !ok {
 		return errs.New(errs.Usage, "%s can't hold provenance bundles", c.Store)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
@@ -38,7 +39,7 @@ func flagValues(cmd, flag string) []string {
 	case "from":
 		return []string{manifest.FromSources, manifest.FromStores}
 	case "store", "mirror":
-		return []string{fetch.SchemeOCI, fetch.SchemeOCILayout}
+		return []string{store.SchemeOCI, store.SchemeOCILayout}
 	}
 	return nil
 }

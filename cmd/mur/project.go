@@ -14,6 +14,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/github"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/lock"
@@ -99,18 +100,18 @@ func (p *project) puller(e *env, f storeFlags, o fetch.PullerOptions) (*fetch.Pu
 	}
 	pool := ocistore.NewPool() // one authenticated transport per registry for this command
 	o.Open = fetch.Openers{
-		Store: func(addr string, plain bool) (fetch.Store, error) {
+		Store: func(addr string, plain bool) (store.Store, error) {
 			opt := storeOptions()
 			opt.Pool, opt.PlainHTTP = pool, plain
 			return ocistore.Open(addr, opt)
 		},
 		// The mirror is written to: a transport of its own, not one a pull authenticated.
-		Mirror: func(addr string, plain bool) (fetch.Store, error) {
+		Mirror: func(addr string, plain bool) (store.Store, error) {
 			opt := storeOptions()
 			opt.PlainHTTP = plain
 			return ocistore.Open(addr, opt)
 		},
-		Source: func(sourceFor func(string) string) fetch.Source {
+		Source: func(sourceFor func(string) string) store.Source {
 			opt := github.ClientOptionsFromEnv()
 			if t := networkTimeout(); t > 0 {
 				opt.Timeout = t
@@ -190,7 +191,7 @@ func storeOptions() ocistore.Options {
 // resolveStoreArg makes a relative oci-layout: path given on the command line absolute.
 func resolveStoreArg(addr string) string {
 	cwd, _ := os.Getwd()
-	return fetch.ResolveStore(addr, cwd)
+	return store.ResolveStore(addr, cwd)
 }
 
 // intent is the project's murmur.yaml for the checks of murmur.lock against it; nil when the

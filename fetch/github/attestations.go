@@ -10,7 +10,7 @@ import (
 	"github.com/klauspost/compress/snappy"
 	"github.com/opencontainers/go-digest"
 
-	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
@@ -132,4 +132,4 @@ func (s *Source) Bundles(ctx context.Context, name ref.Name, version string, d d
 	return nil, nil
 }
 
-var _ fetch.BundleFinder = (*Source)(nil)
+var _ store.BundleFinder = (*Source)(nil)

@@ -12,8 +12,8 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/internal/download"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
@@ -42,7 +42,7 @@ type call struct {
 	err  error
 }
 
-var _ fetch.Source = (*Source)(nil)
+var _ store.Source = (*Source)(nil)
 
 // NewSource returns a Source that asks c. labels maps a scope to github:owner/repo, or "" when no
 // source serves it; nil means lock.DefaultSource.
@@ -195,9 +195,9 @@ type resolved struct {
 	listed      []string // for "latest": the versions the index lists for the name and platform
 }
 
-func (r *resolved) sourced(name ref.Name, got digest.Digest) fetch.Sourced {
-	return fetch.Sourced{
-		Descriptor: fetch.Descriptor{
+func (r *resolved) sourced(name ref.Name, got digest.Digest) store.Sourced {
+	return store.Sourced{
+		Descriptor: store.Descriptor{
 			Name:     name,
 			Version:  r.entry.Version,
 			Platform: r.entry.Platform,
@@ -262,10 +262,10 @@ func (s *Source) resolveEntry(ctx context.Context, name ref.Name, version, platf
 // Resolve finds name@version for platform in the scope's index and makes every check that comes
 // before a download (see resolveEntry), without downloading: the pipeline takes the payload from
 // the CAS when it already holds the entry's digest.
-func (s *Source) Resolve(ctx context.Context, name ref.Name, version, platform string, pin *lock.ScopePin) (fetch.Sourced, error) {
+func (s *Source) Resolve(ctx context.Context, name ref.Name, version, platform string, pin *lock.ScopePin) (store.Sourced, error) {
 	r, err := s.resolveEntry(ctx, name, version, platform, pin)
 	if err != nil {
-		return fetch.Sourced{}, err
+		return store.Sourced{}, err
 	}
 	// ParseIndex accepted only 64 lowercase hex digits.
 	d, _ := ref.DigestFromHex(r.entry.SHA256)
@@ -277,10 +277,10 @@ func (s *Source) Resolve(ctx context.Context, name ref.Name, version, platform s
 // bytes have the entry's size and SHA-256 and GitHub's own digest. The download is bounded by the
 // index's size: one byte more stops it. It writes nothing but scratch, which the caller discards
 // on error. The packed manifest and the lock's digest are the pipeline's to check.
-func (s *Source) Fetch(ctx context.Context, name ref.Name, version, platform string, pin *lock.ScopePin, scratch fetch.Scratch) (fetch.Sourced, error) {
+func (s *Source) Fetch(ctx context.Context, name ref.Name, version, platform string, pin *lock.ScopePin, scratch store.Scratch) (store.Sourced, error) {
 	r, err := s.resolveEntry(ctx, name, version, platform, pin)
 	if err != nil {
-		return fetch.Sourced{}, err
+		return store.Sourced{}, err
 	}
 	entry, label, owner, repo, where := r.entry, r.label, r.owner, r.repo, r.where
 	what := name.String() + "@" + entry.Version
@@ -289,43 +289,43 @@ func (s *Source) Fetch(ctx context.Context, name ref.Name, version, platform str
 	if entry.Release != rel.TagName {
 		rel, err = s.c.ReleaseByTag(ctx, owner, repo, entry.Release)
 		if errors.Is(err, errs.NotFound) {
-			return fetch.Sourced{}, errs.New(errs.IndexMismatch, "%s lists %s as asset %s of release %s, but %s has no such release; its publisher must fix the index", where, what, entry.Asset, entry.Release, label)
+			return store.Sourced{}, errs.New(errs.IndexMismatch, "%s lists %s as asset %s of release %s, but %s has no such release; its publisher must fix the index", where, what, entry.Asset, entry.Release, label)
 		}
 		if err != nil {
-			return fetch.Sourced{}, err
+			return store.Sourced{}, err
 		}
 	}
 	asset, ok := rel.Asset(entry.Asset)
 	if !ok {
-		return fetch.Sourced{}, errs.New(errs.IndexMismatch, "%s lists %s as asset %s of release %s, but that release has no such asset (it has %s); its publisher must fix the index", where, what, entry.Asset, entry.Release, assetNames(rel))
+		return store.Sourced{}, errs.New(errs.IndexMismatch, "%s lists %s as asset %s of release %s, but that release has no such asset (it has %s); its publisher must fix the index", where, what, entry.Asset, entry.Release, assetNames(rel))
 	}
 	from := label + " (release " + entry.Release + ", asset " + entry.Asset + ")"
 	if asset.Size != entry.Size {
-		return fetch.Sourced{}, errs.New(errs.Integrity, "%s from %s: GitHub says the asset is %d bytes, but the index says %d; the asset changed after the index was written, so nothing was installed; tell its publisher", what, from, asset.Size, entry.Size)
+		return store.Sourced{}, errs.New(errs.Integrity, "%s from %s: GitHub says the asset is %d bytes, but the index says %d; the asset changed after the index was written, so nothing was installed; tell its publisher", what, from, asset.Size, entry.Size)
 	}
 
 	if rs, ok := scratch.(download.Fillable); ok {
 		// The pipeline's scratch: it continues what an earlier pull kept, resumes a body that
 		// breaks off, and fetches a large asset over several connections.
 		if err := rs.Fill(ctx, s.c.AssetRanger(owner, repo, asset, r.gh.NeedsToken())); err != nil {
-			return fetch.Sourced{}, err
+			return store.Sourced{}, err
 		}
 	} else if _, err := s.c.DownloadAsset(ctx, owner, repo, asset, r.gh.NeedsToken(), entry.Size, scratch); err != nil {
-		return fetch.Sourced{}, err
+		return store.Sourced{}, err
 	}
 	if got := scratch.Size(); got != entry.Size {
 		found := "is " + strconv.FormatInt(got, 10) + " bytes"
 		if got > entry.Size {
 			found = "is longer than " + strconv.FormatInt(entry.Size, 10) + " bytes"
 		}
-		return fetch.Sourced{}, errs.New(errs.Integrity, "%s from %s %s, but the index says %d; nothing was installed; retry, and tell its publisher if it persists", what, from, found, entry.Size)
+		return store.Sourced{}, errs.New(errs.Integrity, "%s from %s %s, but the index says %d; nothing was installed; retry, and tell its publisher if it persists", what, from, found, entry.Size)
 	}
 	got := scratch.Digest()
 	if got.Encoded() != entry.SHA256 {
-		return fetch.Sourced{}, errs.New(errs.Integrity, "%s from %s has sha256 %s, but the index says %s; the asset was replaced or corrupted, so nothing was installed; tell its publisher", what, from, got.Encoded(), entry.SHA256)
+		return store.Sourced{}, errs.New(errs.Integrity, "%s from %s has sha256 %s, but the index says %s; the asset was replaced or corrupted, so nothing was installed; tell its publisher", what, from, got.Encoded(), entry.SHA256)
 	}
 	if want, bad := githubDigestMismatch(asset, got); bad {
-		return fetch.Sourced{}, errs.New(errs.Integrity, "%s from %s has %s, but GitHub's digest for the asset is %s; nothing was installed; tell its publisher", what, from, got, want)
+		return store.Sourced{}, errs.New(errs.Integrity, "%s from %s has %s, but GitHub's digest for the asset is %s; nothing was installed; tell its publisher", what, from, got, want)
 	}
 	return r.sourced(name, got), nil
 }

@@ -15,8 +15,8 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/github/githubtest"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -70,7 +70,7 @@ func testClient(fake *githubtest.Server, tok string) *Client {
 	return c
 }
 
-func fetchGrep(t *testing.T, c *Client, version string, pin *lock.ScopePin) (fetch.Sourced, *memScratch, error) {
+func fetchGrep(t *testing.T, c *Client, version string, pin *lock.ScopePin) (store.Sourced, *memScratch, error) {
 	t.Helper()
 	var scratch memScratch
 	got, err := NewSource(c, nil).Fetch(context.Background(), grep, version, "linux-x86_64", pin, &scratch)

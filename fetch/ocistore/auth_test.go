@@ -8,9 +8,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
@@ -97,11 +97,11 @@ var registryKinds = []registryKind{
 
 // pushMany pushes n small artifacts to addr through a store of its own, and returns their
 // names and descriptors.
-func pushMany(t *testing.T, addr string, n int) ([]ref.Name, []fetch.Descriptor) {
+func pushMany(t *testing.T, addr string, n int) ([]ref.Name, []store.Descriptor) {
 	t.Helper()
 	pusher := open(t, "oci://"+addr+"/murmur", ocistore.Options{Keychain: staticKeychain{}})
 	names := make([]ref.Name, n)
-	descs := make([]fetch.Descriptor, n)
+	descs := make([]store.Descriptor, n)
 	for i := range n {
 		names[i] = ref.Name{Scope: "acme", Name: fmt.Sprintf("tool%02d", i)}
 		descs[i] = push(t, pusher, names[i], "1.0.0", ref.PlatformAny, payload(4<<10, uint64(i)))
@@ -110,7 +110,7 @@ func pushMany(t *testing.T, addr string, n int) ([]ref.Name, []fetch.Descriptor)
 }
 
 // pullAll resolves and reads every artifact through s, jobs at a time.
-func pullAll(t *testing.T, s fetch.Store, names []ref.Name, descs []fetch.Descriptor, jobs int) {
+func pullAll(t *testing.T, s store.Store, names []ref.Name, descs []store.Descriptor, jobs int) {
 	t.Helper()
 	sem := make(chan struct{}, jobs)
 	var wg sync.WaitGroup
@@ -242,7 +242,7 @@ func TestConcurrentFirstUse(t *testing.T) {
 	ct := newCounting()
 	s := open(t, "oci://"+b.Addr()+"/murmur", ocistore.Options{Keychain: staticKeychain{}, Transport: ct})
 	many := make([]ref.Name, 10)
-	manyDescs := make([]fetch.Descriptor, 10)
+	manyDescs := make([]store.Descriptor, 10)
 	for i := range many {
 		many[i], manyDescs[i] = names[0], descs[0]
 	}
@@ -269,8 +269,8 @@ func TestPoolSharesARegistry(t *testing.T) {
 		}
 		a := open(t, "oci://"+reg.Addr()+"/a", ocistore.Options{Transport: ct, Pool: pool})
 		b := open(t, "oci://"+reg.Addr()+"/b", ocistore.Options{Transport: ct, Pool: pool})
-		pullAll(t, a, []ref.Name{grep}, []fetch.Descriptor{da}, 1)
-		pullAll(t, b, []ref.Name{grep}, []fetch.Descriptor{db}, 1)
+		pullAll(t, a, []ref.Name{grep}, []store.Descriptor{da}, 1)
+		pullAll(t, b, []ref.Name{grep}, []store.Descriptor{db}, 1)
 		want := 2
 		if pooled {
 			want = 1

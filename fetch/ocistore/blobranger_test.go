@@ -10,10 +10,10 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/internal/download"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
@@ -23,7 +23,7 @@ type rangeStore interface {
 	Ranger(ctx context.Context, n ref.Name, d digest.Digest, size int64) (download.Ranger, error)
 }
 
-func ranger(t *testing.T, s fetch.Store, d fetch.Descriptor) download.Ranger {
+func ranger(t *testing.T, s store.Store, d store.Descriptor) download.Ranger {
 	t.Helper()
 	r, err := s.(rangeStore).Ranger(context.Background(), grep, d.Digest, d.Size)
 	if err != nil {

@@ -13,16 +13,16 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/opencontainers/go-digest"
 
-	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
 	"github.com/murmur-nexus/mur/internal/slowdown"
 )
 
 // faultyStore opens f's registry as a store.
-func faultyStore(t *testing.T, f *registrytest.Faulty, opt ocistore.Options) fetch.Store {
+func faultyStore(t *testing.T, f *registrytest.Faulty, opt ocistore.Options) store.Store {
 	return open(t, "oci://"+f.Addr()+"/murmur", opt)
 }
 

@@ -16,7 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/opencontainers/go-digest"
 
-	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
@@ -37,7 +37,7 @@ type layoutStore struct {
 	dir  string // PATH, absolute
 }
 
-func openLayout(addr string) (fetch.Store, error) {
+func openLayout(addr string) (store.Store, error) {
 	p := strings.TrimPrefix(addr, schemeLayout)
 	if p == "" {
 		return nil, errs.New(errs.InvalidConfig, "store %q has no folder; write %s, e.g. oci-layout:/srv/murmur-store", addr, acceptedForms)
@@ -261,30 +261,30 @@ func (s *layoutStore) tags(repo string) ([]string, error) {
 	return tags, nil
 }
 
-func (s *layoutStore) Resolve(ctx context.Context, n ref.Name, version, platform string) (fetch.Descriptor, error) {
+func (s *layoutStore) Resolve(ctx context.Context, n ref.Name, version, platform string) (store.Descriptor, error) {
 	repo := n.String()
 	tag := ref.TagFromVersion(version)
 	var listed []string
 	if version == ref.Latest {
 		tags, err := s.tags(repo)
 		if err != nil {
-			return fetch.Descriptor{}, err
+			return store.Descriptor{}, err
 		}
 		if tag, err = latestTag(s.where(repo, ""), n, tags); err != nil {
-			return fetch.Descriptor{}, explainMiss(err, s.addr, n, version, func() ([]string, error) { return tags, nil }, s.artifactNames)
+			return store.Descriptor{}, explainMiss(err, s.addr, n, version, func() ([]string, error) { return tags, nil }, s.artifactNames)
 		}
 		listed = listedVersions(tags)
 	} else if err := ref.ValidateVersion(version); err != nil {
-		return fetch.Descriptor{}, err
+		return store.Descriptor{}, err
 	}
 	d, _, err := resolveTag(ctx, s, repo, tag, n, version, platform)
 	if err != nil {
-		return fetch.Descriptor{}, explainMiss(err, s.addr, n, version, func() ([]string, error) { return s.tags(repo) }, s.artifactNames)
+		return store.Descriptor{}, explainMiss(err, s.addr, n, version, func() ([]string, error) { return s.tags(repo) }, s.artifactNames)
 	}
 	// The payload is read later, by digest; a blob that is missing or cut short is worth
 	// reporting now, while the name and version are at hand.
 	if err := s.checkBlobSize(s.where(repo, tag), d.Digest, d.Size); err != nil {
-		return fetch.Descriptor{}, err
+		return store.Descriptor{}, err
 	}
 	d.Origin, d.Versions = s.addr, listed
 	return d, nil

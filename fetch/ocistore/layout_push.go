@@ -16,7 +16,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/lockedfile"
@@ -63,7 +63,7 @@ func (s *layoutStore) writeSmallBlob(what string, raw []byte) error {
 	return s.writeBlob(what, sha256Hash(raw), int64(len(raw)), strings.NewReader(string(raw)))
 }
 
-func (s *layoutStore) Push(ctx context.Context, desc fetch.Descriptor, payload io.Reader) error {
+func (s *layoutStore) Push(ctx context.Context, desc store.Descriptor, payload io.Reader) error {
 	if err := checkPushDescriptor(s.addr, desc); err != nil {
 		return err
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/opencontainers/go-digest"
 
-	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/provenance"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/lockedfile"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -24,8 +24,8 @@ import (
 // referrers API hold.
 
 var (
-	_ fetch.BundleFinder   = (*layoutStore)(nil)
-	_ fetch.BundleAttacher = (*layoutStore)(nil)
+	_ store.BundleFinder   = (*layoutStore)(nil)
+	_ store.BundleAttacher = (*layoutStore)(nil)
 )
 
 func fallbackTag(d v1.Hash) string { return "sha256-" + d.Hex }

@@ -12,9 +12,9 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/opencontainers/go-digest"
 
-	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/provenance"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
@@ -30,7 +30,7 @@ func TestLayoutReferrers(t *testing.T) {
 	desc := push(t, s, grep, "1.2.0", "any", data)
 	bundle := []byte(`{"mediaType":"application/vnd.dev.sigstore.bundle.v0.3+json","messageSignature":{}}`)
 	other := []byte(`{"mediaType":"application/vnd.dev.sigstore.bundle.v0.3+json","messageSignature":{"x":1}}`)
-	at := s.(fetch.BundleAttacher)
+	at := s.(store.BundleAttacher)
 	for _, b := range [][]byte{bundle, bundle, other} {
 		if err := at.AttachBundle(ctx, grep, "1.2.0", desc.Digest, b); err != nil {
 			t.Fatal(err)
@@ -69,7 +69,7 @@ func TestLayoutReferrers(t *testing.T) {
 		}
 	}
 
-	got, err := s.(fetch.BundleFinder).Bundles(ctx, grep, "1.2.0", desc.Digest)
+	got, err := s.(store.BundleFinder).Bundles(ctx, grep, "1.2.0", desc.Digest)
 	if err != nil || len(got) != 2 || string(got[0]) != string(bundle) || string(got[1]) != string(other) {
 		t.Fatalf("Bundles = %q, %v", got, err)
 	}
@@ -78,7 +78,7 @@ func TestLayoutReferrers(t *testing.T) {
 	}
 	// Another artifact's manifest has no bundles, though its neighbour has.
 	d2 := push(t, s, grep, "1.3.0", "any", payload(100, 42))
-	if got, err := s.(fetch.BundleFinder).Bundles(ctx, grep, "1.3.0", d2.Digest); err != nil || len(got) != 0 {
+	if got, err := s.(store.BundleFinder).Bundles(ctx, grep, "1.3.0", d2.Digest); err != nil || len(got) != 0 {
 		t.Fatalf("Bundles of 1.3.0 = %q, %v", got, err)
 	}
 
@@ -86,7 +86,7 @@ func TestLayoutReferrers(t *testing.T) {
 	if err := os.WriteFile(bundlePath, []byte(strings.Replace(string(bundle), "{}", "{ }", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.(fetch.BundleFinder).Bundles(ctx, grep, "1.2.0", desc.Digest); !errors.Is(err, errs.Integrity) {
+	if _, err := s.(store.BundleFinder).Bundles(ctx, grep, "1.2.0", desc.Digest); !errors.Is(err, errs.Integrity) {
 		t.Fatalf("a damaged bundle: %v", err)
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/opencontainers/go-digest"
 
-	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
@@ -71,7 +71,7 @@ func platformField(p string) *v1.Platform {
 
 // buildManifest is the image manifest of one payload. It holds nothing that varies between two
 // pushes of the same payload (no timestamps), so a re-push writes byte-identical JSON.
-func buildManifest(desc fetch.Descriptor) ([]byte, error) {
+func buildManifest(desc store.Descriptor) ([]byte, error) {
 	m := v1.Manifest{
 		SchemaVersion: 2,
 		MediaType:     types.OCIManifestSchema1,
@@ -97,7 +97,7 @@ func buildManifest(desc fetch.Descriptor) ([]byte, error) {
 // layerTitle is the file name a tool such as oras writes the layer to. A platform-specific
 // payload carries its platform in the name, so that pulling every manifest of an index into one
 // folder gives distinct files (oras refuses duplicate names).
-func layerTitle(desc fetch.Descriptor) string {
+func layerTitle(desc store.Descriptor) string {
 	if desc.Title == "" || desc.Platform == ref.PlatformAny || desc.Platform == "" {
 		return desc.Title
 	}
@@ -251,22 +251,22 @@ func (tc tagContent) platforms() string {
 }
 
 // load reads and checks one child manifest.
-func (tc tagContent) load(ctx context.Context, r manifestReader, repo, tag string, c v1.Descriptor, name ref.Name, version string) (fetch.Descriptor, error) {
+func (tc tagContent) load(ctx context.Context, r manifestReader, repo, tag string, c v1.Descriptor, name ref.Name, version string) (store.Descriptor, error) {
 	raw, ok := tc.raws[c.Digest]
 	if !ok {
 		var err error
 		raw, err = r.child(ctx, repo, c)
 		if err != nil {
-			return fetch.Descriptor{}, err
+			return store.Descriptor{}, err
 		}
 	}
 	where := r.where(repo, tag)
 	if c.Size != int64(len(raw)) || c.Digest != sha256Hash(raw) {
-		return fetch.Descriptor{}, errs.New(errs.Integrity, "%s: manifest %s was served with %d bytes hashing to %s; expected %d bytes with that digest; the store is damaged or tampered with", where, c.Digest, len(raw), sha256Hash(raw), c.Size)
+		return store.Descriptor{}, errs.New(errs.Integrity, "%s: manifest %s was served with %d bytes hashing to %s; expected %d bytes with that digest; the store is damaged or tampered with", where, c.Digest, len(raw), sha256Hash(raw), c.Size)
 	}
 	m, err := parseManifest(raw, where)
 	if err != nil {
-		return fetch.Descriptor{}, err
+		return store.Descriptor{}, err
 	}
 	return describe(m, where, name, tag, version, c.Annotations[annotationPlatform])
 }
@@ -302,10 +302,10 @@ func parseManifest(raw []byte, where string) (*v1.Manifest, error) {
 // (oras push with mur's artifact and layer types) wrote without mur's annotations is named by
 // where it sits: the repository path gives the name, the tag the version, and a missing platform
 // is the index's, else any. The caller still checks the payload's own murmur.yaml against them.
-func describe(m *v1.Manifest, where string, name ref.Name, tag, asked, indexPlatform string) (fetch.Descriptor, error) {
+func describe(m *v1.Manifest, where string, name ref.Name, tag, asked, indexPlatform string) (store.Descriptor, error) {
 	a := m.Annotations
 	if got, ok := a[annotationName]; ok && got != name.String() {
-		return fetch.Descriptor{}, errs.New(errs.Integrity, "%s: annotation %s is %q; expected %q", where, annotationName, got, name)
+		return store.Descriptor{}, errs.New(errs.Integrity, "%s: annotation %s is %q; expected %q", where, annotationName, got, name)
 	}
 	version, ok := a[annotationVersion]
 	if !ok {
@@ -315,7 +315,7 @@ func describe(m *v1.Manifest, where string, name ref.Name, tag, asked, indexPlat
 		}
 	}
 	if err := ref.ValidateVersion(version); err != nil {
-		return fetch.Descriptor{}, errs.New(errs.Integrity, "%s: annotation %s is %q, which is not a valid version", where, annotationVersion, version)
+		return store.Descriptor{}, errs.New(errs.Integrity, "%s: annotation %s is %q, which is not a valid version", where, annotationVersion, version)
 	}
 	platform, ok := a[annotationPlatform]
 	if !ok {
@@ -325,20 +325,20 @@ func describe(m *v1.Manifest, where string, name ref.Name, tag, asked, indexPlat
 		}
 	}
 	if ref.ValidatePlatform(platform) != nil {
-		return fetch.Descriptor{}, errs.New(errs.Integrity, "%s: annotation %s is %q; expected any or a known platform", where, annotationPlatform, platform)
+		return store.Descriptor{}, errs.New(errs.Integrity, "%s: annotation %s is %q; expected any or a known platform", where, annotationPlatform, platform)
 	}
 	if indexPlatform != "" && indexPlatform != platform {
-		return fetch.Descriptor{}, errs.New(errs.Integrity, "%s: the index lists the manifest for platform %q but the manifest says %q", where, indexPlatform, platform)
+		return store.Descriptor{}, errs.New(errs.Integrity, "%s: the index lists the manifest for platform %q but the manifest says %q", where, indexPlatform, platform)
 	}
 	l := m.Layers[0]
 	d, err := fromHash(l.Digest)
 	if err != nil {
-		return fetch.Descriptor{}, errs.Wrap(err, errs.Integrity, "%s: layer digest %q is not a sha256 digest", where, l.Digest)
+		return store.Descriptor{}, errs.Wrap(err, errs.Integrity, "%s: layer digest %q is not a sha256 digest", where, l.Digest)
 	}
 	if l.Size < 0 {
-		return fetch.Descriptor{}, errs.New(errs.Integrity, "%s: layer size %d is negative", where, l.Size)
+		return store.Descriptor{}, errs.New(errs.Integrity, "%s: layer size %d is negative", where, l.Size)
 	}
-	return fetch.Descriptor{
+	return store.Descriptor{
 		Name:     name,
 		Version:  version,
 		Platform: platform,
@@ -350,21 +350,21 @@ func describe(m *v1.Manifest, where string, name ref.Name, tag, asked, indexPlat
 
 // resolveTag resolves repo:tag for platform, and returns the manifest it chose: the subject that
 // the artifact's referrers (its provenance bundles) point at.
-func resolveTag(ctx context.Context, r manifestReader, repo, tag string, name ref.Name, version, platform string) (fetch.Descriptor, v1.Descriptor, error) {
+func resolveTag(ctx context.Context, r manifestReader, repo, tag string, name ref.Name, version, platform string) (store.Descriptor, v1.Descriptor, error) {
 	tc, err := readTag(ctx, r, repo, tag)
 	if err != nil {
-		return fetch.Descriptor{}, v1.Descriptor{}, err
+		return store.Descriptor{}, v1.Descriptor{}, err
 	}
 	c, ok := tc.pick(platform)
 	if !ok {
-		return fetch.Descriptor{}, v1.Descriptor{}, errs.New(errs.NotFound, "%s holds %s@%s for %s but not for %s or any; push a payload for %s", r.where(repo, tag), name, version, tc.platforms(), platform, platform)
+		return store.Descriptor{}, v1.Descriptor{}, errs.New(errs.NotFound, "%s holds %s@%s for %s but not for %s or any; push a payload for %s", r.where(repo, tag), name, version, tc.platforms(), platform, platform)
 	}
 	d, err := tc.load(ctx, r, repo, tag, c, name, version)
 	if err != nil {
-		return fetch.Descriptor{}, v1.Descriptor{}, err
+		return store.Descriptor{}, v1.Descriptor{}, err
 	}
 	if version != ref.Latest && d.Version != version {
-		return fetch.Descriptor{}, v1.Descriptor{}, errs.New(errs.NotFound, "%s holds version %q, not %q (%s)", r.where(repo, tag), d.Version, version, sharedTag(d.Version, version))
+		return store.Descriptor{}, v1.Descriptor{}, errs.New(errs.NotFound, "%s holds version %q, not %q (%s)", r.where(repo, tag), d.Version, version, sharedTag(d.Version, version))
 	}
 	return d, v1.Descriptor{MediaType: types.OCIManifestSchema1, Digest: c.Digest, Size: c.Size}, nil
 }

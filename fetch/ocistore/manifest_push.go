@@ -6,7 +6,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/murmur-nexus/mur/fetch"
+	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
@@ -21,7 +21,7 @@ type pushPlan struct {
 
 // planPush decides, from what repo:tag holds now, what pushing desc writes, and refuses a version
 // and platform already held with another digest.
-func planPush(ctx context.Context, r manifestReader, repo, tag string, desc fetch.Descriptor) (pushPlan, error) {
+func planPush(ctx context.Context, r manifestReader, repo, tag string, desc fstore.Descriptor) (pushPlan, error) {
 	manifest, err := buildManifest(desc)
 	if err != nil {
 		return pushPlan{}, errs.Wrap(err, errs.Internal, "encoding the manifest of %s@%s: %v", desc.Name, desc.Version, err)
@@ -63,7 +63,7 @@ func planPush(ctx context.Context, r manifestReader, repo, tag string, desc fetc
 }
 
 // checkPushDescriptor refuses a descriptor that can't be published.
-func checkPushDescriptor(store string, desc fetch.Descriptor) error {
+func checkPushDescriptor(store string, desc fstore.Descriptor) error {
 	if err := ref.ValidateSegment(desc.Name.Scope); err != nil {
 		return errs.New(errs.Usage, "pushing to %s: artifact name %q: %s", store, desc.Name, errs.Message(err))
 	}

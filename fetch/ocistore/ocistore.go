@@ -33,7 +33,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 
-	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
@@ -75,7 +75,7 @@ const (
 
 // Open returns the store at addr, which is oci://HOST[:PORT]/PREFIX or oci-layout:PATH. It makes
 // no request and creates nothing.
-func Open(addr string, opt Options) (fetch.Store, error) {
+func Open(addr string, opt Options) (store.Store, error) {
 	switch {
 	case strings.HasPrefix(addr, schemeRegistry):
 		return openRegistry(addr, opt)

@@ -19,9 +19,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/opencontainers/go-digest"
 
-	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -39,8 +39,8 @@ func payload(size int, seed uint64) []byte {
 	return b
 }
 
-func descFor(n ref.Name, version, platform string, data []byte) fetch.Descriptor {
-	return fetch.Descriptor{
+func descFor(n ref.Name, version, platform string, data []byte) store.Descriptor {
+	return store.Descriptor{
 		Name:     n,
 		Version:  version,
 		Platform: platform,
@@ -50,7 +50,7 @@ func descFor(n ref.Name, version, platform string, data []byte) fetch.Descriptor
 	}
 }
 
-func push(t testing.TB, s fetch.Store, n ref.Name, version, platform string, data []byte) fetch.Descriptor {
+func push(t testing.TB, s store.Store, n ref.Name, version, platform string, data []byte) store.Descriptor {
 	t.Helper()
 	d := descFor(n, version, platform, data)
 	if err := s.Push(context.Background(), d, bytes.NewReader(data)); err != nil {
@@ -59,7 +59,7 @@ func push(t testing.TB, s fetch.Store, n ref.Name, version, platform string, dat
 	return d
 }
 
-func readAll(t testing.TB, s fetch.Store, n ref.Name, d digest.Digest) []byte {
+func readAll(t testing.TB, s store.Store, n ref.Name, d digest.Digest) []byte {
 	t.Helper()
 	rc, err := s.Open(context.Background(), n, d)
 	if err != nil {
@@ -73,7 +73,7 @@ func readAll(t testing.TB, s fetch.Store, n ref.Name, d digest.Digest) []byte {
 	return buf.Bytes()
 }
 
-func open(t testing.TB, addr string, opt ocistore.Options) fetch.Store {
+func open(t testing.TB, addr string, opt ocistore.Options) store.Store {
 	t.Helper()
 	s, err := ocistore.Open(addr, opt)
 	if err != nil {
@@ -83,16 +83,16 @@ func open(t testing.TB, addr string, opt ocistore.Options) fetch.Store {
 }
 
 // storeKinds gives each test a fresh store of every kind.
-func storeKinds(t *testing.T) map[string]func(t *testing.T) fetch.Store {
-	return map[string]func(t *testing.T) fetch.Store{
-		"layout": func(t *testing.T) fetch.Store {
+func storeKinds(t *testing.T) map[string]func(t *testing.T) store.Store {
+	return map[string]func(t *testing.T) store.Store{
+		"layout": func(t *testing.T) store.Store {
 			return open(t, "oci-layout:"+filepath.Join(t.TempDir(), "store"), ocistore.Options{})
 		},
-		"inprocess": func(t *testing.T) fetch.Store {
+		"inprocess": func(t *testing.T) store.Store {
 			r := registrytest.StartInProcess(t, nil)
 			return open(t, "oci://"+r.Addr()+"/murmur", ocistore.Options{})
 		},
-		"docker-registry": func(t *testing.T) fetch.Store {
+		"docker-registry": func(t *testing.T) store.Store {
 			r := registrytest.Start(t)
 			return open(t, "oci://"+r.Addr()+"/murmur", ocistore.Options{})
 		},
@@ -199,7 +199,7 @@ func TestLatest(t *testing.T) {
 	for kind, mk := range storeKinds(t) {
 		t.Run(kind, func(t *testing.T) {
 			s := mk(t)
-			var want fetch.Descriptor
+			var want store.Descriptor
 			for i, v := range []string{"1.2.0", "1.10.0", "1.10.0-rc.1", "1.9.9", "not-semver", "1.10.0-rc.2"} {
 				d := push(t, s, grep, v, "any", payload(100, uint64(10+i)))
 				if v == "1.10.0" {
@@ -241,7 +241,7 @@ func TestPlatforms(t *testing.T) {
 
 			cases := []struct {
 				version, platform string
-				want              fetch.Descriptor
+				want              store.Descriptor
 			}{
 				{"2.0.0", "linux-x86_64", linux},
 				{"2.0.0", "darwin-aarch64", anyD},

@@ -13,8 +13,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/opencontainers/go-digest"
 
-	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/provenance"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
@@ -32,8 +32,8 @@ const (
 )
 
 var (
-	_ fetch.BundleFinder   = (*registryStore)(nil)
-	_ fetch.BundleAttacher = (*registryStore)(nil)
+	_ store.BundleFinder   = (*registryStore)(nil)
+	_ store.BundleAttacher = (*registryStore)(nil)
 )
 
 // subject finds the manifest of name@version whose layer is d: the manifest referrers point at.

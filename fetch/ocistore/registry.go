@@ -20,9 +20,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/opencontainers/go-digest"
 
-	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/internal/download"
 	"github.com/murmur-nexus/mur/fetch/internal/retry"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
@@ -40,7 +40,7 @@ type registryStore struct {
 	found    *lookups      // what resolves learned that bundle look-ups reuse (referrers_lookup.go)
 }
 
-func openRegistry(addr string, opt Options) (fetch.Store, error) {
+func openRegistry(addr string, opt Options) (store.Store, error) {
 	rest := strings.TrimPrefix(addr, schemeRegistry)
 	host, prefix, _ := strings.Cut(rest, "/")
 	prefix = strings.Trim(prefix, "/")
@@ -250,35 +250,35 @@ func (s *registryStore) child(ctx context.Context, repo string, c v1.Descriptor)
 	return d.Manifest, nil
 }
 
-func (s *registryStore) Resolve(ctx context.Context, n ref.Name, version, platform string) (fetch.Descriptor, error) {
+func (s *registryStore) Resolve(ctx context.Context, n ref.Name, version, platform string) (store.Descriptor, error) {
 	repo := s.repoPath(n)
 	tag := ref.TagFromVersion(version)
 	var listed []string
 	if version == ref.Latest {
 		r, err := s.repository(repo)
 		if err != nil {
-			return fetch.Descriptor{}, err
+			return store.Descriptor{}, err
 		}
 		opts, err := s.pullOptions(ctx, r)
 		if err != nil {
-			return fetch.Descriptor{}, s.classify(err, fmt.Sprintf("listing the versions of %s at %s", n, s.where(repo, "")))
+			return store.Descriptor{}, s.classify(err, fmt.Sprintf("listing the versions of %s at %s", n, s.where(repo, "")))
 		}
 		tags, err := remote.List(r, opts...)
 		if err != nil {
 			err = s.classify(err, fmt.Sprintf("listing the versions of %s at %s", n, s.where(repo, "")))
-			return fetch.Descriptor{}, explainMiss(err, s.addr, n, version, func() ([]string, error) { return nil, err }, func() []string { return s.artifactNames(ctx) })
+			return store.Descriptor{}, explainMiss(err, s.addr, n, version, func() ([]string, error) { return nil, err }, func() []string { return s.artifactNames(ctx) })
 		}
 		tag, err = latestTag(s.where(repo, ""), n, tags)
 		if err != nil {
-			return fetch.Descriptor{}, err
+			return store.Descriptor{}, err
 		}
 		listed = listedVersions(tags)
 	} else if err := ref.ValidateVersion(version); err != nil {
-		return fetch.Descriptor{}, err
+		return store.Descriptor{}, err
 	}
 	d, sub, err := resolveTag(ctx, s, repo, tag, n, version, platform)
 	if err != nil {
-		return fetch.Descriptor{}, explainMiss(err, s.addr, n, version, func() ([]string, error) { return s.registryTags(ctx, repo) }, func() []string { return s.artifactNames(ctx) })
+		return store.Descriptor{}, explainMiss(err, s.addr, n, version, func() ([]string, error) { return s.registryTags(ctx, repo) }, func() []string { return s.artifactNames(ctx) })
 	}
 	s.found.subject(repo, tag, d.Digest, sub)
 	d.Origin, d.Versions = s.addr, listed
@@ -317,7 +317,7 @@ type rawManifest struct {
 func (m rawManifest) RawManifest() ([]byte, error)        { return m.raw, nil }
 func (m rawManifest) MediaType() (types.MediaType, error) { return m.mt, nil }
 
-func (s *registryStore) Push(ctx context.Context, desc fetch.Descriptor, payload io.Reader) error {
+func (s *registryStore) Push(ctx context.Context, desc store.Descriptor, payload io.Reader) error {
 	if err := checkPushDescriptor(s.addr, desc); err != nil {
 		return err
 	}
@@ -371,7 +371,7 @@ func (s *registryStore) Push(ctx context.Context, desc fetch.Descriptor, payload
 
 // payloadLayer uploads a payload that can be read once.
 type payloadLayer struct {
-	desc fetch.Descriptor
+	desc store.Descriptor
 	r    io.Reader
 	used bool
 	err  error // a mismatch the reader found, reported in place of the upload's error

@@ -10,8 +10,8 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
@@ -34,7 +34,7 @@ func TestProvenanceBundlesAreContent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	found, err := st.(fetch.BundleFinder).Bundles(context.Background(), ref.Name{Scope: "acme", Name: "hello"}, "1.0.0", d)
+	found, err := st.(store.BundleFinder).Bundles(context.Background(), ref.Name{Scope: "acme", Name: "hello"}, "1.0.0", d)
 	if err != nil || len(found) != 1 || digest.FromBytes(found[0]).String() != recorded.Bundle {
 		t.Fatalf("warm --layout kept %d bundles (%v); want the recorded one", len(found), err)
 	}

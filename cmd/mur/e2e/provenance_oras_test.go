@@ -16,9 +16,9 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
@@ -57,7 +57,7 @@ func TestProvenanceOrasInterop(t *testing.T) {
 		t.Fatal(err)
 	}
 	zipBytes := readFile(t, zip)
-	bundles, err := st.(fetch.BundleFinder).Bundles(context.Background(), ref.Name{Scope: "demo", Name: "notes"}, "1.0.0", digest.FromBytes(zipBytes))
+	bundles, err := st.(store.BundleFinder).Bundles(context.Background(), ref.Name{Scope: "demo", Name: "notes"}, "1.0.0", digest.FromBytes(zipBytes))
 	if err != nil || len(bundles) != 1 {
 		t.Fatalf("bundles: %d, %v", len(bundles), err)
 	}
@@ -112,7 +112,7 @@ func TestProvenanceOrasLayoutInterop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bundles, err := st.(fetch.BundleFinder).Bundles(context.Background(), ref.Name{Scope: "demo", Name: "notes"}, "1.0.0", digest.FromBytes(readFile(t, zip)))
+	bundles, err := st.(store.BundleFinder).Bundles(context.Background(), ref.Name{Scope: "demo", Name: "notes"}, "1.0.0", digest.FromBytes(readFile(t, zip)))
 	if err != nil || len(bundles) != 1 {
 		t.Fatalf("bundles: %d, %v", len(bundles), err)
 	}

@@ -1,4 +1,4 @@
-package fetch
+package store
 
 import (
 	"errors"
@@ -113,23 +113,23 @@ func validateOCI(rest string) error {
 	return nil
 }
 
-// storeItem is one entry of stores (or the mirror) as written.
-type storeItem struct {
-	addr     string
-	plain    bool
-	fallback Fallback
+// Entry is one entry of stores (or the mirror) as written.
+type Entry struct {
+	Addr     string
+	Plain    bool
+	Fallback Fallback
 }
 
-// parseStoreItem reads one entry of stores, or the mirror: an address, or {url: ADDRESS,
+// ParseEntry reads one entry of stores, or the mirror: an address, or {url: ADDRESS,
 // plain_http: BOOL, fallback: not-found | any-error}. key names it in messages.
-func parseStoreItem(item *yaml.Node, key, path string) (it storeItem, warnings []string, err error) {
+func ParseEntry(item *yaml.Node, key, path string) (it Entry, warnings []string, err error) {
 	switch item.Kind {
 	case yaml.ScalarNode:
 		addr := CleanStoreAddress(item.Value)
 		if err := ValidateStoreAddress(addr); err != nil {
 			return it, nil, fmt.Errorf("line %d: %s: %s", item.Line, key, errs.Message(err))
 		}
-		return storeItem{addr: addr}, nil, nil
+		return Entry{Addr: addr}, nil, nil
 	case yaml.MappingNode:
 	default:
 		return it, nil, fmt.Errorf("line %d: %s must be an address or {url: ADDRESS, plain_http: true, fallback: any-error}, found %s", item.Line, key, yamlnode.Describe(item))
@@ -151,16 +151,16 @@ func parseStoreItem(item *yaml.Node, key, path string) (it storeItem, warnings [
 	if urlNode == nil || urlNode.Kind != yaml.ScalarNode || urlNode.Value == "" {
 		return it, nil, fmt.Errorf("line %d: %s has no url; write {url: oci://HOST[:PORT]/PREFIX, plain_http: true}", item.Line, key)
 	}
-	it.addr = CleanStoreAddress(urlNode.Value)
-	if err := ValidateStoreAddress(it.addr); err != nil {
+	it.Addr = CleanStoreAddress(urlNode.Value)
+	if err := ValidateStoreAddress(it.Addr); err != nil {
 		return it, nil, fmt.Errorf("line %d: %s.url: %s", urlNode.Line, key, errs.Message(err))
 	}
 	if plainNode != nil {
 		if plainNode.Kind != yaml.ScalarNode || plainNode.ShortTag() != "!!bool" {
 			return it, nil, fmt.Errorf("line %d: %s.plain_http must be true or false, found %s", plainNode.Line, key, yamlnode.Describe(plainNode))
 		}
-		it.plain = strings.EqualFold(plainNode.Value, "true")
-		if it.plain && !strings.HasPrefix(urlNode.Value, SchemeOCI) {
+		it.Plain = strings.EqualFold(plainNode.Value, "true")
+		if it.Plain && !strings.HasPrefix(urlNode.Value, SchemeOCI) {
 			return it, nil, fmt.Errorf("line %d: %s.plain_http applies to oci:// registries, and %s is a folder; remove it", plainNode.Line, key, urlNode.Value)
 		}
 	}
@@ -172,7 +172,7 @@ func parseStoreItem(item *yaml.Node, key, path string) (it storeItem, warnings [
 		if err != nil {
 			return it, nil, fmt.Errorf("line %d: %s.%s", fallbackNode.Line, key, errs.Message(err))
 		}
-		it.fallback = fb
+		it.Fallback = fb
 	}
 	return it, warnings, nil
 }
@@ -186,3 +186,9 @@ func ResolveStore(addr, baseDir string) string {
 	}
 	return SchemeOCILayout + filepath.Join(baseDir, p)
 }
+
+// Store address schemes.
+const (
+	SchemeOCI       = "oci://"
+	SchemeOCILayout = "oci-layout:"
+)

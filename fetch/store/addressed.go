@@ -1,4 +1,4 @@
-package fetch
+package store
 
 import (
 	"context"
@@ -30,4 +30,17 @@ func AddressOf(ctx context.Context, dst Store, desc Descriptor) (Addressed, erro
 		return Addressed{}, nil
 	}
 	return a.Addressed(ctx, desc.Name, desc.Version, desc.Platform)
+}
+
+// BundleFinder is implemented by the stores and sources that can hold an artifact's Sigstore
+// bundles: GitHub's attestations API and release assets, and OCI referrers. Bundles returns the
+// bundles that may speak for d (unverified), and none, without an error, when there are none.
+type BundleFinder interface {
+	Bundles(ctx context.Context, name ref.Name, version string, d digest.Digest) ([][]byte, error)
+}
+
+// BundleAttacher is implemented by the stores that can keep bundles beside an artifact (OCI
+// referrers), for `mur push` and the write-through mirror.
+type BundleAttacher interface {
+	AttachBundle(ctx context.Context, name ref.Name, version string, d digest.Digest, bundle []byte) error
 }
