@@ -11,6 +11,7 @@ import (
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch/internal/download"
+	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -65,7 +66,7 @@ type transfer = download.Transfer
 // (single-pass staging, fed key) as long as they arrive in order from the blob's first byte: an
 // ingest that continues kept bytes, starts over or is split into pieces is staged from the blob
 // once it is in, and the returned stream is nil.
-func (p *Puller) download(ctx context.Context, st store.Store, req Request, desc store.Descriptor, key hash.Hash) (*cas.Writer, transfer, *streamStage, error) {
+func (p *Puller) download(ctx context.Context, st store.Store, req Request, desc store.Descriptor, key hash.Hash) (*cas.Writer, transfer, *stage.Stream, error) {
 	rs, ok := st.(rangeStore)
 	if !ok || desc.Size <= 0 {
 		return p.downloadStream(ctx, st, req, desc, key)
@@ -80,9 +81,9 @@ func (p *Puller) download(ctx context.Context, st store.Store, req Request, desc
 	}
 	kept, _ := w.Resumed()
 	f := download.New(w, desc.Digest, desc.Size, st.String(), p.options(), p.progress(req.Name.String(), desc.Size, st.String(), kept.Offset))
-	var stream *streamStage
+	var stream *stage.Stream
 	if w.Held() == 0 {
-		if stream = newStreamStage(req.stageTo, req.Name, desc.Digest, key); stream != nil {
+		if stream = stage.NewStream(req.stageTo, req.Name, desc.Digest, key); stream != nil {
 			f.SetTee(stream)
 		}
 	}
@@ -119,7 +120,7 @@ func (p *Puller) dropOrKeep(ctx context.Context, w *cas.Writer, err error, forma
 
 // downloadStream is the download of a store that serves no ranges: one stream, bounded by the
 // declared size, that a break fails.
-func (p *Puller) downloadStream(ctx context.Context, st store.Store, req Request, desc store.Descriptor, key hash.Hash) (*cas.Writer, transfer, *streamStage, error) {
+func (p *Puller) downloadStream(ctx context.Context, st store.Store, req Request, desc store.Descriptor, key hash.Hash) (*cas.Writer, transfer, *stage.Stream, error) {
 	rc, err := st.Open(ctx, req.Name, desc.Digest)
 	if err != nil {
 		return nil, transfer{}, nil, err
@@ -133,7 +134,7 @@ func (p *Puller) downloadStream(ctx context.Context, st store.Store, req Request
 	if err != nil {
 		return nil, transfer{}, nil, err
 	}
-	stream := newStreamStage(req.stageTo, req.Name, desc.Digest, key)
+	stream := stage.NewStream(req.stageTo, req.Name, desc.Digest, key)
 	var sink io.Writer = w
 	if stream != nil {
 		sink = io.MultiWriter(w, stream)
@@ -141,7 +142,7 @@ func (p *Puller) downloadStream(ctx context.Context, st store.Store, req Request
 	if _, err := download.Stream(sink, rc, bound, p.progress(req.Name.String(), desc.Size, st.String(), 0)); err != nil {
 		w.Close()
 		if stream != nil {
-			stream.abandon()
+			stream.Abandon()
 		}
 		if errors.Is(err, download.ErrTooLong) && desc.Size < 0 {
 			return nil, transfer{}, nil, undeclaredTooLong(st.String(), desc.Digest, req.Name, desc.Version, bound)

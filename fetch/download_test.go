@@ -23,6 +23,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/fetch/proxytest"
+	"github.com/murmur-nexus/mur/fetch/stage"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
@@ -656,7 +657,7 @@ func TestRangedStagesWhileDownloading(t *testing.T) {
 	if len(res) != 1 || res[0].Digest != p.digest().String() || res[0].Transferred != int64(len(p.zip)) {
 		t.Fatalf("result %+v", res)
 	}
-	if err := fetch.CheckStaged(w.proj, grep, p.digest()); err != nil {
+	if err := stage.CheckStaged(w.proj.Tools(), grep, p.digest()); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/murmur-nexus/mur/fetch/internal/download"
+	"github.com/murmur-nexus/mur/fetch/stage"
 )
 
 func hooksOf(p *Puller) *download.Hooks {
@@ -40,26 +41,26 @@ func SlowLink(n int64, elapsed time.Duration) bool { return download.SlowLink(n,
 // OnStageChecked runs f between a staging's path checks and the opening of its folder handles,
 // until the test ends; OnStageInstall runs f just before a staged folder is renamed into place.
 func OnStageChecked(f func()) (restore func()) {
-	stageCheckedHook = f
-	return func() { stageCheckedHook = nil }
+	stage.CheckedHook = f
+	return func() { stage.CheckedHook = nil }
 }
 
 func OnStageInstall(f func()) (restore func()) {
-	stageInstallHook = f
-	return func() { stageInstallHook = nil }
+	stage.InstallHook = f
+	return func() { stage.InstallHook = nil }
 }
 
 // PayloadRereads is how many fresh payloads pulls read back from their blob so far.
-func PayloadRereads() int64 { return payloadRereads.Load() }
+func PayloadRereads() int64 { return stage.PayloadRereads.Load() }
 
 // HoldStreams keeps every payload stream from following its bytes until the returned func is
 // called; the test must call it.
 func HoldStreams() func() {
 	hold := make(chan struct{})
 	wait := func() { <-hold }
-	testHookFollow.Store(&wait)
+	stage.FollowHook.Store(&wait)
 	return func() {
-		testHookFollow.Store(nil)
+		stage.FollowHook.Store(nil)
 		close(hold)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/lock"
 )
@@ -128,7 +129,7 @@ func GC(ctx context.Context, in GCInput) (GCReport, error) {
 		return rep, err
 	}
 	for dir := range projects {
-		rep.Staging = append(rep.Staging, sweepStaging(Project{Dir: dir}, now, in.DryRun)...)
+		rep.Staging = append(rep.Staging, stage.Sweep(stage.Tools{Project: dir}, now, in.DryRun)...)
 	}
 	return rep, nil
 }

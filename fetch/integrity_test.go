@@ -23,6 +23,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/github/githubtest"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
@@ -91,7 +92,7 @@ func TestPullReusesTheCASAcrossProjects(t *testing.T) {
 	if e := second.readLock().Find("acme/grep"); e == nil || e.SHA256.Any != p.digest().Encoded() {
 		t.Fatalf("the second project's lock %+v", e)
 	}
-	if err := fetch.CheckStaged(second.proj, grep, p.digest()); err != nil {
+	if err := stage.CheckStaged(second.proj.Tools(), grep, p.digest()); err != nil {
 		t.Fatalf("the second project's tools/: %v", err)
 	}
 	rs := second.records()
@@ -289,7 +290,7 @@ func TestPullLockConflictLeavesNoBlob(t *testing.T) {
 	if e := w.readLock().Find("acme/grep"); e == nil || e.SHA256.Any != other.Encoded() {
 		t.Fatalf("the other process's pin was changed: %+v", e)
 	}
-	if _, err := os.Stat(fetch.StagedDir(w.proj, grep)); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(stage.StagedDir(w.proj.Tools(), grep)); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatal("tools/acme/grep exists after a lock-conflict")
 	}
 	if st := w.state(); st.ingest != 0 {
@@ -390,7 +391,7 @@ func TestPullRestagesAShortFile(t *testing.T) {
 	p := pack(t, "grep", "1.0.0", 109)
 	push(t, st, grep, "1.0.0", "any", p)
 	w.mustPull(w.puller(st), req(grep, "1.0.0"))
-	staged := filepath.Join(fetch.StagedDir(w.proj, grep), "capsule.wasm")
+	staged := filepath.Join(stage.StagedDir(w.proj.Tools(), grep), "capsule.wasm")
 	if err := os.Truncate(staged, int64(len(p.wasm)/2)); err != nil {
 		t.Fatal(err)
 	}
@@ -401,7 +402,7 @@ func TestPullRestagesAShortFile(t *testing.T) {
 	if b, _ := os.ReadFile(staged); !bytes.Equal(b, p.wasm) {
 		t.Fatalf("the short staged file was not restaged: %d bytes, want %d", len(b), len(p.wasm))
 	}
-	if err := fetch.CheckStaged(w.proj, grep, p.digest()); err != nil {
+	if err := stage.CheckStaged(w.proj.Tools(), grep, p.digest()); err != nil {
 		t.Fatal(err)
 	}
 }

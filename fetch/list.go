@@ -7,6 +7,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
 )
@@ -86,7 +87,7 @@ func (in LocalInput) fill(ctx context.Context, it *Listed, name ref.Name, staged
 		it.Size = st.Size
 	}
 	if staged {
-		it.Staged = CheckStaged(in.Project, name, d) == nil
+		it.Staged = stage.CheckStaged(in.Project.Tools(), name, d) == nil
 	}
 	it.Compiled = in.compiled(ctx, d)
 }
@@ -99,7 +100,7 @@ func (in LocalInput) compiled(ctx context.Context, d digest.Digest) bool {
 	if key, ok := in.Compiled.BlobKey(d); ok {
 		return in.Compiled.HasCompiled(key)
 	}
-	a, wasm, err := readBlob(ctx, in.CAS, d, true)
+	a, wasm, err := stage.ReadBlob(ctx, in.CAS, d, true)
 	if err != nil || a.Component {
 		return false
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/fetch/proxytest"
+	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
@@ -228,7 +229,7 @@ func TestLockMovesAndDrops(t *testing.T) {
 	if l.Find("acme/sed") != nil || l.Find("acme/grep").ResolvedVersion != "1.1.0" {
 		t.Fatalf("lock after mur lock: %+v", l.Artifacts)
 	}
-	if _, err := os.Stat(fetch.StagedDir(w.proj, sed)); err == nil {
+	if _, err := os.Stat(stage.StagedDir(w.proj.Tools(), sed)); err == nil {
 		t.Fatal("tools/acme/sed stayed after its pin was dropped")
 	}
 	if ms := in.Mismatches(l, ""); len(ms) != 0 {

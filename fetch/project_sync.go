@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/lockedfile"
@@ -292,10 +293,10 @@ func Prune(ctx context.Context, proj Project, keep map[string]bool) ([]string, e
 // unstage removes tools/<scope>/<name>/ and its staging lock, and the scope's folder once it is
 // empty. A symlink on the way is refused, as staging refuses it.
 func unstage(proj Project, name ref.Name) error {
-	if err := checkStageDirs(proj, name); err != nil {
+	if err := stage.CheckDirs(proj.Tools(), name); err != nil {
 		return err
 	}
-	return unstageIn(proj, name)
+	return stage.Unstage(proj.Tools(), name)
 }
 
 // String is the line `mur pull` prints for a move.

@@ -16,6 +16,7 @@ import (
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch/internal/download"
 	"github.com/murmur-nexus/mur/fetch/provenance"
+	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/manifest"
@@ -36,7 +37,10 @@ type Project struct{ Dir string }
 func (p Project) LockPath() string { return filepath.Join(p.Dir, lock.FileName) }
 
 // ToolsDir is where pulled artifacts are staged for people to read.
-func (p Project) ToolsDir() string { return filepath.Join(p.Dir, "tools") }
+func (p Project) ToolsDir() string { return p.Tools().Dir() }
+
+// Tools is the project's tools/ folder, as the stage reaches it.
+func (p Project) Tools() stage.Tools { return stage.Tools{Project: p.Dir} }
 
 // Request is one artifact to pull.
 type Request struct {
@@ -49,7 +53,7 @@ type Request struct {
 	// stageTo is set by the pull for a payload of this machine's platform: a store's download
 	// is staged there as it arrives (streamstage.go). Without it (outside a project, another
 	// platform's payload) the payload is only checked as it arrives, and written nowhere.
-	stageTo *Project
+	stageTo *stage.Tools
 }
 
 // Result is what one pull did.
@@ -238,7 +242,7 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 	// Staging leftovers of killed pulls go before new ones are made; one that can't be removed
 	// only costs disk space, and gc tries again.
 	if !p.CASOnly {
-		sweepStaging(proj, p.now(), false)
+		stage.Sweep(proj.Tools(), p.now(), false)
 	}
 	p.health()
 	// Payloads are compiled one after another as their downloads finish, beside the downloads
@@ -333,7 +337,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 	}
 	// Refused before anything is fetched or pinned: staging must not go through a symlink.
 	if p.stages() {
-		if err := checkStageDirs(proj, req.Name); err != nil {
+		if err := stage.CheckDirs(proj.Tools(), req.Name); err != nil {
 			return res, err
 		}
 	}
@@ -342,7 +346,8 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 		version = pin.version
 	}
 	if p.stages() {
-		req.stageTo = &proj
+		t := proj.Tools()
+		req.stageTo = &t
 	}
 	// A locked pull whose blob is already here makes no request at all.
 	if pin.digest != "" && !req.Update {

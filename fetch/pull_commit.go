@@ -10,6 +10,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
+	fstage "github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -72,7 +73,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 	// tools/ shows what this machine runs; a pull for another platform (a CI warming a mixed
 	// fleet's lock) fills the CAS and the lock but leaves tools/ alone.
 	stage := p.stages()
-	var prepared *preparedStage
+	var prepared *fstage.Prepared
 	var key []byte // the compiled cache's key of the payload, when the pull could ask
 	if fresh {
 		// The payload is checked (and staged, when it is this machine's) from what the download
@@ -81,7 +82,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 		src, err := got.w.OpenRead()
 		if err != nil {
 			if got.stream != nil {
-				got.stream.abandon()
+				got.stream.Abandon()
 			}
 			return err
 		}
@@ -91,7 +92,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 			a, err := artifact.Read(src, src.Size())
 			if err != nil {
 				if got.stream != nil {
-					got.stream.abandon()
+					got.stream.Abandon()
 				}
 				checked <- err
 				return
@@ -100,10 +101,10 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 				// What the download's stream staged, or only checked when nothing is staged.
 				var vouched bool
 				if stage {
-					prepared = got.stream.adopt(a, src.Size())
+					prepared = got.stream.Adopt(a, src.Size())
 					vouched = prepared != nil
 				} else {
-					vouched = got.stream.verified(a, src.Size())
+					vouched = got.stream.Verified(a, src.Size())
 				}
 				got.releaseSlot() // the stream is done with the downloaded bytes
 				if vouched {
@@ -115,15 +116,15 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 				}
 			}
 			// The stream could not vouch for the payload: it is read back from the blob.
-			payloadRereads.Add(1)
+			fstage.PayloadRereads.Add(1)
 			h, known := p.moduleKey(d)
 			if known != nil {
 				got.known = known
 			}
 			if stage {
-				prepared, err = prepareStage(proj, req.Name, d, a, src, h)
+				prepared, err = fstage.Prepare(proj.Tools(), req.Name, d, a, src, h)
 			} else {
-				err = checkPayload(a, h)
+				err = fstage.CheckPayload(a, h)
 			}
 			if err == nil && h != nil {
 				key = h.Sum(nil)
@@ -135,7 +136,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 		}
 	} else if stage {
 		var err error
-		if prepared, err = prepareFromCAS(ctx, proj, p.CAS, req.Name, d); err != nil {
+		if prepared, err = fstage.PrepareFromCAS(ctx, proj.Tools(), p.CAS, req.Name, d); err != nil {
 			return err
 		}
 	}
@@ -156,7 +157,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 	register()
 	if got.verified != nil {
 		if err := p.keepBundle(ctx, got.verified); err != nil {
-			prepared.discard()
+			prepared.Discard()
 			return err
 		}
 		res.Provenance = got.verified.record()
@@ -196,19 +197,19 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 	// appears only once the lock will pin it (pull_batch.go).
 	if fresh || got.newPin != nil || got.verified != nil || p.CASOnly || !pinHolds(ctx, proj, req.Name.String(), item.apply) {
 		if err := commitOf(ctx, p, proj, item); err != nil {
-			prepared.discard()
+			prepared.Discard()
 			return err
 		}
 	}
 	switch {
 	case prepared != nil:
-		dir, err := prepared.install()
+		dir, err := prepared.Install()
 		if err != nil {
 			return err
 		}
 		res.Tools = dir
 	case stage:
-		res.Tools = StagedDir(proj, req.Name)
+		res.Tools = fstage.StagedDir(proj.Tools(), req.Name)
 	}
 	register()
 	p.CAS.Touch(d)
@@ -227,7 +228,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 }
 
 func (p *Puller) precompile(ctx context.Context, d digest.Digest) error {
-	_, wasm, err := readBlob(ctx, p.CAS, d, true)
+	_, wasm, err := fstage.ReadBlob(ctx, p.CAS, d, true)
 	if err != nil || wasm == nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch/stage"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -76,11 +77,11 @@ type fetched struct {
 	asset   string
 	newPin  *lock.ScopePin
 	archive *artifact.Archive
-	xfer    transfer     // what fetching w took
-	skipped []Skipped    // the places asked before this one, and why they did not answer
-	stream  *streamStage // the payload, staged as it downloaded; nil when it was not
-	key     hash.Hash    // the compiled cache's key, fed by stream
-	known   []byte       // the compiled cache's key as the cache remembers it; then key is nil
+	xfer    transfer      // what fetching w took
+	skipped []Skipped     // the places asked before this one, and why they did not answer
+	stream  *stage.Stream // the payload, staged as it downloaded; nil when it was not
+	key     hash.Hash     // the compiled cache's key, fed by stream
+	known   []byte        // the compiled cache's key as the cache remembers it; then key is nil
 	// bundles is the place that served the payload, when it can hold Sigstore bundles;
 	// verified is the one that passed checkProvenance.
 	bundles  fstore.BundleFinder
@@ -107,7 +108,7 @@ func (f *fetched) discard() {
 		f.w.Close()
 	}
 	if f.stream != nil {
-		f.stream.abandon()
+		f.stream.Abandon()
 	}
 }
 
@@ -362,7 +363,7 @@ func (p *Puller) fromStore(ctx context.Context, st fstore.Store, req Request, ve
 		if !ok {
 			w.Close()
 			if stream != nil {
-				stream.abandon()
+				stream.Abandon()
 			}
 		}
 	}()
@@ -394,7 +395,7 @@ func (p *Puller) fromCAS(ctx context.Context, desc fstore.Descriptor, lease *cas
 	if !p.CAS.Has(desc.Digest) {
 		return nil, nil
 	}
-	a, blob, err := openPacked(ctx, p.CAS, desc.Digest)
+	a, blob, err := stage.OpenPacked(ctx, p.CAS, desc.Digest)
 	if errors.Is(err, errs.NotFound) {
 		return nil, nil
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/github/githubtest"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
@@ -46,7 +47,7 @@ func TestPullStagesLocksAndRecords(t *testing.T) {
 	d := p.digest()
 	if got.Name != "acme/grep" || got.Version != "1.0.0" || got.Platform != "any" || got.Digest != d.String() ||
 		got.Size != int64(len(p.zip)) || got.Origin != st.String() || got.CacheHit || got.Transferred != int64(len(p.zip)) ||
-		got.Tools != fetch.StagedDir(w.proj, grep) || got.Error != "" {
+		got.Tools != stage.StagedDir(w.proj.Tools(), grep) || got.Error != "" {
 		t.Fatalf("result %+v", got)
 	}
 	if b, err := os.ReadFile(w.cas.Path(d)); err != nil || !bytes.Equal(b, p.zip) {
@@ -61,7 +62,7 @@ func TestPullStagesLocksAndRecords(t *testing.T) {
 	}
 
 	// tools/acme/grep holds plain copies of the packed manifest and payload, and the marker.
-	dir := fetch.StagedDir(w.proj, grep)
+	dir := stage.StagedDir(w.proj.Tools(), grep)
 	if dir != filepath.Join(w.proj.Dir, "tools", "acme", "grep") {
 		t.Fatalf("staged at %s", dir)
 	}
@@ -84,7 +85,7 @@ func TestPullStagesLocksAndRecords(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, ".mur-staged.json")); err != nil {
 		t.Fatalf("no %s: %v", ".mur-staged.json", err)
 	}
-	if err := fetch.CheckStaged(w.proj, grep, d); err != nil {
+	if err := stage.CheckStaged(w.proj.Tools(), grep, d); err != nil {
 		t.Fatalf("CheckStaged after a pull: %v", err)
 	}
 
@@ -375,10 +376,10 @@ func TestPullVersionChange(t *testing.T) {
 		t.Fatalf("lock after update: %+v", e)
 	}
 	// tools/ follows the lock.
-	if b, _ := os.ReadFile(filepath.Join(fetch.StagedDir(w.proj, grep), "capsule.wasm")); !bytes.Equal(b, v2.wasm) {
+	if b, _ := os.ReadFile(filepath.Join(stage.StagedDir(w.proj.Tools(), grep), "capsule.wasm")); !bytes.Equal(b, v2.wasm) {
 		t.Error("tools/acme/grep was not restaged with 2.0.0")
 	}
-	if err := fetch.CheckStaged(w.proj, grep, v2.digest()); err != nil {
+	if err := stage.CheckStaged(w.proj.Tools(), grep, v2.digest()); err != nil {
 		t.Error(err)
 	}
 }
@@ -439,7 +440,7 @@ func TestPullPlatforms(t *testing.T) {
 		t.Fatalf("lock entry %+v, want platforms %v", e, want)
 	}
 	// tools/ shows what this machine runs, not the other platforms' payloads.
-	if err := fetch.CheckStaged(w.proj, grep, mustDigest(t, l, ref.HostPlatform())); err != nil && ref.HostPlatform() == "linux-x86_64" {
+	if err := stage.CheckStaged(w.proj.Tools(), grep, mustDigest(t, l, ref.HostPlatform())); err != nil && ref.HostPlatform() == "linux-x86_64" {
 		t.Fatalf("tools/ no longer matches this machine's pin: %v", err)
 	}
 }
@@ -531,7 +532,7 @@ func TestPullFileStore(t *testing.T) {
 	if e := l.Find("local/grep"); e == nil || e.ResolvedVersion != "1.0.0" || e.SHA256.Any != p.digest().Encoded() {
 		t.Fatalf("lock entry %+v", e)
 	}
-	if err := fetch.CheckStaged(w.proj, local, p.digest()); err != nil {
+	if err := stage.CheckStaged(w.proj.Tools(), local, p.digest()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(w.proj.ToolsDir(), "local", "grep", "capsule.wasm")); err != nil {
@@ -626,7 +627,7 @@ func TestPullJobs(t *testing.T) {
 	if len(l2.Artifacts) != 2 || l2.Find("acme/missing") != nil {
 		t.Fatalf("lock after a partial failure: %+v", l2.Artifacts)
 	}
-	if _, err := os.Stat(fetch.StagedDir(w2.proj, missing)); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(stage.StagedDir(w2.proj.Tools(), missing)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("tools/acme/missing exists after a failed pull")
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
 )
@@ -20,7 +20,7 @@ func TestStageWritesPlainCopies(t *testing.T) {
 	w := newWorld(t)
 	p := pack(t, "grep", "1.0.0", 30)
 	d := w.ingest(p)
-	dir, err := fetch.Stage(w.proj, w.cas, grep, d)
+	dir, err := stage.Stage(w.proj.Tools(), w.cas, grep, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,17 +72,17 @@ func TestCheckStaged(t *testing.T) {
 	d := w.ingest(p)
 	other := w.ingest(pack(t, "grep", "1.0.1", 32))
 
-	err := fetch.CheckStaged(w.proj, grep, d)
+	err := stage.CheckStaged(w.proj.Tools(), grep, d)
 	errtest.WantToken(t, err, errs.Integrity, filepath.Join("tools", "acme", "grep"), "mur verify --repair")
 
-	dir, err := fetch.Stage(w.proj, w.cas, grep, d)
+	dir, err := stage.Stage(w.proj.Tools(), w.cas, grep, d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := fetch.CheckStaged(w.proj, grep, d); err != nil {
+	if err := stage.CheckStaged(w.proj.Tools(), grep, d); err != nil {
 		t.Fatal(err)
 	}
-	errtest.WantToken(t, fetch.CheckStaged(w.proj, grep, other), errs.Integrity, d.String(), other.String())
+	errtest.WantToken(t, stage.CheckStaged(w.proj.Tools(), grep, other), errs.Integrity, d.String(), other.String())
 
 	for _, c := range []struct {
 		file   string
@@ -113,14 +113,14 @@ func TestCheckStaged(t *testing.T) {
 			return os.Chtimes(p, fi.ModTime(), fi.ModTime())
 		}},
 	} {
-		if _, err := fetch.Stage(w.proj, w.cas, grep, d); err != nil {
+		if _, err := stage.Stage(w.proj.Tools(), w.cas, grep, d); err != nil {
 			t.Fatal(err)
 		}
 		path := filepath.Join(dir, c.file)
 		if err := c.damage(path); err != nil {
 			t.Fatal(err)
 		}
-		errtest.WantToken(t, fetch.CheckStaged(w.proj, grep, d), errs.Integrity, path)
+		errtest.WantToken(t, stage.CheckStaged(w.proj.Tools(), grep, d), errs.Integrity, path)
 		// Stage trusts a marker whose files are all present, so the next case starts afresh.
 		os.RemoveAll(dir)
 	}
@@ -131,14 +131,14 @@ func TestStageReplacesStaleFolder(t *testing.T) {
 	v1 := pack(t, "grep", "1.0.0", 33)
 	v2 := packAs(t, "grep", "2.0.0", "grep.wasm", 34)
 	d1, d2 := w.ingest(v1), w.ingest(v2)
-	dir, err := fetch.Stage(w.proj, w.cas, grep, d1)
+	dir, err := stage.Stage(w.proj.Tools(), w.cas, grep, d1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("left by someone"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fetch.Stage(w.proj, w.cas, grep, d2); err != nil {
+	if _, err := stage.Stage(w.proj.Tools(), w.cas, grep, d2); err != nil {
 		t.Fatal(err)
 	}
 	ents, _ := os.ReadDir(dir)
@@ -152,7 +152,7 @@ func TestStageReplacesStaleFolder(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dir, "grep.wasm")); !bytes.Equal(b, v2.wasm) {
 		t.Fatal("grep.wasm is not 2.0.0's payload")
 	}
-	if err := fetch.CheckStaged(w.proj, grep, d2); err != nil {
+	if err := stage.CheckStaged(w.proj.Tools(), grep, d2); err != nil {
 		t.Fatal(err)
 	}
 	// Nothing but the staged folder and the stager's lock is left beside it.
@@ -166,19 +166,19 @@ func TestStageReplacesStaleFolder(t *testing.T) {
 	// A marker that names another digest is stale too, whatever the files hold.
 	raw, _ := os.ReadFile(filepath.Join(dir, ".mur-staged.json"))
 	os.WriteFile(filepath.Join(dir, ".mur-staged.json"), bytes.Replace(raw, []byte(d2.Encoded()), []byte(d1.Encoded()), 1), 0o644)
-	if _, err := fetch.Stage(w.proj, w.cas, grep, d2); err != nil {
+	if _, err := stage.Stage(w.proj.Tools(), w.cas, grep, d2); err != nil {
 		t.Fatal(err)
 	}
-	if err := fetch.CheckStaged(w.proj, grep, d2); err != nil {
+	if err := stage.CheckStaged(w.proj.Tools(), grep, d2); err != nil {
 		t.Fatalf("a stale marker was kept: %v", err)
 	}
 
 	// A staged file that is missing makes the folder stale.
 	os.Remove(filepath.Join(dir, "grep.wasm"))
-	if _, err := fetch.Stage(w.proj, w.cas, grep, d2); err != nil {
+	if _, err := stage.Stage(w.proj.Tools(), w.cas, grep, d2); err != nil {
 		t.Fatal(err)
 	}
-	if err := fetch.CheckStaged(w.proj, grep, d2); err != nil {
+	if err := stage.CheckStaged(w.proj.Tools(), grep, d2); err != nil {
 		t.Fatalf("a missing file was not restored: %v", err)
 	}
 }
@@ -186,7 +186,7 @@ func TestStageReplacesStaleFolder(t *testing.T) {
 func TestStageIsIdempotent(t *testing.T) {
 	w := newWorld(t)
 	d := w.ingest(pack(t, "grep", "1.0.0", 35))
-	dir, err := fetch.Stage(w.proj, w.cas, grep, d)
+	dir, err := stage.Stage(w.proj.Tools(), w.cas, grep, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestStageIsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fetch.Stage(w.proj, w.cas, grep, d); err != nil {
+	if _, err := stage.Stage(w.proj.Tools(), w.cas, grep, d); err != nil {
 		t.Fatal(err)
 	}
 	second, err := os.Stat(filepath.Join(dir, "capsule.wasm"))
@@ -209,11 +209,11 @@ func TestStageIsIdempotent(t *testing.T) {
 func TestStageMissingBlobLeavesNothing(t *testing.T) {
 	w := newWorld(t)
 	p := pack(t, "grep", "1.0.0", 36)
-	_, err := fetch.Stage(w.proj, w.cas, grep, p.digest())
+	_, err := stage.Stage(w.proj.Tools(), w.cas, grep, p.digest())
 	if err == nil {
 		t.Fatal("staged a blob the CAS does not hold")
 	}
-	if _, err := os.Stat(fetch.StagedDir(w.proj, grep)); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(stage.StagedDir(w.proj.Tools(), grep)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("tools/acme/grep exists after a failed stage: %v", err)
 	}
 	ents, _ := os.ReadDir(filepath.Join(w.proj.ToolsDir(), "acme"))
@@ -255,9 +255,9 @@ func TestStageNeverThroughASymlink(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := treeDigest(t, outside)
-			_, err := fetch.Stage(w.proj, w.cas, grep, d)
+			_, err := stage.Stage(w.proj.Tools(), w.cas, grep, d)
 			errtest.WantToken(t, err, errs.Denied, link, target)
-			errtest.WantToken(t, fetch.CheckStaged(w.proj, grep, d), errs.Denied, link)
+			errtest.WantToken(t, stage.CheckStaged(w.proj.Tools(), grep, d), errs.Denied, link)
 			if after := treeDigest(t, outside); after != before {
 				t.Errorf("the symlink's target changed:\n--- before\n%s\n--- after\n%s", before, after)
 			}
@@ -277,6 +277,6 @@ func TestStageRefusesAFileForAFolder(t *testing.T) {
 	if err := os.WriteFile(scopeDir, []byte("not a folder"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := fetch.Stage(w.proj, w.cas, grep, d)
+	_, err := stage.Stage(w.proj.Tools(), w.cas, grep, d)
 	errtest.WantToken(t, err, errs.Denied, scopeDir+" is not a folder")
 }

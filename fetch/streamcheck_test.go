@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/internal/bufpool"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -38,7 +39,7 @@ func TestPullChecksThePayloadAsItArrives(t *testing.T) {
 				t.Errorf("the pull read %d payload back from its blob", n)
 			}
 			if !c.casOnly {
-				if err := fetch.CheckStaged(w.proj, grep, p.digest()); err != nil {
+				if err := stage.CheckStaged(w.proj.Tools(), grep, p.digest()); err != nil {
 					t.Fatal(err)
 				}
 			}

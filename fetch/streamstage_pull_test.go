@@ -12,7 +12,7 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
@@ -82,7 +82,7 @@ func TestPullStagesWhileDownloading(t *testing.T) {
 	if err != nil || !bytes.Equal(got, wasm) {
 		t.Fatalf("staged payload: %d bytes, %v", len(got), err)
 	}
-	if err := fetch.CheckStaged(w.proj, n, p.digest()); err != nil {
+	if err := stage.CheckStaged(w.proj.Tools(), n, p.digest()); err != nil {
 		t.Fatal(err)
 	}
 }

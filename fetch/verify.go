@@ -16,6 +16,7 @@ import (
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch/provenance"
+	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -137,7 +138,7 @@ func Verify(ctx context.Context, in VerifyInput) (*VerifyReport, error) {
 		var a *artifact.Archive
 		if a, bad[i] = checkBlob(ctx, in.CAS, blobs[i].digest); bad[i] == nil && in.Platform == "" {
 			host[i] = hostCheck{done: true, present: true, component: a.Component,
-				staged: CheckStaged(in.Project, blobs[i].name, blobs[i].digest)}
+				staged: stage.CheckStaged(in.Project.Tools(), blobs[i].name, blobs[i].digest)}
 		}
 	})
 	var refetch []Request
@@ -221,7 +222,7 @@ func Verify(ctx context.Context, in VerifyInput) (*VerifyReport, error) {
 			return
 		}
 		if host[i].present = in.CAS.Has(hostBlobs[i].digest); host[i].present {
-			host[i].staged = CheckStaged(in.Project, hostBlobs[i].name, hostBlobs[i].digest)
+			host[i].staged = stage.CheckStaged(in.Project.Tools(), hostBlobs[i].name, hostBlobs[i].digest)
 		}
 	})
 	for i, b := range hostBlobs {
@@ -230,12 +231,12 @@ func Verify(ctx context.Context, in VerifyInput) (*VerifyReport, error) {
 		}
 		rep.Tools++
 		if err := host[i].staged; err != nil {
-			p := Problem{Kind: "tools", Subject: StagedDir(in.Project, b.name), Problem: errs.Message(err)}
+			p := Problem{Kind: "tools", Subject: stage.StagedDir(in.Project.Tools(), b.name), Problem: errs.Message(err)}
 			// Never through a symlink: removing it would remove whatever it points at.
-			if in.Repair != nil && checkStageDirs(in.Project, b.name) == nil {
-				os.RemoveAll(StagedDir(in.Project, b.name))
-				if _, err := Stage(in.Project, in.CAS, b.name, b.digest); err == nil {
-					p.Repaired = CheckStaged(in.Project, b.name, b.digest) == nil
+			if in.Repair != nil && stage.CheckDirs(in.Project.Tools(), b.name) == nil {
+				os.RemoveAll(stage.StagedDir(in.Project.Tools(), b.name))
+				if _, err := stage.Stage(in.Project.Tools(), in.CAS, b.name, b.digest); err == nil {
+					p.Repaired = stage.CheckStaged(in.Project.Tools(), b.name, b.digest) == nil
 				}
 			}
 			rep.Problems = append(rep.Problems, p)
@@ -250,7 +251,7 @@ func Verify(ctx context.Context, in VerifyInput) (*VerifyReport, error) {
 			}
 			continue
 		}
-		a, wasm, err := readBlob(ctx, in.CAS, b.digest, in.Repair != nil)
+		a, wasm, err := stage.ReadBlob(ctx, in.CAS, b.digest, in.Repair != nil)
 		if err != nil || a.Component {
 			continue
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/stage"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -187,7 +188,7 @@ func TestCorruptBlob(t *testing.T) {
 func TestEditedTools(t *testing.T) {
 	w := newVerifyWorld(t)
 	n, _ := ref.ParseName("acme/grep")
-	dir := fetch.StagedDir(w.proj, n)
+	dir := stage.StagedDir(w.proj.Tools(), n)
 	if err := os.WriteFile(filepath.Join(dir, "capsule.wasm"), []byte("edited by hand"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +207,7 @@ func TestEditedTools(t *testing.T) {
 	if len(rep.Problems) != 1 || !rep.Problems[0].Repaired || rep.Unrepaired() != 0 {
 		t.Fatalf("repair: %+v", rep.Problems)
 	}
-	if err := fetch.CheckStaged(w.proj, n, w.digests["acme/grep"]); err != nil {
+	if err := stage.CheckStaged(w.proj.Tools(), n, w.digests["acme/grep"]); err != nil {
 		t.Fatalf("after repair: %v", err)
 	}
 	w.mustBeClean(t)
@@ -412,7 +413,7 @@ func TestAllPlatforms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fetch.Stage(w.proj, w.cas, n, pinned[host]); err != nil {
+	if _, err := stage.Stage(w.proj.Tools(), w.cas, n, pinned[host]); err != nil {
 		t.Fatal(err)
 	}
 
@@ -472,7 +473,7 @@ func TestAllPlatforms(t *testing.T) {
 	if rep.Unrepaired() != 0 || len(problems(rep, "blob")) != 1 || !w.cas.Has(pinned[other]) {
 		t.Fatalf("--platform %s --repair: %+v", other, rep.Problems)
 	}
-	if err := fetch.CheckStaged(w.proj, n, pinned[host]); err != nil {
+	if err := stage.CheckStaged(w.proj.Tools(), n, pinned[host]); err != nil {
 		t.Fatalf("tools/ after repairing another platform's blob: %v", err)
 	}
 	in.Repair, in.Platform = nil, "all"

@@ -7,6 +7,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch/stage"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -170,7 +171,7 @@ func warmPlatforms(l *lock.Lock, want, host string) []string {
 
 func warmPrecompile(ctx context.Context, store *cas.Store, r Result, compile func(context.Context, []byte) error) (bool, error) {
 	d, _ := ref.ParseDigest(r.Digest)
-	_, wasm, err := readBlob(ctx, store, d, true)
+	_, wasm, err := stage.ReadBlob(ctx, store, d, true)
 	if err != nil || wasm == nil {
 		return false, err
 	}

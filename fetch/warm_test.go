@@ -11,6 +11,7 @@ import (
 
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/fetch/stage"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -75,7 +76,7 @@ func TestRunFetchesThenCaches(t *testing.T) {
 			t.Errorf("%s is not in the CAS", p.name)
 		}
 		n, _ := ref.ParseName(p.name)
-		if err := fetch.CheckStaged(m.proj, n, p.digest()); err != nil {
+		if err := stage.CheckStaged(m.proj.Tools(), n, p.digest()); err != nil {
 			t.Errorf("tools/ of %s: %v", p.name, err)
 		}
 		if calls[string(artifacttest.Tagged(n.Name))] != 1 {
@@ -217,7 +218,7 @@ func TestRunAllPlatforms(t *testing.T) {
 	}
 	// tools/ still holds this machine's build.
 	n, _ := ref.ParseName("acme/multi")
-	if err := fetch.CheckStaged(m.proj, n, pins[1].digest()); err != nil {
+	if err := stage.CheckStaged(m.proj.Tools(), n, pins[1].digest()); err != nil {
 		t.Errorf("after warming every platform: %v", err)
 	}
 

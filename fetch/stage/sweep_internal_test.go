@@ -1,4 +1,4 @@
-package fetch
+package stage
 
 import (
 	"os"
@@ -11,12 +11,12 @@ import (
 // A failed staging removes the folders it made only while they are empty: a concurrent pull may
 // have staged its own tool into tools/<scope>/ meanwhile, and that tool stays.
 func TestRemoveCreatedKeepsWhatAnotherPullStaged(t *testing.T) {
-	proj := Project{Dir: t.TempDir()}
+	proj := Tools{Project: t.TempDir()}
 	h, err := openScope(proj, ref.Name{Scope: "acme", Name: "grep"})
 	if err != nil || len(h.created) != 2 {
 		t.Fatalf("made %v, %v", h, err)
 	}
-	tools := proj.ToolsDir()
+	tools := proj.Dir()
 	other := filepath.Join(tools, "acme", "sed", "capsule.wasm")
 	if err := os.MkdirAll(filepath.Dir(other), 0o755); err != nil {
 		t.Fatal(err)

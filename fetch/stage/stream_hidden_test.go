@@ -1,4 +1,4 @@
-package fetch
+package stage
 
 import (
 	stdzip "archive/zip"
@@ -111,15 +111,15 @@ func TestStreamStageRefusesAHiddenEntry(t *testing.T) {
 	if crc32.ChecksumIEEE(planted) != crc32.ChecksumIEEE(wasm) || len(planted) != len(wasm) || bytes.Equal(planted, wasm) {
 		t.Fatal("the planted entry does not pass for the payload: the test proves nothing")
 	}
-	proj := Project{Dir: t.TempDir()}
-	s := newStreamStage(&proj, streamName, digest.FromBytes(blob), nil)
+	proj := Tools{Project: t.TempDir()}
+	s := NewStream(&proj, streamName, digest.FromBytes(blob), nil)
 	feed(s, blob, 0)
-	if st := s.adopt(a, int64(len(blob))); st != nil {
+	if st := s.Adopt(a, int64(len(blob))); st != nil {
 		b, _ := os.ReadFile(st.tmp + "/capsule.wasm")
-		st.discard()
+		st.Discard()
 		t.Fatalf("adopted the stream's staging (planted bytes: %v)", bytes.Equal(b, planted))
 	}
-	if _, err := os.Stat(proj.ToolsDir()); !os.IsNotExist(err) {
+	if _, err := os.Stat(proj.Dir()); !os.IsNotExist(err) {
 		t.Errorf("tools/ left behind: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package fetch
+package stage
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ import (
 var streamName = ref.Name{Scope: "acme", Name: "tool"}
 
 // feed writes blob[from:] to s in pieces of random sizes, as a download would.
-func feed(s *streamStage, blob []byte, from int) {
+func feed(s *Stream, blob []byte, from int) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for p := blob[from:]; len(p) > 0; {
 		n := min(len(p), 1+r.IntN(3<<20))
@@ -68,15 +68,15 @@ func TestStreamStageFollowsTheDownload(t *testing.T) {
 		{"stored", storedZip(t, wasm)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			proj := Project{Dir: t.TempDir()}
+			proj := Tools{Project: t.TempDir()}
 			key := sha256.New()
-			s := newStreamStage(&proj, streamName, digest.FromBytes(c.blob), key)
+			s := NewStream(&proj, streamName, digest.FromBytes(c.blob), key)
 			feed(s, c.blob, 0)
-			st := s.adopt(readArchive(t, c.blob), int64(len(c.blob)))
+			st := s.Adopt(readArchive(t, c.blob), int64(len(c.blob)))
 			if st == nil {
 				t.Fatal("the stream was not adopted")
 			}
-			defer st.discard()
+			defer st.Discard()
 			got, err := os.ReadFile(filepath.Join(st.tmp, "capsule.wasm"))
 			if err != nil || !bytes.Equal(got, wasm) {
 				t.Fatalf("staged payload differs (%d bytes, %v)", len(got), err)
@@ -87,7 +87,7 @@ func TestStreamStageFollowsTheDownload(t *testing.T) {
 			if _, err := os.Stat(StagedDir(proj, streamName)); !os.IsNotExist(err) {
 				t.Errorf("the staged folder is visible before install: %v", err)
 			}
-			if _, err := st.install(); err != nil {
+			if _, err := st.Install(); err != nil {
 				t.Fatal(err)
 			}
 			if err := CheckStaged(proj, streamName, digest.FromBytes(c.blob)); err != nil {
@@ -95,9 +95,9 @@ func TestStreamStageFollowsTheDownload(t *testing.T) {
 			}
 			// With no project the same stream is checked, written nowhere, and fed the key.
 			key.Reset()
-			check := newStreamStage(nil, streamName, digest.FromBytes(c.blob), key)
+			check := NewStream(nil, streamName, digest.FromBytes(c.blob), key)
 			feed(check, c.blob, 0)
-			if !check.verified(readArchive(t, c.blob), int64(len(c.blob))) {
+			if !check.Verified(readArchive(t, c.blob), int64(len(c.blob))) {
 				t.Fatal("a check-only stream did not vouch for a good payload")
 			}
 			if want := sha256.Sum256(wasm); !bytes.Equal(key.Sum(nil), want[:]) {
@@ -142,24 +142,24 @@ func TestStreamStageFallsBack(t *testing.T) {
 		{"stored-wrong-crc", spec.Lying(true, 0x1234, uint64(len(wasm))), 0, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			proj := Project{Dir: t.TempDir()}
-			s := newStreamStage(&proj, streamName, digest.FromBytes(c.blob), nil)
+			proj := Tools{Project: t.TempDir()}
+			s := NewStream(&proj, streamName, digest.FromBytes(c.blob), nil)
 			feed(s, c.blob, c.from)
 			a, err := artifact.Read(bytes.NewReader(c.blob), int64(len(c.blob)))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st := s.adopt(a, int64(len(c.blob))+c.extra); st != nil {
-				st.discard()
+			if st := s.Adopt(a, int64(len(c.blob))+c.extra); st != nil {
+				st.Discard()
 				t.Fatal("adopted")
 			}
 			// Followed only to be checked (no project), it does not vouch for the payload either.
-			check := newStreamStage(nil, streamName, digest.FromBytes(c.blob), nil)
+			check := NewStream(nil, streamName, digest.FromBytes(c.blob), nil)
 			feed(check, c.blob, c.from)
-			if check.verified(a, int64(len(c.blob))+c.extra) {
+			if check.Verified(a, int64(len(c.blob))+c.extra) {
 				t.Fatal("a check-only stream vouched for it")
 			}
-			if _, err := os.Stat(proj.ToolsDir()); !os.IsNotExist(err) {
+			if _, err := os.Stat(proj.Dir()); !os.IsNotExist(err) {
 				t.Errorf("tools/ left behind: %v", err)
 			}
 		})
@@ -170,13 +170,13 @@ func TestStreamStageFallsBack(t *testing.T) {
 // sending is never blocked.
 func TestStreamStageAbandonMidway(t *testing.T) {
 	blob := artifacttest.Zip("tool", "1.0.0", artifacttest.Module(6<<20, 9))
-	proj := Project{Dir: t.TempDir()}
-	s := newStreamStage(&proj, streamName, digest.FromBytes(blob), nil)
+	proj := Tools{Project: t.TempDir()}
+	s := NewStream(&proj, streamName, digest.FromBytes(blob), nil)
 	feed(s, blob[:len(blob)/2], 0)
 	s.abandon()
 	s.Write(blob[len(blob)/2:]) // after abandon: counted, not sent
 	s.abandon()
-	if _, err := os.Stat(proj.ToolsDir()); !os.IsNotExist(err) {
+	if _, err := os.Stat(proj.Dir()); !os.IsNotExist(err) {
 		t.Errorf("tools/ left behind: %v", err)
 	}
 }

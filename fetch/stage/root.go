@@ -1,4 +1,4 @@
-package fetch
+package stage
 
 import (
 	"crypto/rand"
@@ -24,15 +24,15 @@ import (
 
 // stageCheckedHook, when set by a test, runs between the path checks of a staging and the
 // opening of its handles: the moment a racing writer would swap a folder for a symlink.
-var stageCheckedHook func()
+var CheckedHook func()
 
 // stageInstallHook, when set by a test, runs in install just before the staged folder is renamed
 // into place, with the handles already held.
-var stageInstallHook func()
+var InstallHook func()
 
 // scopeHandles is a project's folder and its tools/<scope>/, held open for one staging.
 type scopeHandles struct {
-	project Project
+	tools   Tools
 	proj    *os.Root
 	scope   *os.Root
 	rel     string   // tools/<scope>, relative to the project
@@ -43,15 +43,15 @@ type scopeHandles struct {
 // they are missing. Each folder is opened first and then compared with what its path names
 // without following a link, so a handle is always a real folder that stood at its place in the
 // project.
-func openScope(proj Project, name ref.Name) (*scopeHandles, error) {
-	if stageCheckedHook != nil {
-		stageCheckedHook()
+func openScope(tools Tools, name ref.Name) (*scopeHandles, error) {
+	if CheckedHook != nil {
+		CheckedHook()
 	}
-	root, err := os.OpenRoot(proj.Dir)
+	root, err := os.OpenRoot(tools.Project)
 	if err != nil {
-		return nil, errs.Wrap(err, errs.IO, "can't open the project folder %s: %v", proj.Dir, err)
+		return nil, errs.Wrap(err, errs.IO, "can't open the project folder %s: %v", tools.Project, err)
 	}
-	h := &scopeHandles{project: proj, proj: root, rel: filepath.Join(filepath.Base(proj.ToolsDir()), name.Scope)}
+	h := &scopeHandles{tools: tools, proj: root, rel: filepath.Join(filepath.Base(tools.Dir()), name.Scope)}
 	for _, rel := range []string{filepath.Dir(h.rel), h.rel} {
 		err := root.Mkdir(rel, 0o755)
 		switch {
@@ -59,12 +59,12 @@ func openScope(proj Project, name ref.Name) (*scopeHandles, error) {
 			h.created = append(h.created, rel)
 		case !errors.Is(err, fs.ErrExist):
 			h.close(true)
-			return nil, stageDirError(proj, rel, err)
+			return nil, stageDirError(tools, rel, err)
 		}
 	}
 	if h.scope, err = root.OpenRoot(h.rel); err != nil {
 		h.close(true)
-		return nil, stageDirError(proj, h.rel, err)
+		return nil, stageDirError(tools, h.rel, err)
 	}
 	if err := h.still(); err != nil {
 		h.close(true)
@@ -76,19 +76,19 @@ func openScope(proj Project, name ref.Name) (*scopeHandles, error) {
 // still checks that tools/ and tools/<scope> are real folders and that the scope's path still
 // names the folder whose handle is held.
 func (h *scopeHandles) still() error {
-	proj := h.project
+	tools := h.tools
 	for _, rel := range []string{filepath.Dir(h.rel), h.rel} {
 		fi, err := h.proj.Lstat(rel)
 		if err != nil {
-			return stageDirError(proj, rel, err)
+			return stageDirError(tools, rel, err)
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 || !fi.IsDir() {
-			return stageDirError(proj, rel, nil)
+			return stageDirError(tools, rel, nil)
 		}
 		if rel == h.rel {
 			held, err := h.scope.Stat(".")
 			if err != nil || !os.SameFile(fi, held) {
-				return errs.New(errs.Denied, "%s was replaced by another folder while mur was staging into it, and mur changed nothing outside the folder it had opened; find what is changing tools/ and run again", filepath.Join(proj.Dir, rel))
+				return errs.New(errs.Denied, "%s was replaced by another folder while mur was staging into it, and mur changed nothing outside the folder it had opened; find what is changing tools/ and run again", filepath.Join(tools.Project, rel))
 			}
 		}
 	}
@@ -97,8 +97,8 @@ func (h *scopeHandles) still() error {
 
 // stageDirError words a folder on the way to tools/<scope> that is a symlink, not a folder, or
 // could not be opened (err; nil when only its kind is wrong).
-func stageDirError(proj Project, rel string, err error) error {
-	p := filepath.Join(proj.Dir, rel)
+func stageDirError(tools Tools, rel string, err error) error {
+	p := filepath.Join(tools.Project, rel)
 	if fi, lerr := os.Lstat(p); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
 		target, _ := os.Readlink(p)
 		return errs.New(errs.Denied, "%s is a symlink to %s, and mur stages tools only into real folders inside the project, so it changed nothing there; remove the symlink (its target is untouched) and run again", p, target)
@@ -201,20 +201,20 @@ func openRealDir(parent *os.Root, name string) (*os.Root, error) {
 
 // unstageIn removes tools/<scope>/<name>/ and its staging lock through held folder handles, and
 // the scope's folder once it is empty. Missing folders are nothing to remove.
-func unstageIn(proj Project, name ref.Name) error {
-	root, err := os.OpenRoot(proj.Dir)
+func Unstage(t Tools, name ref.Name) error {
+	root, err := os.OpenRoot(t.Project)
 	if err != nil {
-		return errs.Wrap(err, errs.IO, "can't open the project folder %s: %v", proj.Dir, err)
+		return errs.Wrap(err, errs.IO, "can't open the project folder %s: %v", t.Project, err)
 	}
 	defer root.Close()
-	rel := filepath.Join(filepath.Base(proj.ToolsDir()), name.Scope)
-	dir := StagedDir(proj, name)
+	rel := filepath.Join(filepath.Base(t.Dir()), name.Scope)
+	dir := StagedDir(t, name)
 	tools, err := openRealDir(root, filepath.Dir(rel))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		return stageDirError(proj, filepath.Dir(rel), err)
+		return stageDirError(t, filepath.Dir(rel), err)
 	}
 	defer tools.Close()
 	scope, err := openRealDir(tools, name.Scope)
@@ -222,7 +222,7 @@ func unstageIn(proj Project, name ref.Name) error {
 		return nil
 	}
 	if err != nil {
-		return stageDirError(proj, rel, err)
+		return stageDirError(t, rel, err)
 	}
 	defer scope.Close()
 	if err := scope.RemoveAll(name.Name); err != nil {

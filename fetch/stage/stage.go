@@ -1,4 +1,14 @@
-package fetch
+// Package stage puts pulled artifacts into a project's tools/ folder for people to read: the
+// packed murmur.yaml and the payload of each, in tools/<scope>/<name>/, with a marker that lets
+// `mur verify` check them without the CAS.
+//
+// It reaches tools/ only through folder handles held from the project folder down (os.Root), so a
+// tools/ or scope folder replaced by a link mid-way is refused, never followed. Files:
+//   - stage.go: Stage, CheckStaged and a staging prepared, then installed by one rename;
+//   - root.go: the held folder handles; sweep.go: the leftovers of killed stagings;
+//   - stream.go: a payload staged as its download arrives, checked before it is installed;
+//   - payload.go: reading a packed artifact back from the CAS and checking its payload.
+package stage
 
 import (
 	"bytes"
@@ -52,38 +62,48 @@ func stamp(path string) string {
 	return fmt.Sprintf("%d:%d:%d.%09d", st.Ino, st.Size, st.Ctim.Sec, st.Ctim.Nsec)
 }
 
+// Tools is a project's tools/ folder. The stage reaches it only through the project folder that
+// holds it, opened as a root, so that a tools/ (or a scope folder) replaced by a link is refused
+// rather than followed out of the project.
+type Tools struct {
+	Project string // the folder that holds tools/
+}
+
+// Dir is the tools/ folder itself.
+func (t Tools) Dir() string { return filepath.Join(t.Project, "tools") }
+
 // StagedDir is tools/<scope>/<name>/: the scoped name keeps two scopes' tools apart.
-func StagedDir(proj Project, name ref.Name) string {
-	return filepath.Join(proj.ToolsDir(), name.Scope, name.Name)
+func StagedDir(tools Tools, name ref.Name) string {
+	return filepath.Join(tools.Dir(), name.Scope, name.Name)
 }
 
 // Stage copies the packed murmur.yaml and the payload of blob d into tools/<scope>/<name>/.
 // They are copies, never links to the CAS, so that editing them can't damage a blob. The folder
 // is replaced whole: a reader sees the old set of files or the new one.
-func Stage(proj Project, store *cas.Store, name ref.Name, d digest.Digest) (string, error) {
-	dir := StagedDir(proj, name)
+func Stage(tools Tools, store *cas.Store, name ref.Name, d digest.Digest) (string, error) {
+	dir := StagedDir(tools, name)
 	if isStaged(dir, d) {
 		return dir, nil
 	}
-	st, err := prepareFromCAS(context.Background(), proj, store, name, d)
+	st, err := PrepareFromCAS(context.Background(), tools, store, name, d)
 	if err != nil || st == nil {
 		return dir, err
 	}
-	return st.install()
+	return st.Install()
 }
 
 // prepareFromCAS prepares the staged folder of blob d, or returns nil when it is staged already.
-func prepareFromCAS(ctx context.Context, proj Project, store *cas.Store, name ref.Name, d digest.Digest) (*preparedStage, error) {
-	dir := StagedDir(proj, name)
+func PrepareFromCAS(ctx context.Context, tools Tools, store *cas.Store, name ref.Name, d digest.Digest) (*Prepared, error) {
+	dir := StagedDir(tools, name)
 	if isStaged(dir, d) {
 		return nil, nil
 	}
-	a, src, err := openPacked(ctx, store, d)
+	a, src, err := OpenPacked(ctx, store, d)
 	if err != nil {
 		return nil, errs.Wrap(err, errs.TokenOf(err), "can't stage %s: %s; run 'mur pull'", dir, errs.Message(err))
 	}
 	defer src.Close()
-	return prepareStage(proj, name, d, a, src, nil)
+	return Prepare(tools, name, d, a, src, nil)
 }
 
 func isStaged(dir string, d digest.Digest) bool {
@@ -92,7 +112,7 @@ func isStaged(dir string, d digest.Digest) bool {
 }
 
 // preparedStage is a staged folder written beside its final place and not yet moved there.
-type preparedStage struct {
+type Prepared struct {
 	dir, tmp string
 	name     ref.Name
 	d        digest.Digest
@@ -107,8 +127,8 @@ type preparedStage struct {
 // nothing anyone reads, so a pull can run it while the blob it came from is still being made
 // durable. key, when not nil, is fed the payload as it is written (the compiled cache's key of
 // it).
-func prepareStage(proj Project, name ref.Name, d digest.Digest, a *artifact.Archive, src cas.ReaderAt, key hash.Hash) (*preparedStage, error) {
-	st, err := openStageDir(proj, name, d)
+func Prepare(tools Tools, name ref.Name, d digest.Digest, a *artifact.Archive, src cas.ReaderAt, key hash.Hash) (*Prepared, error) {
+	st, err := openStageDir(tools, name, d)
 	if err != nil {
 		return nil, err
 	}
@@ -137,17 +157,17 @@ func prepareStage(proj Project, name ref.Name, d digest.Digest, a *artifact.Arch
 }
 
 // openStageDir makes the temporary folder a staging fills, flocked while it lives.
-func openStageDir(proj Project, name ref.Name, d digest.Digest) (*preparedStage, error) {
-	if err := checkStageDirs(proj, name); err != nil {
+func openStageDir(tools Tools, name ref.Name, d digest.Digest) (*Prepared, error) {
+	if err := CheckDirs(tools, name); err != nil {
 		return nil, err
 	}
-	dir := StagedDir(proj, name)
+	dir := StagedDir(tools, name)
 	// A failed pull leaves no tools/: the folders made here go again unless it succeeds.
-	h, err := openScope(proj, name)
+	h, err := openScope(tools, name)
 	if err != nil {
 		return nil, err
 	}
-	st := &preparedStage{dir: dir, name: name, d: d, h: h}
+	st := &Prepared{dir: dir, name: name, d: d, h: h}
 	if st.tmpName, err = mkdirTempIn(h.scope, atomicfile.TempPrefix+name.Name+"-"); err != nil {
 		h.close(true)
 		return nil, errs.Wrap(err, errs.IO, "can't stage %s: %v", dir, err)
@@ -157,22 +177,22 @@ func openStageDir(proj Project, name ref.Name, d digest.Digest) (*preparedStage,
 		st.files, err = h.scope.OpenRoot(st.tmpName)
 	}
 	if err != nil {
-		st.discard()
+		st.Discard()
 		return nil, errs.Wrap(err, errs.IO, "can't stage %s: %v", dir, err)
 	}
 	return st, nil
 }
 
 // fail discards the folder and words err as a staging failure.
-func (st *preparedStage) fail(err error) (*preparedStage, error) {
-	st.discard()
+func (st *Prepared) fail(err error) (*Prepared, error) {
+	st.Discard()
 	return nil, errs.Wrap(err, errs.TokenOf(err), "staging %s: %s", st.dir, errs.Message(err))
 }
 
 // complete adds murmur.yaml and the marker to a folder that holds the payload of a (size bytes,
 // checksum crc), once the payload is the one the zip records: the staged file's checksum is what
 // mur verify holds it to later.
-func (st *preparedStage) complete(a *artifact.Archive, size int64, crc uint32) error {
+func (st *Prepared) complete(a *artifact.Archive, size int64, crc uint32) error {
 	m := stagedMarker{Digest: st.d.String(), Files: map[string]string{}, Sizes: map[string]int64{}}
 	if err := payloadMatches(a, size, crcString(crc)); err != nil {
 		return err
@@ -196,7 +216,7 @@ func (st *preparedStage) complete(a *artifact.Archive, size int64, crc uint32) e
 }
 
 // discard removes a prepared folder that will not be installed; nil is nothing to discard.
-func (st *preparedStage) discard() {
+func (st *Prepared) Discard() {
 	if st != nil {
 		st.closeTmp()
 		st.h.close(true)
@@ -205,7 +225,7 @@ func (st *preparedStage) discard() {
 
 // install moves the prepared folder into place under the per-tool lock, unless another process
 // staged the same blob meanwhile.
-func (st *preparedStage) install() (string, error) {
+func (st *Prepared) Install() (string, error) {
 	installed := false
 	defer func() { st.h.close(!installed) }()
 	defer st.closeTmp()
@@ -219,8 +239,8 @@ func (st *preparedStage) install() (string, error) {
 		installed = true
 		return st.dir, nil
 	}
-	if stageInstallHook != nil {
-		stageInstallHook()
+	if InstallHook != nil {
+		InstallHook()
 	}
 	old := st.tmpName + ".old"
 	if err := scope.Rename(st.name.Name, old); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -243,7 +263,7 @@ func (st *preparedStage) install() (string, error) {
 
 // closeTmp releases the temporary folder, removing it if it is still there (install renamed it
 // away otherwise).
-func (st *preparedStage) closeTmp() {
+func (st *Prepared) closeTmp() {
 	if st.files != nil {
 		st.files.Close()
 	}
@@ -256,11 +276,11 @@ func (st *preparedStage) closeTmp() {
 }
 
 // CheckStaged re-hashes tools/<scope>/<name>/ against its marker and the marker against want.
-func CheckStaged(proj Project, name ref.Name, want digest.Digest) error {
-	if err := checkStageDirs(proj, name); err != nil {
+func CheckStaged(tools Tools, name ref.Name, want digest.Digest) error {
+	if err := CheckDirs(tools, name); err != nil {
 		return err
 	}
-	dir := StagedDir(proj, name)
+	dir := StagedDir(tools, name)
 	m, err := readMarker(dir)
 	if err != nil {
 		return errs.Wrap(err, errs.Integrity, "%s is not staged (%v); run 'mur verify --repair' or 'mur pull'", dir, err)
@@ -414,9 +434,9 @@ func checksumFile(path string) (string, error) {
 // when one is a symlink or not what it should be. A cloned repository can commit any of them as
 // a symlink to a folder elsewhere, and staging renames and removes what it finds there, so mur
 // would be renaming and removing outside the project.
-func checkStageDirs(proj Project, name ref.Name) error {
-	scopeDir := filepath.Join(proj.ToolsDir(), name.Scope)
-	for i, p := range []string{proj.ToolsDir(), scopeDir, filepath.Join(scopeDir, "."+name.Name+".lock"), filepath.Join(scopeDir, name.Name)} {
+func CheckDirs(tools Tools, name ref.Name) error {
+	scopeDir := filepath.Join(tools.Dir(), name.Scope)
+	for i, p := range []string{tools.Dir(), scopeDir, filepath.Join(scopeDir, "."+name.Name+".lock"), filepath.Join(scopeDir, name.Name)} {
 		folder := i < 2 // staging makes these, and only moves the others aside
 		fi, err := os.Lstat(p)
 		switch {

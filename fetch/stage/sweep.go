@@ -1,4 +1,4 @@
-package fetch
+package stage
 
 import (
 	"io/fs"
@@ -18,17 +18,17 @@ import (
 // stagingGrace covers the instant between creating the folder and locking it.
 const stagingGrace = cas.IngestGrace
 
-// sweepStaging removes the staging leftovers in proj's tools/ that no live process holds, and
+// sweepStaging removes the staging leftovers in tools/ that no live process holds, and
 // returns their paths. It follows no symlink: tools/ and each scope folder are taken only when
 // they are real folders. With dryRun it only lists them.
-func sweepStaging(proj Project, now time.Time, dryRun bool) []string {
+func Sweep(t Tools, now time.Time, dryRun bool) []string {
 	var gone []string
-	root, err := os.OpenRoot(proj.Dir)
+	root, err := os.OpenRoot(t.Project)
 	if err != nil {
 		return nil
 	}
 	defer root.Close()
-	toolsName := filepath.Base(proj.ToolsDir())
+	toolsName := filepath.Base(t.Dir())
 	tools, err := openRealDir(root, toolsName)
 	if err != nil {
 		return nil
@@ -46,7 +46,7 @@ func sweepStaging(proj Project, now time.Time, dryRun bool) []string {
 		if err != nil {
 			continue
 		}
-		scopeDir := filepath.Join(proj.ToolsDir(), sc.Name())
+		scopeDir := filepath.Join(t.Dir(), sc.Name())
 		entries, _ := fs.ReadDir(scope.FS(), ".")
 		for _, e := range entries {
 			if !e.IsDir() || !strings.HasPrefix(e.Name(), atomicfile.TempPrefix) {

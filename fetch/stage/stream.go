@@ -1,4 +1,4 @@
-package fetch
+package stage
 
 import (
 	"bufio"
@@ -45,20 +45,20 @@ const (
 
 // testHookFollow, when set by a test, runs before a stream follows anything: a test holds the
 // streams there to see what the pull does with payloads downloaded and not yet followed.
-var testHookFollow atomic.Pointer[func()]
+var FollowHook atomic.Pointer[func()]
 
 // streamStage follows a blob's bytes from its first one, as an io.Writer beside the CAS ingest.
-type streamStage struct {
-	proj *Project // nil when the payload is only checked
-	name ref.Name
-	d    digest.Digest
-	file *os.File  // the unnamed file the payload is written to; nil when it is only checked
-	key  hash.Hash // fed the payload, when the compiled cache wants its key; may be nil
-	full chan []byte
-	free chan []byte
-	seen int64 // bytes written to it
-	made int   // buffers made so far
-	off  atomic.Bool
+type Stream struct {
+	tools *Tools // nil when the payload is only checked
+	name  ref.Name
+	d     digest.Digest
+	file  *os.File  // the unnamed file the payload is written to; nil when it is only checked
+	key   hash.Hash // fed the payload, when the compiled cache wants its key; may be nil
+	full  chan []byte
+	free  chan []byte
+	seen  int64 // bytes written to it
+	made  int   // buffers made so far
+	off   atomic.Bool
 
 	done    chan struct{}
 	result  streamResult
@@ -77,25 +77,25 @@ type streamResult struct {
 	crc        uint32
 }
 
-// newStreamStage opens an unnamed file in the project's folder, or none when proj is nil, and
+// newStreamStage opens an unnamed file in the project's folder, or none when tools is nil, and
 // starts following the stream. It returns nil when the file can't be made (no O_TMPFILE there);
 // the pull then stages from the blob.
-func newStreamStage(proj *Project, name ref.Name, d digest.Digest, key hash.Hash) *streamStage {
+func NewStream(tools *Tools, name ref.Name, d digest.Digest, key hash.Hash) *Stream {
 	var f *os.File
-	if proj != nil {
+	if tools != nil {
 		var err error
-		if f, err = os.OpenFile(proj.Dir, os.O_RDWR|unix.O_TMPFILE|unix.O_CLOEXEC, 0o644); err != nil {
+		if f, err = os.OpenFile(tools.Project, os.O_RDWR|unix.O_TMPFILE|unix.O_CLOEXEC, 0o644); err != nil {
 			return nil
 		}
 	}
-	s := &streamStage{proj: proj, name: name, d: d, file: f, key: key, full: make(chan []byte, streamBuffers), free: make(chan []byte, streamBuffers), done: make(chan struct{})}
+	s := &Stream{tools: tools, name: name, d: d, file: f, key: key, full: make(chan []byte, streamBuffers), free: make(chan []byte, streamBuffers), done: make(chan struct{})}
 	go s.follow()
 	return s
 }
 
 // buffer takes a free buffer, or makes one while fewer than streamBuffers exist: a small blob
 // needs only one.
-func (s *streamStage) buffer() []byte {
+func (s *Stream) buffer() []byte {
 	select {
 	case b := <-s.free:
 		return b
@@ -110,7 +110,7 @@ func (s *streamStage) buffer() []byte {
 
 // Write hands p to the stream's goroutine; once the stream has staged the payload or given up,
 // it only counts.
-func (s *streamStage) Write(p []byte) (int, error) {
+func (s *Stream) Write(p []byte) (int, error) {
 	n := len(p)
 	s.seen += int64(n)
 	for len(p) > 0 && !s.off.Load() {
@@ -123,14 +123,14 @@ func (s *streamStage) Write(p []byte) (int, error) {
 }
 
 // finish ends the stream and returns what it staged.
-func (s *streamStage) finish() streamResult {
+func (s *Stream) finish() streamResult {
 	close(s.full)
 	<-s.done
 	return s.result
 }
 
 // abandon drops what was streamed; safe after finish and more than once.
-func (s *streamStage) abandon() {
+func (s *Stream) abandon() {
 	s.discard.Do(func() {
 		s.off.Store(true)
 		select {
@@ -151,30 +151,30 @@ func (s *streamStage) abandon() {
 
 // Abandon is abandon, for the download engine, which stops following the bytes once they no
 // longer arrive in order from the blob's first.
-func (s *streamStage) Abandon() { s.abandon() }
+func (s *Stream) Abandon() { s.abandon() }
 
 // adopt returns a staged folder holding what was streamed if it is the payload of a, the blob of
 // size bytes, else nil. Every check staging from the blob makes is made here too, on what the
 // stream wrote.
-func (s *streamStage) adopt(a *artifact.Archive, size int64) *preparedStage {
+func (s *Stream) Adopt(a *artifact.Archive, size int64) *Prepared {
 	defer s.abandon()
 	r, ok := s.followed(a, size)
 	if !ok || s.file == nil {
 		return nil
 	}
-	st, err := openStageDir(*s.proj, s.name, s.d)
+	st, err := openStageDir(*s.tools, s.name, s.d)
 	if err != nil {
 		return nil
 	}
 	// The unnamed file gets its name only now. linkat through /proc needs no privilege, unlike
 	// AT_EMPTY_PATH; a project on two file systems (tools/ a mount point) falls back.
 	if err := unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", s.file.Fd()), int(st.hold.Fd()), r.name, unix.AT_SYMLINK_FOLLOW); err != nil {
-		st.discard()
+		st.Discard()
 		return nil
 	}
 	if err := st.complete(a, r.size, r.crc); err != nil {
 		// The payload is not what the zip records: staging from the blob words the refusal.
-		st.discard()
+		st.Discard()
 		return nil
 	}
 	return st
@@ -183,7 +183,7 @@ func (s *streamStage) adopt(a *artifact.Archive, size int64) *preparedStage {
 // followed ends the stream and returns what it followed, if that is the payload of a, the blob of
 // size bytes: the entry the zip's central directory names, starting where it says, stored or
 // deflated as it says, within the bytes it says.
-func (s *streamStage) followed(a *artifact.Archive, size int64) (streamResult, bool) {
+func (s *Stream) followed(a *artifact.Archive, size int64) (streamResult, bool) {
 	r := s.finish()
 	offset, method, csize, ok := a.PayloadEntry()
 	if !ok || !r.ok || s.seen != size || r.name != a.PayloadName || r.dataOffset != offset ||
@@ -198,7 +198,7 @@ func (s *streamStage) followed(a *artifact.Archive, size int64) (streamResult, b
 // CRC-32 the zip records. false means it could not vouch for it (the stream gave up, followed
 // something else, or found it damaged): checkPayload then reads it from the blob, and words
 // any refusal.
-func (s *streamStage) verified(a *artifact.Archive, size int64) bool {
+func (s *Stream) Verified(a *artifact.Archive, size int64) bool {
 	defer s.abandon()
 	r, ok := s.followed(a, size)
 	return ok && payloadMatches(a, r.size, crcString(r.crc)) == nil
@@ -208,9 +208,9 @@ const payloadDeflated = 8 // zip method Deflate
 
 // follow reads the stream's local entries up to the first root-level *.wasm and writes that one
 // out. Whatever it can't follow ends it, without an error: adopt then finds no result.
-func (s *streamStage) follow() {
+func (s *Stream) follow() {
 	defer close(s.done)
-	if hook := testHookFollow.Load(); hook != nil {
+	if hook := FollowHook.Load(); hook != nil {
 		(*hook)()
 	}
 	cr := &chanReader{full: s.full, free: s.free}
@@ -288,7 +288,7 @@ func (s *streamStage) follow() {
 }
 
 // stage writes the entry whose data starts at start into the unnamed file, or only sums it.
-func (s *streamStage) stage(br *bufio.Reader, name string, start int64, deflated bool, csize, limit int64, pos func() int64) {
+func (s *Stream) stage(br *bufio.Reader, name string, start int64, deflated bool, csize, limit int64, pos func() int64) {
 	var f io.Writer = io.Discard
 	if s.file != nil {
 		f = s.file

@@ -1,4 +1,4 @@
-package fetch
+package stage
 
 import (
 	"context"
@@ -18,15 +18,15 @@ import (
 // and its directory and manifest read from it. The caller closes the blob. The blob is not
 // re-hashed here: it was verified when it was committed, and `mur run` verifies it again before
 // running it.
-func openPacked(ctx context.Context, store *cas.Store, d digest.Digest) (*artifact.Archive, cas.ReaderAt, error) {
+func OpenPacked(ctx context.Context, store *cas.Store, d digest.Digest) (*artifact.Archive, cas.ReaderAt, error) {
 	return artifact.OpenBlob(store.ReaderAt(ctx, d))
 }
 
 // readBlob reads a packed artifact back from the CAS (openPacked): its directory and manifest,
 // and with inflate the payload too, unless it is a component (which mur never runs and so never
 // compiles).
-func readBlob(ctx context.Context, store *cas.Store, d digest.Digest, inflate bool) (*artifact.Archive, []byte, error) {
-	a, blob, err := openPacked(ctx, store, d)
+func ReadBlob(ctx context.Context, store *cas.Store, d digest.Digest, inflate bool) (*artifact.Archive, []byte, error) {
+	a, blob, err := OpenPacked(ctx, store, d)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -41,14 +41,14 @@ func readBlob(ctx context.Context, store *cas.Store, d digest.Digest, inflate bo
 // payloadRereads counts the fresh payloads a pull read back from their blob to check or stage
 // them, because the download's stream could not vouch for them (streamstage.go): tests tell by
 // it that the stream spared the second read.
-var payloadRereads atomic.Int64
+var PayloadRereads atomic.Int64
 
 // checkPayload streams the payload of a to its end, so that everything the zip says of it holds
 // before the blob becomes visible: it inflates (for a deflated entry) without passing the
 // decompression ceiling or its declared size, and has the size and CRC-32 the zip records. A
 // zip's reader checks a CRC only when the entry declares a nonzero one and only for what is
 // read through it; this check makes no exception. key, when not nil, is fed the payload.
-func checkPayload(a *artifact.Archive, key hash.Hash) error {
+func CheckPayload(a *artifact.Archive, key hash.Hash) error {
 	rc, err := a.OpenPayload()
 	if err != nil {
 		return err
