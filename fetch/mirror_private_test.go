@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/fetch/store"
@@ -95,16 +96,16 @@ func TestConfigSaysWhoseMirrorItIs(t *testing.T) {
 		must(t, os.WriteFile(p, []byte(s), 0o644))
 	}
 	write(proj+"/.murmur/config.yaml", "mirror: oci://evil.example/murmur\n")
-	c, err := fetch.LoadConfig(home, proj)
+	c, err := config.Load(home, proj)
 	if err != nil || c.Mirror != "oci://evil.example/murmur" || !c.MirrorFromProject {
 		t.Fatalf("project only: %+v, %v", c, err)
 	}
 	write(home, "mirror: oci://evil.example/murmur\n")
-	if c, err = fetch.LoadConfig(home, proj); err != nil || c.MirrorFromProject {
+	if c, err = config.Load(home, proj); err != nil || c.MirrorFromProject {
 		t.Fatalf("named by both: %+v, %v", c, err)
 	}
 	write(home, "mirror: oci://team.example/murmur\n")
-	if c, err = fetch.LoadConfig(home, proj); err != nil || c.Mirror != "oci://evil.example/murmur" || !c.MirrorFromProject {
+	if c, err = config.Load(home, proj); err != nil || c.Mirror != "oci://evil.example/murmur" || !c.MirrorFromProject {
 		t.Fatalf("the home names another: %+v, %v", c, err)
 	}
 }
@@ -112,7 +113,7 @@ func TestConfigSaysWhoseMirrorItIs(t *testing.T) {
 // The Puller of a command marks the mirror as the project's only when --mirror did not name
 // one: --mirror is the operator's choice, as the home's config is.
 func TestWorkspacePullerMarksAProjectsMirror(t *testing.T) {
-	ws := &fetch.Workspace{Project: fetch.Project{Dir: t.TempDir()}, Config: &fetch.Config{
+	ws := &fetch.Workspace{Project: fetch.Project{Dir: t.TempDir()}, Config: &config.Config{
 		Mirror: "oci://evil.example/m", MirrorFromProject: true,
 	}}
 	rec := newOpenRecorder(t)

@@ -12,6 +12,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -25,7 +26,7 @@ import (
 type Workspace struct {
 	Project
 	Capsule  *manifest.Capsule // nil when the folder has no murmur.yaml
-	Config   *Config
+	Config   *config.Config
 	Warnings []string // what the capsule and the configuration ignored
 }
 
@@ -74,7 +75,7 @@ func OpenProject(start, homeConfig string) (*Workspace, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, errs.Wrap(err, errs.IO, "can't read %s: %v", mpath, err)
 	}
-	cfg, err := LoadConfig(homeConfig, dir)
+	cfg, err := config.Load(homeConfig, dir)
 	if err != nil {
 		return nil, err
 	}

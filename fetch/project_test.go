@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/config"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
@@ -105,7 +106,7 @@ func (o *openRecorder) openers() fetch.Openers {
 // stores, each once; the configuration's fallbacks, cache cap and mirror, which --mirror replaces.
 func TestWorkspacePuller(t *testing.T) {
 	dir := t.TempDir()
-	ws := &fetch.Workspace{Project: fetch.Project{Dir: dir}, Config: &fetch.Config{
+	ws := &fetch.Workspace{Project: fetch.Project{Dir: dir}, Config: &config.Config{
 		Stores:       []string{"oci://config.example/a", "oci-layout:" + filepath.Join(dir, "shared")},
 		PlainHTTP:    map[string]bool{"oci://config.example/a": true, "oci://mirror.example/m": true},
 		Fallbacks:    map[string]fstore.Fallback{"oci://config.example/a": fstore.FallbackAnyError},
@@ -162,7 +163,7 @@ func TestVerifyRepairWritesThroughTheWorkspacePuller(t *testing.T) {
 	}
 	rec := newOpenRecorder(t)
 	rec.stores["oci://team.example/murmur"] = w.layout
-	ws := &fetch.Workspace{Project: w.proj, Config: &fetch.Config{Stores: []string{"oci://team.example/murmur"}, Mirror: "oci://mirror.example/murmur"}}
+	ws := &fetch.Workspace{Project: w.proj, Config: &config.Config{Stores: []string{"oci://team.example/murmur"}, Mirror: "oci://mirror.example/murmur"}}
 	repair, err := ws.Puller(fetch.PullerOptions{CAS: w.cas, Connections: 3, Open: rec.openers()})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
 	"github.com/murmur-nexus/mur/internal/manifest"
@@ -72,8 +73,8 @@ func TestProjectFilesCommittedAsSymlinks(t *testing.T) {
 	_, lerr := lock.Read(filepath.Join(dir, "murmur.lock"))
 	uerr := lock.Update(bg, filepath.Join(dir, "murmur.lock"), func(*lock.Lock) error { return nil })
 	_, merr := manifest.Load(filepath.Join(dir, "murmur.yaml"))
-	_, cerr := fetch.LoadConfig("", dir)
-	for name, err := range map[string]error{"lock.Read": lerr, "lock.Update": uerr, "manifest.Load": merr, "LoadConfig": cerr} {
+	_, cerr := config.Load("", dir)
+	for name, err := range map[string]error{"lock.Read": lerr, "lock.Update": uerr, "manifest.Load": merr, "config.Load": cerr} {
 		errtest.WantToken(t, err, errs.Denied, "symlink")
 		if strings.Contains(err.Error(), secret) {
 			t.Fatalf("%s quotes the secret the link leads to: %v", name, err)
@@ -85,7 +86,7 @@ func TestProjectFilesCommittedAsSymlinks(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(real, "config.yaml"), []byte("stores: []\n"), 0o644))
 	linked := t.TempDir()
 	must(t, os.Symlink(real, filepath.Join(linked, ".murmur")))
-	_, cerr = fetch.LoadConfig("", linked)
+	_, cerr = config.Load("", linked)
 	errtest.WantToken(t, cerr, errs.Denied, ".murmur", "symlink")
 }
 

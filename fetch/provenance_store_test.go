@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/fetch/provenance"
@@ -79,8 +80,8 @@ func keyedBundleThroughReferrers(t *testing.T, st store.Store, newMirror func() 
 	w := newWorld(t)
 	pl := w.puller(st)
 	pl.Verifier = local
-	pl.Policy = func(string) fetch.ProvenancePolicy {
-		return fetch.ProvenancePolicy{Mode: fetch.ProvenanceRequire, Trust: provenance.Trust{Keys: []provenance.TrustedKey{{Hint: hint, PEM: pub}}}}
+	pl.Policy = func(string) config.ProvenancePolicy {
+		return config.ProvenancePolicy{Mode: config.ProvenanceRequire, Trust: provenance.Trust{Keys: []provenance.TrustedKey{{Hint: hint, PEM: pub}}}}
 	}
 	w.mustPull(pl, req(grep, "1.2.0"))
 	e := w.readLock().Find("acme/grep")
@@ -92,7 +93,7 @@ func keyedBundleThroughReferrers(t *testing.T, st store.Store, newMirror func() 
 	w2 := newWorld(t)
 	pl2 := w2.puller(st)
 	pl2.Verifier = local
-	pl2.Policy = func(string) fetch.ProvenancePolicy { return fetch.ProvenancePolicy{Mode: fetch.ProvenanceRequire} }
+	pl2.Policy = func(string) config.ProvenancePolicy { return config.ProvenancePolicy{Mode: config.ProvenanceRequire} }
 	before := w2.state()
 	if _, err := w2.pull(pl2, req(grep, "1.2.0")); !errors.Is(err, errs.ProvenanceUnverifiable) {
 		t.Fatalf("untrusted key: %v", err)

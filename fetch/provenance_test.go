@@ -13,6 +13,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/github"
 	"github.com/murmur-nexus/mur/fetch/github/githubtest"
 	"github.com/murmur-nexus/mur/fetch/provenance"
@@ -54,7 +55,7 @@ func (w *provWorld) puller(mode string) *fetch.Puller {
 	p.Source = githubSource(w.fake)
 	p.Verifier = &sigstore.Local{Roots: sigstore.NewRoots(w.ca.Material())}
 	if mode != "" {
-		p.Policy = func(string) fetch.ProvenancePolicy { return fetch.ProvenancePolicy{Mode: mode} }
+		p.Policy = func(string) config.ProvenancePolicy { return config.ProvenancePolicy{Mode: mode} }
 	}
 	return p
 }
@@ -152,7 +153,7 @@ func pullRefusesBadProvenance(t *testing.T, org string) {
 			w := newProvWorld(t, org)
 			w.fake.AddAttestation("acme", "murmur-artifacts", w.d.String(), c.mint(w), false)
 			before := w.state()
-			mode := fetch.ProvenanceRequire
+			mode := config.ProvenanceRequire
 			if c.token != errs.ProvenanceMissing {
 				mode = "" // prefer: a bundle that is there and fails still fails the pull
 			}
@@ -186,7 +187,7 @@ func TestProvenancePolicy(t *testing.T) {
 	t.Run("require fails closed", func(t *testing.T) {
 		w := newProvWorld(t, "GitHub, Inc.")
 		before := w.state()
-		_, err := w.pull(w.puller(fetch.ProvenanceRequire), req(grep, "1.2.0"))
+		_, err := w.pull(w.puller(config.ProvenanceRequire), req(grep, "1.2.0"))
 		if !errors.Is(err, errs.ProvenanceMissing) {
 			t.Fatalf("err = %v", err)
 		}
@@ -195,7 +196,7 @@ func TestProvenancePolicy(t *testing.T) {
 	t.Run("off asks nothing", func(t *testing.T) {
 		w := newProvWorld(t, "GitHub, Inc.")
 		w.attest(t, provenancetest.GoodLeaf(), false)
-		w.mustPull(w.puller(fetch.ProvenanceOff), req(grep, "1.2.0"))
+		w.mustPull(w.puller(config.ProvenanceOff), req(grep, "1.2.0"))
 		if n := w.fake.Count(githubtest.API, "/repos/acme/murmur-artifacts/attestations"); n != 0 {
 			t.Fatalf("off asked for attestations %d times", n)
 		}
@@ -204,7 +205,7 @@ func TestProvenancePolicy(t *testing.T) {
 		w := newProvWorld(t, "GitHub, Inc.")
 		b := w.ca.Mint(t, provenancetest.Statement(w.d.Encoded(), provenance.SLSAProvenanceV1), provenancetest.GoodLeaf())
 		w.fake.AddAsset("acme", "murmur-artifacts", "v1.2.0", "grep-1.2.0.mur.zip"+github.BundleSuffix, b)
-		w.mustPull(w.puller(fetch.ProvenanceRequire), req(grep, "1.2.0"))
+		w.mustPull(w.puller(config.ProvenanceRequire), req(grep, "1.2.0"))
 		if e := w.readLock().Find("acme/grep"); e.Provenance == nil || e.Provenance.Bundle != digest.FromBytes(b).String() {
 			t.Fatalf("provenance = %+v", e.Provenance)
 		}
@@ -229,7 +230,7 @@ func TestRecordedProvenanceCantBeDowngraded(t *testing.T) {
 	}
 	mw := &provWorld{world: mate, fake: w.fake, ca: w.ca, zip: w.zip, d: w.d}
 	before := mate.state()
-	_, err = mate.pull(mw.puller(fetch.ProvenanceOff), req(grep, "1.2.0"))
+	_, err = mate.pull(mw.puller(config.ProvenanceOff), req(grep, "1.2.0"))
 	if !errors.Is(err, errs.ProvenanceMissing) || !strings.Contains(err.Error(), "downgrade") {
 		t.Fatalf("--provenance=off: %v", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/internal/download"
 	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/fetch/stage"
@@ -159,7 +160,7 @@ type Puller struct {
 	Verifier provenance.Verifier
 	// Policy is each scope's provenance policy (Config.ProvenanceFor); nil is prefer with the
 	// embedded roots. ProvenanceOverride is --provenance, over every scope's.
-	Policy             func(scope string) ProvenancePolicy
+	Policy             func(scope string) config.ProvenancePolicy
 	ProvenanceOverride string
 	// CASOnly pulls outside a project: into the CAS and the pull records only, with no
 	// murmur.lock and no tools/ (see outside.go).

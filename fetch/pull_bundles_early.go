@@ -2,6 +2,8 @@ package fetch
 
 import (
 	"context"
+
+	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/store"
 )
 
@@ -19,7 +21,7 @@ type bundleLookup struct {
 // wantsBundles mirrors checkProvenance: whether it will ask for the bundles of req.
 func (p *Puller) wantsBundles(req Request, pin pinned) bool {
 	mode := p.provenancePolicy(req.Name.Scope).Mode
-	return mode != ProvenanceOff && (p.Verifier != nil || pin.provenance != nil)
+	return mode != config.ProvenanceOff && (p.Verifier != nil || pin.provenance != nil)
 }
 
 // startBundles starts the look-up of desc's bundles at st, or returns nil when st holds none or

@@ -10,6 +10,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/lock"
@@ -33,8 +34,8 @@ func (v *verifiedBundle) record() *cas.Provenance {
 		Repository: f.Repository, SourceCommit: f.SourceCommit}
 }
 
-func (p *Puller) provenancePolicy(scope string) ProvenancePolicy {
-	pol := ProvenancePolicy{Mode: ProvenancePrefer}
+func (p *Puller) provenancePolicy(scope string) config.ProvenancePolicy {
+	pol := config.ProvenancePolicy{Mode: config.ProvenancePrefer}
 	if p.Policy != nil {
 		pol = p.Policy(scope)
 	}
@@ -52,15 +53,15 @@ func (p *Puller) checkProvenance(ctx context.Context, req Request, pin pinned, g
 	defer got.lookup.stop()
 	pol := p.provenancePolicy(req.Name.Scope)
 	what := req.Name.String() + "@" + got.desc.Version
-	if pin.provenance != nil && pol.Mode == ProvenanceOff {
+	if pin.provenance != nil && pol.Mode == config.ProvenanceOff {
 		return errs.New(errs.ProvenanceMissing, "murmur.lock records verified provenance for %s (%s by %s), and --provenance=off would downgrade that pin, so nothing was pulled; pull with provenance, or remove the entry's provenance from murmur.lock if you really accept unsigned bytes",
 			req.Name, pin.provenance.Kind, pin.provenance.Signer)
 	}
-	if pol.Mode == ProvenanceOff || (p.Verifier == nil && pin.provenance == nil) {
+	if pol.Mode == config.ProvenanceOff || (p.Verifier == nil && pin.provenance == nil) {
 		return nil
 	}
 	if pin.provenance != nil {
-		pol.Mode = ProvenanceRequire
+		pol.Mode = config.ProvenanceRequire
 	}
 	d := got.desc.Digest
 	var candidates [][]byte
@@ -98,7 +99,7 @@ func (p *Puller) checkProvenance(ctx context.Context, req Request, pin pinned, g
 		}
 	}
 	if len(candidates) == 0 {
-		if pol.Mode == ProvenanceRequire {
+		if pol.Mode == config.ProvenanceRequire {
 			why := "scope " + req.Name.Scope + " sets provenance: require"
 			if pin.provenance != nil {
 				why = "murmur.lock recorded a verified bundle for it (" + pin.provenance.Bundle + "), so it is required from every store"

@@ -15,6 +15,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/internal/artifact"
@@ -46,7 +47,7 @@ type VerifyInput struct {
 	// Verifier re-checks the provenance bundles the lock records, offline, under Policy's
 	// trust and signer rules (nil Policy: the embedded roots).
 	Verifier provenance.Verifier
-	Policy   func(scope string) ProvenancePolicy
+	Policy   func(scope string) config.ProvenancePolicy
 	Intent   *Intent // murmur.yaml, whose differences with the lock are problems; nil for none
 }
 

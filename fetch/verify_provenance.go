@@ -9,6 +9,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/lock"
@@ -44,7 +45,7 @@ func verifyProvenance(ctx context.Context, in VerifyInput, rep *VerifyReport) {
 			problem("the bundle murmur.lock records for %s is not in the CAS (%s); run 'mur warm' to fetch it, or 'mur cache import' an export that carries it", e.Name, errs.Message(err))
 			continue
 		}
-		pol := ProvenancePolicy{Mode: ProvenanceRequire}
+		pol := config.ProvenancePolicy{Mode: config.ProvenanceRequire}
 		if in.Policy != nil {
 			pol = in.Policy(scopeOf(e.Name))
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/config"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/manifest"
@@ -100,7 +101,7 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 		f.platform = ""
 	}
 	if f.provenance != "" {
-		if err := fetch.ValidProvenanceMode(f.provenance); err != nil {
+		if err := config.ValidProvenanceMode(f.provenance); err != nil {
 			return usagef("--provenance: %s", errs.Message(err))
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -35,7 +36,7 @@ func flagValues(cmd, flag string) []string {
 		}
 		return vals
 	case "provenance":
-		return []string{fetch.ProvenanceOff, fetch.ProvenancePrefer, fetch.ProvenanceRequire}
+		return []string{config.ProvenanceOff, config.ProvenancePrefer, config.ProvenanceRequire}
 	case "from":
 		return []string{manifest.FromSources, manifest.FromStores}
 	case "store", "mirror":

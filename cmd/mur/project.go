@@ -12,6 +12,7 @@ import (
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/github"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/store"
@@ -27,7 +28,7 @@ import (
 type project struct {
 	*fetch.Workspace
 	capsule *manifest.Capsule // nil when the folder has no murmur.yaml
-	cfg     *fetch.Config
+	cfg     *config.Config
 	home    Home
 }
 

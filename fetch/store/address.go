@@ -177,7 +177,7 @@ func ParseEntry(item *yaml.Node, key, path string) (it Entry, warnings []string,
 	return it, warnings, nil
 }
 
-// ResolveStore makes a relative oci-layout: path absolute against baseDir, as LoadConfig does for the
+// ResolveStore makes a relative oci-layout: path absolute against baseDir, as config.Load does for the
 // config files; a command resolves its --store against the current folder the same way.
 func ResolveStore(addr, baseDir string) string {
 	p, ok := strings.CutPrefix(addr, SchemeOCILayout)

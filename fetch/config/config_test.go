@@ -1,4 +1,4 @@
-package fetch
+package config
 
 import (
 	"errors"
@@ -39,7 +39,7 @@ stores:
 sources:
   acme: github:acme-fork/tools
 `)
-	c, err := LoadConfig(homeCfg, proj)
+	c, err := Load(homeCfg, proj)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,22 +63,22 @@ sources:
 
 func TestLoadMissingFilesAreEmpty(t *testing.T) {
 	dir := t.TempDir()
-	c, err := LoadConfig(filepath.Join(dir, "nope", "config.yaml"), filepath.Join(dir, "proj"))
+	c, err := Load(filepath.Join(dir, "nope", "config.yaml"), filepath.Join(dir, "proj"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(c.Stores) != 0 || len(c.Sources) != 0 {
 		t.Fatalf("got %+v", c)
 	}
-	c, err = LoadConfig("", "")
+	c, err = Load("", "")
 	if err != nil || c == nil || c.Sources == nil {
-		t.Fatalf("LoadConfig(\"\", \"\") = %+v, %v", c, err)
+		t.Fatalf("Load(\"\", \"\") = %+v, %v", c, err)
 	}
 	// Empty and null documents are empty configs too.
 	write(t, filepath.Join(dir, "empty.yaml"), "")
 	write(t, filepath.Join(dir, "null.yaml"), "# nothing yet\n~\n")
 	for _, f := range []string{"empty.yaml", "null.yaml"} {
-		if c, err := LoadConfig(filepath.Join(dir, f), ""); err != nil || len(c.Stores) != 0 {
+		if c, err := Load(filepath.Join(dir, f), ""); err != nil || len(c.Stores) != 0 {
 			t.Fatalf("%s: %+v, %v", f, c, err)
 		}
 	}
@@ -88,7 +88,7 @@ func TestUnknownKeysWarn(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "config.yaml")
 	write(t, p, "stores: []\ndefaults: { jobs: 8 }\n")
-	c, err := LoadConfig(p, "")
+	c, err := Load(p, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestRefusals(t *testing.T) {
 	for _, tc := range cases {
 		dir := t.TempDir()
 		write(t, filepath.Join(dir, ".murmur", "config.yaml"), tc.content)
-		_, err := LoadConfig("", dir)
+		_, err := Load("", dir)
 		if err == nil {
 			t.Errorf("%q: accepted", tc.content)
 			continue
@@ -216,7 +216,7 @@ stores:
   - oci://secure.internal/murmur
   - {url: oci-layout:store, colour: blue}
 `)
-	c, err := LoadConfig("", dir)
+	c, err := Load("", dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func TestMurmurSourceMayBeSpelledOut(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "config.yaml")
 	write(t, p, "sources: { murmur: \""+lock.MurmurSource+"\" }\n")
-	c, err := LoadConfig(p, "")
+	c, err := Load(p, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestUnreadableConfigIsIOError(t *testing.T) {
 	if err := os.Mkdir(p, 0o700); err != nil { // a folder where the file should be
 		t.Fatal(err)
 	}
-	_, err := LoadConfig(p, "")
+	_, err := Load(p, "")
 	if !errors.Is(err, errs.IO) {
 		t.Fatalf("got %v", err)
 	}
@@ -291,12 +291,12 @@ func TestCacheMaxSize(t *testing.T) {
 	home := filepath.Join(dir, "home", "config.yaml")
 	proj := filepath.Join(dir, "proj")
 	write(t, home, "cache: { max_size: 20GiB, keep: forever }\n")
-	c, err := LoadConfig(home, proj)
+	c, err := Load(home, proj)
 	if err != nil || c.MaxCacheSize != 20<<30 || len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "cache.keep") {
 		t.Fatalf("home cache = %d, %v, warnings %q", c.MaxCacheSize, err, c.Warnings)
 	}
 	write(t, filepath.Join(proj, ".murmur", "config.yaml"), "cache:\n  max_size: 1G\n")
-	if c, err = LoadConfig(home, proj); err != nil || c.MaxCacheSize != 1<<30 {
+	if c, err = Load(home, proj); err != nil || c.MaxCacheSize != 1<<30 {
 		t.Fatalf("the project's max_size does not win: %d, %v", c.MaxCacheSize, err)
 	}
 	for content, want := range map[string]string{
@@ -305,7 +305,7 @@ func TestCacheMaxSize(t *testing.T) {
 		"cache: { max_size: [1] }\n":  "cache.max_size must be a size",
 	} {
 		write(t, filepath.Join(proj, ".murmur", "config.yaml"), content)
-		_, err := LoadConfig(home, proj)
+		_, err := Load(home, proj)
 		if !errors.Is(err, errs.InvalidConfig) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want an invalid-config error mentioning %q", content, err, want)
 		}
@@ -329,7 +329,7 @@ stores:
   - {url: oci-layout:vendor, fallback: any-error}
 mirror_required: false
 `)
-	c, err := LoadConfig(homeCfg, proj)
+	c, err := Load(homeCfg, proj)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +344,7 @@ mirror_required: false
 	if c.Mirror != "oci://team:5000/murmur" || !c.PlainHTTP["oci://team:5000/murmur"] || c.MirrorRequired {
 		t.Fatalf("mirror %q plain %v required %v", c.Mirror, c.PlainHTTP, c.MirrorRequired)
 	}
-	c, err = LoadConfig(homeCfg, "")
+	c, err = Load(homeCfg, "")
 	if err != nil || !c.MirrorRequired || c.Fallbacks["oci://team:5000/murmur"] != store.FallbackNotFound {
 		t.Fatalf("home alone: %+v, %v", c, err)
 	}
@@ -354,7 +354,7 @@ mirror_required: false
 func TestStoresAsOneAddress(t *testing.T) {
 	dir := t.TempDir()
 	write(t, filepath.Join(dir, ".murmur", "config.yaml"), "stores: oci://registry.internal:5000/murmur/\nmirror: {url: oci://mirror:5000/m/}\n")
-	c, err := LoadConfig("", dir)
+	c, err := Load("", dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,7 @@
-package fetch
+// Package config reads the two config.yaml files mur obeys, the home's ($MURMUR_HOME/config.yaml)
+// and a project's (.murmur/config.yaml), into plain values: stores, sources, the mirror, the
+// cache's bounds and each scope's provenance policy (provenance.go).
+package config
 
 import (
 	"errors"
@@ -80,9 +83,9 @@ type Config struct {
 	Warnings []string
 }
 
-// LoadConfig reads homeConfigPath and, when projectDir is not empty, projectDir/.murmur/config.yaml,
+// Load reads homeConfigPath and, when projectDir is not empty, projectDir/.murmur/config.yaml,
 // and merges them. A missing file counts as an empty one.
-func LoadConfig(homeConfigPath, projectDir string) (*Config, error) {
+func Load(homeConfigPath, projectDir string) (*Config, error) {
 	c := &Config{Sources: map[string]string{}, PlainHTTP: map[string]bool{}, Fallbacks: map[string]store.Fallback{}}
 	var project, user *configFile
 	var err error
