@@ -12,9 +12,8 @@ import (
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
 	"github.com/murmur-nexus/mur/internal/manifest"
-	"github.com/murmur-nexus/mur/lock"
-
 	"github.com/murmur-nexus/mur/internal/slowdown"
+	"github.com/murmur-nexus/mur/lock"
 )
 
 // A registered project whose murmur.lock became a symlink to /dev/zero (a clone of a hostile

@@ -18,9 +18,8 @@ import (
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
 	"github.com/murmur-nexus/mur/internal/lockedfile"
 	"github.com/murmur-nexus/mur/internal/ref"
-	"github.com/murmur-nexus/mur/lock"
-
 	"github.com/murmur-nexus/mur/internal/slowdown"
+	"github.com/murmur-nexus/mur/lock"
 )
 
 func within[T any](t *testing.T, ch <-chan T, what string) T {

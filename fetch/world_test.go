@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opencontainers/go-digest"
+
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
@@ -26,7 +28,6 @@ import (
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/internal/slowdown"
 	"github.com/murmur-nexus/mur/lock"
-	"github.com/opencontainers/go-digest"
 )
 
 // The one world of the fetch verbs' tests: a project with a CAS of its own, stores to serve it,

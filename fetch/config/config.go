@@ -15,12 +15,11 @@ import (
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch/store"
-	"github.com/murmur-nexus/mur/internal/yamlnode"
-	"github.com/murmur-nexus/mur/lock"
-
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/internal/safefile"
+	"github.com/murmur-nexus/mur/internal/yamlnode"
+	"github.com/murmur-nexus/mur/lock"
 )
 
 // The two config.yaml files of SPEC section 13: the user's
