@@ -8,6 +8,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch/publish"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -116,7 +117,7 @@ func (p *Puller) writeThrough(ctx context.Context, req Request, res *Result, m *
 		Name: req.Name, Version: res.Version, Platform: res.Platform, Digest: d, Size: res.Size,
 		Title: artifact.FileName(req.Name.Name, res.Version),
 	}
-	err := Publish(ctx, p.Mirror, PublishItem{cas: p.CAS, Desc: desc})
+	err := publish.Push(ctx, p.Mirror, publish.Item{CAS: p.CAS, Desc: desc})
 	if err == nil {
 		m.add(d)
 		res.Mirror = &MirrorPush{Store: addr, Pushed: true}

@@ -11,12 +11,12 @@ import (
 	"os"
 	"testing"
 
-	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/fetch/provenance/sigstore"
+	"github.com/murmur-nexus/mur/fetch/publish"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/lock"
@@ -59,17 +59,17 @@ func keyedBundleThroughReferrers(t *testing.T, st store.Store, newMirror func() 
 	p := pack(t, "grep", "1.2.0", 19)
 	path := t.TempDir() + "/grep-1.2.0.mur.zip"
 	writeFile(t, path, p.zip)
-	item, err := fetch.PublishFile(path, "acme", "any")
+	item, err := publish.FromFile(path, "acme", "any")
 	if err != nil {
 		t.Fatal(err)
 	}
 	priv, pub := ecdsaKey(t)
 	local := &sigstore.Local{}
-	hint, err := fetch.Sign(context.Background(), local, &item, priv)
+	hint, err := publish.Sign(context.Background(), local, &item, priv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := fetch.Publish(context.Background(), st, item); err != nil {
+	if err := publish.Push(context.Background(), st, item); err != nil {
 		t.Fatal(err)
 	}
 	found, err := st.(store.BundleFinder).Bundles(context.Background(), grep, "1.2.0", p.digest())

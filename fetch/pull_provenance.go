@@ -150,11 +150,8 @@ func (p *Puller) checkProvenance(ctx context.Context, req Request, pin pinned, g
 }
 
 func (p *Puller) readSmallBlob(ctx context.Context, d digest.Digest) ([]byte, error) {
-	return readCASBlob(ctx, p.CAS, d, maxBundleSize)
+	return provenance.ReadBundle(ctx, p.CAS, d)
 }
-
-// maxBundleSize bounds what mur reads as one Sigstore bundle: real ones are a few KB.
-const maxBundleSize = 4 << 20
 
 func (p *Puller) sha512Of(ctx context.Context, got *fetched) ([]byte, error) {
 	h := sha512.New()
@@ -164,7 +161,7 @@ func (p *Puller) sha512Of(ctx context.Context, got *fetched) ([]byte, error) {
 		}
 		return h.Sum(nil), nil
 	}
-	return casSHA512(ctx, p.CAS, got.desc.Digest)
+	return provenance.SHA512Of(ctx, p.CAS, got.desc.Digest)
 }
 
 // keepBundle puts a verified bundle in the CAS, where the lock's entry and the pull record

@@ -2,13 +2,10 @@ package fetch
 
 import (
 	"context"
-	"crypto/sha512"
 	"fmt"
-	"io"
 
 	"github.com/opencontainers/go-digest"
 
-	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -40,7 +37,7 @@ func verifyProvenance(ctx context.Context, in VerifyInput, rep *VerifyReport) {
 			problem("murmur.lock records provenance for %s, and this verify has no verifier to check it", e.Name)
 			continue
 		}
-		raw, err := readCASBlob(ctx, in.CAS, digest.Digest(e.Provenance.Bundle), maxBundleSize)
+		raw, err := provenance.ReadBundle(ctx, in.CAS, digest.Digest(e.Provenance.Bundle))
 		if err != nil {
 			problem("the bundle murmur.lock records for %s is not in the CAS (%s); run 'mur warm' to fetch it, or 'mur cache import' an export that carries it", e.Name, errs.Message(err))
 			continue
@@ -62,7 +59,7 @@ func verifyProvenance(ctx context.Context, in VerifyInput, rep *VerifyReport) {
 			}
 			w := want
 			if provenance.NeedsSHA512(raw) {
-				if w.SHA512, err = casSHA512(ctx, in.CAS, d); err != nil {
+				if w.SHA512, err = provenance.SHA512Of(ctx, in.CAS, d); err != nil {
 					firstErr = err
 					continue
 				}
@@ -110,32 +107,4 @@ func entryHashes(e *lock.Entry) []string {
 		out = append(out, h)
 	}
 	return out
-}
-
-func readCASBlob(ctx context.Context, store *cas.Store, d digest.Digest, limit int64) ([]byte, error) {
-	if d.Validate() != nil {
-		return nil, errs.New(errs.InvalidLock, "%q is not a digest", d)
-	}
-	r, err := store.VerifiedReaderAt(ctx, d)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	if r.Size() > limit {
-		return nil, errs.New(errs.ProvenanceUnverifiable, "blob %s is %d bytes, over the %d a bundle may have", d, r.Size(), limit)
-	}
-	return io.ReadAll(io.NewSectionReader(r, 0, r.Size()))
-}
-
-func casSHA512(ctx context.Context, store *cas.Store, d digest.Digest) ([]byte, error) {
-	r, err := store.ReaderAt(ctx, d)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	h := sha512.New()
-	if _, err := io.Copy(h, io.NewSectionReader(r, 0, r.Size())); err != nil {
-		return nil, err
-	}
-	return h.Sum(nil), nil
 }

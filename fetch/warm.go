@@ -7,6 +7,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch/publish"
 	"github.com/murmur-nexus/mur/fetch/stage"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact"
@@ -188,7 +189,7 @@ func mirror(ctx context.Context, store *cas.Store, dst fstore.Store, r Result, d
 	if err != nil {
 		return err
 	}
-	return Publish(ctx, dst, PublishItem{cas: store, Desc: fstore.Descriptor{
+	return publish.Push(ctx, dst, publish.Item{CAS: store, Desc: fstore.Descriptor{
 		Name: n, Version: r.Version, Platform: r.Platform, Digest: dg, Size: r.Size,
 		Title: artifact.FileName(n.Name, r.Version),
 	}, Bundles: nonEmpty(bundle)})

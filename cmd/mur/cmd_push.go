@@ -13,6 +13,7 @@ import (
 
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/fetch/publish"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -159,7 +160,7 @@ type pusher struct {
 
 func (pu *pusher) push(arg string) pushResult {
 	res := pushResult{Arg: arg, Store: pu.dst.String()}
-	it, err := pu.publish(arg, &res)
+	it, err := pu.item(arg, &res)
 	if err != nil {
 		if pu.several && !strings.Contains(errs.Message(err), arg) && !strings.Contains(errs.Message(err), it.Desc.Name.String()+"@") {
 			err = errs.Wrap(err, errs.TokenOf(err), "%s: %s", arg, errs.Message(err))
@@ -169,8 +170,8 @@ func (pu *pusher) push(arg string) pushResult {
 	return res
 }
 
-func (pu *pusher) publish(arg string, res *pushResult) (fetch.PublishItem, error) {
-	var item fetch.PublishItem
+func (pu *pusher) item(arg string, res *pushResult) (publish.Item, error) {
+	var item publish.Item
 	r, err := parseRef("push", arg)
 	if err != nil {
 		return item, err
@@ -179,7 +180,7 @@ func (pu *pusher) publish(arg string, res *pushResult) (fetch.PublishItem, error
 		if pu.scope == "" {
 			return item, usagef("pushing a file needs --scope, e.g. 'mur push %s --scope acme --store %s'", arg, pu.dst)
 		}
-		item, err = fetch.PublishFile(r.Path, pu.scope, pu.platform)
+		item, err = publish.FromFile(r.Path, pu.scope, pu.platform)
 	} else {
 		if pu.scope != "" {
 			return item, usagef("--scope applies to files; %s already has scope %s", r.Name, r.Name.Scope)
@@ -192,7 +193,7 @@ func (pu *pusher) publish(arg string, res *pushResult) (fetch.PublishItem, error
 		if lerr != nil {
 			return item, lerr
 		}
-		item, err = fetch.PublishFromCAS(cs, l, r, pu.platform)
+		item, err = publish.FromCAS(cs, l, r, pu.platform)
 	}
 	if err != nil {
 		return item, err
@@ -200,12 +201,12 @@ func (pu *pusher) publish(arg string, res *pushResult) (fetch.PublishItem, error
 	res.Name, res.Version, res.Platform = item.Desc.Name.String(), item.Desc.Version, item.Desc.Platform
 	res.Digest, res.Size = item.Desc.Digest, item.Desc.Size
 	if pu.key != nil {
-		if res.SignedWith, err = fetch.Sign(pu.e.ctx, pu.e.verifier(), &item, pu.key); err != nil {
+		if res.SignedWith, err = publish.Sign(pu.e.ctx, pu.e.verifier(), &item, pu.key); err != nil {
 			return item, err
 		}
 	}
 	ctx := pu.e.ctx
-	if err := fetch.Publish(ctx, countingStore{Store: pu.dst, name: res.Name, p: pu.pr}, item); err != nil {
+	if err := publish.Push(ctx, countingStore{Store: pu.dst, name: res.Name, p: pu.pr}, item); err != nil {
 		return item, err
 	}
 	at, err := fstore.AddressOf(ctx, pu.dst, item.Desc)

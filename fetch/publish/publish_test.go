@@ -1,4 +1,4 @@
-package fetch_test
+package publish_test
 
 import (
 	"bytes"
@@ -10,8 +10,8 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
-	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/fetch/publish"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
@@ -21,7 +21,7 @@ import (
 
 func TestPublishFile(t *testing.T) {
 	file := artifacttest.File(t, t.TempDir(), "grep", "1.2.0", artifacttest.Tagged("x"))
-	it, err := fetch.PublishFile(file, "acme", "any")
+	it, err := publish.FromFile(file, "acme", "any")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,11 +31,11 @@ func TestPublishFile(t *testing.T) {
 		t.Fatalf("item %+v", it)
 	}
 
-	_, err = fetch.PublishFile(file, "local", "any")
+	_, err = publish.FromFile(file, "local", "any")
 	errtest.WantToken(t, err, errs.Usage, "local")
-	_, err = fetch.PublishFile(file, "", "any")
+	_, err = publish.FromFile(file, "", "any")
 	errtest.WantToken(t, err, errs.Usage, "--scope")
-	_, err = fetch.PublishFile(filepath.Join(t.TempDir(), "gone.mur.zip"), "acme", "any")
+	_, err = publish.FromFile(filepath.Join(t.TempDir(), "gone.mur.zip"), "acme", "any")
 	errtest.WantToken(t, err, errs.NotFound, "gone.mur.zip")
 
 	// Push sends the file's bytes, and the store serves the same digest back.
@@ -43,7 +43,7 @@ func TestPublishFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := fetch.Publish(context.Background(), st, it); err != nil {
+	if err := publish.Push(context.Background(), st, it); err != nil {
 		t.Fatal(err)
 	}
 	d, err := st.Resolve(context.Background(), it.Desc.Name, "1.2.0", "any")
@@ -80,7 +80,7 @@ func TestPublishFromCAS(t *testing.T) {
 	s, l, d := casWithLock(t, file, "acme/grep", "1.2.0", "any")
 	grep := ref.Name{Scope: "acme", Name: "grep"}
 	for _, version := range []string{"1.2.0", ref.Latest} {
-		it, err := fetch.PublishFromCAS(s, l, ref.Ref{Name: grep, Version: version}, "any")
+		it, err := publish.FromCAS(s, l, ref.Ref{Name: grep, Version: version}, "any")
 		if err != nil {
 			t.Fatalf("FromCAS %s: %v", version, err)
 		}
@@ -91,23 +91,23 @@ func TestPublishFromCAS(t *testing.T) {
 		}
 	}
 
-	_, err := fetch.PublishFromCAS(s, l, ref.Ref{Name: grep, Version: "1.3.0"}, "any")
+	_, err := publish.FromCAS(s, l, ref.Ref{Name: grep, Version: "1.3.0"}, "any")
 	errtest.WantToken(t, err, errs.NotFound, "1.2.0", "1.3.0")
-	_, err = fetch.PublishFromCAS(s, l, ref.Ref{Name: ref.Name{Scope: "acme", Name: "find"}, Version: "1.0.0"}, "any")
+	_, err = publish.FromCAS(s, l, ref.Ref{Name: ref.Name{Scope: "acme", Name: "find"}, Version: "1.0.0"}, "any")
 	errtest.WantToken(t, err, errs.NotFound, "acme/find", "mur pull")
 
 	// Scope local came from a file on disk: it is never published, even from the CAS.
 	ls, ll, _ := casWithLock(t, file, "local/grep", "1.2.0", "any")
-	_, err = fetch.PublishFromCAS(ls, ll, ref.Ref{Name: ref.Name{Scope: "local", Name: "grep"}, Version: "1.2.0"}, "any")
+	_, err = publish.FromCAS(ls, ll, ref.Ref{Name: ref.Name{Scope: "local", Name: "grep"}, Version: "1.2.0"}, "any")
 	errtest.WantToken(t, err, errs.Usage, "local/grep", "--scope")
 
 	// A damaged blob is refused, not mirrored.
 	os.Chmod(s.Path(d), 0o644)
 	os.WriteFile(s.Path(d), []byte("damaged"), 0o644)
-	_, err = fetch.PublishFromCAS(s, l, ref.Ref{Name: grep, Version: "1.2.0"}, "any")
+	_, err = publish.FromCAS(s, l, ref.Ref{Name: grep, Version: "1.2.0"}, "any")
 	errtest.WantToken(t, err, errs.Integrity, d.String())
 	// It went to quarantine; asking again finds it missing.
-	_, err = fetch.PublishFromCAS(s, l, ref.Ref{Name: grep, Version: "1.2.0"}, "any")
+	_, err = publish.FromCAS(s, l, ref.Ref{Name: grep, Version: "1.2.0"}, "any")
 	errtest.WantToken(t, err, errs.NotFound)
 }
 
@@ -115,14 +115,14 @@ func TestPublishFromCASPlatforms(t *testing.T) {
 	file := artifacttest.File(t, t.TempDir(), "grep", "1.2.0", artifacttest.Tagged("z"))
 	s, l, d := casWithLock(t, file, "acme/grep", "1.2.0", "linux-x86_64")
 	grep := ref.Ref{Name: ref.Name{Scope: "acme", Name: "grep"}, Version: "1.2.0"}
-	it, err := fetch.PublishFromCAS(s, l, grep, "linux-x86_64")
+	it, err := publish.FromCAS(s, l, grep, "linux-x86_64")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if it.Desc.Platform != "linux-x86_64" || it.Desc.Digest != d {
 		t.Fatalf("item %+v", it)
 	}
-	_, err = fetch.PublishFromCAS(s, l, grep, "darwin-aarch64")
+	_, err = publish.FromCAS(s, l, grep, "darwin-aarch64")
 	errtest.WantToken(t, err, errs.NotFound, "darwin-aarch64")
 }
 
@@ -134,7 +134,7 @@ func TestPublishFromRecords(t *testing.T) {
 	}
 	grep := ref.Name{Scope: "acme", Name: "grep"}
 	ingest := func(version string, outcome cas.Outcome, platform string) digest.Digest {
-		blob := zipOf("grep", version, platform)
+		blob := artifacttest.Spec{Name: "grep", Version: version, Description: platform, Wasm: artifacttest.Tagged("grep")}.Zip()
 		d, err := s.Ingest(context.Background(), bytes.NewReader(blob), -1, "")
 		if err != nil {
 			t.Fatal(err)
@@ -158,13 +158,13 @@ func TestPublishFromRecords(t *testing.T) {
 		{ref.Latest, "any", host}, // 1.10.0, and this machine's build wins over "any"
 		{"1.10.0", "darwin-x86_64", v2},
 	} {
-		it, err := fetch.PublishFromCAS(s, nil, ref.Ref{Name: grep, Version: c.version}, c.platform)
+		it, err := publish.FromCAS(s, nil, ref.Ref{Name: grep, Version: c.version}, c.platform)
 		if err != nil || it.Desc.Digest != c.want || it.Desc.Name != grep || it.Desc.Title == "" {
 			t.Fatalf("%s for %s: %+v, %v; want %s", c.version, c.platform, it.Desc, err, c.want)
 		}
 	}
 	for _, version := range []string{"2.0.0", "3.0.0", "4.0.0"} {
-		_, err := fetch.PublishFromCAS(s, nil, ref.Ref{Name: grep, Version: version}, "any")
+		_, err := publish.FromCAS(s, nil, ref.Ref{Name: grep, Version: version}, "any")
 		errtest.WantToken(t, err, errs.NotFound, "acme/grep@"+version, "pull records", "mur pull")
 	}
 }

@@ -1,4 +1,4 @@
-package fetch
+package publish
 
 import (
 	"context"
@@ -28,7 +28,7 @@ func recordedBundles(ctx context.Context, store *cas.Store, d digest.Digest) [][
 			continue
 		}
 		seen[r.Provenance.Bundle] = true
-		if b, err := readCASBlob(ctx, store, r.Provenance.Bundle, maxBundleSize); err == nil {
+		if b, err := provenance.ReadBundle(ctx, store, r.Provenance.Bundle); err == nil {
 			out = append(out, b)
 		}
 	}
@@ -37,7 +37,7 @@ func recordedBundles(ctx context.Context, store *cas.Store, d digest.Digest) [][
 
 // attachBundles puts its bundles and extra beside it in dst, when dst can hold them. A store
 // that can't (a file store) is skipped: it has nowhere to put them.
-func attachBundles(ctx context.Context, dst fstore.Store, it PublishItem, extra [][]byte) error {
+func attachBundles(ctx context.Context, dst fstore.Store, it Item, extra [][]byte) error {
 	all := append(append([][]byte{}, it.Bundles...), extra...)
 	if len(all) == 0 {
 		return nil
@@ -62,13 +62,13 @@ func attachBundles(ctx context.Context, dst fstore.Store, it PublishItem, extra 
 // Sign signs the item with keyPEM (ECDSA P-256 or Ed25519) through signer and adds the keyed
 // bundle to the item, to be attached when it is published. It returns the key's hint, the name
 // trusted_keys gives it.
-func Sign(ctx context.Context, signer provenance.Signer, it *PublishItem, keyPEM []byte) (string, error) {
+func Sign(ctx context.Context, signer provenance.Signer, it *Item, keyPEM []byte) (string, error) {
 	// Ed25519 signs a SHA-512 of the zip (Ed25519ph); the key's type is the helper's to read,
 	// so the digest is computed either way: one more pass over a file being pushed anyway.
 	h := sha512.New()
 	var r io.Reader
-	if it.cas != nil {
-		blob, err := it.cas.ReaderAt(ctx, it.Desc.Digest)
+	if it.CAS != nil {
+		blob, err := it.CAS.ReaderAt(ctx, it.Desc.Digest)
 		if err != nil {
 			return "", err
 		}

@@ -1,4 +1,7 @@
-package fetch
+// Package publish is what `mur push` and the write-through mirror send to a store: a packed
+// artifact from a file or from the CAS, under the name and version its own murmur.yaml packs,
+// with the Sigstore bundles kept for it attached as referrers (bundles.go).
+package publish
 
 import (
 	"context"
@@ -19,46 +22,46 @@ import (
 // Publishing prepares what `mur push` sends to a store: a packed file under a scope, or a
 // blob the CAS already holds, mirrored with the same digest.
 
-// PublishItem is one payload to publish: its descriptor and where its bytes are.
-type PublishItem struct {
+// Item is one payload to publish: its descriptor and where its bytes are.
+type Item struct {
 	Desc fstore.Descriptor
 	File string // the packed file to send; "" when the bytes come from the CAS
 	// Bundles are Sigstore bundles to attach beside it (mur push --sign-key); an item from the
 	// CAS also carries the bundles its pull records verified (publish_bundles.go).
 	Bundles [][]byte
-	cas     *cas.Store
+	CAS     *cas.Store
 }
 
-// PublishFile reads a packed file's own name and version and publishes it under scope.
-func PublishFile(path, scope, platform string) (PublishItem, error) {
+// FromFile reads a packed file's own name and version and publishes it under scope.
+func FromFile(path, scope, platform string) (Item, error) {
 	if err := ref.ValidateSegment(scope); err != nil {
-		return PublishItem{}, errs.New(errs.Usage, "--scope: %s", errs.Message(err))
+		return Item{}, errs.New(errs.Usage, "--scope: %s", errs.Message(err))
 	}
 	if err := lock.CheckScopeSource(scope, ""); err != nil {
-		return PublishItem{}, errs.Wrap(err, errs.Usage, "%s, so it can't be published; choose your GitHub owner name as the scope", errs.Message(err))
+		return Item{}, errs.Wrap(err, errs.Usage, "%s, so it can't be published; choose your GitHub owner name as the scope", errs.Message(err))
 	}
 	a, c, err := artifact.Open(path)
 	if err != nil {
-		return PublishItem{}, err
+		return Item{}, err
 	}
 	c.Close()
 	d, n, err := artifact.HashFile(path)
 	if err != nil {
-		return PublishItem{}, err
+		return Item{}, err
 	}
-	return PublishItem{File: path, Desc: fstore.Descriptor{
+	return Item{File: path, Desc: fstore.Descriptor{
 		Name: ref.Name{Scope: scope, Name: a.Manifest.Name}, Version: a.Manifest.Version, Platform: platform,
 		Digest: d, Size: n, Title: artifact.FileName(a.Manifest.Name, a.Manifest.Version),
 	}}, nil
 }
 
-// PublishFromCAS finds the blob of r in the CAS and publishes it, mirroring it with the same
+// FromCAS finds the blob of r in the CAS and publishes it, mirroring it with the same
 // digest: what murmur.lock (l, which may be nil outside a project) pins for r, or else what the
 // CAS's pull records say was pulled as r, so that `mur push NAME@VERSION` works outside any
 // project. latest is the pinned version, or the highest semantic version the records know.
-func PublishFromCAS(store *cas.Store, l *lock.Lock, r ref.Ref, platform string) (PublishItem, error) {
+func FromCAS(store *cas.Store, l *lock.Lock, r ref.Ref, platform string) (Item, error) {
 	if r.Name.Scope == ref.ScopeLocal {
-		return PublishItem{}, errs.New(errs.Usage, "%s was read from a file on disk, and scope %q can't be published; push the file itself under your scope: 'mur push FILE.mur.zip --scope SCOPE --store STORE'", r.Name, ref.ScopeLocal)
+		return Item{}, errs.New(errs.Usage, "%s was read from a file on disk, and scope %q can't be published; push the file itself under your scope: 'mur push FILE.mur.zip --scope SCOPE --store STORE'", r.Name, ref.ScopeLocal)
 	}
 	want := platform
 	if want == ref.PlatformAny {
@@ -76,37 +79,37 @@ func PublishFromCAS(store *cas.Store, l *lock.Lock, r ref.Ref, platform string) 
 	if e != nil && (r.Version == ref.Latest || r.Version == e.ResolvedVersion) {
 		hex, p, ok := e.Digest(want)
 		if !ok {
-			return PublishItem{}, errs.New(errs.NotFound, "murmur.lock pins no payload of %s@%s for %s", r.Name, e.ResolvedVersion, want)
+			return Item{}, errs.New(errs.NotFound, "murmur.lock pins no payload of %s@%s for %s", r.Name, e.ResolvedVersion, want)
 		}
 		var err error
 		if d, err = ref.DigestFromHex(hex); err != nil {
-			return PublishItem{}, err
+			return Item{}, err
 		}
 		plat, version = p, e.ResolvedVersion
 	} else {
 		rec, err := fromRecords(store, r, want)
 		if err != nil {
-			return PublishItem{}, err
+			return Item{}, err
 		}
 		if rec == nil {
 			where := "it is not in murmur.lock"
 			if e != nil {
 				where = fmt.Sprintf("murmur.lock pins %s at %s, not %s", r.Name, e.ResolvedVersion, r.Version)
 			}
-			return PublishItem{}, errs.New(errs.NotFound, "%s: %s, and the pull records of %s name no %s for %s whose blob is here; pull it first ('mur pull %s') or push a file with 'mur push FILE.mur.zip --scope %s'",
+			return Item{}, errs.New(errs.NotFound, "%s: %s, and the pull records of %s name no %s for %s whose blob is here; pull it first ('mur pull %s') or push a file with 'mur push FILE.mur.zip --scope %s'",
 				r, where, store.Root(), r, want, r, r.Name.Scope)
 		}
 		d, plat, version = rec.Digest, rec.Platform, rec.Version
 	}
 	// Verified now, so that a damaged blob is refused before anything is sent, and quarantined.
 	if err := store.Verify(context.Background(), d); err != nil {
-		return PublishItem{}, err
+		return Item{}, err
 	}
 	st, err := store.Stat(d)
 	if err != nil {
-		return PublishItem{}, err
+		return Item{}, err
 	}
-	return PublishItem{cas: store, Desc: fstore.Descriptor{
+	return Item{CAS: store, Desc: fstore.Descriptor{
 		Name: r.Name, Version: version, Platform: plat, Digest: d, Size: st.Size,
 		Title: artifact.FileName(r.Name.Name, version),
 	}}, nil
@@ -153,11 +156,11 @@ func fromRecords(store *cas.Store, r ref.Ref, platform string) (*cas.Record, err
 	return found, nil
 }
 
-// Publish sends it. The store is handed the bytes as they are; it refuses a version it already
+// Push sends it. The store is handed the bytes as they are; it refuses a version it already
 // holds with another digest.
-func Publish(ctx context.Context, dst fstore.Store, it PublishItem) error {
-	if it.cas != nil {
-		blob, err := it.cas.ReaderAt(ctx, it.Desc.Digest)
+func Push(ctx context.Context, dst fstore.Store, it Item) error {
+	if it.CAS != nil {
+		blob, err := it.CAS.ReaderAt(ctx, it.Desc.Digest)
 		if err != nil {
 			return err
 		}
@@ -165,7 +168,7 @@ func Publish(ctx context.Context, dst fstore.Store, it PublishItem) error {
 		if err := dst.Push(ctx, it.Desc, io.NewSectionReader(blob, 0, blob.Size())); err != nil {
 			return err
 		}
-		return attachBundles(ctx, dst, it, recordedBundles(ctx, it.cas, it.Desc.Digest))
+		return attachBundles(ctx, dst, it, recordedBundles(ctx, it.CAS, it.Desc.Digest))
 	}
 	f, err := os.Open(it.File)
 	if err != nil {

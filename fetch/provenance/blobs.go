@@ -1,0 +1,48 @@
+package provenance
+
+import (
+	"context"
+	"crypto/sha512"
+	"io"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/internal/errs"
+)
+
+// MaxBundleSize bounds what mur reads as one Sigstore bundle: real ones are a few KB, and a
+// bundle is read whole into memory to be checked.
+const MaxBundleSize = 4 << 20
+
+// ReadBundle reads the bundle kept in the CAS as blob d, verified against its digest, and refuses
+// one over MaxBundleSize without reading it.
+func ReadBundle(ctx context.Context, store *cas.Store, d digest.Digest) ([]byte, error) {
+	if d.Validate() != nil {
+		return nil, errs.New(errs.InvalidLock, "%q is not a digest", d)
+	}
+	r, err := store.VerifiedReaderAt(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	if r.Size() > MaxBundleSize {
+		return nil, errs.New(errs.ProvenanceUnverifiable, "blob %s is %d bytes, over the %d a bundle may have", d, r.Size(), MaxBundleSize)
+	}
+	return io.ReadAll(io.NewSectionReader(r, 0, r.Size()))
+}
+
+// SHA512Of is the SHA-512 of blob d: GitHub attestations name their subject by it as well as by
+// SHA-256, and a bundle is checked against both.
+func SHA512Of(ctx context.Context, store *cas.Store, d digest.Digest) ([]byte, error) {
+	r, err := store.ReaderAt(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	h := sha512.New()
+	if _, err := io.Copy(h, io.NewSectionReader(r, 0, r.Size())); err != nil {
+		return nil, err
+	}
+	return h.Sum(nil), nil
+}
