@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/fetch/proxytest"
+	fpull "github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
@@ -78,8 +78,8 @@ func (c *chainWorld) stores() []store.Store {
 	return []store.Store{c.silent, c.unavailable, c.wrong, c.good}
 }
 
-func allReqs() []fetch.Request {
-	return []fetch.Request{req(grep, "1.0.0"), req(seed, "1.0.0"), req(hola, "1.0.0")}
+func allReqs() []fpull.Request {
+	return []fpull.Request{req(grep, "1.0.0"), req(seed, "1.0.0"), req(hola, "1.0.0")}
 }
 
 // With fallback: any-error everywhere, the pull falls through to the good store; the silent

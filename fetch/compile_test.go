@@ -10,7 +10,7 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	"github.com/murmur-nexus/mur/fetch"
+	fpull "github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
@@ -59,11 +59,11 @@ func (f *fakeCompiled) RememberBlobKey(d digest.Digest, key []byte) {
 // events records a pull's events in order.
 type events struct {
 	mu   sync.Mutex
-	list []fetch.Event
-	on   func(fetch.Event)
+	list []fpull.Event
+	on   func(fpull.Event)
 }
 
-func (e *events) add(ev fetch.Event) {
+func (e *events) add(ev fpull.Event) {
 	e.mu.Lock()
 	e.list = append(e.list, ev)
 	on := e.on
@@ -73,12 +73,12 @@ func (e *events) add(ev fetch.Event) {
 	}
 }
 
-func (e *events) phases(name string) []fetch.Phase {
+func (e *events) phases(name string) []fpull.Phase {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []fetch.Phase
+	var out []fpull.Phase
 	for _, ev := range e.list {
-		if ev.Name == name && ev.Phase != fetch.PhaseFetch {
+		if ev.Name == name && ev.Phase != fpull.PhaseFetch {
 			out = append(out, ev.Phase)
 		}
 	}
@@ -121,10 +121,10 @@ func TestPullCompilesOnlyWhatIsMissing(t *testing.T) {
 			t.Error("compiled the payload the cache holds")
 		}
 	}
-	want := map[string][]fetch.Phase{
-		"acme/one":   {fetch.PhaseResolve, fetch.PhaseVerify, fetch.PhaseDone},
-		"acme/two":   {fetch.PhaseResolve, fetch.PhaseVerify, fetch.PhaseCompile, fetch.PhaseDone},
-		"acme/three": {fetch.PhaseResolve, fetch.PhaseVerify, fetch.PhaseCompile, fetch.PhaseDone},
+	want := map[string][]fpull.Phase{
+		"acme/one":   {fpull.PhaseResolve, fpull.PhaseVerify, fpull.PhaseDone},
+		"acme/two":   {fpull.PhaseResolve, fpull.PhaseVerify, fpull.PhaseCompile, fpull.PhaseDone},
+		"acme/three": {fpull.PhaseResolve, fpull.PhaseVerify, fpull.PhaseCompile, fpull.PhaseDone},
 	}
 	for name, phases := range want {
 		if got := ev.phases(name); !equalPhases(got, phases) {
@@ -138,7 +138,7 @@ func TestPullCompilesOnlyWhatIsMissing(t *testing.T) {
 // remembered, compiling exactly what the cache still lacks.
 func TestPullRemembersPayloadKeys(t *testing.T) {
 	st := layoutStore(t)
-	var reqs []fetch.Request
+	var reqs []fpull.Request
 	var pks []packed
 	for i, name := range []string{"one", "two", "three"} {
 		n := ref.Name{Scope: "acme", Name: name}
@@ -174,7 +174,7 @@ func TestPullRemembersPayloadKeys(t *testing.T) {
 	}
 }
 
-func equalPhases(a, b []fetch.Phase) bool {
+func equalPhases(a, b []fpull.Phase) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -197,8 +197,8 @@ func TestPullCompilesBesideDownloads(t *testing.T) {
 	push(t, st, second, "1.0.0", ref.PlatformAny, pack(t, "second", "1.0.0", 2))
 	secondIn := make(chan struct{})
 	var once sync.Once
-	ev := &events{on: func(e fetch.Event) {
-		if e.Name == "acme/second" && e.Phase == fetch.PhaseCompile {
+	ev := &events{on: func(e fpull.Event) {
+		if e.Name == "acme/second" && e.Phase == fpull.PhaseCompile {
 			once.Do(func() { close(secondIn) })
 		}
 	}}

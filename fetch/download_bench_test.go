@@ -11,6 +11,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/fetch/proxytest"
+	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/store"
 )
 
@@ -43,7 +44,7 @@ func BenchmarkParallelHash128MiB(b *testing.B) {
 					}
 					proj := filepath.Join(root, "project")
 					os.Mkdir(proj, 0o755)
-					pl := &fetch.Puller{CAS: s, Stores: []store.Store{st}, Platform: "linux-x86_64", Jobs: 4}
+					pl := &fetch.Puller{Puller: &pull.Puller{CAS: s, Stores: []store.Store{st}, Platform: "linux-x86_64", Jobs: 4}}
 					fetch.PiecesFirst(pl)
 					switch mode {
 					case "last":
@@ -54,7 +55,7 @@ func BenchmarkParallelHash128MiB(b *testing.B) {
 						pl.Jobs = 1
 					}
 					b.StartTimer()
-					if _, err := pl.Pull(context.Background(), fetch.Project{Dir: proj}, []fetch.Request{req(grep, "1.0.0")}); err != nil {
+					if _, err := pl.Pull(context.Background(), pull.Project{Dir: proj}, []pull.Request{req(grep, "1.0.0")}); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -23,6 +23,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/fetch/proxytest"
+	fpull "github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/stage"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact"
@@ -60,7 +61,7 @@ func (w *world) keep(p packed, n int, store, validator string) {
 
 func blobPath(p packed) string { return "/v2/murmur/acme/grep/blobs/" + p.digest().String() }
 
-func hasNote(res fetch.Result, part string) bool {
+func hasNote(res fpull.Result, part string) bool {
 	for _, n := range res.Notes {
 		if strings.Contains(n, part) {
 			return true
@@ -446,8 +447,8 @@ func TestParallelFailureKeepsPieces(t *testing.T) {
 	px.Set(proxytest.Options{PathContains: "/blobs/", BytesPerSecond: 4 << 20})
 	var n atomic.Int64
 	pl := w.parallelPuller(st, 2, 2)
-	pl.Events = func(ev fetch.Event) {
-		if ev.Phase == fetch.PhaseFetch && n.Add(1) == 1 {
+	pl.Events = func(ev fpull.Event) {
+		if ev.Phase == fpull.PhaseFetch && n.Add(1) == 1 {
 			px.Set(proxytest.Options{PathContains: "/blobs/", Fault: proxytest.Hangup})
 		}
 	}
@@ -480,13 +481,13 @@ func TestRangedInterruptKeeps(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	pl := w.puller(st)
 	var once sync.Once
-	pl.Events = func(ev fetch.Event) {
+	pl.Events = func(ev fpull.Event) {
 		// Ctrl-C once some bytes are in, however slowly the machine got there.
-		if ev.Phase == fetch.PhaseFetch && ev.Bytes >= 256<<10 {
+		if ev.Phase == fpull.PhaseFetch && ev.Bytes >= 256<<10 {
 			once.Do(cancel)
 		}
 	}
-	if _, err := pl.Pull(ctx, w.proj, []fetch.Request{req(grep, "1.0.0")}); err == nil {
+	if _, err := pl.Pull(ctx, w.proj, []fpull.Request{req(grep, "1.0.0")}); err == nil {
 		t.Fatal("an interrupted pull succeeded")
 	}
 	if s := w.state(); s.kept != 1 {
@@ -642,7 +643,7 @@ func TestRangedStagesWhileDownloading(t *testing.T) {
 	off, _, csize, _ := a.PayloadEntry()
 	g := &gatedStore{rangedStore: st.(rangedStore), pauseAt: off + csize, paused: make(chan struct{}), release: make(chan struct{})}
 	w := newWorld(t)
-	done := make(chan []fetch.Result, 1)
+	done := make(chan []fpull.Result, 1)
 	go func() {
 		res, err := w.pull(w.puller(g), req(grep, "1.0.0"))
 		if err != nil {

@@ -9,10 +9,10 @@ import (
 )
 
 func hooksOf(p *Puller) *download.Hooks {
-	if p.hooks == nil {
-		p.hooks = &download.Hooks{}
+	if p.Hooks == nil {
+		p.Hooks = &download.Hooks{}
 	}
-	return p.hooks
+	return p.Hooks
 }
 
 // HashLast makes p hash a blob fetched over several connections once it is whole, instead of as

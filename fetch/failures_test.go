@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
+	fpull "github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
@@ -54,7 +54,7 @@ func TestNoStoreAndSourceDown(t *testing.T) {
 // could not answer, it would send the reader the wrong way.
 func TestSourcesHintOnlyForNotFound(t *testing.T) {
 	w := newWorld(t)
-	stores := []fetch.Request{{Asked: "acme/grep@1.0.0", Name: grep, Version: "1.0.0", From: []string{fetch.FromStores}}}
+	stores := []fpull.Request{{Asked: "acme/grep@1.0.0", Name: grep, Version: "1.0.0", From: []string{fpull.FromStores}}}
 	_, err := w.pull(w.puller(openStore(t, "oci://127.0.0.1:1/murmur", ocistore.Options{Retries: -1})), stores...)
 	if errs.TokenOf(err) != errs.Network || strings.Contains(errs.Message(err), "sources were not granted") {
 		t.Fatalf("a store that can't be reached: %v", err)
@@ -66,7 +66,7 @@ func TestSourcesHintOnlyForNotFound(t *testing.T) {
 func TestAllNotFoundIsNotFound(t *testing.T) {
 	w := newWorld(t)
 	a, b := layoutStore(t), layoutStore(t)
-	_, err := w.pull(w.puller(a, b), fetch.Request{Asked: "acme/grep@2.0.0", Name: grep, Version: "2.0.0", From: []string{fetch.FromStores}})
+	_, err := w.pull(w.puller(a, b), fpull.Request{Asked: "acme/grep@2.0.0", Name: grep, Version: "2.0.0", From: []string{fpull.FromStores}})
 	errtest.WantToken(t, err, errs.NotFound, "acme/grep@2.0.0 was not found in any of the 2 places asked", "[1] "+a.String(), "[2] "+b.String(),
 		"sources were not granted")
 	if strings.Contains(errs.Message(err), "no store is configured") {

@@ -11,6 +11,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/lock"
@@ -66,7 +67,7 @@ func GC(ctx context.Context, in GCInput) (GCReport, error) {
 	}
 	var current string
 	if in.Project != "" {
-		abs, err := filepath.Abs(Project{Dir: in.Project}.LockPath())
+		abs, err := filepath.Abs(pull.Project{Dir: in.Project}.LockPath())
 		if err != nil {
 			return rep, errs.Wrap(err, errs.IO, "the project folder %q can't be made absolute: %v", in.Project, err)
 		}
@@ -117,7 +118,7 @@ func GC(ctx context.Context, in GCInput) (GCReport, error) {
 		}
 		// The newest version list of each artifact is what an offline "latest" chooses from.
 		if records, err := in.CAS.Records(""); err == nil {
-			for _, r := range newestVersionLists(records) {
+			for _, r := range pull.NewestVersionLists(records) {
 				keep[r.VersionList] = true
 			}
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch"
+	fpull "github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
 	"github.com/murmur-nexus/mur/internal/lockedfile"
@@ -180,7 +181,7 @@ func TestPullLeasesWhatItBringsIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	type outcome struct {
-		res []fetch.Result
+		res []fpull.Result
 		err error
 	}
 	done := make(chan outcome, 1)

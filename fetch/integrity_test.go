@@ -23,6 +23,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/github/githubtest"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	fpull "github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact"
@@ -45,7 +46,7 @@ func TestPullLatestFromStores(t *testing.T) {
 			v2 := pack(t, "grep", "1.10.0", 102)
 			push(t, st, grep, "1.10.0", "any", v2)
 			push(t, st, grep, "1.10.0-rc.1", "any", pack(t, "grep", "1.10.0-rc.1", 103))
-			res := w.mustPull(w.puller(st), fetch.Request{Asked: "acme/grep", Name: grep, Version: ref.Latest})
+			res := w.mustPull(w.puller(st), fpull.Request{Asked: "acme/grep", Name: grep, Version: ref.Latest})
 			if got := res[0]; got.Version != "1.10.0" || got.Digest != v2.digest().String() {
 				t.Fatalf("latest resolved to %s %s, want 1.10.0 %s", got.Version, got.Digest, v2.digest())
 			}
@@ -82,7 +83,7 @@ func TestPullReusesTheCASAcrossProjects(t *testing.T) {
 	}
 	second := newWorld(t)
 	second.cas = first.cas
-	res := second.mustPull(second.puller(st), fetch.Request{Asked: "acme/grep", Name: grep, Version: ref.Latest})
+	res := second.mustPull(second.puller(st), fpull.Request{Asked: "acme/grep", Name: grep, Version: ref.Latest})
 	if st.opens.Load() != 1 {
 		t.Fatalf("the second project's pull downloaded the blob the CAS holds (%d opens)", st.opens.Load())
 	}
@@ -236,7 +237,7 @@ func TestPullChecksThePayloadBeforeCommitting(t *testing.T) {
 					}
 					p := w.puller(st)
 					p.Platform = plat
-					_, err := w.pull(p, fetch.Request{Asked: "x", Name: n, Version: "1.0.0"})
+					_, err := w.pull(p, fpull.Request{Asked: "x", Name: n, Version: "1.0.0"})
 					errtest.WantToken(t, err, errs.InvalidArtifact, "capsule.wasm", "nothing was written")
 					w.assertUnchanged(before)
 					w.assertFailedRecord(n, errs.InvalidArtifact)
@@ -408,7 +409,7 @@ func TestPullRestagesAShortFile(t *testing.T) {
 }
 
 // plantStaging makes a staging leftover in tools/acme/ and ages it past the grace.
-func plantStaging(t *testing.T, proj fetch.Project, name string) string {
+func plantStaging(t *testing.T, proj fpull.Project, name string) string {
 	t.Helper()
 	dir := filepath.Join(proj.ToolsDir(), "acme", ".mur-tmp-"+name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {

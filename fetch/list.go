@@ -7,6 +7,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
@@ -18,12 +19,12 @@ import (
 // LocalInput is where List and Info look.
 type LocalInput struct {
 	CAS     *cas.Store
-	Project Project
+	Project pull.Project
 	// Intent is murmur.yaml and Lock murmur.lock; both nil outside a project.
 	Intent *Intent
 	Lock   *lock.Lock
 	// Compiled tells which payloads the compiled cache holds; nil reports none compiled.
-	Compiled CompiledCache
+	Compiled pull.CompiledCache
 }
 
 // Listed is one artifact in `mur ls`.

@@ -2,12 +2,11 @@ package fetch
 
 import (
 	"context"
-	"errors"
 	"strings"
 
+	"github.com/murmur-nexus/mur/fetch/pull"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
-	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
 )
@@ -65,14 +64,14 @@ func (r *LockReport) Changed() bool {
 
 // LockProject resolves reqs (every declared artifact, or the ones named) from metadata and pins
 // them in murmur.lock, following murmur.yaml as a pull does.
-func (p *Puller) LockProject(ctx context.Context, proj Project, in Intent, reqs []Request, opt LockOptions) (*LockReport, error) {
+func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, reqs []pull.Request, opt LockOptions) (*LockReport, error) {
 	rep := &LockReport{Changes: []LockChange{}, DryRun: opt.DryRun}
 	l, err := lock.Read(proj.LockPath())
 	if err != nil {
 		return rep, err
 	}
 	type pin struct {
-		req    Request
+		req    pull.Request
 		desc   fstore.Descriptor
 		newPin *lock.ScopePin
 		update bool
@@ -89,7 +88,7 @@ func (p *Puller) LockProject(ctx context.Context, proj Project, in Intent, reqs 
 			target = e.ResolvedVersion // latest is held at its pin until --bump
 		}
 		if e != nil && e.ResolvedVersion == target {
-			if hex, plat, ok := e.Digest(p.platform()); ok {
+			if hex, plat, ok := e.Digest(p.TargetPlatform()); ok {
 				rep.Changes = append(rep.Changes, LockChange{Name: e.Name, Action: LockKept, From: target, To: target, Platform: plat, Digest: "sha256:" + hex})
 				continue
 			}
@@ -98,7 +97,7 @@ func (p *Puller) LockProject(ctx context.Context, proj Project, in Intent, reqs 
 		if op, ok := l.Pin(r.Name.Scope); ok {
 			owner = &op
 		}
-		desc, newPin, err := p.resolveMeta(ctx, r, target, owner)
+		desc, newPin, err := p.ResolveMeta(ctx, r, target, owner)
 		if err != nil {
 			return rep, err
 		}
@@ -113,7 +112,7 @@ func (p *Puller) LockProject(ctx context.Context, proj Project, in Intent, reqs 
 			}
 		}
 		if e != nil && e.ResolvedVersion == desc.Version {
-			if hex, _, ok := e.Digest(p.platform()); ok && "sha256:"+hex == c.Digest {
+			if hex, _, ok := e.Digest(p.TargetPlatform()); ok && "sha256:"+hex == c.Digest {
 				c.Action = LockKept
 			}
 		}
@@ -137,8 +136,8 @@ func (p *Puller) LockProject(ctx context.Context, proj Project, in Intent, reqs 
 				}
 			}
 			plat := pn.desc.Platform
-			if e := l.Find(name); e != nil && len(e.SHA256.Platforms) > 0 && plat == ref.PlatformAny && p.platform() != ref.PlatformAny {
-				plat = p.platform() // as a pull pins a store's "any" payload in a per-platform entry
+			if e := l.Find(name); e != nil && len(e.SHA256.Platforms) > 0 && plat == ref.PlatformAny && p.TargetPlatform() != ref.PlatformAny {
+				plat = p.TargetPlatform() // as a pull pins a store's "any" payload in a per-platform entry
 			}
 			if err := l.Upsert(name, pn.desc.Version, plat, pn.desc.Digest.Encoded(), lock.OriginOperator, pn.update); err != nil {
 				return err
@@ -180,58 +179,6 @@ func (p *Puller) LockProject(ctx context.Context, proj Project, in Intent, reqs 
 		}
 	}
 	return rep, nil
-}
-
-// resolveMeta asks the places of req, in order, what version resolves to, downloading nothing: a
-// store's manifest, a source's index.
-func (p *Puller) resolveMeta(ctx context.Context, req Request, version string, owner *lock.ScopePin) (fstore.Descriptor, *lock.ScopePin, error) {
-	what := req.Name.String() + "@" + version
-	if req.Name.Scope == ref.ScopeLocal {
-		return fstore.Descriptor{}, nil, errs.New(errs.NotFound, "%s was read from a file, and no store or source serves scope local; pull the file again with 'mur pull FILE.mur.zip'", what)
-	}
-	if p.Offline {
-		return fstore.Descriptor{}, nil, errs.New(errs.Offline, "%s is not pinned in murmur.lock and the network is off (--offline or MUR_OFFLINE); run 'mur lock' with network", what)
-	}
-	from := req.From
-	if from == nil {
-		from = manifest.DefaultFrom()
-	}
-	var failures []error
-	var asked []string
-	places := p.places(req, from)
-	for i, pl := range places {
-		asked = append(asked, pl.label)
-		if pl.store != nil {
-			d, err := pl.store.Resolve(ctx, req.Name, version, p.platform())
-			if err == nil {
-				d.Origin = pl.store.String()
-				return d, nil, nil
-			}
-			if ctx.Err() != nil {
-				return fstore.Descriptor{}, nil, err
-			}
-			failures = append(failures, err)
-			if i < len(places)-1 && !p.fallsThrough(pl.store, err) {
-				return fstore.Descriptor{}, nil, stopped(what, pl.store, err, nil, len(places)-1-i)
-			}
-			continue
-		}
-		if owner != nil {
-			if err := owner.CheckOwner(req.Name.Scope, pl.label, 0); err != nil {
-				return fstore.Descriptor{}, nil, err
-			}
-		}
-		s, err := p.Source.Resolve(ctx, req.Name, version, p.platform(), owner)
-		if err == nil {
-			s.Descriptor.Origin = s.Origin
-			return s.Descriptor, s.NewPin, nil
-		}
-		if ctx.Err() != nil || errors.Is(err, errs.OwnerChanged) {
-			return fstore.Descriptor{}, nil, err
-		}
-		failures = append(failures, err)
-	}
-	return fstore.Descriptor{}, nil, allFailed(what, req.Name.Scope, from, len(p.Stores) > 0, asked, failures)
 }
 
 // String is the line `mur lock` prints for a change.

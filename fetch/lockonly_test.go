@@ -17,6 +17,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/fetch/proxytest"
+	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -55,10 +56,10 @@ func intentOf(t *testing.T, w *world, yaml string) fetch.Intent {
 	return fetch.Intent{Path: path, Capsule: c}
 }
 
-func declaredReqs(in fetch.Intent) []fetch.Request {
-	var out []fetch.Request
+func declaredReqs(in fetch.Intent) []pull.Request {
+	var out []pull.Request
 	for _, a := range in.Capsule.Artifacts {
-		out = append(out, fetch.Request{Asked: a.Name.String() + "@" + a.Version, Name: a.Name, Version: a.Version})
+		out = append(out, pull.Request{Asked: a.Name.String() + "@" + a.Version, Name: a.Name, Version: a.Version})
 	}
 	return out
 }
@@ -237,10 +238,10 @@ func TestLockMovesAndDrops(t *testing.T) {
 	}
 	// --bump moves latest; a name murmur.yaml does not declare is refused.
 	push(t, st, seed, "1.1.0", ref.PlatformAny, pack(t, "seed", "1.1.0", 5))
-	rep, err = p.LockProject(context.Background(), w.proj, in, []fetch.Request{req(seed, ref.Latest)}, fetch.LockOptions{Args: true, Bump: true})
+	rep, err = p.LockProject(context.Background(), w.proj, in, []pull.Request{req(seed, ref.Latest)}, fetch.LockOptions{Args: true, Bump: true})
 	if err != nil || rep.Changes[0].Action != fetch.LockMoved || rep.Changes[0].To != "1.1.0" {
 		t.Fatalf("--bump: %v %+v", err, rep.Changes)
 	}
-	_, err = p.LockProject(context.Background(), w.proj, in, []fetch.Request{req(sed, "1.0.0")}, fetch.LockOptions{Args: true})
+	_, err = p.LockProject(context.Background(), w.proj, in, []pull.Request{req(sed, "1.0.0")}, fetch.LockOptions{Args: true})
 	errtest.WantToken(t, err, errs.Usage, "does not declare acme/sed", "mur add acme/sed")
 }

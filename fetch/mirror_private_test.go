@@ -14,6 +14,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
@@ -25,7 +26,7 @@ func (aliceKeychain) Resolve(authn.Resource) (authn.Authenticator, error) {
 }
 
 // wantNotMirrored checks that a pull kept a credentialed artifact from a project's mirror.
-func wantNotMirrored(t *testing.T, res fetch.Result, mirror store.Store) {
+func wantNotMirrored(t *testing.T, res pull.Result, mirror store.Store) {
 	t.Helper()
 	if res.Mirror != nil || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "only this project's .murmur/config.yaml names it") {
 		t.Fatalf("result: mirror %+v, warnings %q", res.Mirror, res.Warnings)
@@ -113,7 +114,7 @@ func TestConfigSaysWhoseMirrorItIs(t *testing.T) {
 // The Puller of a command marks the mirror as the project's only when --mirror did not name
 // one: --mirror is the operator's choice, as the home's config is.
 func TestWorkspacePullerMarksAProjectsMirror(t *testing.T) {
-	ws := &fetch.Workspace{Project: fetch.Project{Dir: t.TempDir()}, Config: &config.Config{
+	ws := &fetch.Workspace{Project: pull.Project{Dir: t.TempDir()}, Config: &config.Config{
 		Mirror: "oci://evil.example/m", MirrorFromProject: true,
 	}}
 	rec := newOpenRecorder(t)

@@ -3,6 +3,7 @@ package fetch
 import (
 	"context"
 
+	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
@@ -22,7 +23,7 @@ type Outdated struct {
 // Outdated asks, from metadata alone, the newest release of every declared artifact (reqs), and
 // sets it beside what murmur.yaml requests and murmur.lock pins. A place that fails fails its
 // row only; the error is the first such failure.
-func (p *Puller) Outdated(ctx context.Context, proj Project, in Intent, reqs []Request) ([]Outdated, error) {
+func (p *Puller) Outdated(ctx context.Context, proj pull.Project, in Intent, reqs []pull.Request) ([]Outdated, error) {
 	l, err := lock.Read(proj.LockPath())
 	if err != nil {
 		return nil, err
@@ -41,7 +42,7 @@ func (p *Puller) Outdated(ctx context.Context, proj Project, in Intent, reqs []R
 		if e := l.Find(row.Name); e != nil {
 			row.Locked = e.ResolvedVersion
 		}
-		desc, _, err := p.resolveMeta(ctx, r, ref.Latest, owner)
+		desc, _, err := p.ResolveMeta(ctx, r, ref.Latest, owner)
 		if err != nil {
 			row.Err = err
 			if first == nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/provenance"
+	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/manifest"
@@ -24,7 +25,7 @@ import (
 // when there is one, and the configuration that applies to it. Its Puller is the one assembly
 // of stores, source, fallbacks and mirror that pull, warm and verify --repair share.
 type Workspace struct {
-	Project
+	pull.Project
 	Capsule  *manifest.Capsule // nil when the folder has no murmur.yaml
 	Config   *config.Config
 	Warnings []string // what the capsule and the configuration ignored
@@ -63,7 +64,7 @@ func OpenProject(start, homeConfig string) (*Workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Workspace{Project: Project{Dir: dir}}
+	w := &Workspace{Project: pull.Project{Dir: dir}}
 	mpath := filepath.Join(dir, manifest.FileName)
 	if _, err := os.Stat(mpath); err == nil {
 		c, err := manifest.Load(mpath)
@@ -131,7 +132,7 @@ type PullerOptions struct {
 	Jobs        int
 	Platform    string
 	Offline     bool
-	Events      func(Event)
+	Events      func(pull.Event)
 	Warn        func(string)
 	// Evict removes what derives from a blob that cache.max_size trims (see Puller.Evict).
 	Evict func(ctx context.Context, d digest.Digest, dryRun bool) []string
@@ -178,12 +179,12 @@ func (w *Workspace) Puller(o PullerOptions) (*Puller, error) {
 		}
 		stores = append(stores, s)
 	}
-	p := &Puller{
+	p := &Puller{Puller: &pull.Puller{
 		CAS: o.CAS, Stores: stores, Offline: o.Offline, Platform: o.Platform, Jobs: o.Jobs,
-		Events: o.Events, Warn: o.Warn, Evict: o.Evict, Connections: o.Connections,
-		Fallbacks: w.Config.Fallbacks, MaxCacheSize: w.Config.MaxCacheSize,
+		Events: o.Events, Warn: o.Warn, Connections: o.Connections,
+		Fallbacks: w.Config.Fallbacks,
 		Verifier: o.Verifier, Policy: w.Config.ProvenanceFor, ProvenanceOverride: o.Provenance,
-	}
+	}, MaxCacheSize: w.Config.MaxCacheSize, Evict: o.Evict}
 	if o.Open.Source != nil {
 		p.Source = o.Open.Source(w.Config.SourceFor)
 		// A scope nobody mapped has only a guessed source, asked once (github/guess.go).

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -62,7 +63,7 @@ type Move struct {
 
 // SyncReport is what a pull inside a project did besides pulling.
 type SyncReport struct {
-	Results []Result `json:"results"`
+	Results []pull.Result `json:"results"`
 	// Moved are pins that moved to the version murmur.yaml asks for.
 	Moved []Move `json:"moved"`
 	// Declared are the entries the pull wrote into murmur.yaml (name@version), new or moved.
@@ -72,7 +73,7 @@ type SyncReport struct {
 }
 
 // PullProject pulls reqs inside a project, keeping murmur.yaml and murmur.lock in agreement.
-func (p *Puller) PullProject(ctx context.Context, proj Project, in Intent, reqs []Request, opt SyncOptions) (*SyncReport, error) {
+func (p *Puller) PullProject(ctx context.Context, proj pull.Project, in Intent, reqs []pull.Request, opt SyncOptions) (*SyncReport, error) {
 	rep := &SyncReport{}
 	l, err := lock.Read(proj.LockPath())
 	if err != nil {
@@ -80,7 +81,7 @@ func (p *Puller) PullProject(ctx context.Context, proj Project, in Intent, reqs 
 	}
 	wants := in.Wants()
 	if opt.Locked {
-		if err := lockedCheck(l, wants, reqs, in, p.platform()); err != nil {
+		if err := lockedCheck(l, wants, reqs, in, p.TargetPlatform()); err != nil {
 			return rep, err
 		}
 	}
@@ -167,7 +168,7 @@ func compactMoves(ms []Move) []Move {
 
 // lockedCheck refuses, before anything is fetched, a locked pull that would have to change
 // murmur.yaml or murmur.lock.
-func lockedCheck(l *lock.Lock, wants []lock.Want, reqs []Request, in Intent, platform string) error {
+func lockedCheck(l *lock.Lock, wants []lock.Want, reqs []pull.Request, in Intent, platform string) error {
 	for _, r := range reqs {
 		if r.Update {
 			return errs.New(errs.Usage, "--locked and --update contradict each other: --update moves pins, --locked refuses to; drop one")
@@ -185,7 +186,7 @@ type declared struct {
 }
 
 // declareAll writes each artifact's version into murmur.yaml, editing its text in place.
-func declareAll(ctx context.Context, proj Project, path string, ds []declared) error {
+func declareAll(ctx context.Context, proj pull.Project, path string, ds []declared) error {
 	if len(ds) == 0 {
 		return nil
 	}
@@ -202,7 +203,7 @@ func declareAll(ctx context.Context, proj Project, path string, ds []declared) e
 
 // editManifest changes murmur.yaml under the lock's file lock, so that two mur processes editing
 // one project lose nothing, and atomically, keeping its permissions.
-func editManifest(ctx context.Context, proj Project, path string, edit func([]byte) ([]byte, error)) error {
+func editManifest(ctx context.Context, proj pull.Project, path string, edit func([]byte) ([]byte, error)) error {
 	unlock, err := lockedfile.Lock(ctx, lock.GuardPath(proj.LockPath()))
 	if err != nil {
 		return errs.Wrap(err, errs.TokenOf(err), "can't lock %s for editing %s: %s", lock.GuardPath(proj.LockPath()), path, errs.Message(err))
@@ -228,7 +229,7 @@ func editManifest(ctx context.Context, proj Project, path string, edit func([]by
 
 // Undeclare removes names from murmur.yaml (mur rm), then drops their pins and tools/ folders.
 // A name murmur.yaml does not declare is refused before anything changes.
-func Undeclare(ctx context.Context, proj Project, in Intent, names []ref.Name) ([]string, error) {
+func Undeclare(ctx context.Context, proj pull.Project, in Intent, names []ref.Name) ([]string, error) {
 	keep := map[string]bool{}
 	for _, w := range in.Wants() {
 		keep[w.Name] = true
@@ -264,7 +265,7 @@ func Undeclare(ctx context.Context, proj Project, in Intent, names []ref.Name) (
 
 // Prune drops every pin whose name keep does not hold, and its tools/ folder, and returns the
 // names dropped. The blobs stay in the CAS, where 'mur cache gc' may free them.
-func Prune(ctx context.Context, proj Project, keep map[string]bool) ([]string, error) {
+func Prune(ctx context.Context, proj pull.Project, keep map[string]bool) ([]string, error) {
 	removed := []string{}
 	err := lock.Update(ctx, proj.LockPath(), func(l *lock.Lock) error {
 		for _, e := range append([]lock.Entry(nil), l.Artifacts...) {
@@ -292,7 +293,7 @@ func Prune(ctx context.Context, proj Project, keep map[string]bool) ([]string, e
 
 // unstage removes tools/<scope>/<name>/ and its staging lock, and the scope's folder once it is
 // empty. A symlink on the way is refused, as staging refuses it.
-func unstage(proj Project, name ref.Name) error {
+func unstage(proj pull.Project, name ref.Name) error {
 	if err := stage.CheckDirs(proj.Tools(), name); err != nil {
 		return err
 	}

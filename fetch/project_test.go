@@ -8,6 +8,7 @@ import (
 
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/config"
+	"github.com/murmur-nexus/mur/fetch/pull"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
@@ -106,7 +107,7 @@ func (o *openRecorder) openers() fetch.Openers {
 // stores, each once; the configuration's fallbacks, cache cap and mirror, which --mirror replaces.
 func TestWorkspacePuller(t *testing.T) {
 	dir := t.TempDir()
-	ws := &fetch.Workspace{Project: fetch.Project{Dir: dir}, Config: &config.Config{
+	ws := &fetch.Workspace{Project: pull.Project{Dir: dir}, Config: &config.Config{
 		Stores:       []string{"oci://config.example/a", "oci-layout:" + filepath.Join(dir, "shared")},
 		PlainHTTP:    map[string]bool{"oci://config.example/a": true, "oci://mirror.example/m": true},
 		Fallbacks:    map[string]fstore.Fallback{"oci://config.example/a": fstore.FallbackAnyError},

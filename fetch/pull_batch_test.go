@@ -12,7 +12,7 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	"github.com/murmur-nexus/mur/fetch"
+	fpull "github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
@@ -39,7 +39,7 @@ func within[T any](t *testing.T, ch <-chan T, what string) T {
 func TestPullCommitsUnderTheLock(t *testing.T) {
 	w := newWorld(t)
 	st := layoutStore(t)
-	var reqs []fetch.Request
+	var reqs []fpull.Request
 	want := map[string]digest.Digest{}
 	for i := range 5 {
 		n := ref.Name{Scope: "acme", Name: fmt.Sprintf("batch%d", i)}

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/fetch/provenance/sigstore"
+	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
@@ -76,7 +76,7 @@ func TestPullOf20LooksUpReferrersBesideTheBlobs(t *testing.T) {
 	t.Cleanup(front.Close)
 	addr := "oci://" + strings.TrimPrefix(front.URL, "http://") + "/murmur"
 	pusher := openStore(t, "oci://"+reg.Addr()+"/murmur", ocistore.Options{})
-	var reqs []fetch.Request
+	var reqs []pull.Request
 	for i := range n {
 		name := ref.Name{Scope: "acme", Name: fmt.Sprintf("tool%02d", i)}
 		push(t, pusher, name, "1.0.0", "any", pack(t, name.Name, "1.0.0", uint64(700+i)))

@@ -6,10 +6,10 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 
-	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/fetch/provenance/sigstore"
+	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
@@ -28,7 +28,7 @@ func TestPullOf20CostsOnePingAndOneToken(t *testing.T) {
 	reg := registrytest.StartBearer(t)
 	addr := "oci://" + reg.Addr() + "/murmur"
 	pusher := openStore(t, addr, ocistore.Options{Keychain: bearerLogin{}})
-	var reqs []fetch.Request
+	var reqs []pull.Request
 	for i := range 20 {
 		n := ref.Name{Scope: "acme", Name: fmt.Sprintf("tool%02d", i)}
 		push(t, pusher, n, "1.0.0", "any", pack(t, n.Name, "1.0.0", uint64(500+i)))

@@ -27,6 +27,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/github/githubtest"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	fpull "github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -523,7 +524,7 @@ func TestPullFileStore(t *testing.T) {
 	if d.Name != local || d.Version != "1.0.0" || d.Digest != p.digest() || d.Size != int64(len(p.zip)) {
 		t.Fatalf("descriptor %+v", d)
 	}
-	r := fetch.Request{Asked: file, Name: local, Version: "1.0.0", From: []string{fetch.FromStores}}
+	r := fpull.Request{Asked: file, Name: local, Version: "1.0.0", From: []string{fpull.FromStores}}
 	res := w.mustPull(w.puller(fst), r)
 	if res[0].Name != "local/grep" || res[0].Digest != p.digest().String() || res[0].Origin != "file:"+file {
 		t.Fatalf("result %+v", res[0])
@@ -562,7 +563,7 @@ func TestPullFileStore(t *testing.T) {
 func TestPullJobs(t *testing.T) {
 	w := newWorld(t)
 	st := layoutStore(t)
-	var reqs []fetch.Request
+	var reqs []fpull.Request
 	want := map[string]digest.Digest{}
 	// Requested in reverse name order, so that request order differs from the lock's order.
 	for i := 9; i >= 0; i-- {
@@ -576,8 +577,8 @@ func TestPullJobs(t *testing.T) {
 	pl := w.puller(counted)
 	pl.Jobs, pl.MetaJobs = 1, 3
 	var mu sync.Mutex
-	var events []fetch.Event
-	pl.Events = func(ev fetch.Event) { mu.Lock(); events = append(events, ev); mu.Unlock() }
+	var events []fpull.Event
+	pl.Events = func(ev fpull.Event) { mu.Lock(); events = append(events, ev); mu.Unlock() }
 	res := w.mustPull(pl, reqs...)
 	if len(res) != len(reqs) {
 		t.Fatalf("%d results for %d requests", len(res), len(reqs))

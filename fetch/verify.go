@@ -17,6 +17,7 @@ import (
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/provenance"
+	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -37,13 +38,13 @@ type Compiler interface {
 
 // VerifyInput is what one verification looks at.
 type VerifyInput struct {
-	Project   Project
+	Project   pull.Project
 	Lock      *lock.Lock
 	CAS       *cas.Store
 	Platform  string                    // "" means the host's; "all" checks every pinned platform's blob
 	SourceFor func(scope string) string // the configured source of a scope, for pin checks
 	Runner    Compiler                  // nil skips the compiled cache
-	Repair    *Puller                   // nil reports only
+	Repair    *Puller              // nil reports only
 	// Verifier re-checks the provenance bundles the lock records, offline, under Policy's
 	// trust and signer rules (nil Policy: the embedded roots).
 	Verifier provenance.Verifier
@@ -142,7 +143,7 @@ func Verify(ctx context.Context, in VerifyInput) (*VerifyReport, error) {
 				staged: stage.CheckStaged(in.Project.Tools(), blobs[i].name, blobs[i].digest)}
 		}
 	})
-	var refetch []Request
+	var refetch []pull.Request
 	var refetched []int // indexes into rep.Problems, parallel to refetch
 	for i, b := range blobs {
 		if bad[i] == nil {
@@ -168,7 +169,7 @@ func Verify(ctx context.Context, in VerifyInput) (*VerifyReport, error) {
 		}
 		rep.Problems = append(rep.Problems, Problem{Kind: "blob", Subject: b.name.String() + " " + b.digest.String(), Problem: msg})
 		if canRefetch {
-			refetch = append(refetch, Request{Asked: "verify --repair", Name: b.name, Version: b.entry.ResolvedVersion})
+			refetch = append(refetch, pull.Request{Asked: "verify --repair", Name: b.name, Version: b.entry.ResolvedVersion})
 			refetched = append(refetched, len(rep.Problems)-1)
 		}
 	}
@@ -312,7 +313,7 @@ type hostCheck struct {
 
 // repairFailure says why a repair's pull failed, and when no store or source could serve it,
 // what to do about that.
-func repairFailure(p *Puller, r Result) string {
+func repairFailure(p *Puller, r pull.Result) string {
 	reached := len(p.Stores) > 0 || p.Source != nil
 	switch {
 	case p.Offline:

@@ -10,6 +10,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/pull"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/lock"
@@ -36,7 +37,7 @@ func (w *verifyWorld) runCounting(t *testing.T) (*fetch.VerifyReport, *openCount
 	t.Helper()
 	in := w.input(t)
 	store := &openCounter{Store: w.layout}
-	in.Repair = &fetch.Puller{CAS: w.cas, Stores: []fstore.Store{store}}
+	in.Repair = &fetch.Puller{Puller: &pull.Puller{CAS: w.cas, Stores: []fstore.Store{store}}}
 	return w.run(t, in), store
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/stage"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
@@ -33,7 +34,7 @@ func newVerifyWorld(t *testing.T) *verifyWorld {
 	ctx := context.Background()
 	w := &verifyWorld{world: newWorld(t), ctx: ctx, layout: layoutStore(t), digests: map[string]digest.Digest{}}
 	layout := w.layout
-	var reqs []fetch.Request
+	var reqs []pull.Request
 	for _, name := range []string{"acme/cat", "acme/grep"} {
 		n, _ := ref.ParseName(name)
 		blob := artifacttest.Spec{Name: n.Name, Version: "1.0.0"}.Zip() // the empty module, which TestCompiledCache expects
@@ -43,7 +44,7 @@ func newVerifyWorld(t *testing.T) *verifyWorld {
 		if err := layout.Push(ctx, desc, bytes.NewReader(blob)); err != nil {
 			t.Fatal(err)
 		}
-		reqs = append(reqs, fetch.Request{Asked: name, Name: n, Version: "1.0.0"})
+		reqs = append(reqs, pull.Request{Asked: name, Name: n, Version: "1.0.0"})
 	}
 	// The project gets its lock, blobs and tools/ the way a user's would: by a pull.
 	if _, err := w.repairer().Pull(ctx, w.proj, reqs); err != nil {
@@ -53,7 +54,7 @@ func newVerifyWorld(t *testing.T) *verifyWorld {
 }
 
 func (w *verifyWorld) repairer() *fetch.Puller {
-	return &fetch.Puller{CAS: w.cas, Stores: []fstore.Store{w.layout}}
+	return &fetch.Puller{Puller: &pull.Puller{CAS: w.cas, Stores: []fstore.Store{w.layout}}}
 }
 
 func (w *verifyWorld) input(t *testing.T) fetch.VerifyInput {
@@ -358,7 +359,7 @@ func TestVerifyCountsComponentsApart(t *testing.T) {
 	if err := w.layout.Push(w.ctx, desc, bytes.NewReader(blob)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.repairer().Pull(w.ctx, w.proj, []fetch.Request{{Asked: "acme/comp", Name: n, Version: "1.0.0"}}); err != nil {
+	if _, err := w.repairer().Pull(w.ctx, w.proj, []pull.Request{{Asked: "acme/comp", Name: n, Version: "1.0.0"}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, repair := range []bool{false, true} {
@@ -564,7 +565,7 @@ func TestPlantedBlobIsNotAnArtifact(t *testing.T) {
 			})
 			in := w.input(t)
 			store := &openCounter{Store: w.layout}
-			in.Repair = &fetch.Puller{CAS: w.cas, Stores: []fstore.Store{store}}
+			in.Repair = &fetch.Puller{Puller: &pull.Puller{CAS: w.cas, Stores: []fstore.Store{store}}}
 			rep := w.run(t, in)
 			blobs := problems(rep, "blob")
 			if len(blobs) != 1 || blobs[0].Repaired || !strings.Contains(blobs[0].Problem, "not a valid artifact") ||
@@ -588,7 +589,7 @@ func TestRepairWithNothingToAsk(t *testing.T) {
 	d := w.digests["acme/grep"]
 	os.Remove(w.cas.Path(d))
 	in := w.input(t)
-	in.Repair = &fetch.Puller{CAS: w.cas}
+	in.Repair = &fetch.Puller{Puller: &pull.Puller{CAS: w.cas}}
 	rep := w.run(t, in)
 	blobs := problems(rep, "blob")
 	if len(blobs) != 1 || blobs[0].Repaired || !strings.Contains(blobs[0].Problem, "not repaired") || !strings.Contains(blobs[0].Problem, "--store") {
@@ -602,7 +603,7 @@ func TestRepairWithNothingToAsk(t *testing.T) {
 		t.Fatalf("the verdict without --repair: %v", err)
 	}
 	// Offline, the same, with the network named.
-	in.Repair = &fetch.Puller{CAS: w.cas, Stores: []fstore.Store{w.layout}, Offline: true}
+	in.Repair = &fetch.Puller{Puller: &pull.Puller{CAS: w.cas, Stores: []fstore.Store{w.layout}, Offline: true}}
 	if blobs := problems(w.run(t, in), "blob"); len(blobs) != 1 || blobs[0].Repaired || !strings.Contains(blobs[0].Problem, "network") {
 		t.Fatalf("an offline repair: %+v", blobs)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch/publish"
+	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/stage"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact"
@@ -22,7 +23,7 @@ import (
 
 // WarmInput is one warming.
 type WarmInput struct {
-	Project Project
+	Project pull.Project
 	Lock    *lock.Lock
 	Puller  *Puller
 	// Platform is "" for this machine's, "all" for every platform the lock names, or one tag.
@@ -41,12 +42,12 @@ type WarmInput struct {
 
 // WarmReport says what warming did.
 type WarmReport struct {
-	Artifacts int      `json:"artifacts"`
-	Fetched   int      `json:"fetched"`
-	Cached    int      `json:"cached"`
-	Compiled  int      `json:"compiled"`
-	Bytes     int64    `json:"bytes_fetched"`
-	Results   []Result `json:"results"`
+	Artifacts int           `json:"artifacts"`
+	Fetched   int           `json:"fetched"`
+	Cached    int           `json:"cached"`
+	Compiled  int           `json:"compiled"`
+	Bytes     int64         `json:"bytes_fetched"`
+	Results   []pull.Result `json:"results"`
 	// Problems are murmur.lock's differences with murmur.yaml: what the lock pins is warmed all
 	// the same, and the warm fails with lock-mismatch.
 	Problems []Problem `json:"problems"`
@@ -55,7 +56,7 @@ type WarmReport struct {
 // Warm warms. A platform that nobody serves fails with the store's or source's error, naming
 // the artifact and platform; what was warmed before stays warm.
 func Warm(ctx context.Context, in WarmInput) (_ *WarmReport, err error) {
-	rep := &WarmReport{Results: []Result{}, Problems: intentProblems(in.Intent, in.Lock, in.Platform)}
+	rep := &WarmReport{Results: []pull.Result{}, Problems: intentProblems(in.Intent, in.Lock, in.Platform)}
 	defer func() {
 		if err == nil && in.Intent != nil {
 			err = lock.MismatchError(in.Intent.Mismatches(in.Lock, in.Platform))
@@ -64,9 +65,9 @@ func Warm(ctx context.Context, in WarmInput) (_ *WarmReport, err error) {
 	host := ref.HostPlatform()
 	// One record of store health for every platform's pass: a store that failed costs its
 	// timeout once.
-	in.Puller.health()
+	in.Puller.InitHealth()
 	for _, plat := range warmPlatforms(in.Lock, in.Platform, host) {
-		var reqs []Request
+		var reqs []pull.Request
 		for _, e := range in.Lock.Artifacts {
 			if in.Only != nil && !in.Only[e.Name] {
 				continue
@@ -87,7 +88,7 @@ func Warm(ctx context.Context, in WarmInput) (_ *WarmReport, err error) {
 					return rep, err
 				}
 			}
-			reqs = append(reqs, Request{Asked: e.Name + "@" + e.ResolvedVersion, Name: n, Version: e.ResolvedVersion, From: from})
+			reqs = append(reqs, pull.Request{Asked: e.Name + "@" + e.ResolvedVersion, Name: n, Version: e.ResolvedVersion, From: from})
 		}
 		if len(reqs) == 0 {
 			continue
@@ -117,7 +118,7 @@ func Warm(ctx context.Context, in WarmInput) (_ *WarmReport, err error) {
 			if err != nil {
 				return rep, err
 			}
-			bundle, err := p.warmRecordedBundle(ctx, reqs[i], in.Lock.Find(r.Name), d)
+			bundle, err := p.RecordedBundle(ctx, reqs[i], in.Lock.Find(r.Name), d)
 			if err != nil {
 				return rep, err
 			}
@@ -170,7 +171,7 @@ func warmPlatforms(l *lock.Lock, want, host string) []string {
 	return out
 }
 
-func warmPrecompile(ctx context.Context, store *cas.Store, r Result, compile func(context.Context, []byte) error) (bool, error) {
+func warmPrecompile(ctx context.Context, store *cas.Store, r pull.Result, compile func(context.Context, []byte) error) (bool, error) {
 	d, _ := ref.ParseDigest(r.Digest)
 	_, wasm, err := stage.ReadBlob(ctx, store, d, true)
 	if err != nil || wasm == nil {
@@ -184,7 +185,7 @@ func warmPrecompile(ctx context.Context, store *cas.Store, r Result, compile fun
 
 // mirror copies r into dst with its bundles: those its pull records verified, and bundle, the one
 // murmur.lock records (nil for none).
-func mirror(ctx context.Context, store *cas.Store, dst fstore.Store, r Result, dg digest.Digest, bundle []byte) error {
+func mirror(ctx context.Context, store *cas.Store, dst fstore.Store, r pull.Result, dg digest.Digest, bundle []byte) error {
 	n, err := ref.ParseName(r.Name)
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/stage"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
@@ -27,7 +28,7 @@ func newPinnedWorld(t *testing.T, pins []pin) *world {
 }
 
 func (w *world) warmInput(stores ...fstore.Store) fetch.WarmInput {
-	return fetch.WarmInput{Project: w.proj, Lock: w.readLock(), Puller: &fetch.Puller{CAS: w.cas, Stores: stores}}
+	return fetch.WarmInput{Project: w.proj, Lock: w.readLock(), Puller: &fetch.Puller{Puller: &pull.Puller{CAS: w.cas, Stores: stores}}}
 }
 
 // compiles counts Precompile calls by payload.
@@ -278,7 +279,7 @@ func TestRunFrom(t *testing.T) {
 	var asked []string
 	in.From = func(name string) ([]string, error) {
 		asked = append(asked, name)
-		return []string{fetch.FromSources}, nil
+		return []string{pull.FromSources}, nil
 	}
 	rep, err := fetch.Warm(context.Background(), in)
 	if !errors.Is(err, errs.NotFound) || !strings.Contains(err.Error(), "acme/one") {
@@ -297,7 +298,7 @@ func TestRunFrom(t *testing.T) {
 		t.Fatalf("From's error: %v", err)
 	}
 
-	in.From = func(string) ([]string, error) { return []string{fetch.FromStores}, nil }
+	in.From = func(string) ([]string, error) { return []string{pull.FromStores}, nil }
 	if rep, err := fetch.Warm(context.Background(), in); err != nil || rep.Fetched != 1 {
 		t.Fatalf("stores only: %v %+v", err, rep)
 	}

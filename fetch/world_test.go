@@ -21,6 +21,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	fpull "github.com/murmur-nexus/mur/fetch/pull"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/internal/bufpool"
@@ -85,9 +86,9 @@ func buffersBack(t testing.TB, base int64) {
 
 // pushMany pushes acme/<prefix>0 … <prefix>N-1 at 1.0.0, each packed from its own seed (with a
 // stored payload of about size bytes when size > 0), and returns the requests that pull them.
-func pushMany(t testing.TB, st fstore.Store, prefix string, n, size int, seed uint64) []fetch.Request {
+func pushMany(t testing.TB, st fstore.Store, prefix string, n, size int, seed uint64) []fpull.Request {
 	t.Helper()
-	var reqs []fetch.Request
+	var reqs []fpull.Request
 	for i := range n {
 		name := ref.Name{Scope: "acme", Name: fmt.Sprintf("%s%d", prefix, i)}
 		p := pack(t, name.Name, "1.0.0", seed+uint64(i))
@@ -113,14 +114,14 @@ func layoutStore(t testing.TB) fstore.Store {
 	return openStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "store"), ocistore.Options{})
 }
 
-func req(n ref.Name, version string) fetch.Request {
-	return fetch.Request{Asked: n.String() + "@" + version, Name: n, Version: version}
+func req(n ref.Name, version string) fpull.Request {
+	return fpull.Request{Asked: n.String() + "@" + version, Name: n, Version: version}
 }
 
 // world is a project and a CAS of its own.
 type world struct {
 	t    testing.TB
-	proj fetch.Project
+	proj fpull.Project
 	cas  *cas.Store
 }
 
@@ -135,20 +136,20 @@ func newWorld(t testing.TB) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &world{t: t, proj: fetch.Project{Dir: proj}, cas: s}
+	return &world{t: t, proj: fpull.Project{Dir: proj}, cas: s}
 }
 
 // puller pulls for linux-x86_64 whatever the host is, so that "any" and platform cases are the
 // same on every machine.
 func (w *world) puller(stores ...fstore.Store) *fetch.Puller {
-	return &fetch.Puller{CAS: w.cas, Stores: stores, Platform: "linux-x86_64"}
+	return &fetch.Puller{Puller: &fpull.Puller{CAS: w.cas, Stores: stores, Platform: "linux-x86_64"}}
 }
 
-func (w *world) pull(p *fetch.Puller, reqs ...fetch.Request) ([]fetch.Result, error) {
+func (w *world) pull(p *fetch.Puller, reqs ...fpull.Request) ([]fpull.Result, error) {
 	return p.Pull(context.Background(), w.proj, reqs)
 }
 
-func (w *world) mustPull(p *fetch.Puller, reqs ...fetch.Request) []fetch.Result {
+func (w *world) mustPull(p *fetch.Puller, reqs ...fpull.Request) []fpull.Result {
 	w.t.Helper()
 	res, err := w.pull(p, reqs...)
 	if err != nil {

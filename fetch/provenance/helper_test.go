@@ -44,7 +44,7 @@ const (
 )
 
 func realBundle(t *testing.T) []byte {
-	b, err := os.ReadFile("../provenance/testdata/github-attestation.sigstore.json")
+	b, err := os.ReadFile("sigstore/testdata/github-attestation.sigstore.json")
 	if err != nil {
 		t.Fatal(err)
 	}

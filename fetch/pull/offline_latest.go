@@ -1,4 +1,4 @@
-package fetch
+package pull
 
 import (
 	"bytes"
@@ -43,12 +43,12 @@ func (p *Puller) keepVersionList(ctx context.Context, req Request, desc store.De
 	}
 	d := digest.FromBytes(b)
 	if err := lease.Add(ctx, d); err != nil {
-		p.warn("%s: can't keep the version list \"latest\" was resolved from: %v; offline, latest will not resolve until the next online pull", req.Name, err)
+		p.Warnf("%s: can't keep the version list \"latest\" was resolved from: %v; offline, latest will not resolve until the next online pull", req.Name, err)
 		return ""
 	}
 	if !p.CAS.Has(d) {
 		if _, err := p.CAS.Ingest(ctx, bytes.NewReader(b), int64(len(b)), d); err != nil {
-			p.warn("%s: can't keep the version list \"latest\" was resolved from: %v; offline, latest will not resolve until the next online pull", req.Name, err)
+			p.Warnf("%s: can't keep the version list \"latest\" was resolved from: %v; offline, latest will not resolve until the next online pull", req.Name, err)
 			return ""
 		}
 	}
@@ -56,7 +56,7 @@ func (p *Puller) keepVersionList(ctx context.Context, req Request, desc store.De
 }
 
 // newestVersionLists maps each artifact name to the record of its newest cached version list.
-func newestVersionLists(records []cas.Record) map[string]cas.Record {
+func NewestVersionLists(records []cas.Record) map[string]cas.Record {
 	out := map[string]cas.Record{}
 	for _, r := range records {
 		if r.VersionList == "" || r.Outcome == cas.OutcomeFailed {
@@ -78,7 +78,7 @@ func (p *Puller) offlineLatest(ctx context.Context, req Request, lease *cas.Leas
 	if err != nil {
 		return nil, "", nil
 	}
-	lr, ok := newestVersionLists(records)[req.Name.String()]
+	lr, ok := NewestVersionLists(records)[req.Name.String()]
 	if !ok || !p.CAS.Has(lr.VersionList) {
 		return nil, "", nil
 	}
@@ -103,7 +103,7 @@ func (p *Puller) offlineLatest(ctx context.Context, req Request, lease *cas.Leas
 		if r.Name != req.Name.String() || r.Version != best || r.Outcome == cas.OutcomeFailed || r.Digest == "" {
 			continue
 		}
-		if r.Platform != ref.PlatformAny && r.Platform != p.platform() || !p.CAS.Has(r.Digest) {
+		if r.Platform != ref.PlatformAny && r.Platform != p.TargetPlatform() || !p.CAS.Has(r.Digest) {
 			continue
 		}
 		if hit == nil || !r.Time.Before(hit.Time) {

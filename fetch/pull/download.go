@@ -1,4 +1,4 @@
-package fetch
+package pull
 
 import (
 	"context"
@@ -41,7 +41,7 @@ type rangeStore interface {
 
 // options are the Puller's knobs for the engine.
 func (p *Puller) options() download.Options {
-	return download.Options{Connections: p.Connections, ParallelMin: p.ParallelMin, Chunk: p.Chunk, Hooks: p.hooks}
+	return download.Options{Connections: p.Connections, ParallelMin: p.ParallelMin, Chunk: p.Chunk, Hooks: p.Hooks}
 }
 
 // progress reports a download's bytes as fetch events of name.

@@ -1,4 +1,4 @@
-package fetch
+package pull
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash"
 	"path/filepath"
-	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -121,12 +120,6 @@ type Puller struct {
 	Compiled CompiledCache
 	Events   func(Event)
 	Now      func() time.Time
-	// MaxCacheSize, when positive, trims the CAS after a pull to at most this many bytes (the
-	// cache: {max_size: …} of config.yaml): unpinned blobs go, least recently used first.
-	MaxCacheSize int64
-	// Evict removes what derives from a blob a trim removes (kept payloads, compiled modules);
-	// nil leaves them to `mur cache gc`.
-	Evict func(ctx context.Context, d digest.Digest, dryRun bool) []string
 	// Warn reports what went wrong without failing the pull (a trim that could not run); nil
 	// drops it.
 	Warn func(msg string)
@@ -169,7 +162,7 @@ type Puller struct {
 	Locked bool
 
 	// hooks change the download engine's decisions (tests and benchmarks); nil for its own.
-	hooks *download.Hooks
+	Hooks *download.Hooks
 }
 
 // CompiledCache is the part of the sandbox runner that lets a pull skip what is compiled already.
@@ -198,13 +191,13 @@ func (p *Puller) moduleKey(d digest.Digest) (hash.Hash, []byte) {
 	return p.Compiled.ModuleKey(), nil
 }
 
-func (p *Puller) warn(format string, args ...any) {
+func (p *Puller) Warnf(format string, args ...any) {
 	if p.Warn != nil {
 		p.Warn(fmt.Sprintf(format, args...))
 	}
 }
 
-func (p *Puller) platform() string {
+func (p *Puller) TargetPlatform() string {
 	if p.Platform != "" {
 		return p.Platform
 	}
@@ -245,7 +238,7 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 	if !p.CASOnly {
 		stage.Sweep(proj.Tools(), p.now(), false)
 	}
-	p.health()
+	p.InitHealth()
 	// Payloads are compiled one after another as their downloads finish, beside the downloads
 	// still running: each compile spreads over every core by itself, and holds no --jobs slot.
 	compiles := make(chan int, len(reqs))
@@ -296,29 +289,13 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 	close(compiles)
 	<-compiled
 	lease.Release()
-	p.trim(ctx, proj, errList)
+
 	for _, err := range errList {
 		if err != nil {
 			return results, err
 		}
 	}
 	return results, nil
-}
-
-// trim applies MaxCacheSize once a pull is over. What the pull pinned is safe: the project's lock
-// is registered as a GC root, and is the current project's besides.
-func (p *Puller) trim(ctx context.Context, proj Project, errList []error) {
-	if p.MaxCacheSize <= 0 || !slices.Contains(errList, nil) {
-		return
-	}
-	rep, err := GC(ctx, GCInput{CAS: p.CAS, Project: proj.Dir, OlderThan: -1, MaxSize: p.MaxCacheSize, Evict: p.Evict})
-	if err != nil {
-		p.warn("the cache was not trimmed to cache.max_size (%d bytes): %s; run 'mur cache gc --max-size %d' to see why", p.MaxCacheSize, errs.Message(err), p.MaxCacheSize)
-		return
-	}
-	if rep.OverMaxSize {
-		p.warn("the cache holds %d bytes that locks pin or pulls are bringing in, over cache.max_size (%d bytes); raise it, or remove projects you no longer use and run 'mur cache gc'", rep.Size, p.MaxCacheSize)
-	}
 }
 
 func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *cas.Lease) (res Result, err error) {

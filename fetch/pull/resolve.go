@@ -1,4 +1,4 @@
-package fetch
+package pull
 
 import (
 	"context"
@@ -58,7 +58,7 @@ func (p *Puller) readPin(ctx context.Context, proj Project, req Request) (pinned
 			req.Name, e.ResolvedVersion, req.Version, req.Name, req.Version)
 	}
 	pin.version = e.ResolvedVersion
-	if hex, plat, ok := e.Digest(p.platform()); ok {
+	if hex, plat, ok := e.Digest(p.TargetPlatform()); ok {
 		d, err := ref.DigestFromHex(hex)
 		if err != nil {
 			return pin, errs.Wrap(err, errs.InvalidLock, "murmur.lock pins %s with %q, which is not a sha256 hex digest; fix or remove the entry", req.Name, hex)
@@ -267,7 +267,7 @@ func allNotFound(failures []error) bool {
 // itself can contradict the pin; an "any" payload for a platform-specific pin means the store does
 // not serve that platform.
 func (p *Puller) resolveAt(ctx context.Context, st fstore.Store, req Request, version string, pin pinned) (desc fstore.Descriptor, movedTo digest.Digest, err error) {
-	d, err := st.Resolve(ctx, req.Name, version, p.platform())
+	d, err := st.Resolve(ctx, req.Name, version, p.TargetPlatform())
 	d.Origin = st.String()
 	switch {
 	case pin.digest == "":
@@ -292,7 +292,7 @@ func (p *Puller) fromStore(ctx context.Context, st fstore.Store, req Request, ve
 	if err != nil {
 		return nil, err
 	}
-	h := p.health()
+	h := p.InitHealth()
 	probe, err := h.enter(ctx, st)
 	if err != nil {
 		release()
@@ -414,7 +414,7 @@ func (p *Puller) fromSource(ctx context.Context, req Request, version string, pi
 	if err != nil {
 		return nil, err
 	}
-	s, err := p.Source.Resolve(ctx, req.Name, version, p.platform(), pin.owner)
+	s, err := p.Source.Resolve(ctx, req.Name, version, p.TargetPlatform(), pin.owner)
 	release()
 	if err != nil {
 		return nil, err
@@ -446,7 +446,7 @@ func (p *Puller) fromSource(ctx context.Context, req Request, version string, pi
 		w.Close()
 		return nil, err
 	}
-	s, err = p.Source.Fetch(ctx, req.Name, version, p.platform(), pin.owner, rs)
+	s, err = p.Source.Fetch(ctx, req.Name, version, p.TargetPlatform(), pin.owner, rs)
 	release()
 	if err != nil {
 		ok = true // dropOrKeep closes it

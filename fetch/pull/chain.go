@@ -1,4 +1,4 @@
-package fetch
+package pull
 
 import (
 	"context"
@@ -65,7 +65,7 @@ type storeState struct {
 // NewStoreHealth returns an empty health record: every store is healthy until it fails.
 func NewStoreHealth() *StoreHealth { return &StoreHealth{stores: map[string]*storeState{}} }
 
-func (p *Puller) health() *StoreHealth {
+func (p *Puller) InitHealth() *StoreHealth {
 	if p.Health == nil {
 		p.Health = NewStoreHealth()
 	}

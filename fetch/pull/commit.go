@@ -1,4 +1,4 @@
-package fetch
+package pull
 
 import (
 	"context"
@@ -174,10 +174,10 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 			}
 		}
 		plat := res.Platform
-		if e := l.Find(req.Name.String()); e != nil && len(e.SHA256.Platforms) > 0 && plat == ref.PlatformAny && p.platform() != ref.PlatformAny {
+		if e := l.Find(req.Name.String()); e != nil && len(e.SHA256.Platforms) > 0 && plat == ref.PlatformAny && p.TargetPlatform() != ref.PlatformAny {
 			// The entry already pins per platform (a mixed fleet): a store's "any" payload is
 			// what this platform runs, so it is pinned under this platform's own key.
-			plat = p.platform()
+			plat = p.TargetPlatform()
 		}
 		if err := l.Upsert(req.Name.String(), res.Version, plat, hex, "operator", req.Update); err != nil {
 			return err

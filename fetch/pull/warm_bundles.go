@@ -1,4 +1,4 @@
-package fetch
+package pull
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 
 // warmRecordedBundle puts the bundle e records for d in the CAS when it is not there, from the
 // first place of req that holds it, and returns it (nil when e records none).
-func (p *Puller) warmRecordedBundle(ctx context.Context, req Request, e *lock.Entry, d digest.Digest) ([]byte, error) {
+func (p *Puller) RecordedBundle(ctx context.Context, req Request, e *lock.Entry, d digest.Digest) ([]byte, error) {
 	if e == nil || e.Provenance == nil {
 		return nil, nil
 	}

@@ -1,0 +1,79 @@
+package fetch
+
+import (
+	"context"
+	"slices"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/fetch/pull"
+	"github.com/murmur-nexus/mur/internal/errs"
+)
+
+// The pipeline's words, as the project verbs hand them to their callers: cmd/mur speaks to fetch
+// only, as the Go command's main speaks to modload and never to modfetch.
+type (
+	Project    = pull.Project
+	Request    = pull.Request
+	Result     = pull.Result
+	Event      = pull.Event
+	Phase      = pull.Phase
+	Skipped    = pull.Skipped
+	MirrorPush = pull.MirrorPush
+)
+
+// DefaultConnections is how many connections one large blob is fetched over (--connections).
+const DefaultConnections = pull.DefaultConnections
+
+// FromStores and FromSources are where a pull may look, as install.from names them.
+const (
+	FromStores  = pull.FromStores
+	FromSources = pull.FromSources
+)
+
+// The phases a pull reports in its Events.
+const (
+	PhaseResolve = pull.PhaseResolve
+	PhaseFetch   = pull.PhaseFetch
+	PhaseVerify  = pull.PhaseVerify
+	PhaseCached  = pull.PhaseCached
+	PhaseCompile = pull.PhaseCompile
+	PhaseDone    = pull.PhaseDone
+	PhaseFailed  = pull.PhaseFailed
+)
+
+// Puller is the pull pipeline (fetch/pull) as the project verbs drive it: the pipeline brings
+// artifacts into the CAS and stages them, and the verbs decide what murmur.yaml and murmur.lock
+// become (transition.go) and what the cache keeps afterwards.
+type Puller struct {
+	*pull.Puller
+	// MaxCacheSize, when positive, trims the CAS after a pull to at most this many bytes (the
+	// cache: {max_size: …} of config.yaml): unpinned blobs go, least recently used first.
+	MaxCacheSize int64
+	// Evict removes what derives from a blob a trim removes (kept payloads, compiled modules);
+	// nil leaves them to `mur cache gc`.
+	Evict func(ctx context.Context, d digest.Digest, dryRun bool) []string
+}
+
+// Pull pulls reqs through the pipeline, then trims the cache to MaxCacheSize.
+func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Result, error) {
+	results, err := p.Puller.Pull(ctx, proj, reqs)
+	p.trim(ctx, proj, results)
+	return results, err
+}
+
+// trim applies MaxCacheSize once a pull that brought something in is over. What the pull pinned
+// is safe: the project's lock is registered as a GC root, and is the current project's besides.
+func (p *Puller) trim(ctx context.Context, proj Project, results []Result) {
+	if p.MaxCacheSize <= 0 || !slices.ContainsFunc(results, func(r Result) bool { return r.Err == nil && r.Error == "" }) {
+		return
+	}
+	rep, err := GC(ctx, GCInput{CAS: p.CAS, Project: proj.Dir, OlderThan: -1, MaxSize: p.MaxCacheSize, Evict: p.Evict})
+	if err != nil {
+		p.Warnf("the cache was not trimmed to cache.max_size (%d bytes): %s; run 'mur cache gc --max-size %d' to see why", p.MaxCacheSize, errs.Message(err), p.MaxCacheSize)
+		return
+	}
+	if rep.OverMaxSize {
+		p.Warnf("the cache holds %d bytes that locks pin or pulls are bringing in, over cache.max_size (%d bytes); raise it, or remove projects you no longer use and run 'mur cache gc'", rep.Size, p.MaxCacheSize)
+	}
+}
