@@ -183,7 +183,7 @@ func (w *Workspace) Puller(o PullerOptions) (*Puller, error) {
 		CAS: o.CAS, Stores: stores, Offline: o.Offline, Platform: o.Platform, Jobs: o.Jobs,
 		Events: o.Events, Warn: o.Warn, Connections: o.Connections,
 		Fallbacks: w.Config.Fallbacks,
-		Verifier: o.Verifier, Policy: w.Config.ProvenanceFor, ProvenanceOverride: o.Provenance,
+		Verifier:  o.Verifier, Policy: w.Config.ProvenanceFor, ProvenanceOverride: o.Provenance,
 	}, MaxCacheSize: w.Config.MaxCacheSize, Evict: o.Evict}
 	if o.Open.Source != nil {
 		p.Source = o.Open.Source(w.Config.SourceFor)

@@ -44,7 +44,7 @@ type VerifyInput struct {
 	Platform  string                    // "" means the host's; "all" checks every pinned platform's blob
 	SourceFor func(scope string) string // the configured source of a scope, for pin checks
 	Runner    Compiler                  // nil skips the compiled cache
-	Repair    *Puller              // nil reports only
+	Repair    *Puller                   // nil reports only
 	// Verifier re-checks the provenance bundles the lock records, offline, under Policy's
 	// trust and signer rules (nil Policy: the embedded roots).
 	Verifier provenance.Verifier
