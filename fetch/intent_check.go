@@ -1,6 +1,7 @@
 package fetch
 
 import (
+	"github.com/murmur-nexus/mur/fetch/verify"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
 )
@@ -17,19 +18,15 @@ func (in Intent) Mismatches(l *lock.Lock, platform string) []lock.Mismatch {
 	return l.Check(in.Wants(), platform)
 }
 
-// problemLockMismatch is the kind of a verify or warm problem that murmur.lock does not follow
-// murmur.yaml.
-const problemLockMismatch = "lock-mismatch"
-
 // intentProblems are the mismatches as verify and warm report them: one problem each, of kind
 // lock-mismatch. A nil intent (a folder with a lock and no murmur.yaml) has none.
-func intentProblems(in *Intent, l *lock.Lock, platform string) []Problem {
+func intentProblems(in *Intent, l *lock.Lock, platform string) []verify.Problem {
 	if in == nil {
 		return nil
 	}
-	var out []Problem
+	var out []verify.Problem
 	for _, m := range in.Mismatches(l, platform) {
-		out = append(out, Problem{Kind: problemLockMismatch, Subject: m.Name, Problem: m.Detail() + "; run 'mur lock', then commit murmur.lock"})
+		out = append(out, verify.Problem{Kind: verify.ProblemLockMismatch, Subject: m.Name, Problem: m.Detail() + "; run 'mur lock', then commit murmur.lock"})
 	}
 	return out
 }

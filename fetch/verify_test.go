@@ -16,6 +16,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/stage"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
+	"github.com/murmur-nexus/mur/fetch/verify"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
@@ -80,8 +81,8 @@ func (w *verifyWorld) mustBeClean(t *testing.T) {
 }
 
 // problems keeps the problems of kind.
-func problems(rep *fetch.VerifyReport, kind string) []fetch.Problem {
-	var out []fetch.Problem
+func problems(rep *fetch.VerifyReport, kind string) []verify.Problem {
+	var out []verify.Problem
 	for _, p := range rep.Problems {
 		if p.Kind == kind {
 			out = append(out, p)

@@ -11,6 +11,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/stage"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
+	"github.com/murmur-nexus/mur/fetch/verify"
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -50,7 +51,7 @@ type WarmReport struct {
 	Results   []pull.Result `json:"results"`
 	// Problems are murmur.lock's differences with murmur.yaml: what the lock pins is warmed all
 	// the same, and the warm fails with lock-mismatch.
-	Problems []Problem `json:"problems"`
+	Problems []verify.Problem `json:"problems"`
 }
 
 // Warm warms. A platform that nobody serves fails with the store's or source's error, naming

@@ -1,4 +1,4 @@
-package fetch
+package verify
 
 import (
 	"context"
@@ -23,7 +23,7 @@ type VerifiedProvenance struct {
 // verifyProvenance re-verifies the bundle of every pin that recorded one, from the CAS and
 // against the lock's own owner and repository ids, without the network. A bundle that is gone
 // or no longer verifies is a problem of kind provenance.
-func verifyProvenance(ctx context.Context, in VerifyInput, rep *VerifyReport) {
+func verifyProvenance(ctx context.Context, in Input, rep *Report) {
 	for i := range in.Lock.Artifacts {
 		e := &in.Lock.Artifacts[i]
 		if e.Provenance == nil {

@@ -1,4 +1,8 @@
-package fetch
+// Package verify is `mur verify`: it holds murmur.lock against the CAS, the staged tools/ and the
+// compiled cache, re-checks the provenance bundles the lock records (provenance.go), and with a
+// Repairer restores what it can. Like restic's checker it reads and reports; what murmur.yaml
+// says of the lock reaches it from the caller, as Mismatches.
+package verify
 
 import (
 	"context"
@@ -25,9 +29,6 @@ import (
 	"github.com/murmur-nexus/mur/lock"
 )
 
-// Verify is `mur verify`: it holds murmur.lock against the CAS, the staged tools/ and the
-// compiled cache, and with a repairer restores what it can.
-
 // Compiler is the part of the sandbox runner that verify needs.
 type Compiler interface {
 	// CheckCache lists the damaged entries of the compiled cache, removing them when repair.
@@ -36,21 +37,35 @@ type Compiler interface {
 	Precompile(ctx context.Context, wasm []byte) error
 }
 
-// VerifyInput is what one verification looks at.
-type VerifyInput struct {
+// Input is what one verification looks at.
+type Input struct {
 	Project   pull.Project
 	Lock      *lock.Lock
 	CAS       *cas.Store
 	Platform  string                    // "" means the host's; "all" checks every pinned platform's blob
 	SourceFor func(scope string) string // the configured source of a scope, for pin checks
 	Runner    Compiler                  // nil skips the compiled cache
-	Repair    *Puller                   // nil reports only
+	Repair    Repairer                  // nil reports only
 	// Verifier re-checks the provenance bundles the lock records, offline, under Policy's
 	// trust and signer rules (nil Policy: the embedded roots).
 	Verifier provenance.Verifier
 	Policy   func(scope string) config.ProvenancePolicy
-	Intent   *Intent // murmur.yaml, whose differences with the lock are problems; nil for none
+	// Mismatches are murmur.yaml's differences with the lock, found by the caller, which knows
+	// murmur.yaml: problems of kind ProblemLockMismatch.
+	Mismatches []Problem
 }
+
+// Repairer brings back what a verification found missing or damaged: the pull pipeline, as the
+// project verbs hand it down, set to the platform being verified.
+type Repairer interface {
+	Pull(ctx context.Context, proj pull.Project, reqs []pull.Request) ([]pull.Result, error)
+	// RepairHint says why a repair's pull failed and, when no store or source could serve it,
+	// what to do about that.
+	RepairHint(r pull.Result) string
+}
+
+// ProblemLockMismatch is the kind of a problem that murmur.lock does not follow murmur.yaml.
+const ProblemLockMismatch = "lock-mismatch"
 
 // Problem is one thing that is wrong.
 type Problem struct {
@@ -60,8 +75,8 @@ type Problem struct {
 	Repaired bool   `json:"repaired"`
 }
 
-// VerifyReport is the outcome of a verification.
-type VerifyReport struct {
+// Report is the outcome of a verification.
+type Report struct {
 	Blobs    int       `json:"blobs"`
 	Tools    int       `json:"tools"`
 	Compiled int       `json:"compiled"`
@@ -72,11 +87,11 @@ type VerifyReport struct {
 
 // Err is the error of a verification that found problems still standing, nil when there are
 // none: after a repair it says that the lines above tell why, not to run the repair again.
-func (r *VerifyReport) Err(repaired bool) error {
+func (r *Report) Err(repaired bool) error {
 	n := r.Unrepaired()
 	mismatches := 0
 	for _, p := range r.Problems {
-		if p.Kind == problemLockMismatch {
+		if p.Kind == ProblemLockMismatch {
 			mismatches++
 		}
 	}
@@ -95,7 +110,7 @@ func (r *VerifyReport) Err(repaired bool) error {
 }
 
 // Unrepaired counts the problems still standing.
-func (r *VerifyReport) Unrepaired() int {
+func (r *Report) Unrepaired() int {
 	n := 0
 	for _, p := range r.Problems {
 		if !p.Repaired {
@@ -106,7 +121,7 @@ func (r *VerifyReport) Unrepaired() int {
 }
 
 // RepairedCount counts the problems that were fixed.
-func (r *VerifyReport) RepairedCount() int { return len(r.Problems) - r.Unrepaired() }
+func (r *Report) RepairedCount() int { return len(r.Problems) - r.Unrepaired() }
 
 type pinnedBlob struct {
 	entry    *lock.Entry
@@ -116,15 +131,12 @@ type pinnedBlob struct {
 	refetch  bool // pinned for the platform the repairer pulls
 }
 
-// Verify checks murmur.lock against the CAS, tools/ and the compiled cache, the provenance the
+// Run checks murmur.lock against the CAS, tools/ and the compiled cache, the provenance the
 // lock records and, with an Intent, murmur.yaml. It returns an error only when it could not
 // look; what it found is in the report.
-func Verify(ctx context.Context, in VerifyInput) (*VerifyReport, error) {
-	rep := &VerifyReport{Problems: []Problem{}}
-	rep.Problems = append(rep.Problems, intentProblems(in.Intent, in.Lock, in.Platform)...)
-	if in.Repair != nil && in.Platform != "" && in.Platform != "all" {
-		in.Repair.Platform = in.Platform
-	}
+func Run(ctx context.Context, in Input) (*Report, error) {
+	rep := &Report{Problems: []Problem{}}
+	rep.Problems = append(rep.Problems, in.Mismatches...)
 	blobs, err := pinnedBlobs(in.Lock, in.Platform)
 	if err != nil {
 		return nil, err
@@ -179,7 +191,7 @@ func Verify(ctx context.Context, in VerifyInput) (*VerifyReport, error) {
 			p := &rep.Problems[refetched[j]]
 			d := digest.Digest(strings.TrimPrefix(p.Subject, r.Name+" "))
 			if r.Error != "" {
-				p.Problem += "; not repaired: " + repairFailure(in.Repair, r)
+				p.Problem += "; not repaired: " + in.Repair.RepairHint(r)
 				continue
 			}
 			// Repaired only once the blob checks out again.
@@ -309,19 +321,6 @@ type hostCheck struct {
 	present   bool
 	staged    error
 	component bool
-}
-
-// repairFailure says why a repair's pull failed, and when no store or source could serve it,
-// what to do about that.
-func repairFailure(p *Puller, r pull.Result) string {
-	reached := len(p.Stores) > 0 || p.Source != nil
-	switch {
-	case p.Offline:
-		return r.Error + "; --repair needs the network, or a layout store given with --store oci-layout:PATH"
-	case !reached || errors.Is(r.Err, errs.NotFound) || errors.Is(r.Err, errs.Network):
-		return r.Error + "; no store or source could serve it: pass --store oci://HOST/PREFIX or --store oci-layout:PATH that holds it, or add one to config.yaml"
-	}
-	return r.Error
 }
 
 func pinnedBlobs(l *lock.Lock, platform string) ([]pinnedBlob, error) {
