@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
 )
@@ -13,8 +14,10 @@ import (
 // A guest's state store is on the home's disk, so what it may keep there is bounded
 // (limits.state_mib): every write that would grow the store's files past the quota fails with
 // EIO, as a full disk does, before a byte is written. Files are charged by their size, so a
-// sparse file costs what it claims. Shrinking and removing files gives the bytes back. The count
-// starts from what the store holds when the run begins.
+// sparse file costs what it claims, and a file under several names (hard links) costs its size
+// once, as the disk holds it once. Shrinking and removing files gives the bytes back; dropping
+// one name of a file that has another gives nothing back, as the data stays. The count starts
+// from what the store holds when the run begins.
 // errQuota is what a write past the quota gets. WASI's errno list (as wazero carries it) has no
 // ENOSPC, and a full disk reaches a guest as EIO too.
 const errQuota = experimentalsys.EIO
@@ -28,6 +31,8 @@ type quota struct {
 func newQuota(dir *os.File, limit int64) (*quota, error) {
 	q := &quota{limit: limit}
 	var total int64
+	type inode struct{ dev, ino uint64 }
+	seen := map[inode]bool{} // the files with more than one name counted so far
 	// The trailing /. makes the walk start inside the held folder, not at the fd's link.
 	root := "/proc/self/fd/" + strconv.Itoa(int(dir.Fd())) + "/."
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -36,6 +41,13 @@ func newQuota(dir *os.File, limit int64) (*quota, error) {
 		}
 		if d.Type().IsRegular() {
 			if fi, err := d.Info(); err == nil {
+				if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+					id := inode{uint64(st.Dev), st.Ino}
+					if seen[id] {
+						return nil
+					}
+					seen[id] = true
+				}
 				total += fi.Size()
 			}
 		}

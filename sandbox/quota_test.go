@@ -132,3 +132,80 @@ func TestStateQuotaFromTheCapsule(t *testing.T) {
 		fsys.Close()
 	}
 }
+
+// A file the store holds under two names (hard links a host tool made; a guest can't make one)
+// costs its size once, and dropping one of its names gives nothing back while the other still
+// holds the data: were it refunded, the guest could write a whole quota more on top of it. The
+// last name going gives the bytes back.
+func TestStateQuotaChargesAHardLinkedFileOnceAndKeepsItWhileALinkHoldsIt(t *testing.T) {
+	const size, limit = 16 << 10, 64 << 10
+	const create = experimentalsys.O_WRONLY | experimentalsys.O_CREAT
+	for _, tt := range []struct {
+		name string
+		drop func(fsys *rootFS, name string) experimentalsys.Errno // takes name away
+	}{
+		{"unlink", func(fsys *rootFS, name string) experimentalsys.Errno { return fsys.Unlink("state/" + name) }},
+		{"rename over", func(fsys *rootFS, name string) experimentalsys.Errno {
+			return fsys.Rename("state/empty", "state/"+name)
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			work, store := t.TempDir(), t.TempDir()
+			if err := os.WriteFile(filepath.Join(store, "a.bin"), make([]byte, size), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Link(filepath.Join(store, "a.bin"), filepath.Join(store, "b.bin")); err != nil {
+				t.Fatal(err)
+			}
+			fsys := openFSWithStore(t, work, store, false)
+			q, err := newQuota(fsys.state.dir, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := q.used.Load(); got != size {
+				t.Fatalf("a file under two names is charged %d bytes, want its size %d once", got, size)
+			}
+			fsys.state.quota = q
+			// fill writes 4 KiB at a time until the quota stops it and says how much it took.
+			fill := func(name string) int {
+				t.Helper()
+				f, e := fsys.OpenFile("state/"+name, create, 0o600)
+				wantErrno(t, "open "+name, e, 0)
+				defer f.Close()
+				written := 0
+				for written <= limit {
+					n, e := f.Write(make([]byte, 4096))
+					written += n
+					if e != 0 {
+						wantErrno(t, "the write past the quota", e, errQuota)
+						return written
+					}
+				}
+				t.Fatalf("%d bytes written past a quota of %d", written, limit)
+				return 0
+			}
+			empty, e := fsys.OpenFile("state/empty", create, 0o600)
+			wantErrno(t, "create empty", e, 0)
+			empty.Close()
+
+			wantErrno(t, "drop b.bin", tt.drop(fsys, "b.bin"), 0)
+			if n := fill("fill1.bin"); n != limit-size {
+				t.Fatalf("with a.bin still holding %d bytes, the guest wrote %d more, want %d", size, n, limit-size)
+			}
+			if got := storeSize(t, store); got > limit {
+				t.Fatalf("the store holds %d bytes, over the quota of %d", got, limit)
+			}
+
+			// The last name going frees the data, and its bytes come back.
+			if tt.name == "rename over" {
+				f, e := fsys.OpenFile("state/empty", create, 0o600)
+				wantErrno(t, "create empty again", e, 0)
+				f.Close()
+			}
+			wantErrno(t, "drop a.bin", tt.drop(fsys, "a.bin"), 0)
+			if n := fill("fill2.bin"); n != size {
+				t.Fatalf("after a.bin's last name went, the guest wrote %d bytes, want the %d it freed", n, size)
+			}
+		})
+	}
+}

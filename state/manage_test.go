@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,5 +63,59 @@ func TestRemoveRefusesAHeldStore(t *testing.T) {
 	}
 	if _, err := os.Stat(outside); err != nil {
 		t.Fatalf("a folder outside the state root was touched: %v", err)
+	}
+}
+
+// Remove deletes only a folder mur made: a plain file or a symlink where a store should be is
+// refused with denied and left as it is, and what the symlink points at is not touched.
+func TestRemoveRefusesWhatIsNotAStoreFolder(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		make func(t *testing.T, path, outside string) // puts something other than a folder at path
+		kind fs.FileMode                              // the type it must still have after Remove
+	}{
+		{"a plain file", func(t *testing.T, path, _ string) {
+			if err := os.WriteFile(path, []byte("not a store"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, 0},
+		{"a symlink to a folder", func(t *testing.T, path, outside string) {
+			if err := os.Symlink(outside, path); err != nil {
+				t.Fatal(err)
+			}
+		}, fs.ModeSymlink},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			root := filepath.Join(t.TempDir(), "state")
+			if err := os.Mkdir(root, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			// outside is a folder of the user's, beside the state root, with a file in it.
+			outside := filepath.Join(filepath.Dir(root), "mine")
+			if err := os.Mkdir(outside, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			keep := filepath.Join(outside, "keep.txt")
+			if err := os.WriteFile(keep, []byte("the user's"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(root, "daily")
+			tt.make(t, path, outside)
+
+			err := Remove(root, "daily")
+			if errs.TokenOf(err) != errs.Denied || !strings.Contains(errs.Message(err), "is not a folder") {
+				t.Fatalf("Remove of %s: %v, want denied: not a folder", tt.name, err)
+			}
+			fi, err := os.Lstat(path)
+			if err != nil {
+				t.Fatalf("%s was removed: %v", tt.name, err)
+			}
+			if fi.Mode().Type() != tt.kind {
+				t.Fatalf("%s is now a %v", tt.name, fi.Mode().Type())
+			}
+			if b, err := os.ReadFile(keep); err != nil || string(b) != "the user's" {
+				t.Fatalf("the folder outside the state root lost its file: %q, %v", b, err)
+			}
+		})
 	}
 }

@@ -189,3 +189,83 @@ func TestMurNeverLinksSigstore(t *testing.T) {
 		}
 	}
 }
+
+// hostileText is a string from outside with C0 controls (OSC 52, a bell), DEL and C1 controls
+// (CSI and NEL): encoding/json escapes the first, not the others.
+const hostileText = "x\x1b]52;c;aGFja2Vk\x07\x7f\u009b31m\u0085\u0080\u009f"
+
+// rawTerminalControl finds a control character in out, other than a newline.
+func rawTerminalControl(out string) (rune, bool) {
+	for _, r := range out {
+		if r != '\n' && (r < 0x20 || r == 0x7f || r >= 0x80 && r <= 0x9f) {
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+// The --json envelope carries DEL and the C1 controls as \u escapes, in the result and in the
+// error alike, and still means the same strings.
+func TestJSONEnvelopeEscapesDELAndC1(t *testing.T) {
+	var b bytes.Buffer
+	result := struct {
+		Store string `json:"store"`
+	}{hostileText}
+	if err := writeEnvelope(&b, result, errs.New(errs.NotFound, "no store %s", hostileText)); err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := rawTerminalControl(b.String()); ok {
+		t.Fatalf("a raw %U in the envelope: %q", r, b.String())
+	}
+	for _, want := range []string{`\u007f\u009b31m\u0085\u0080\u009f"`, `"message": "no store x\u001b]52;c;aGFja2Vk\u0007\u007f\u009b31m\u0085\u0080\u009f"`} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the envelope %s lacks %s", b.String(), want)
+		}
+	}
+	var back struct {
+		Store string     `json:"store"`
+		Error *jsonError `json:"error"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil || back.Store != hostileText || back.Error == nil || back.Error.Message != "no store "+hostileText {
+		t.Fatalf("the envelope no longer means the same: %+v, %v", back, err)
+	}
+}
+
+// Through the whole command line: an error quoting what the user (or a script fed by a server)
+// gave reaches --json escaped as JSON and stderr escaped for a terminal, on a usage error and on
+// a command's own failure.
+func TestOutputEscapesDELAndC1(t *testing.T) {
+	home := t.TempDir()
+	for _, tt := range []struct {
+		args      []string
+		stderr    string // what stderr must show, escaped
+		jsonError string // the message the JSON carries, unescaped
+	}{
+		{[]string{"--json", "--bogus" + hostileText},
+			`mur: usage: unknown flag: --bogus` + `x\x1b]52;c;aGFja2Vk\x07\x7f\u009b31m\u0085\u0080\u009f;`,
+			"unknown flag: --bogus" + hostileText + ";"},
+		{[]string{"--json", "--home", home, "state", "rm", hostileText},
+			`mur: not-found: there is no state store ` + `x\x1b]52;c;aGFja2Vk\x07\x7f\u009b31m\u0085\u0080\u009f in`,
+			"there is no state store " + hostileText + " in"},
+	} {
+		code, out, errOut := runMur(t, tt.args...)
+		if code == 0 {
+			t.Fatalf("mur %q succeeded", tt.args)
+		}
+		if r, ok := rawTerminalControl(out); ok {
+			t.Errorf("mur %q: a raw %U on stdout: %q", tt.args, r, out)
+		}
+		if r, ok := rawTerminalControl(errOut); ok {
+			t.Errorf("mur %q: a raw %U on stderr: %q", tt.args, r, errOut)
+		}
+		if !strings.Contains(errOut, tt.stderr) {
+			t.Errorf("mur %q: stderr %q lacks %q", tt.args, errOut, tt.stderr)
+		}
+		var env struct {
+			Error *jsonError `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(out), &env); err != nil || env.Error == nil || !strings.HasPrefix(env.Error.Message, tt.jsonError) {
+			t.Errorf("mur %q: the JSON error is not %q...: %q, %v", tt.args, tt.jsonError, out, err)
+		}
+	}
+}

@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -73,5 +76,72 @@ func TestProgressInterruptedSaysWhatWasKept(t *testing.T) {
 	p.lines = append(p.lines, &artifactLine{name: "acme/other", phase: fetch.PhaseFetch, kept: 0})
 	if got := p.interrupted(); !strings.Contains(got, "acme/big, acme/other were stopped and changed nothing (62.0 MiB of acme/big kept; run the pull again to resume)") {
 		t.Errorf("interrupted = %q", got)
+	}
+}
+
+// hostileStore is a store address as a hostile index could send it: OSC 52 (writes the
+// clipboard), a screen clear, a carriage return, a newline that starts a line of its own, DEL and
+// two C1 controls (CSI and NEL).
+const hostileStore = "oci://evil.example/m\x1b]52;c;aGFja2Vk\x07\x1b[2J\rmur: fine\nmur: done\x7f\u009b31m\u0085"
+
+// Its escape, as the progress output must show it.
+const hostileStoreShown = `oci://evil.example/m\x1b]52;c;aGFja2Vk\x07\x1b[2J\rmur: fine\nmur: done\x7f\u009b31m\u0085`
+
+// rawControl finds a control character in what the progress wrote, other than the newlines
+// ending its lines and, on a terminal, its own cursor moves (cursor up, \r and erase line).
+func rawControl(t *testing.T, out string) string {
+	t.Helper()
+	out = regexp.MustCompile(`\x1b\[[0-9]+A|\r\x1b\[K`).ReplaceAllString(out, "")
+	for _, r := range out {
+		if r != '\n' && (r < 0x20 || r == 0x7f || r >= 0x80 && r <= 0x9f) {
+			return fmt.Sprintf("%U", r)
+		}
+	}
+	return ""
+}
+
+// A store address (and a name) from outside reaches the progress output escaped, never raw: in
+// a log's lines and on a terminal's redrawn ones, as it is fetched from and as it is done.
+func TestProgressEscapesWhatCameFromOutside(t *testing.T) {
+	const name = "acme/x\x1b[2J\u009b"
+	const nameShown = `acme/x\x1b[2J\u009b`
+	for _, tt := range []struct {
+		name string
+		tty  bool
+		want []string
+	}{
+		{"a log", false, []string{
+			nameShown + ": downloading from " + hostileStoreShown + "\n",
+			nameShown + ": done 1.0 MiB in 1s (1.0 MiB/s) from " + hostileStoreShown + "\n",
+		}},
+		{"a terminal", true, []string{nameShown + "  waiting", nameShown + "  done 1.0 MiB in 1s (1.0 MiB/s) from oci://evil"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			p := newProgress(&out, false, "pull")
+			if tt.tty {
+				// A file, so that the terminal's width falls back to 80 columns.
+				f, err := os.Create(filepath.Join(t.TempDir(), "tty"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				p.fd = int(f.Fd())
+			}
+			t0 := time.Unix(1000, 0)
+			p.now, p.started = func() time.Time { return t0 }, t0
+			p.expect([]string{name})
+			p.event(fetch.Event{Name: name, Phase: fetch.PhaseFetch, Total: mib, From: hostileStore})
+			p.event(fetch.Event{Name: name, Phase: fetch.PhaseDone, Bytes: mib, Elapsed: time.Second})
+			p.finish(nil)
+			if c := rawControl(t, out.String()); c != "" {
+				t.Fatalf("a raw %s reached the progress output: %q", c, out.String())
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("the progress output %q lacks %q", out.String(), want)
+				}
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package termtext
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -67,5 +68,60 @@ func TestJSONEscapesWhatEncodingJSONLeaves(t *testing.T) {
 	var back map[string]string
 	if err := json.Unmarshal(out, &back); err != nil || back["m"] != hostile {
 		t.Fatalf("the JSON no longer means the same: %v, %q", err, back["m"])
+	}
+}
+
+// The edges of what is escaped, one rune at a time so that no other rune in the string can make
+// it escaped: the last C0 control and DEL and both ends of the C1 controls are shown as escapes,
+// by Escape, Line, a Writer and JSON; the printable runes beside them pass as they are.
+func TestEscapeEdgesOfTheControlRanges(t *testing.T) {
+	for _, tt := range []struct {
+		r       rune
+		visible string // "" when the rune is harmless and passes as it is
+	}{
+		{0x1f, `\x1f`},
+		{' ', ""},
+		{'~', ""},
+		{0x7f, `\x7f`},
+		{0x80, `\u0080`},
+		{0x85, `\u0085`},
+		{0x9b, `\u009b`},
+		{0x9f, `\u009f`},
+		{0xa0, ""},
+		{'ÿ', ""},
+	} {
+		s := "a" + string(tt.r) + "b"
+		want := s
+		if tt.visible != "" {
+			want = "a" + tt.visible + "b"
+		}
+		if got := Escape(s); got != want {
+			t.Errorf("Escape(%q) = %q, want %q", s, got, want)
+		}
+		if got := Line(s); got != want {
+			t.Errorf("Line(%q) = %q, want %q", s, got, want)
+		}
+		var b bytes.Buffer
+		NewWriter(&b).Write([]byte(s))
+		if b.String() != want {
+			t.Errorf("a Writer wrote %q for %q, want %q", b.String(), s, want)
+		}
+
+		raw, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantJSON := string(raw)
+		if tt.r == 0x7f || tt.r >= 0x80 && tt.r <= 0x9f {
+			wantJSON = fmt.Sprintf(`"a\u%04xb"`, tt.r)
+		}
+		out := JSON(raw)
+		if string(out) != wantJSON {
+			t.Errorf("JSON(%q) = %q, want %q", raw, out, wantJSON)
+		}
+		var back string
+		if err := json.Unmarshal(out, &back); err != nil || back != s {
+			t.Errorf("JSON(%q) no longer means %q: %q, %v", raw, s, back, err)
+		}
 	}
 }

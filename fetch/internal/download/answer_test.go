@@ -2,11 +2,14 @@ package download
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -39,6 +42,8 @@ func TestAnswer(t *testing.T) {
 		{"206 to a request without Range", response(206, "bcd", map[string]string{"Content-Range": "bytes 1-3/10"}, 3), 0, -1, false, false, false, ""},
 		{"200 is the whole blob", response(200, "abcdefghij", map[string]string{"ETag": `"v"`}, 10), 1, 3, true, false, true, `"v"`},
 		{"a weak ETag does not count", response(200, "abcdefghij", map[string]string{"ETag": `W/"v"`}, 10), 1, 3, true, false, true, ""},
+		{"a weak ETag on a 206 does not count", response(206, "bcd", map[string]string{"Content-Range": "bytes 1-3/10", "ETag": `W/"v"`}, 3), 1, 3, true, false, false, ""},
+		{"an unquoted ETag on a 206 does not count", response(206, "bcd", map[string]string{"Content-Range": "bytes 1-3/10", "ETag": `v`}, 3), 1, 3, true, false, false, ""},
 		{"an unquoted ETag does not count", response(200, "abcdefghij", map[string]string{"ETag": `v`}, 10), 1, 3, true, false, true, ""},
 		{"416 means no ranges", response(416, "no", nil, 2), 1, 3, true, true, false, ""},
 		{"404 is the caller's", response(404, "gone", nil, 4), 1, 3, false, false, false, ""},
@@ -121,5 +126,118 @@ func TestCopyBoundedStopsAtTheFirstByteTooMany(t *testing.T) {
 	dst.Reset()
 	if _, err := CopyBounded(&dst, strings.NewReader("abcd"), 4); err != nil || dst.String() != "abcd" {
 		t.Fatalf("%q %v", dst.String(), err)
+	}
+}
+
+// Only a strong ETag, quoted, can validate a range (RFC 9110 8.8.3, 13.1.5): a weak one (W/, which
+// is case-sensitive) or a malformed one is no validator.
+func TestStrongETag(t *testing.T) {
+	for _, c := range []struct{ etag, want string }{
+		{`"v1"`, `"v1"`},
+		{` "v1" `, `"v1"`},
+		{`""`, `""`},
+		{`W/"v1"`, ""},
+		{` W/"v1"`, ""},
+		{`W/""`, ""},
+		{`w/"v1"`, ""},
+		{`v1`, ""},
+		{`"v1`, ""},
+		{`v1"`, ""},
+		{`"`, ""},
+		{"", ""},
+	} {
+		if got := StrongETag(c.etag); got != c.want {
+			t.Errorf("StrongETag(%q) = %q, want %q", c.etag, got, c.want)
+		}
+	}
+}
+
+// httpRanger serves a blob the way a registry's Ranger does over HTTP, without the network: each
+// Open is a request whose headers Header sets and whose answer Answer reads. The server honours
+// Range, sends etag with every answer, and breaks its first whole answer off after breakAt bytes
+// when that is set. It records the If-Range of every request that has one.
+type httpRanger struct {
+	data    []byte
+	etag    string
+	breakAt int
+	mu      sync.Mutex
+	broke   bool
+	ifRange []string
+	ranged  int
+}
+
+func (h *httpRanger) Open(ctx context.Context, off, end int64, validator string) (Part, error) {
+	req := http.Header{}
+	Header(req, off, end, validator)
+	size := int64(len(h.data))
+	hdr := map[string]string{"ETag": h.etag}
+	h.mu.Lock()
+	if v, ok := req["If-Range"]; ok {
+		h.ifRange = append(h.ifRange, v...)
+	}
+	var resp *http.Response
+	if req.Get("Range") == "" {
+		body := h.data
+		if h.breakAt > 0 && !h.broke {
+			h.broke = true
+			body = body[:h.breakAt] // announced whole, ends short: the connection broke
+		}
+		resp = response(200, string(body), hdr, size)
+	} else {
+		h.ranged++
+		hdr["Content-Range"] = fmt.Sprintf("bytes %d-%d/%d", off, end, size)
+		resp = response(206, string(h.data[off:end+1]), hdr, end-off+1)
+	}
+	h.mu.Unlock()
+	part, handled, err := Answer(resp, off, end, size, "blob x", nil)
+	if !handled {
+		return Part{}, fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	return part, err
+}
+
+// A weak ETag never goes out as If-Range, neither on the pieces after a 206 that carried it nor
+// on a broken stream's continuation after a 200 that did: a server compares If-Range strongly,
+// so a weak one would have it answer every piece with the whole blob. A strong ETag does go out.
+func TestIfRangeNeverCarriesAWeakETag(t *testing.T) {
+	data, d := blob(1 << 20)
+	pieces := Options{Connections: 2, ParallelMin: 1, Chunk: 64 << 10, Hooks: &Hooks{PiecesFirst: true}}
+	for _, c := range []struct {
+		name    string
+		etag    string
+		breakAt int
+		opt     Options
+		sent    string // the If-Range every ranged request after the first answer carries; "" none
+	}{
+		{"pieces, weak", `W/"v1"`, 0, pieces, ""},
+		{"pieces, strong", `"v1"`, 0, pieces, `"v1"`},
+		{"a broken stream, weak", `W/"v1"`, 300_000, Options{}, ""},
+		{"a broken stream, strong", `"v1"`, 300_000, Options{}, `"v1"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := &httpRanger{data: data, etag: c.etag, breakAt: c.breakAt}
+			if _, err := fill(t, newStore(t), r, data, d, c.opt); err != nil {
+				t.Fatal(err)
+			}
+			// The pieces' probe, made before any answer, is the one ranged request without it.
+			want := r.ranged
+			if c.breakAt == 0 {
+				want--
+			}
+			if want < 1 {
+				t.Fatalf("%d ranged requests: the test wants some made after an answer gave the ETag", r.ranged)
+			}
+			if c.sent == "" {
+				want = 0
+			}
+			if len(r.ifRange) != want {
+				t.Fatalf("If-Range sent %d times (%q) over %d ranged requests, want %d", len(r.ifRange), r.ifRange, r.ranged, want)
+			}
+			for _, v := range r.ifRange {
+				if v != c.sent {
+					t.Fatalf("If-Range %q sent, want %q", v, c.sent)
+				}
+			}
+		})
 	}
 }

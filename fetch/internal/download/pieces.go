@@ -82,8 +82,7 @@ type pieces struct {
 
 	mu       sync.Mutex
 	queue    []cas.Span
-	workers  int
-	extra    int // job slots taken
+	workers  int // connections open
 	failures int
 	err      error
 	wg       sync.WaitGroup
@@ -97,13 +96,10 @@ func (pf *pieces) run(ctx context.Context, first cas.Span, part Part) error {
 	defer cancel()
 	pf.workers = 1
 	pf.wg.Add(1)
-	go pf.work(inner, first, &part)
+	go pf.work(inner, first, &part, false)
 	pf.grow(inner)
 	pf.wg.Wait()
 	pf.mu.Lock()
-	for ; pf.extra > 0; pf.extra-- {
-		pf.slots.releaseWhole()
-	}
 	err := pf.err
 	pf.mu.Unlock()
 	if err != nil {
@@ -132,13 +128,12 @@ func (pf *pieces) grow(ctx context.Context) {
 		if !pf.slots.tryWhole() {
 			return
 		}
-		pf.extra++
 		pf.workers++
 		pf.f.xfer.Conns = max(pf.f.xfer.Conns, pf.workers)
 		next := pf.queue[0]
 		pf.queue = pf.queue[1:]
 		pf.wg.Add(1)
-		go pf.work(ctx, next, nil)
+		go pf.work(ctx, next, nil, true)
 	}
 }
 
@@ -152,9 +147,22 @@ func (pf *pieces) fail(err error) {
 	pf.cancel()
 }
 
+// leave ends an extra connection: its job slot goes back at once, so that another download
+// can start while this blob's last pieces still come in.
+func (pf *pieces) leave() {
+	pf.mu.Lock()
+	pf.workers--
+	pf.mu.Unlock()
+	pf.slots.releaseWhole()
+}
+
 // work fetches piece, then whatever the queue holds. open is the answer already open on piece.
-func (pf *pieces) work(ctx context.Context, piece cas.Span, open *Part) {
+// extra is set for a connection beyond the blob's first, which holds a job slot of its own.
+func (pf *pieces) work(ctx context.Context, piece cas.Span, open *Part, extra bool) {
 	defer pf.wg.Done()
+	if extra {
+		defer pf.leave()
+	}
 	pooled := bufpool.Get(1 << 20)
 	defer bufpool.Put(pooled)
 	buf := *pooled
