@@ -22,7 +22,7 @@ func TestChainStopsAtATagMovedAwayFromThePin(t *testing.T) {
 	must(t, os.Remove(w.cas.Path(pinned.digest()))) // the pin stays; the blob must come again
 
 	pl := w.puller(hostile, good)
-	pl.Fallbacks = map[string]store.Fallback{hostile.String(): store.FallbackAnyError}
+	pl.Chain.Fallbacks = map[string]store.Fallback{hostile.String(): store.FallbackAnyError}
 	_, err := w.pull(pl, req(grep, "1.0.0"))
 	errtest.WantToken(t, err, errs.LockConflict, hostile.String())
 	if w.cas.Has(pinned.digest()) || w.cas.Has(moved.digest()) {

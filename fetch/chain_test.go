@@ -89,10 +89,10 @@ func TestChainAnyError(t *testing.T) {
 	c := newChainWorld(t)
 	w := newWorld(t)
 	pl := w.puller(c.stores()...)
-	pl.Jobs = 3
-	pl.Fallbacks = map[string]store.Fallback{}
+	pl.Limits.Jobs = 3
+	pl.Chain.Fallbacks = map[string]store.Fallback{}
 	for _, st := range c.stores() {
-		pl.Fallbacks[st.String()] = store.FallbackAnyError
+		pl.Chain.Fallbacks[st.String()] = store.FallbackAnyError
 	}
 	unavailableBefore := c.unavailableReg.Requests()
 	res := w.mustPull(pl, allReqs()...)
@@ -172,7 +172,7 @@ func TestChainPinnedDigestFromAMirror(t *testing.T) {
 	w2 := newWorld(t)
 	w2.proj = w.proj // the same project and lock, another machine's CAS
 	pl := w2.puller(c.wrong, c.good)
-	pl.Fallbacks = map[string]store.Fallback{c.wrong.String(): store.FallbackAnyError}
+	pl.Chain.Fallbacks = map[string]store.Fallback{c.wrong.String(): store.FallbackAnyError}
 	res := w2.mustPull(pl, req(grep, "1.0.0"))[0]
 	if res.Origin != c.good.String() || res.Digest != c.packs[grep].digest().String() || res.Skipped[0].Token != string(errs.Integrity) {
 		t.Fatalf("result %+v", res)
@@ -185,7 +185,7 @@ func TestStoreHealthMarksDownMidRun(t *testing.T) {
 	c := newChainWorld(t)
 	w := newWorld(t)
 	pl := w.puller(c.good)
-	pl.Jobs, pl.MetaJobs = 1, 1
+	pl.Limits.Jobs, pl.Limits.MetaJobs = 1, 1
 	w.mustPull(pl, req(grep, "1.0.0"))
 	c.goodProxy.Set(proxytest.Options{Fault: proxytest.Silence})
 	before := c.goodProxy.Requests("")

@@ -104,9 +104,9 @@ func TestPullCompilesOnlyWhatIsMissing(t *testing.T) {
 	var compiled [][]byte
 	ev := &events{}
 	pl := w.puller(st)
-	pl.Compiled = cache
-	pl.Events = ev.add
-	pl.Precompile = func(_ context.Context, wasm []byte) error {
+	pl.Compile.Cache = cache
+	pl.Report.Events = ev.add
+	pl.Compile.Precompile = func(_ context.Context, wasm []byte) error {
 		mu.Lock()
 		defer mu.Unlock()
 		compiled = append(compiled, wasm)
@@ -150,10 +150,10 @@ func TestPullRemembersPayloadKeys(t *testing.T) {
 	pull := func() int {
 		w := newWorld(t)
 		pl := w.puller(st)
-		pl.Compiled = cache
+		pl.Compile.Cache = cache
 		var mu sync.Mutex
 		compiled := 0
-		pl.Precompile = func(context.Context, []byte) error { mu.Lock(); compiled++; mu.Unlock(); return nil }
+		pl.Compile.Precompile = func(context.Context, []byte) error { mu.Lock(); compiled++; mu.Unlock(); return nil }
 		w.mustPull(pl, reqs...)
 		return compiled
 	}
@@ -203,10 +203,10 @@ func TestPullCompilesBesideDownloads(t *testing.T) {
 		}
 	}}
 	pl := w.puller(st)
-	pl.Jobs = 1
-	pl.Events = ev.add
+	pl.Limits.Jobs = 1
+	pl.Report.Events = ev.add
 	var calls int
-	pl.Precompile = func(ctx context.Context, wasm []byte) error {
+	pl.Compile.Precompile = func(ctx context.Context, wasm []byte) error {
 		calls++
 		if calls == 1 {
 			<-secondIn // the second artifact was downloaded, checked, pinned while this waited

@@ -44,15 +44,15 @@ func BenchmarkParallelHash128MiB(b *testing.B) {
 					}
 					proj := filepath.Join(root, "project")
 					os.Mkdir(proj, 0o755)
-					pl := &fetch.Puller{Puller: &pull.Puller{CAS: s, Stores: []store.Store{st}, Platform: "linux-x86_64", Jobs: 4}}
+					pl := &fetch.Puller{Puller: &pull.Puller{CAS: s, Stores: []store.Store{st}, Platform: "linux-x86_64", Limits: pull.Limits{Jobs: 4}}}
 					fetch.PiecesFirst(pl)
 					switch mode {
 					case "last":
 						fetch.HashLast(pl)
 					case "one-stream":
-						pl.Connections = 1
+						pl.Limits.Connections = 1
 					case "pieces-1":
-						pl.Jobs = 1
+						pl.Limits.Jobs = 1
 					}
 					b.StartTimer()
 					if _, err := pl.Pull(context.Background(), pull.Project{Dir: proj}, []pull.Request{req(grep, "1.0.0")}); err != nil {

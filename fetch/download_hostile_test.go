@@ -84,7 +84,7 @@ func (h *hostileRanges) addr() string { return strings.TrimPrefix(h.srv.URL, "ht
 // 64 MiB or more is by default.
 func hostileRangePuller(w *world, st store.Store) *fetch.Puller {
 	pl := w.puller(st)
-	pl.Connections, pl.ParallelMin, pl.Chunk = 4, 256<<10, 64<<10
+	pl.Limits.Connections, pl.Limits.ParallelMin, pl.Limits.Chunk = 4, 256<<10, 64<<10
 	return pl
 }
 
@@ -138,7 +138,7 @@ func TestSourceHostileRangesAreBounded(t *testing.T) {
 			fake.AdvertiseVia(githubtest.Storage, h.srv.URL)
 			w := newWorld(t)
 			pl := w.puller()
-			pl.Connections, pl.ParallelMin, pl.Chunk = 4, 256<<10, 64<<10
+			pl.Limits.Connections, pl.Limits.ParallelMin, pl.Limits.Chunk = 4, 256<<10, 64<<10
 			pl.Source = github.NewSource(github.NewClient(github.ClientOptions{BaseURL: fake.APIURL(), Token: "t0ken", Retries: 1, Timeout: slowdown.Scale(2 * time.Second)}), nil)
 			before := w.state()
 			res, err := w.pull(pl, req(grep, "1.0.0"))

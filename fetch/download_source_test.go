@@ -105,7 +105,7 @@ func TestSourceParallelOneRedirect(t *testing.T) {
 		w, fake, px, p := sourceWorld(t, 1<<20, private)
 		px.Set(proxytest.Options{PathContains: objectPath(fake), BytesPerSecond: 8 << 20})
 		pl := w.sourcePuller(fake)
-		pl.Connections, pl.ParallelMin, pl.Chunk = 4, 256<<10, 64<<10
+		pl.Limits.Connections, pl.Limits.ParallelMin, pl.Limits.Chunk = 4, 256<<10, 64<<10
 		fetch.PiecesFirst(pl)
 		res := w.mustPull(pl, req(grep, "1.0.0"))[0]
 		if res.Digest != p.digest().String() || res.Connections != 4 {

@@ -301,7 +301,7 @@ func TestRangedWrongContentRangeStartsOver(t *testing.T) {
 
 func (w *world) parallelPuller(st fstore.Store, conns, jobs int) *fetch.Puller {
 	pl := w.puller(st)
-	pl.Connections, pl.Jobs, pl.ParallelMin, pl.Chunk = conns, jobs, 256<<10, 64<<10
+	pl.Limits.Connections, pl.Limits.Jobs, pl.Limits.ParallelMin, pl.Limits.Chunk = conns, jobs, 256<<10, 64<<10
 	fetch.PiecesFirst(pl)
 	return pl
 }
@@ -318,7 +318,7 @@ func TestParallelSplitsASlowStream(t *testing.T) {
 	pushed := px.Requests(blobPath(p))
 	w := newWorld(t)
 	pl := w.puller(st)
-	pl.ParallelMin, pl.Chunk = 1<<20, 1<<20
+	pl.Limits.ParallelMin, pl.Limits.Chunk = 1<<20, 1<<20
 	fetch.SplitAt(pl, 1<<20)
 	res := w.mustPull(pl, req(grep, "1.0.0"))[0]
 	if res.Digest != p.digest().String() || res.Connections < 2 {
@@ -343,7 +343,7 @@ func TestParallelFastStreamStaysOne(t *testing.T) {
 	push(t, st, grep, "1.0.0", "any", p)
 	w := newWorld(t)
 	pl := w.puller(st)
-	pl.ParallelMin, pl.Chunk = 1<<20, 256<<10
+	pl.Limits.ParallelMin, pl.Limits.Chunk = 1<<20, 256<<10
 	// The engine asks the rule as the stream goes; the rule's own thresholds are
 	// TestSlowLinkRule's. Judged on this machine's clock, a loaded CI core would make the
 	// stream look slow.
@@ -447,7 +447,7 @@ func TestParallelFailureKeepsPieces(t *testing.T) {
 	px.Set(proxytest.Options{PathContains: "/blobs/", BytesPerSecond: 4 << 20})
 	var n atomic.Int64
 	pl := w.parallelPuller(st, 2, 2)
-	pl.Events = func(ev fpull.Event) {
+	pl.Report.Events = func(ev fpull.Event) {
 		if ev.Phase == fpull.PhaseFetch && n.Add(1) == 1 {
 			px.Set(proxytest.Options{PathContains: "/blobs/", Fault: proxytest.Hangup})
 		}
@@ -481,7 +481,7 @@ func TestRangedInterruptKeeps(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	pl := w.puller(st)
 	var once sync.Once
-	pl.Events = func(ev fpull.Event) {
+	pl.Report.Events = func(ev fpull.Event) {
 		// Ctrl-C once some bytes are in, however slowly the machine got there.
 		if ev.Phase == fpull.PhaseFetch && ev.Bytes >= 256<<10 {
 			once.Do(cancel)

@@ -9,10 +9,10 @@ import (
 )
 
 func hooksOf(p *Puller) *download.Hooks {
-	if p.Hooks == nil {
-		p.Hooks = &download.Hooks{}
+	if p.Limits.Hooks == nil {
+		p.Limits.Hooks = &download.Hooks{}
 	}
-	return p.Hooks
+	return p.Limits.Hooks
 }
 
 // HashLast makes p hash a blob fetched over several connections once it is whole, instead of as

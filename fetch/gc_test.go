@@ -145,7 +145,7 @@ func TestPullTrimsToTheCacheCap(t *testing.T) {
 		evicted = append(evicted, d)
 		return nil
 	}
-	pl.Warn = func(s string) { warnings = append(warnings, s) }
+	pl.Report.Warn = func(s string) { warnings = append(warnings, s) }
 	w.mustPull(pl, req(grep, "1.0.0"))
 	if w.cas.Has(older) || !w.cas.Has(newer) || !w.cas.Has(p.digest()) {
 		t.Fatalf("after the trim: older %v, newer %v, pulled %v; want only the least recently used gone", w.cas.Has(older), w.cas.Has(newer), w.cas.Has(p.digest()))

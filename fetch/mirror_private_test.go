@@ -49,11 +49,11 @@ func TestProjectMirrorNeverGetsWhatARegistryLoginFetched(t *testing.T) {
 
 	w := newWorld(t)
 	pl := w.mirroring(mirror, src)
-	pl.MirrorFromProject = true
+	pl.Mirror.FromProject = true
 	wantNotMirrored(t, w.mustPull(pl, req(grep, "1.0.0"))[0], mirror)
 
 	pl = w.mirroring(mirror, src)
-	pl.MirrorFromProject = true
+	pl.Mirror.FromProject = true
 	res := w.mustPull(pl, req(grep, "1.0.0"))[0]
 	if !res.CacheHit {
 		t.Fatalf("the second pull is not a cache hit: %+v", res)
@@ -72,7 +72,7 @@ func TestProjectMirrorNeverGetsAPrivateRelease(t *testing.T) {
 	w, fake, _, _ := sourceWorld(t, 4000, true)
 	_, mirror, _ := mirrorWorld(t)
 	pl := w.sourcePuller(fake)
-	pl.Mirror, pl.MirrorFromProject = mirror, true
+	pl.Mirror.Store, pl.Mirror.FromProject = mirror, true
 	wantNotMirrored(t, w.mustPull(pl, req(grep, "1.0.0"))[0], mirror)
 }
 
@@ -81,7 +81,7 @@ func TestProjectMirrorGetsPublicArtifacts(t *testing.T) {
 	w, fake, _, _ := sourceWorld(t, 4000, false)
 	_, mirror, _ := mirrorWorld(t)
 	pl := w.sourcePuller(fake)
-	pl.Mirror, pl.MirrorFromProject = mirror, true
+	pl.Mirror.Store, pl.Mirror.FromProject = mirror, true
 	res := w.mustPull(pl, req(grep, "1.0.0"))[0]
 	if res.Mirror == nil || !res.Mirror.Pushed || len(res.Warnings) != 0 {
 		t.Fatalf("a public artifact was not written through: %+v, %q", res.Mirror, res.Warnings)
@@ -119,11 +119,11 @@ func TestWorkspacePullerMarksAProjectsMirror(t *testing.T) {
 	}}
 	rec := newOpenRecorder(t)
 	pl, err := ws.Puller(fetch.PullerOptions{Connections: 1, Open: rec.openers()})
-	if err != nil || !pl.MirrorFromProject {
-		t.Fatalf("the project's mirror: %v, from project %v", err, pl != nil && pl.MirrorFromProject)
+	if err != nil || !pl.Mirror.FromProject {
+		t.Fatalf("the project's mirror: %v, from project %v", err, pl != nil && pl.Mirror.FromProject)
 	}
 	pl, err = ws.Puller(fetch.PullerOptions{Mirror: "oci://evil.example/m", Connections: 1, Open: rec.openers()})
-	if err != nil || pl.MirrorFromProject {
-		t.Fatalf("--mirror naming it: %v, from project %v", err, pl != nil && pl.MirrorFromProject)
+	if err != nil || pl.Mirror.FromProject {
+		t.Fatalf("--mirror naming it: %v, from project %v", err, pl != nil && pl.Mirror.FromProject)
 	}
 }

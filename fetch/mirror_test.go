@@ -26,7 +26,7 @@ func mirrorWorld(t *testing.T) (src store.Store, mirror store.Store, px *proxyte
 
 func (w *world) mirroring(mirror store.Store, stores ...store.Store) *fetch.Puller {
 	pl := w.puller(stores...)
-	pl.Mirror = mirror
+	pl.Mirror.Store = mirror
 	return pl
 }
 
@@ -81,7 +81,7 @@ func TestWriteThroughSkipsWhatCameFromTheMirror(t *testing.T) {
 	w := newWorld(t)
 	uploads := px.Requests("/v2/murmur/acme/grep/blobs/uploads/")
 	pl := w.mirroring(mirror, mirror, src)
-	pl.Jobs = 1 // the second artifact's pull record comes after the records were read
+	pl.Limits.Jobs = 1 // the second artifact's pull record comes after the records were read
 	both := w.mustPull(pl, req(grep, "1.0.0"), req(seed, "1.0.0"))
 	for _, r := range both {
 		if r.Origin != mirror.String() || r.Mirror != nil {
@@ -115,7 +115,7 @@ func TestWriteThroughFailure(t *testing.T) {
 		t.Fatalf("the next pull did not try again: %+v", res)
 	}
 	pl := w.mirroring(dead, src)
-	pl.MirrorRequired = true
+	pl.Mirror.Required = true
 	res2, err := w.pull(pl, req(grep, "1.0.0"))
 	errtest.WantToken(t, err, errs.Network, dead.String(), "mirror_required", "pinned")
 	if res2[0].Digest != p.digest().String() || w.readLock().Find("acme/grep") == nil {

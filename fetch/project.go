@@ -180,10 +180,11 @@ func (w *Workspace) Puller(o PullerOptions) (*Puller, error) {
 		stores = append(stores, s)
 	}
 	p := &Puller{Puller: &pull.Puller{
-		CAS: o.CAS, Stores: stores, Offline: o.Offline, Platform: o.Platform, Jobs: o.Jobs,
-		Events: o.Events, Warn: o.Warn, Connections: o.Connections,
-		Fallbacks: w.Config.Fallbacks,
-		Verifier:  o.Verifier, Policy: w.Config.ProvenanceFor, ProvenanceOverride: o.Provenance,
+		CAS: o.CAS, Stores: stores, Offline: o.Offline, Platform: o.Platform,
+		Limits:     pull.Limits{Jobs: o.Jobs, Connections: o.Connections},
+		Chain:      pull.Chain{Fallbacks: w.Config.Fallbacks},
+		Provenance: pull.Provenance{Verifier: o.Verifier, Policy: w.Config.ProvenanceFor, Override: o.Provenance},
+		Report:     pull.Report{Events: o.Events, Warn: o.Warn},
 	}, MaxCacheSize: w.Config.MaxCacheSize, Evict: o.Evict}
 	if o.Open.Source != nil {
 		p.Source = o.Open.Source(w.Config.SourceFor)
@@ -214,8 +215,8 @@ func (w *Workspace) Puller(o PullerOptions) (*Puller, error) {
 		}
 		// --mirror is the operator's own choice, as the home's config is; a mirror only the
 		// project names never receives what was fetched with credentials (mirror.go).
-		p.Mirror, p.MirrorRequired = m, w.Config.MirrorRequired
-		p.MirrorFromProject = w.Config.MirrorFromProject && o.Mirror == ""
+		p.Mirror.Store, p.Mirror.Required = m, w.Config.MirrorRequired
+		p.Mirror.FromProject = w.Config.MirrorFromProject && o.Mirror == ""
 	}
 	return p, nil
 }

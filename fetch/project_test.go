@@ -129,10 +129,10 @@ func TestWorkspacePuller(t *testing.T) {
 	if !rec.plain["oci://flag.example/x"] || !rec.plain["oci://config.example/a"] {
 		t.Fatalf("plain HTTP %v: --plain-http applies to --store, config.yaml's to its own", rec.plain)
 	}
-	if strings.Join(rec.mirrors, " ") != "oci://mirror.example/m" || pl.Mirror == nil || !rec.plain["oci://mirror.example/m"] {
+	if strings.Join(rec.mirrors, " ") != "oci://mirror.example/m" || pl.Mirror.Store == nil || !rec.plain["oci://mirror.example/m"] {
 		t.Fatalf("mirrors opened %v", rec.mirrors)
 	}
-	if pl.Connections != 3 || pl.Jobs != 2 || pl.MaxCacheSize != 1<<30 || pl.Fallbacks["oci://config.example/a"] != fstore.FallbackAnyError {
+	if pl.Limits.Connections != 3 || pl.Limits.Jobs != 2 || pl.MaxCacheSize != 1<<30 || pl.Chain.Fallbacks["oci://config.example/a"] != fstore.FallbackAnyError {
 		t.Fatalf("puller %+v", pl)
 	}
 
@@ -179,7 +179,7 @@ func TestVerifyRepairWritesThroughTheWorkspacePuller(t *testing.T) {
 	if err != nil || got.Digest != d {
 		t.Fatalf("the mirror holds %+v, %v; want the repaired blob written through", got, err)
 	}
-	if in.Repair.Connections != 3 {
-		t.Fatalf("the repair fetched over %d connections, want 3", in.Repair.Connections)
+	if in.Repair.Limits.Connections != 3 {
+		t.Fatalf("the repair fetched over %d connections, want 3", in.Repair.Limits.Connections)
 	}
 }

@@ -79,8 +79,8 @@ func keyedBundleThroughReferrers(t *testing.T, st store.Store, newMirror func() 
 
 	w := newWorld(t)
 	pl := w.puller(st)
-	pl.Verifier = local
-	pl.Policy = func(string) config.ProvenancePolicy {
+	pl.Provenance.Verifier = local
+	pl.Provenance.Policy = func(string) config.ProvenancePolicy {
 		return config.ProvenancePolicy{Mode: config.ProvenanceRequire, Trust: provenance.Trust{Keys: []provenance.TrustedKey{{Hint: hint, PEM: pub}}}}
 	}
 	w.mustPull(pl, req(grep, "1.2.0"))
@@ -92,8 +92,8 @@ func keyedBundleThroughReferrers(t *testing.T, st store.Store, newMirror func() 
 	// Another key under no trusted_keys entry: unverifiable, nothing written.
 	w2 := newWorld(t)
 	pl2 := w2.puller(st)
-	pl2.Verifier = local
-	pl2.Policy = func(string) config.ProvenancePolicy { return config.ProvenancePolicy{Mode: config.ProvenanceRequire} }
+	pl2.Provenance.Verifier = local
+	pl2.Provenance.Policy = func(string) config.ProvenancePolicy { return config.ProvenancePolicy{Mode: config.ProvenanceRequire} }
 	before := w2.state()
 	if _, err := w2.pull(pl2, req(grep, "1.2.0")); !errors.Is(err, errs.ProvenanceUnverifiable) {
 		t.Fatalf("untrusted key: %v", err)
@@ -105,7 +105,7 @@ func keyedBundleThroughReferrers(t *testing.T, st store.Store, newMirror func() 
 	mirror := newMirror()
 	w3 := newWorld(t)
 	pl3 := w3.puller(st)
-	pl3.Verifier, pl3.Policy, pl3.Mirror = local, pl.Policy, mirror
+	pl3.Provenance.Verifier, pl3.Provenance.Policy, pl3.Mirror.Store = local, pl.Provenance.Policy, mirror
 	w3.mustPull(pl3, req(grep, "1.2.0"))
 	if found, err := mirror.(store.BundleFinder).Bundles(context.Background(), grep, "1.2.0", p.digest()); err != nil || len(found) != 1 {
 		t.Fatalf("mirror bundles = %d, %v", len(found), err)

@@ -53,9 +53,9 @@ func (w *provWorld) attest(t *testing.T, lf provenancetest.Leaf, viaURL bool) []
 func (w *provWorld) puller(mode string) *fetch.Puller {
 	p := w.world.puller()
 	p.Source = githubSource(w.fake)
-	p.Verifier = &sigstore.Local{Roots: sigstore.NewRoots(w.ca.Material())}
+	p.Provenance.Verifier = &sigstore.Local{Roots: sigstore.NewRoots(w.ca.Material())}
 	if mode != "" {
-		p.Policy = func(string) config.ProvenancePolicy { return config.ProvenancePolicy{Mode: mode} }
+		p.Provenance.Policy = func(string) config.ProvenancePolicy { return config.ProvenancePolicy{Mode: mode} }
 	}
 	return p
 }

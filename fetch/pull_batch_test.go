@@ -54,7 +54,7 @@ func TestPullCommitsUnderTheLock(t *testing.T) {
 	}
 	opened := &countingStore{Store: st}
 	pl := w.puller(opened)
-	pl.Jobs = 2
+	pl.Limits.Jobs = 2
 	done := make(chan error, 1)
 	go func() { _, err := w.pull(pl, reqs...); done <- err }()
 	// Every payload is fetched while the lock is held.
@@ -159,6 +159,6 @@ func TestPullResolvesEveryRequestAtOnce(t *testing.T) {
 	st := layoutStore(t)
 	reqs := pushMany(t, st, "meta", 6, 0, 400)
 	pl := w.puller(&resolveBarrier{Store: st, n: 5, release: make(chan struct{})})
-	pl.Jobs = 1
+	pl.Limits.Jobs = 1
 	w.mustPull(pl, reqs...)
 }

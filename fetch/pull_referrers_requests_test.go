@@ -84,7 +84,7 @@ func TestPullOf20LooksUpReferrersBesideTheBlobs(t *testing.T) {
 	}
 	w := newWorld(t)
 	pl := w.puller(openStore(t, addr, ocistore.Options{Pool: ocistore.NewPool()}))
-	pl.Verifier = &sigstore.Local{}
+	pl.Provenance.Verifier = &sigstore.Local{}
 	res := w.mustPull(pl, reqs...)
 	for _, r := range res {
 		if len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "no provenance bundle") {

@@ -37,7 +37,7 @@ func TestPullOf20CostsOnePingAndOneToken(t *testing.T) {
 	reg.Reset()
 	w := newWorld(t)
 	pl := w.puller(openStore(t, addr, ocistore.Options{Keychain: bearerLogin{}, Pool: ocistore.NewPool()}))
-	pl.Verifier = &sigstore.Local{}
+	pl.Provenance.Verifier = &sigstore.Local{}
 	w.mustPull(pl, reqs...)
 	c := reg.Counts()
 	t.Logf("%+v", c)

@@ -86,7 +86,7 @@ func TestPullDownloadsSmallArtifactsTogether(t *testing.T) {
 	reqs := pushMany(t, st, "small", 6, 0, 600)
 	g := newOpenGate(st, len(reqs))
 	pl := w.puller(g)
-	pl.Jobs = 1
+	pl.Limits.Jobs = 1
 	w.mustPull(pl, reqs...)
 	if g.max != len(reqs) {
 		t.Fatalf("%d downloads in flight at most, want all %d", g.max, len(reqs))
@@ -103,7 +103,7 @@ func TestPullDownloadsAtMostASlotOfSmallOnes(t *testing.T) {
 	perSlot := int(fetch.SlotBytes / (1 << 20))
 	g := newOpenGate(st, perSlot)
 	pl := w.puller(g)
-	pl.Jobs = 1
+	pl.Limits.Jobs = 1
 	w.mustPull(pl, reqs...)
 	if g.max != perSlot {
 		t.Fatalf("%d small downloads in flight at most under --jobs 1, want %d", g.max, perSlot)
@@ -120,7 +120,7 @@ func TestPullHoldsASlotUntilThePayloadIsFollowed(t *testing.T) {
 	reqs := pushMany(t, st, "held", 12, 0, 660)
 	g := newOpenGate(st, 0)
 	pl := w.puller(g)
-	pl.Jobs = 1
+	pl.Limits.Jobs = 1
 	release := fetch.HoldStreams()
 	released := false
 	defer func() {
@@ -165,7 +165,7 @@ func TestPullDownloadsLargeArtifactsJobsAtATime(t *testing.T) {
 		close(first)
 	}()
 	pl := w.puller(&holdFirst{openGate: g, first: first})
-	pl.Jobs = 1
+	pl.Limits.Jobs = 1
 	w.mustPull(pl, reqs...)
 	if g.max != 1 {
 		t.Fatalf("%d large downloads in flight at once under --jobs 1, want 1", g.max)

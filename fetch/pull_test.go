@@ -575,10 +575,10 @@ func TestPullJobs(t *testing.T) {
 	}
 	counted := &countingStore{Store: st}
 	pl := w.puller(counted)
-	pl.Jobs, pl.MetaJobs = 1, 3
+	pl.Limits.Jobs, pl.Limits.MetaJobs = 1, 3
 	var mu sync.Mutex
 	var events []fpull.Event
-	pl.Events = func(ev fpull.Event) { mu.Lock(); events = append(events, ev); mu.Unlock() }
+	pl.Report.Events = func(ev fpull.Event) { mu.Lock(); events = append(events, ev); mu.Unlock() }
 	res := w.mustPull(pl, reqs...)
 	if len(res) != len(reqs) {
 		t.Fatalf("%d results for %d requests", len(res), len(reqs))
@@ -635,7 +635,7 @@ func TestPullJobs(t *testing.T) {
 
 func pl2(w *world, st store.Store) *fetch.Puller {
 	p := w.puller(st)
-	p.Jobs = 4
+	p.Limits.Jobs = 4
 	return p
 }
 

@@ -31,7 +31,7 @@ func TestPullThatAllFailedDoesNotTrim(t *testing.T) {
 		evicted = append(evicted, d)
 		return nil
 	}
-	pl.Warn = func(string) {}
+	pl.Report.Warn = func(string) {}
 	if _, err := w.pull(pl, req(grep, "9.9.9")); err == nil {
 		t.Fatal("a pull of a version no store has succeeded")
 	}

@@ -531,7 +531,7 @@ func TestRepairIsCheckedAgain(t *testing.T) {
 	in := w.input(t)
 	in.Repair = w.repairer()
 	// Right after the blob is committed, the disk gives way under it.
-	in.Repair.Precompile = func(ctx context.Context, wasm []byte) error {
+	in.Repair.Compile.Precompile = func(ctx context.Context, wasm []byte) error {
 		os.Remove(w.cas.Path(d))
 		os.Symlink("/proc/self/mem", w.cas.Path(d))
 		return nil

@@ -96,7 +96,7 @@ func Warm(ctx context.Context, in WarmInput) (_ *WarmReport, err error) {
 		}
 		p := *in.Puller
 		p.Platform = plat
-		p.Precompile = nil // warm compiles below, cache hits included
+		p.Compile.Precompile = nil // warm compiles below, cache hits included
 		results, err := p.Pull(ctx, in.Project, reqs)
 		for _, r := range results {
 			if r.Error != "" {

@@ -161,8 +161,8 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 		runner, err := sandbox.New(e.ctx, p.runnerOptions(func(s string) { e.Progress("mur: warning: %s", s) }))
 		if err == nil {
 			defer closeRunner(e, runner)
-			puller.Precompile = interruptible(runner.Precompile)
-			puller.Compiled = runner
+			puller.Compile.Precompile = interruptible(runner.Precompile)
+			puller.Compile.Cache = runner
 		}
 	}
 	rep := &fetch.SyncReport{}

@@ -101,7 +101,7 @@ func (s *Source) Bundles(ctx context.Context, name ref.Name, version string, d d
 	if err != nil || len(found) > 0 {
 		return found, err
 	}
-	si, _, err := s.index(ctx, name.Scope)
+	si, _, err := s.index(ctx, s.c, name.Scope)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func (s *Source) Bundles(ctx context.Context, name ref.Name, version string, d d
 		if !ok {
 			return nil, nil
 		}
-		gh, err := s.repo(ctx, owner, repo)
+		gh, err := s.repo(ctx, s.c, owner, repo)
 		if err != nil {
 			return nil, err
 		}

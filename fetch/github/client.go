@@ -85,6 +85,14 @@ type Client struct {
 	timeout time.Duration
 	backoff time.Duration // first retry's delay; doubles for each further retry
 
+	// oneTry marks a guessed source's client (guess.go): a request that gets no answer at all
+	// is not retried.
+	oneTry bool
+	cache  *answers
+}
+
+// answers are what a Client remembers of GitHub's answers, shared by its copies.
+type answers struct {
 	mu     sync.Mutex
 	etags  map[string]cachedAnswer // by URL
 	assets map[string][]byte       // small assets (the index) by id, size and GitHub's digest
@@ -119,8 +127,7 @@ func NewClient(opt ClientOptions) *Client {
 		retries: opt.Retries,
 		timeout: opt.Timeout,
 		backoff: 250 * time.Millisecond,
-		etags:   map[string]cachedAnswer{},
-		assets:  map[string][]byte{},
+		cache:   &answers{etags: map[string]cachedAnswer{}, assets: map[string][]byte{}},
 	}
 	if c.retries == 0 {
 		c.retries = DefaultRetries

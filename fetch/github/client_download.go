@@ -100,9 +100,9 @@ func copyCounting(w io.Writer, r io.Reader) (n int64, readErr, writeErr error) {
 func (c *Client) smallAsset(ctx context.Context, owner, repo string, a Asset, needsToken bool, limit int64) ([]byte, error) {
 	key := fmt.Sprintf("%s/%s/%d/%d/%s", owner, repo, a.ID, a.Size, a.Digest)
 	if a.Digest != "" {
-		c.mu.Lock()
-		data, ok := c.assets[key]
-		c.mu.Unlock()
+		c.cache.mu.Lock()
+		data, ok := c.cache.assets[key]
+		c.cache.mu.Unlock()
 		if ok {
 			return data, nil
 		}
@@ -121,9 +121,9 @@ func (c *Client) smallAsset(ctx context.Context, owner, repo string, a Asset, ne
 		return nil, err
 	}
 	if a.Digest != "" {
-		c.mu.Lock()
-		c.assets[key] = buf.Bytes()
-		c.mu.Unlock()
+		c.cache.mu.Lock()
+		c.cache.assets[key] = buf.Bytes()
+		c.cache.mu.Unlock()
 	}
 	return buf.Bytes(), nil
 }

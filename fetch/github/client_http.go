@@ -33,9 +33,9 @@ func (c *Client) apiURL(segments ...string) string {
 func (c *Client) getJSON(ctx context.Context, u, what string, v any) error {
 	var body []byte
 	err := c.retry(ctx, u, func(ctx context.Context) (bool, error) {
-		c.mu.Lock()
-		cached, hasCached := c.etags[u]
-		c.mu.Unlock()
+		c.cache.mu.Lock()
+		cached, hasCached := c.cache.etags[u]
+		c.cache.mu.Unlock()
 		hdr := http.Header{}
 		if hasCached {
 			hdr.Set("If-None-Match", cached.etag)
@@ -60,9 +60,9 @@ func (c *Client) getJSON(ctx context.Context, u, what string, v any) error {
 			return false, errs.New(errs.Network, "GitHub's answer for %s (%s) is over %d bytes; mur expected a small JSON document", what, u, maxJSON)
 		}
 		if etag := resp.Header.Get("ETag"); etag != "" {
-			c.mu.Lock()
-			c.etags[u] = cachedAnswer{etag: etag, body: data}
-			c.mu.Unlock()
+			c.cache.mu.Lock()
+			c.cache.etags[u] = cachedAnswer{etag: etag, body: data}
+			c.cache.mu.Unlock()
 		}
 		body = data
 		return false, nil
@@ -89,7 +89,7 @@ func (c *Client) retry(ctx context.Context, u string, op func(context.Context) (
 			return nil
 		case ctx.Err() != nil:
 			return retry.Permanent(errs.Wrap(ctx.Err(), errs.Network, "GET %s was abandoned: %v", redact(u), ctx.Err()))
-		case isGuess(ctx) && unanswered(err):
+		case c.oneTry && unanswered(err):
 			// A guessed source that does not answer is not asked again (guess.go).
 			return retry.Permanent(errs.Wrap(err, errs.Network, "GET %s failed: %v", redact(u), err))
 		case noSuchHost(err):

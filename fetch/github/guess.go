@@ -1,7 +1,6 @@
 package github
 
 import (
-	"context"
 	"errors"
 	"net/url"
 
@@ -24,13 +23,12 @@ func (s *Source) guessed(scope string, pin *lock.ScopePin) bool {
 	return pin == nil && s.unmapped != nil && s.unmapped(scope)
 }
 
-type guessKey struct{}
-
-// asGuess marks the requests made under ctx as a guessed source's: one attempt when nothing
-// answers.
-func asGuess(ctx context.Context) context.Context { return context.WithValue(ctx, guessKey{}, true) }
-
-func isGuess(ctx context.Context) bool { v, _ := ctx.Value(guessKey{}).(bool); return v }
+// guessing is a copy of c for a guessed source's requests: one attempt when nothing answers.
+func (c *Client) guessing() *Client {
+	g := *c
+	g.oneTry = true
+	return &g
+}
 
 // unanswered reports whether err is a request that got no HTTP answer at all.
 func unanswered(err error) bool {

@@ -121,21 +121,21 @@ type scopeIndex struct {
 // Index is the murmur-index.json on the latest release of scope's repository, checked to be for
 // scope. The caller must not modify it.
 func (s *Source) Index(ctx context.Context, scope string) (*Index, error) {
-	si, _, err := s.index(ctx, scope)
+	si, _, err := s.index(ctx, s.c, scope)
 	if err != nil {
 		return nil, err
 	}
 	return si.ix, nil
 }
 
-func (s *Source) index(ctx context.Context, scope string) (*scopeIndex, string, error) {
+func (s *Source) index(ctx context.Context, c *Client, scope string) (*scopeIndex, string, error) {
 	label, owner, repo, err := s.resolve(scope)
 	if err != nil {
 		return nil, "", err
 	}
-	guess := isGuess(ctx)
+	guess := c.oneTry
 	v, err := s.once(ctx, "index:"+scope, func() (any, error) {
-		rel, err := s.c.LatestRelease(ctx, owner, repo)
+		rel, err := c.LatestRelease(ctx, owner, repo)
 		if guess {
 			err = notReachable(err, scope, label)
 		}
@@ -150,11 +150,11 @@ func (s *Source) index(ctx context.Context, scope string) (*scopeIndex, string, 
 			return nil, errs.New(errs.NotFound, "the latest release %s of %s (the source of scope %s) has no %s asset; its publisher must write one with mur index and attach it to the latest release", rel.TagName, label, scope, IndexAssetName)
 		}
 		// The repository says whether its assets need the token; Fetch needs it next anyway.
-		r, err := s.repo(ctx, owner, repo)
+		r, err := s.repo(ctx, c, owner, repo)
 		if err != nil {
 			return nil, err
 		}
-		data, err := s.c.smallAsset(ctx, owner, repo, a, r.NeedsToken(), maxIndexBytes)
+		data, err := c.smallAsset(ctx, owner, repo, a, r.NeedsToken(), maxIndexBytes)
 		if err != nil {
 			return nil, err
 		}
@@ -173,9 +173,9 @@ func (s *Source) index(ctx context.Context, scope string) (*scopeIndex, string, 
 	return v.(*scopeIndex), label, nil
 }
 
-func (s *Source) repo(ctx context.Context, owner, repo string) (*Repository, error) {
+func (s *Source) repo(ctx context.Context, c *Client, owner, repo string) (*Repository, error) {
 	v, err := s.once(ctx, "repo:"+strings.ToLower(owner+"/"+repo), func() (any, error) {
-		return s.c.Repo(ctx, owner, repo)
+		return c.Repo(ctx, owner, repo)
 	})
 	if err != nil {
 		return nil, err
@@ -223,10 +223,11 @@ func (s *Source) resolveEntry(ctx context.Context, name ref.Name, version, platf
 	if err := ref.ValidatePlatform(platform); err != nil {
 		return nil, err
 	}
+	c := s.c
 	if s.guessed(name.Scope, pin) {
-		ctx = asGuess(ctx)
+		c = c.guessing()
 	}
-	si, label, err := s.index(ctx, name.Scope)
+	si, label, err := s.index(ctx, c, name.Scope)
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +245,7 @@ func (s *Source) resolveEntry(ctx context.Context, name ref.Name, version, platf
 			}
 		}
 	}
-	gh, err := s.repo(ctx, owner, repo)
+	gh, err := s.repo(ctx, c, owner, repo)
 	if err != nil {
 		return nil, err
 	}

@@ -64,12 +64,10 @@ func (g *group[T]) submit(x T) {
 	<-mine
 }
 
-type committerKey struct{}
-
 // commitOf hands it to the pull's committer, or commits it alone outside of a pull.
-func commitOf(ctx context.Context, p *Puller, proj Project, it *commitItem) error {
-	if c, ok := ctx.Value(committerKey{}).(*group[*commitItem]); ok {
-		c.submit(it)
+func (p *Puller) commitOf(ctx context.Context, proj Project, it *commitItem) error {
+	if p.run != nil {
+		p.run.commits.submit(it)
 		return it.err
 	}
 	p.commitAll(ctx, proj, []*commitItem{it})

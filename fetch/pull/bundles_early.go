@@ -21,7 +21,7 @@ type bundleLookup struct {
 // wantsBundles mirrors checkProvenance: whether it will ask for the bundles of req.
 func (p *Puller) wantsBundles(req Request, pin pinned) bool {
 	mode := p.provenancePolicy(req.Name.Scope).Mode
-	return mode != config.ProvenanceOff && (p.Verifier != nil || pin.provenance != nil)
+	return mode != config.ProvenanceOff && (p.Provenance.Verifier != nil || pin.provenance != nil)
 }
 
 // startBundles starts the look-up of desc's bundles at st, or returns nil when st holds none or
@@ -35,7 +35,7 @@ func (p *Puller) startBundles(ctx context.Context, st store.Store, req Request, 
 	l := &bundleLookup{done: make(chan struct{}), cancel: cancel}
 	go func() {
 		defer close(l.done)
-		release, err := metaSlot(ctx)
+		release, err := p.metaSlot(ctx)
 		if err != nil {
 			l.err = err
 			return

@@ -26,7 +26,7 @@ import (
 // against the lock's pin, as any store's are: a mirror can serve nothing else.
 
 func (p *Puller) fallback(st store.Store) store.Fallback {
-	if f, ok := p.Fallbacks[st.String()]; ok && f != "" {
+	if f, ok := p.Chain.Fallbacks[st.String()]; ok && f != "" {
 		return f
 	}
 	return store.FallbackNotFound
@@ -66,10 +66,10 @@ type storeState struct {
 func NewStoreHealth() *StoreHealth { return &StoreHealth{stores: map[string]*storeState{}} }
 
 func (p *Puller) InitHealth() *StoreHealth {
-	if p.Health == nil {
-		p.Health = NewStoreHealth()
+	if p.Chain.Health == nil {
+		p.Chain.Health = NewStoreHealth()
 	}
-	return p.Health
+	return p.Chain.Health
 }
 
 // enter admits a pull to st. A store already marked unhealthy is refused with the failure that

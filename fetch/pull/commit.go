@@ -195,8 +195,8 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 	}
 	// Under the lock's own file lock, with the pull's other payloads ready by then: the blob
 	// appears only once the lock will pin it (pull_batch.go).
-	if fresh || got.newPin != nil || got.verified != nil || p.CASOnly || !pinHolds(ctx, proj, req.Name.String(), item.apply) {
-		if err := commitOf(ctx, p, proj, item); err != nil {
+	if fresh || got.newPin != nil || got.verified != nil || p.CASOnly || !p.pinHolds(proj, req.Name.String(), item.apply) {
+		if err := p.commitOf(ctx, proj, item); err != nil {
 			prepared.Discard()
 			return err
 		}
@@ -214,12 +214,12 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 	register()
 	p.CAS.Touch(d)
 	if fresh && key != nil {
-		p.Compiled.RememberBlobKey(d, key) // hashed this time; the next pull of d won't
+		p.Compile.Cache.RememberBlobKey(d, key) // hashed this time; the next pull of d won't
 	} else if fresh {
 		key = got.known
 	}
-	if fresh && p.Precompile != nil && got.archive != nil && !got.archive.Component &&
-		(key == nil || !p.Compiled.HasCompiled(key)) {
+	if fresh && p.Compile.Precompile != nil && got.archive != nil && !got.archive.Component &&
+		(key == nil || !p.Compile.Cache.HasCompiled(key)) {
 		// Queued: Pull compiles it from the blob (the scratch is gone once committed).
 		res.compile = d
 	}
@@ -232,7 +232,7 @@ func (p *Puller) precompile(ctx context.Context, d digest.Digest) error {
 	if err != nil || wasm == nil {
 		return err
 	}
-	return p.Precompile(ctx, wasm)
+	return p.Compile.Precompile(ctx, wasm)
 }
 
 func (p *Puller) record(ctx context.Context, req Request, res *Result, start time.Time, err error) {
@@ -262,14 +262,12 @@ func (p *Puller) record(ctx context.Context, req Request, res *Result, start tim
 	p.appendRecord(ctx, r)
 }
 
-type recordsKey struct{}
-
 // appendRecord writes r durably, in a pull with the records of the pull's other requests that
 // are ready at the same moment: one write and one fsync for them all. A record that can't be
 // written must not undo a pull that is complete.
 func (p *Puller) appendRecord(ctx context.Context, r cas.Record) {
-	if g, ok := ctx.Value(recordsKey{}).(*group[cas.Record]); ok {
-		g.submit(r)
+	if p.run != nil {
+		p.run.records.submit(r)
 		return
 	}
 	_ = p.CAS.AppendRecord(r)

@@ -41,7 +41,11 @@ type rangeStore interface {
 
 // options are the Puller's knobs for the engine.
 func (p *Puller) options() download.Options {
-	return download.Options{Connections: p.Connections, ParallelMin: p.ParallelMin, Chunk: p.Chunk, Hooks: p.Hooks}
+	o := download.Options{Connections: p.Limits.Connections, ParallelMin: p.Limits.ParallelMin, Chunk: p.Limits.Chunk, Hooks: p.Limits.Hooks}
+	if p.run != nil {
+		o.Slots = p.run.jobs
+	}
+	return o
 }
 
 // progress reports a download's bytes as fetch events of name.

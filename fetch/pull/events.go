@@ -33,7 +33,7 @@ type Event struct {
 }
 
 func (p *Puller) emit(ev Event) {
-	if p.Events != nil {
-		p.Events(ev)
+	if p.Report.Events != nil {
+		p.Report.Events(ev)
 	}
 }

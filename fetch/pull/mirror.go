@@ -53,7 +53,7 @@ type mirrorLedger struct {
 }
 
 func (p *Puller) mirrorState() *mirrorLedger {
-	if p.Mirror == nil {
+	if p.Mirror.Store == nil {
 		return nil
 	}
 	return &mirrorLedger{}
@@ -98,10 +98,10 @@ func (m *mirrorLedger) add(d digest.Digest) {
 // writeThrough pushes a pulled artifact to the mirror (see above). It returns an error only when
 // MirrorRequired.
 func (p *Puller) writeThrough(ctx context.Context, req Request, res *Result, m *mirrorLedger) error {
-	if p.Mirror == nil || m == nil || res.Digest == "" {
+	if p.Mirror.Store == nil || m == nil || res.Digest == "" {
 		return nil
 	}
-	addr := p.Mirror.String()
+	addr := p.Mirror.Store.String()
 	d := digest.Digest(res.Digest)
 	if res.Origin == addr || m.holds(p.CAS, addr, d) {
 		return nil
@@ -109,7 +109,7 @@ func (p *Puller) writeThrough(ctx context.Context, req Request, res *Result, m *
 	if p.Offline {
 		return nil
 	}
-	if p.MirrorFromProject && (res.private || m.privateBlob(p.CAS, addr, d)) {
+	if p.Mirror.FromProject && (res.private || m.privateBlob(p.CAS, addr, d)) {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("not written through to the mirror %s: only this project's .murmur/config.yaml names it, and %s@%s was fetched with your credentials (a private repository, or a registry that asked for auth); a cloned project does not choose where private artifacts go: name the mirror in $MURMUR_HOME/config.yaml or pass --mirror to write it through", addr, req.Name, res.Version))
 		return nil
 	}
@@ -117,7 +117,7 @@ func (p *Puller) writeThrough(ctx context.Context, req Request, res *Result, m *
 		Name: req.Name, Version: res.Version, Platform: res.Platform, Digest: d, Size: res.Size,
 		Title: artifact.FileName(req.Name.Name, res.Version),
 	}
-	err := publish.Push(ctx, p.Mirror, publish.Item{CAS: p.CAS, Desc: desc})
+	err := publish.Push(ctx, p.Mirror.Store, publish.Item{CAS: p.CAS, Desc: desc})
 	if err == nil {
 		m.add(d)
 		res.Mirror = &MirrorPush{Store: addr, Pushed: true}
@@ -129,7 +129,7 @@ func (p *Puller) writeThrough(ctx context.Context, req Request, res *Result, m *
 		return nil
 	}
 	res.Mirror = &MirrorPush{Store: addr, Error: errs.Message(err), Token: string(errs.TokenOf(err))}
-	if p.MirrorRequired {
+	if p.Mirror.Required {
 		return errs.Wrap(err, errs.TokenOf(err), "%s@%s is pulled and pinned here, but writing it through to the mirror %s failed: %s; mirror_required is set, so this fails the command: fix the mirror and run it again, which retries the push",
 			req.Name, res.Version, addr, errs.Message(err))
 	}

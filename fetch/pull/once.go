@@ -23,20 +23,14 @@ type pullOnce struct {
 	registered time.Time // when this pull last registered the lock as a GC root
 }
 
-type pullOnceKey struct{}
-
-func withPullOnce(ctx context.Context) context.Context {
-	return context.WithValue(ctx, pullOnceKey{}, &pullOnce{})
-}
-
 // readLock is murmur.lock as the pull found it: every request starts by reading its pin, all at
 // once, so one reading serves them all. The lock is only read here; each commit reads it again
 // under its file lock and checks what it changes.
-func readLock(ctx context.Context, proj Project) (*lock.Lock, error) {
-	o, _ := ctx.Value(pullOnceKey{}).(*pullOnce)
-	if o == nil {
+func (p *Puller) readLock(proj Project) (*lock.Lock, error) {
+	if p.run == nil {
 		return lock.Read(proj.LockPath())
 	}
+	o := &p.run.once
 	o.lockOnce.Do(func() { o.lock, o.lockErr = lock.Read(proj.LockPath()) })
 	return o.lock, o.lockErr
 }
@@ -48,10 +42,10 @@ const rootRefresh = cas.RootGrace / 10
 
 // registerRoot registers lockPath as a GC root, unless this pull did within rootRefresh.
 func (p *Puller) registerRoot(ctx context.Context, lockPath string) error {
-	o, _ := ctx.Value(pullOnceKey{}).(*pullOnce)
-	if o == nil {
+	if p.run == nil {
 		return p.CAS.RegisterRoot(ctx, lockPath)
 	}
+	o := &p.run.once
 	o.rootMu.Lock()
 	defer o.rootMu.Unlock()
 	if !o.registered.IsZero() && time.Since(o.registered) < rootRefresh {
@@ -68,8 +62,8 @@ func (p *Puller) registerRoot(ctx context.Context, lockPath string) error {
 // pinHolds reports whether apply, a request's change to murmur.lock, would leave its entry as the
 // pull found it: a warm pull of pinned artifacts then has nothing to commit, and takes no file
 // lock and no fresh reading of the lock for it.
-func pinHolds(ctx context.Context, proj Project, name string, apply func(*lock.Lock) error) bool {
-	l, err := readLock(ctx, proj)
+func (p *Puller) pinHolds(proj Project, name string, apply func(*lock.Lock) error) bool {
+	l, err := p.readLock(proj)
 	if err != nil || l == nil {
 		return false
 	}

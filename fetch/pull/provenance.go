@@ -36,11 +36,11 @@ func (v *verifiedBundle) record() *cas.Provenance {
 
 func (p *Puller) provenancePolicy(scope string) config.ProvenancePolicy {
 	pol := config.ProvenancePolicy{Mode: config.ProvenancePrefer}
-	if p.Policy != nil {
-		pol = p.Policy(scope)
+	if p.Provenance.Policy != nil {
+		pol = p.Provenance.Policy(scope)
 	}
-	if p.ProvenanceOverride != "" {
-		pol.Mode = p.ProvenanceOverride
+	if p.Provenance.Override != "" {
+		pol.Mode = p.Provenance.Override
 	}
 	return pol
 }
@@ -57,7 +57,7 @@ func (p *Puller) checkProvenance(ctx context.Context, req Request, pin pinned, g
 		return errs.New(errs.ProvenanceMissing, "murmur.lock records verified provenance for %s (%s by %s), and --provenance=off would downgrade that pin, so nothing was pulled; pull with provenance, or remove the entry's provenance from murmur.lock if you really accept unsigned bytes",
 			req.Name, pin.provenance.Kind, pin.provenance.Signer)
 	}
-	if pol.Mode == config.ProvenanceOff || (p.Verifier == nil && pin.provenance == nil) {
+	if pol.Mode == config.ProvenanceOff || (p.Provenance.Verifier == nil && pin.provenance == nil) {
 		return nil
 	}
 	if pin.provenance != nil {
@@ -110,7 +110,7 @@ func (p *Puller) checkProvenance(ctx context.Context, req Request, pin pinned, g
 		res.Warnings = append(res.Warnings, string(errs.NoProvenance)+": "+what+" has no provenance bundle at "+asked+"; it was pulled on its digest alone (set provenance: require for scope "+req.Name.Scope+" once its publisher attests)")
 		return nil
 	}
-	if p.Verifier == nil {
+	if p.Provenance.Verifier == nil {
 		return errs.New(errs.ProvenanceUnverifiable, "%s needs its provenance checked, and this mur has no verifier; run it with mur-provenance installed", what)
 	}
 	want := provenance.Expect{Artifact: what, Scope: req.Name.Scope, AllowSelfHosted: pol.AllowSelfHosted, SignerWorkflow: pol.SignerWorkflow}
@@ -137,7 +137,7 @@ func (p *Puller) checkProvenance(ctx context.Context, req Request, pin pinned, g
 			}
 			continue
 		}
-		facts, err := p.Verifier.Verify(ctx, b, d, want, pol.Trust)
+		facts, err := p.Provenance.Verifier.Verify(ctx, b, d, want, pol.Trust)
 		if err == nil {
 			got.verified = &verifiedBundle{raw: b, facts: facts}
 			return nil

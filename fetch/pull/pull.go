@@ -107,29 +107,30 @@ type Puller struct {
 	Source   store.Source // nil when no source may be asked
 	Offline  bool
 	Platform string // "" means the host's
-	Jobs     int    // slots of bytes in flight (download.Slots); <1 means 4
+	// CASOnly pulls outside a project: into the CAS and the pull records only, with no
+	// murmur.lock and no tools/ (see outside.go).
+	CASOnly bool
+	// Locked pins nothing: a pull that would change murmur.lock fails with lock-mismatch.
+	Locked bool
+
+	Limits     Limits
+	Chain      Chain
+	Mirror     Mirror
+	Provenance Provenance
+	Compile    Compile
+	Report     Report
+	Now        func() time.Time
+
+	// run is what one Pull shares among its requests (run.go); nil outside a Pull.
+	run *run
+}
+
+// Limits bound what a pull has in flight and how it fetches a large blob.
+type Limits struct {
+	Jobs int // slots of bytes in flight (download.Slots); <1 means 4
 	// MetaJobs bounds the metadata requests (manifests, tags, release lookups) in flight at once,
 	// apart from Jobs: every request of a pull resolves at once; <1 means DefaultMetaJobs.
 	MetaJobs int
-	// Precompile compiles a fresh payload into the compiled cache; nil skips. A failure is a
-	// warning: the blob is pinned and valid, and `mur run` reports why it can't execute it.
-	Precompile func(ctx context.Context, wasm []byte) error
-	// Compiled, when set with Precompile, tells which payloads the compiled cache holds
-	// already, by a key the pull computes as it streams the payload anyway; those are not
-	// read back or compiled again.
-	Compiled CompiledCache
-	Events   func(Event)
-	Now      func() time.Time
-	// Warn reports what went wrong without failing the pull (a trim that could not run); nil
-	// drops it.
-	Warn func(msg string)
-
-	// Fallbacks says, by store address, when a failure of a store falls through to the next
-	// place; a store not named has FallbackNotFound (see chain.go).
-	Fallbacks map[string]store.Fallback
-	// Health remembers which stores failed, so that each costs its timeout once; nil makes
-	// Pull keep its own.
-	Health *StoreHealth
 	// Connections is how many connections one large blob is fetched over when its server
 	// serves ranges; <1 means DefaultConnections, 1 fetches every blob as one stream. Each
 	// connection beyond a blob's first takes a free job slot, so Jobs bounds them all.
@@ -139,30 +140,59 @@ type Puller struct {
 	ParallelMin int64
 	// Chunk is the piece one connection asks for at a time; <=0 means DefaultChunk.
 	Chunk int64
-	// Mirror, when set, receives every artifact a pull brings in from anywhere else (see
-	// mirror.go). A failed push is a warning, unless MirrorRequired.
-	Mirror         store.Store
-	MirrorRequired bool
-	// MirrorFromProject is set when only the project's .murmur/config.yaml names the mirror, not
-	// the home's config.yaml or --mirror: a cloned project's choice, which never receives an
-	// artifact fetched with the user's credentials (mirror.go).
-	MirrorFromProject bool
-
-	// Verifier checks Sigstore bundles (provenance.Helper runs mur-provenance); nil checks none,
-	// and then refuses only to pull a pin that recorded provenance.
-	Verifier provenance.Verifier
-	// Policy is each scope's provenance policy (Config.ProvenanceFor); nil is prefer with the
-	// embedded roots. ProvenanceOverride is --provenance, over every scope's.
-	Policy             func(scope string) config.ProvenancePolicy
-	ProvenanceOverride string
-	// CASOnly pulls outside a project: into the CAS and the pull records only, with no
-	// murmur.lock and no tools/ (see outside.go).
-	CASOnly bool
-	// Locked pins nothing: a pull that would change murmur.lock fails with lock-mismatch.
-	Locked bool
-
-	// hooks change the download engine's decisions (tests and benchmarks); nil for its own.
+	// Hooks change the download engine's decisions (tests and benchmarks); nil for its own.
 	Hooks *download.Hooks
+}
+
+// Chain says how the stores are tried in order (chain.go).
+type Chain struct {
+	// Fallbacks says, by store address, when a failure of a store falls through to the next
+	// place; a store not named has FallbackNotFound.
+	Fallbacks map[string]store.Fallback
+	// Health remembers which stores failed, so that each costs its timeout once; nil makes
+	// Pull keep its own.
+	Health *StoreHealth
+}
+
+// Mirror is the write-through mirror (mirror.go).
+type Mirror struct {
+	// Store, when set, receives every artifact a pull brings in from anywhere else. A failed
+	// push is a warning, unless Required.
+	Store    store.Store
+	Required bool
+	// FromProject is set when only the project's .murmur/config.yaml names the mirror, not
+	// the home's config.yaml or --mirror: a cloned project's choice, which never receives an
+	// artifact fetched with the user's credentials.
+	FromProject bool
+}
+
+// Provenance is how a pull checks Sigstore bundles (provenance.go).
+type Provenance struct {
+	// Verifier checks bundles (provenance.Helper runs mur-provenance); nil checks none, and
+	// then refuses only to pull a pin that recorded provenance.
+	Verifier provenance.Verifier
+	// Policy is each scope's provenance policy (config.Config.ProvenanceFor); nil is prefer
+	// with the embedded roots. Override is --provenance, over every scope's.
+	Policy   func(scope string) config.ProvenancePolicy
+	Override string
+}
+
+// Compile is how a pull precompiles what it brings in.
+type Compile struct {
+	// Precompile compiles a fresh payload into the compiled cache; nil skips. A failure is a
+	// warning: the blob is pinned and valid, and `mur run` reports why it can't execute it.
+	Precompile func(ctx context.Context, wasm []byte) error
+	// Cache, when set with Precompile, tells which payloads the compiled cache holds already,
+	// by a key the pull computes as it streams the payload anyway; those are not read back or
+	// compiled again.
+	Cache CompiledCache
+}
+
+// Report is where a pull says what it is doing.
+type Report struct {
+	Events func(Event)
+	// Warn reports what went wrong without failing the pull; nil drops it.
+	Warn func(msg string)
 }
 
 // CompiledCache is the part of the sandbox runner that lets a pull skip what is compiled already.
@@ -182,18 +212,18 @@ type CompiledCache interface {
 // cache remembers, or else a fresh hash to feed the payload with; both nil when the pull compiles
 // nothing or can't ask.
 func (p *Puller) moduleKey(d digest.Digest) (hash.Hash, []byte) {
-	if p.Precompile == nil || p.Compiled == nil {
+	if p.Compile.Precompile == nil || p.Compile.Cache == nil {
 		return nil, nil
 	}
-	if key, ok := p.Compiled.BlobKey(d); ok {
+	if key, ok := p.Compile.Cache.BlobKey(d); ok {
 		return nil, key
 	}
-	return p.Compiled.ModuleKey(), nil
+	return p.Compile.Cache.ModuleKey(), nil
 }
 
 func (p *Puller) Warnf(format string, args ...any) {
-	if p.Warn != nil {
-		p.Warn(fmt.Sprintf(format, args...))
+	if p.Report.Warn != nil {
+		p.Report.Warn(fmt.Sprintf(format, args...))
 	}
 }
 
@@ -214,7 +244,7 @@ func (p *Puller) now() time.Time {
 // Pull pulls every request, its downloads bounded by Jobs, and returns one Result per request in order. The
 // error is the first failure; the failed requests changed nothing, the others are complete.
 func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Result, error) {
-	jobs := p.Jobs
+	jobs := p.Limits.Jobs
 	if jobs < 1 {
 		jobs = 4
 	}
@@ -239,6 +269,19 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 		stage.Sweep(proj.Tools(), p.now(), false)
 	}
 	p.InitHealth()
+	// Every request resolves at once, up to the metadata bound; its bytes wait for one of the
+	// jobs slots, which bound the downloads (slots.go). Commits and records are grouped
+	// (batch.go). All of it is this pull's own, handed down as the run of a copy of p.
+	names := make([]ref.Name, len(reqs))
+	for i, r := range reqs {
+		names[i] = r.Name
+	}
+	p = p.with(&run{meta: make(chan struct{}, p.metaJobs()), jobs: download.NewSlots(jobs), names: names})
+	p.run.commits = &group[*commitItem]{run: func(items []*commitItem) { p.commitAll(ctx, proj, items) }}
+	p.run.records = &group[cas.Record]{run: func(rs []cas.Record) {
+		// A record that can't be written must not undo a pull that is complete.
+		_ = p.CAS.AppendRecords(rs)
+	}}
 	// Payloads are compiled one after another as their downloads finish, beside the downloads
 	// still running: each compile spreads over every core by itself, and holds no --jobs slot.
 	compiles := make(chan int, len(reqs))
@@ -249,21 +292,6 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 			p.compile(ctx, &results[i])
 		}
 	}()
-	// Every request resolves at once, up to the metadata bound; its bytes wait for one of the
-	// jobs slots, which bound the downloads (pull_slots.go). Commits are grouped (pull_batch.go).
-	sem := download.NewSlots(jobs)
-	ctx = download.WithSlots(ctx, sem)
-	names := make([]ref.Name, len(reqs))
-	for i, r := range reqs {
-		names[i] = r.Name
-	}
-	ctx = withSlots(ctx, p.metaJobs(), sem, names)
-	ctx = withPullOnce(ctx)
-	ctx = context.WithValue(ctx, committerKey{}, &group[*commitItem]{run: func(items []*commitItem) { p.commitAll(ctx, proj, items) }})
-	ctx = context.WithValue(ctx, recordsKey{}, &group[cas.Record]{run: func(rs []cas.Record) {
-		// A record that can't be written must not undo a pull that is complete.
-		_ = p.CAS.AppendRecords(rs)
-	}})
 	mirrored := p.mirrorState()
 	var wg sync.WaitGroup
 	for i := range reqs {

@@ -34,7 +34,7 @@ func (p *Puller) readPin(ctx context.Context, proj Project, req Request) (pinned
 	if p.CASOnly {
 		return pinned{}, nil
 	}
-	l, err := readLock(ctx, proj)
+	l, err := p.readLock(proj)
 	if err != nil {
 		return pinned{}, err
 	}
@@ -288,7 +288,7 @@ func (p *Puller) resolveAt(ctx context.Context, st fstore.Store, req Request, ve
 func (p *Puller) fromStore(ctx context.Context, st fstore.Store, req Request, version string, pin pinned, lease *cas.Lease) (out *fetched, outErr error) {
 	// The metadata slot is taken before the health is asked, and given back only once the
 	// health knows the outcome: the next resolve must see a failure.
-	release, err := metaSlot(ctx)
+	release, err := p.metaSlot(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -302,7 +302,7 @@ func (p *Puller) fromStore(ctx context.Context, st fstore.Store, req Request, ve
 		// The probe readies the store for the whole pull (one ping, one token), then its own
 		// resolve decides the store's health: a registry that pings but fails its manifests is
 		// asked once, not once per artifact. The others then resolve all at once.
-		if err := pr.Prepare(ctx, pullNames(ctx, req.Name)); err != nil {
+		if err := pr.Prepare(ctx, p.pullNames(req.Name)); err != nil {
 			h.verdict(ctx, st, err)
 			h.failed(ctx, st, err)
 			release()
@@ -336,7 +336,7 @@ func (p *Puller) fromStore(ctx context.Context, st fstore.Store, req Request, ve
 		return got, err
 	}
 	key, known := p.moduleKey(desc.Digest)
-	release, err = jobSlot(ctx, desc.Size)
+	release, err = p.jobSlot(ctx, desc.Size)
 	if err != nil {
 		return nil, err
 	}
@@ -410,7 +410,7 @@ func (p *Puller) fromCAS(ctx context.Context, desc fstore.Descriptor, lease *cas
 }
 
 func (p *Puller) fromSource(ctx context.Context, req Request, version string, pin pinned, lease *cas.Lease) (*fetched, error) {
-	release, err := metaSlot(ctx)
+	release, err := p.metaSlot(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -440,7 +440,7 @@ func (p *Puller) fromSource(ctx context.Context, req Request, version string, pi
 		}
 	}()
 	rs := p.newSourceScratch(w, s, req.Name.String())
-	release, err = jobSlot(ctx, s.Size)
+	release, err = p.jobSlot(ctx, s.Size)
 	if err != nil {
 		ok = true
 		w.Close()

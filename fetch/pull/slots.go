@@ -3,7 +3,6 @@ package pull
 import (
 	"context"
 
-	"github.com/murmur-nexus/mur/fetch/internal/download"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
@@ -12,25 +11,10 @@ import (
 const DefaultMetaJobs = 32
 
 func (p *Puller) metaJobs() int {
-	if p.MetaJobs < 1 {
+	if p.Limits.MetaJobs < 1 {
 		return DefaultMetaJobs
 	}
-	return p.MetaJobs
-}
-
-// pullSlots bound a pull's requests: meta for metadata (resolving a tag, a release), jobs for the
-// bytes in flight (a download takes its blob's size of them, its extra connections a whole slot
-// each: download.Slots).
-type pullSlots struct {
-	meta  chan struct{}
-	jobs  *download.Slots
-	names []ref.Name // every artifact of the pull, for a store to prepare for (preparer)
-}
-
-type slotsKey struct{}
-
-func withSlots(ctx context.Context, meta int, jobs *download.Slots, names []ref.Name) context.Context {
-	return context.WithValue(ctx, slotsKey{}, &pullSlots{meta: make(chan struct{}, meta), jobs: jobs, names: names})
+	return p.Limits.MetaJobs
 }
 
 // preparer is a Store that readies itself for all of a pull's artifacts at once, before any is
@@ -40,30 +24,28 @@ type preparer interface {
 	Prepare(ctx context.Context, names []ref.Name) error
 }
 
-// pullNames are the artifacts of the pull ctx belongs to, or just n outside of one.
-func pullNames(ctx context.Context, n ref.Name) []ref.Name {
-	if s, _ := ctx.Value(slotsKey{}).(*pullSlots); s != nil && len(s.names) > 0 {
-		return s.names
+// pullNames are the artifacts of the pull, or just n outside of one.
+func (p *Puller) pullNames(n ref.Name) []ref.Name {
+	if p.run != nil && len(p.run.names) > 0 {
+		return p.run.names
 	}
 	return []ref.Name{n}
 }
 
 // metaSlot waits for a metadata slot and returns its release; outside a pull it waits for nothing.
-func metaSlot(ctx context.Context) (func(), error) {
-	s, _ := ctx.Value(slotsKey{}).(*pullSlots)
-	if s == nil {
+func (p *Puller) metaSlot(ctx context.Context) (func(), error) {
+	if p.run == nil {
 		return func() {}, nil
 	}
-	return take(ctx, s.meta)
+	return take(ctx, p.run.meta)
 }
 
 // jobSlot waits for room for a download of size bytes (<0: not known) and returns its release.
-func jobSlot(ctx context.Context, size int64) (func(), error) {
-	s, _ := ctx.Value(slotsKey{}).(*pullSlots)
-	if s == nil {
+func (p *Puller) jobSlot(ctx context.Context, size int64) (func(), error) {
+	if p.run == nil {
 		return func() {}, nil
 	}
-	return s.jobs.Take(ctx, size)
+	return p.run.jobs.Take(ctx, size)
 }
 
 func take(ctx context.Context, slots chan struct{}) (func(), error) {

@@ -68,6 +68,9 @@ type Options struct {
 	Chunk int64
 	// Hooks, when set, change how the engine decides (tests and benchmarks).
 	Hooks *Hooks
+	// Slots, when set, are the pull's --jobs: each connection of a blob beyond its first takes a
+	// whole slot while it is open, and only when one is free.
+	Slots *Slots
 }
 
 // Hooks change the engine's decisions, for tests and benchmarks.

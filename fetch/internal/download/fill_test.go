@@ -184,8 +184,8 @@ func TestFillTakesAJobSlotPerExtraConnection(t *testing.T) {
 	}
 	w := ingest(t, newStore(t), d, int64(len(data)))
 	defer w.Close()
-	f := New(w, d, int64(len(data)), "mem", Options{Connections: 4, ParallelMin: 1, Chunk: 64 << 10, Hooks: &Hooks{PiecesFirst: true}}, nil)
-	if err := f.Fill(WithSlots(context.Background(), slots), r); err != nil {
+	f := New(w, d, int64(len(data)), "mem", Options{Connections: 4, ParallelMin: 1, Chunk: 64 << 10, Hooks: &Hooks{PiecesFirst: true}, Slots: slots}, nil)
+	if err := f.Fill(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
 	if f.Transfer().Conns != 1 || r.maxLive.Load() != 1 {

@@ -69,7 +69,7 @@ func (f *Filler) parallel(ctx context.Context) error {
 		part.Body.Close()
 		return err
 	}
-	pf := &pieces{f: f, parts: parts, queue: queue[1:], validator: part.Validator, slots: slotsFrom(ctx)}
+	pf := &pieces{f: f, parts: parts, queue: queue[1:], validator: part.Validator, slots: f.opt.Slots}
 	return pf.run(ctx, first, part)
 }
 

@@ -59,9 +59,9 @@ func TestFillGivesAnExtraConnectionsSlotBackAsItEnds(t *testing.T) {
 	}
 	w := ingest(t, newStore(t), d, int64(len(data)))
 	defer w.Close()
-	f := New(w, d, int64(len(data)), "mem", Options{Connections: 2, ParallelMin: 1, Chunk: 64 << 10, Hooks: &Hooks{PiecesFirst: true}}, nil)
+	f := New(w, d, int64(len(data)), "mem", Options{Connections: 2, ParallelMin: 1, Chunk: 64 << 10, Hooks: &Hooks{PiecesFirst: true}, Slots: slots}, nil)
 	done := make(chan error, 1)
-	go func() { done <- f.Fill(WithSlots(context.Background(), slots), r) }()
+	go func() { done <- f.Fill(context.Background(), r) }()
 	opened := false
 	defer func() {
 		if !opened {

@@ -63,16 +63,3 @@ func (s *Slots) releaseWhole() {
 		s.sem.Release(SlotBytes)
 	}
 }
-
-type slotsKey struct{}
-
-// WithSlots makes every fill under ctx take a whole slot of s for each connection beyond its
-// first.
-func WithSlots(ctx context.Context, s *Slots) context.Context {
-	return context.WithValue(ctx, slotsKey{}, s)
-}
-
-func slotsFrom(ctx context.Context) *Slots {
-	s, _ := ctx.Value(slotsKey{}).(*Slots)
-	return s
-}
