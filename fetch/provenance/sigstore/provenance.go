@@ -45,7 +45,8 @@ const (
 // roots, entirely offline. A bundle that is well-formed but says something else is a
 // provenance-mismatch; one that can't be checked with these roots is provenance-unverifiable.
 func Verify(bundleJSON []byte, artifact digest.Digest, want Expect, roots *Roots) (Facts, error) {
-	if artifact.Algorithm() != digest.SHA256 || artifact.Validate() != nil {
+	// Validate first: Algorithm panics on a digest without a ':', and a request may carry one.
+	if artifact.Validate() != nil || artifact.Algorithm() != digest.SHA256 {
 		return Facts{}, errs.New(errs.Internal, "provenance of %s: %q is not a sha256 digest", want.Artifact, artifact)
 	}
 	sum, _ := hex.DecodeString(artifact.Encoded())

@@ -11,6 +11,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/fetch/provenance/sigstore/provenancetest"
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/errs/errtest"
 )
 
 var (
@@ -134,4 +135,13 @@ func TestNamesFiltersBySubject(t *testing.T) {
 	if !provenance.Names(b, zipDigest) || provenance.Names(b, otherDigest) {
 		t.Fatal("Names does not tell the subject apart")
 	}
+}
+
+// A digest without an algorithm is refused; go-digest would panic on it, and take the helper down
+// with every later request of the command.
+func TestMalformedDigestIsRefused(t *testing.T) {
+	_, err := Verify([]byte(`{}`), "nope", acmeExpect(), mustEmbedded(t))
+	errtest.WantToken(t, err, errs.Internal, `"nope" is not a sha256 digest`)
+	_, _, err = SignDigest(ecdsaPEM(t), "nope", nil)
+	errtest.WantToken(t, err, errs.Internal, `"nope" is not a sha256 digest`)
 }
