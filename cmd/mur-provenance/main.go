@@ -1,7 +1,9 @@
 // Command mur-provenance verifies and signs Sigstore bundles for mur. mur starts it, talks to it
 // in JSON lines on its standard input and output, and closes it when the command ends; it is a
 // separate executable so that sigstore-go's package initialisation never slows mur itself.
-// Install it beside mur (go install github.com/murmur-nexus/mur/cmd/...).
+// The first line states the protocol version (see provenance.Protocol), and a mur of another
+// version is refused rather than half understood, so install it from the same version as mur,
+// beside it (go install github.com/murmur-nexus/mur/cmd/...@VERSION, or make build).
 package main
 
 import (

@@ -2,14 +2,21 @@ package provenance
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 
@@ -19,25 +26,45 @@ import (
 // HelperName is the executable that verifies and signs bundles for mur.
 const HelperName = "mur-provenance"
 
+// Protocol is the version of the JSON lines mur and mur-provenance exchange. It changes with
+// every change to the shape of a Request or a Response: a field that one side drops unread may
+// be a policy the other meant to enforce, so each side refuses a peer of another version
+// instead of guessing.
+const Protocol = 1
+
+// DefaultTimeout bounds each exchange with mur-provenance when Helper.Timeout is zero. A verify
+// takes milliseconds; the bound is for a helper that hangs, which must fail the command rather
+// than stall it forever.
+const DefaultTimeout = 30 * time.Second
+
+// closeGrace is how long Close lets the helper exit by itself once its input has ended.
+const closeGrace = 2 * time.Second
+
+// maxAnswer bounds one line of the helper's answer: a signed bundle is a few KB.
+const maxAnswer = 16 << 20
+
 // Request is one line mur writes to mur-provenance's standard input.
 type Request struct {
-	Op     string        `json:"op"` // "verify" or "sign"
-	Bundle []byte        `json:"bundle,omitempty"`
-	Digest digest.Digest `json:"digest"`
-	Expect Expect        `json:"expect,omitempty"`
-	Trust  Trust         `json:"trust,omitempty"`
-	Key    []byte        `json:"key,omitempty"` // the PEM of a signing key
-	SHA512 []byte        `json:"sha512,omitempty"`
+	Op       string        `json:"op"`                 // "hello" first, then "verify" or "sign"
+	Protocol int           `json:"protocol,omitempty"` // hello: the Protocol mur speaks
+	Bundle   []byte        `json:"bundle,omitempty"`
+	Digest   digest.Digest `json:"digest"`
+	Expect   Expect        `json:"expect,omitempty"`
+	Trust    Trust         `json:"trust,omitempty"`
+	Key      []byte        `json:"key,omitempty"` // the PEM of a signing key
+	SHA512   []byte        `json:"sha512,omitempty"`
 }
 
 // Response is the line mur-provenance answers each Request with. Token and Msg carry an error
 // with its token, so that it reaches the user exactly as if it had been raised in process.
 type Response struct {
-	Facts  *Facts `json:"facts,omitempty"`
-	Bundle []byte `json:"bundle,omitempty"`
-	Hint   string `json:"hint,omitempty"`
-	Token  string `json:"token,omitempty"`
-	Msg    string `json:"msg,omitempty"`
+	Protocol int    `json:"protocol,omitempty"` // hello: the Protocol the helper speaks
+	Version  string `json:"version,omitempty"`  // hello: the helper's build, for messages
+	Facts    *Facts `json:"facts,omitempty"`
+	Bundle   []byte `json:"bundle,omitempty"`
+	Hint     string `json:"hint,omitempty"`
+	Token    string `json:"token,omitempty"`
+	Msg      string `json:"msg,omitempty"`
 }
 
 // Err is the response's error, or nil.
@@ -53,18 +80,67 @@ func ErrorResponse(err error) Response {
 	return Response{Token: string(errs.TokenOf(err)), Msg: errs.Message(err)}
 }
 
+// BuildVersion is this executable's module version and VCS revision, as far as the build
+// recorded them: what mur and mur-provenance tell each other, so that a mismatch names both.
+func BuildVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "unknown"
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 && !strings.Contains(v, s.Value[:12]) {
+			v += " (" + s.Value[:12] + ")"
+		}
+	}
+	return v
+}
+
+// InstallHint says how to install the mur-provenance that goes with a mur of build version v
+// (as BuildVersion gives it), and which one mur runs.
+func InstallHint(v string) string {
+	how := "make build in mur's checkout (it puts both in bin/), or go install github.com/murmur-nexus/mur/cmd/...@<the version of this mur>"
+	if mod, _, _ := strings.Cut(v, " "); strings.HasPrefix(mod, "v") && !strings.Contains(mod, "+") {
+		// A release or a pseudo-version of a pushed commit: go install can fetch exactly it.
+		how = "go install github.com/murmur-nexus/mur/cmd/...@" + mod + " (or make build in mur's checkout)"
+	}
+	return how + "; mur runs the " + HelperName + " beside its own executable, else the first on PATH, unless MUR_PROVENANCE_HELPER names one"
+}
+
+// describeBuild names a build version in a sentence.
+func describeBuild(v string) string {
+	if v == "" || v == "unknown" || strings.HasPrefix(v, "(devel)") {
+		return "a build from a checkout"
+	}
+	return "build " + strconv.Quote(v)
+}
+
 // Helper is a Verifier and Signer that runs mur-provenance, once per command and only when a
 // bundle has to be checked, and talks to it in JSON lines. It is safe for concurrent use; the
 // requests are answered one at a time, which costs little next to a download.
 type Helper struct {
 	// Path is the executable; "" finds it with FindHelper.
 	Path string
+	// Timeout bounds each exchange, a request and its answer; 0 is DefaultTimeout.
+	Timeout time.Duration
 
 	mu     sync.Mutex
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stdout *bufio.Reader
+	proc   *process // nil until the first request, and again after an interrupted one
 	broken error
+}
+
+// process is one running mur-provenance. Its pipes are os.Pipe files, which take deadlines,
+// so that neither a helper that stops reading nor one that never answers can block mur.
+type process struct {
+	path   string
+	cmd    *exec.Cmd
+	in     *os.File // mur's end of the helper's standard input
+	out    *os.File // mur's end of the helper's standard output
+	r      *bufio.Reader
+	exited chan struct{} // closed once the process is reaped
 }
 
 // FindHelper is $MUR_PROVENANCE_HELPER, else mur-provenance beside the running executable, else
@@ -82,7 +158,7 @@ func FindHelper() (string, error) {
 	if p, err := exec.LookPath(HelperName); err == nil {
 		return p, nil
 	}
-	return "", errs.New(errs.ProvenanceUnverifiable, "%s is not installed beside mur or on PATH, so this provenance bundle can't be checked; install it with mur (go install github.com/murmur-nexus/mur/cmd/...), or set MUR_PROVENANCE_HELPER", HelperName)
+	return "", errs.New(errs.ProvenanceUnverifiable, "%s is not installed beside mur or on PATH, so this provenance bundle can't be checked; install it with %s", HelperName, InstallHint(BuildVersion()))
 }
 
 // Verify implements Verifier.
@@ -121,30 +197,45 @@ func (h *Helper) call(ctx context.Context, req Request) (Response, error) {
 	if h.broken != nil {
 		return Response{}, h.broken
 	}
-	if h.cmd == nil {
-		if err := h.start(); err != nil {
+	if h.proc == nil {
+		if err := h.start(ctx); err != nil {
 			return Response{}, err
 		}
 	}
-	line, err := json.Marshal(req)
+	answer, err := h.exchange(ctx, req)
 	if err != nil {
-		return Response{}, errs.Wrap(err, errs.Internal, "provenance request: %v", err)
-	}
-	if _, err := h.stdin.Write(append(line, '\n')); err != nil {
-		return Response{}, h.fail(err)
-	}
-	answer, err := h.stdout.ReadBytes('\n')
-	if err != nil {
-		return Response{}, h.fail(err)
+		return Response{}, err
 	}
 	var resp Response
-	if err := json.Unmarshal(answer, &resp); err != nil {
-		return Response{}, h.fail(err)
+	if err := strictUnmarshal(answer, &resp); err != nil {
+		return Response{}, h.fail(fmt.Errorf("an answer mur can't read: %w", err))
 	}
 	return resp, nil
 }
 
-func (h *Helper) start() error {
+// strictUnmarshal refuses fields Response does not know: the helper speaks the same Protocol, so
+// an unknown field means the two disagree on what an answer says.
+func strictUnmarshal(line []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("more than one JSON value on a line")
+	}
+	return nil
+}
+
+func (h *Helper) timeout() time.Duration {
+	if h.Timeout > 0 {
+		return h.Timeout
+	}
+	return DefaultTimeout
+}
+
+// start runs the helper and agrees on the protocol with it before any request is sent.
+func (h *Helper) start(ctx context.Context) error {
 	path := h.Path
 	if path == "" {
 		var err error
@@ -153,42 +244,176 @@ func (h *Helper) start() error {
 			return err
 		}
 	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return h.fail(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return h.fail(err)
+	}
 	cmd := exec.Command(path)
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, os.Stderr
+	err = cmd.Start()
+	// The child holds its own copies; mur's must go, or the helper's exit would never reach
+	// mur as the end of its output.
+	inR.Close()
+	outW.Close()
 	if err != nil {
+		inW.Close()
+		outR.Close()
 		return h.fail(err)
 	}
-	out, err := cmd.StdoutPipe()
+	p := &process{path: path, cmd: cmd, in: inW, out: outR, r: bufio.NewReaderSize(outR, 64<<10), exited: make(chan struct{})}
+	go func() {
+		cmd.Wait()
+		close(p.exited)
+	}()
+	h.proc = p
+
+	answer, err := h.exchange(ctx, Request{Op: "hello", Protocol: Protocol})
 	if err != nil {
-		return h.fail(err)
+		return err
 	}
-	if err := cmd.Start(); err != nil {
-		return h.fail(err)
+	// The version is read leniently: a helper of another protocol may answer in another shape,
+	// and the user needs to hear which versions disagree rather than which field was unknown.
+	var peek struct {
+		Protocol int    `json:"protocol"`
+		Version  string `json:"version"`
 	}
-	h.cmd, h.stdin, h.stdout = cmd, in, bufio.NewReaderSize(out, 64<<10)
+	if json.Unmarshal(answer, &peek) != nil || peek.Protocol != Protocol {
+		return h.refuse(p.path, peek.Protocol, peek.Version)
+	}
+	var hello Response
+	if err := strictUnmarshal(answer, &hello); err != nil {
+		return h.fail(fmt.Errorf("a hello mur can't read: %w", err))
+	}
 	return nil
 }
 
-// fail marks the helper unusable: a verification that can't be done fails closed, for this
-// and every later bundle of the command.
-func (h *Helper) fail(cause error) error {
-	h.broken = errs.Wrap(cause, errs.ProvenanceUnverifiable, "%s failed (%v), so no provenance bundle can be checked; nothing was accepted unverified", HelperName, cause)
+// refuse fails the helper for speaking another protocol than this mur.
+func (h *Helper) refuse(path string, found int, build string) error {
+	foundStr, theirs := "none", "an older build, which states no protocol"
+	if found != 0 {
+		foundStr, theirs = strconv.Itoa(found), describeBuild(build)
+	}
+	mine := BuildVersion()
+	h.broken = errs.New(errs.ProvenanceUnverifiable, "%s at %s (%s) does not speak the helper protocol of this mur (%s): expected protocol %d, found %s; no provenance bundle can be checked, and nothing was accepted unverified. Install the %s of this mur's version: %s",
+		HelperName, path, theirs, describeBuild(mine), Protocol, foundStr, HelperName, InstallHint(mine))
+	h.stop()
 	return h.broken
 }
 
-// Close ends the helper process, if one was started.
+// exchange writes req and reads one answer line, within the timeout. Cancelling ctx ends the
+// wait at once: the helper is stopped, since its answer would arrive out of turn, and the next
+// request starts a new one.
+func (h *Helper) exchange(ctx context.Context, req Request) ([]byte, error) {
+	p := h.proc
+	line, err := json.Marshal(req)
+	if err != nil {
+		return nil, errs.Wrap(err, errs.Internal, "provenance request: %v", err)
+	}
+	deadline := time.Now().Add(h.timeout())
+	p.in.SetWriteDeadline(deadline)
+	p.out.SetReadDeadline(deadline)
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		p.in.SetWriteDeadline(time.Unix(1, 0))
+		p.out.SetReadDeadline(time.Unix(1, 0))
+		close(fired)
+	})
+	defer func() {
+		// A cancellation that raced the answer must be done moving the deadlines before the
+		// next exchange sets its own.
+		if !stop() {
+			<-fired
+		}
+	}()
+	var answer []byte
+	_, err = p.in.Write(append(line, '\n'))
+	if err == nil {
+		answer, err = p.readLine()
+	}
+	switch {
+	case err == nil:
+		return answer, nil
+	case ctx.Err() != nil:
+		h.stop()
+		return nil, ctx.Err()
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, h.fail(fmt.Errorf("it did not answer within %s", h.timeout()))
+	case errors.Is(err, io.EOF), errors.Is(err, syscall.EPIPE):
+		return nil, h.fail(fmt.Errorf("it ended without answering: %w", err))
+	}
+	return nil, h.fail(err)
+}
+
+func (p *process) readLine() ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := p.r.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > maxAnswer {
+			return nil, fmt.Errorf("it answered a line of more than %d bytes", maxAnswer)
+		}
+		switch {
+		case err == nil:
+			return line, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		}
+		return nil, err
+	}
+}
+
+// fail marks the helper unusable and stops it: a verification that can't be done fails closed,
+// for this and every later bundle of the command.
+func (h *Helper) fail(cause error) error {
+	h.broken = errs.Wrap(cause, errs.ProvenanceUnverifiable, "%s failed (%v), so no provenance bundle can be checked; nothing was accepted unverified", HelperName, cause)
+	h.stop()
+	return h.broken
+}
+
+// stop kills the helper at once, if one runs, and reaps it.
+func (h *Helper) stop() {
+	p := h.proc
+	if p == nil {
+		return
+	}
+	h.proc = nil
+	p.cmd.Process.Kill()
+	<-p.exited
+	p.in.Close()
+	p.out.Close()
+}
+
+// Close ends the helper process, if one was started: it closes the helper's input, which ends
+// a helper that works, and kills one that has not exited within a short grace.
 func (h *Helper) Close() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.cmd == nil {
+	if h.broken == nil {
+		h.broken = errs.New(errs.Internal, "%s was used after Close", HelperName)
+	}
+	p := h.proc
+	if p == nil {
 		return nil
 	}
-	h.stdin.Close()
-	err := h.cmd.Wait()
-	h.cmd = nil
-	if h.broken == nil {
-		h.broken = errors.New("closed")
+	p.in.Close()
+	grace := time.NewTimer(closeGrace)
+	defer grace.Stop()
+	select {
+	case <-p.exited:
+		h.proc = nil
+		p.out.Close()
+		if !p.cmd.ProcessState.Success() {
+			return fmt.Errorf("%s ended with %v", HelperName, p.cmd.ProcessState)
+		}
+		return nil
+	case <-grace.C:
 	}
-	return err
+	h.stop()
+	return fmt.Errorf("%s did not exit within %s of its input ending, and was killed", HelperName, closeGrace)
 }

@@ -1,22 +1,33 @@
 package provenance_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/fetch/provenance/sigstore"
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/errs/errtest"
 )
 
-// The test binary doubles as mur-provenance: re-executed with this variable set, it serves.
+// The test binary doubles as mur-provenance: re-executed with ATTEST_TEST_HELPER set, it serves,
+// or stands in for a helper that misbehaves in the way the mode names.
 func TestMain(m *testing.M) {
-	switch os.Getenv("ATTEST_TEST_HELPER") {
+	switch mode := os.Getenv("ATTEST_TEST_HELPER"); mode {
+	case "":
+		os.Exit(m.Run())
 	case "serve":
 		if err := sigstore.Serve(context.Background(), os.Stdin, os.Stdout); err != nil {
 			os.Exit(1)
@@ -24,8 +35,66 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	case "crash":
 		os.Exit(3)
+	default:
+		standIn(mode)
+		os.Exit(0)
 	}
-	os.Exit(m.Run())
+}
+
+const helloOK = `{"protocol":1,"version":"test"}`
+
+// standIn is a mur-provenance that gets the protocol wrong, or never answers, or never exits.
+// It writes its pid to $ATTEST_TEST_MARK when it starts, and "asked" once a request past the
+// hello has reached it, for tests that wait on either.
+func standIn(mode string) {
+	mark := os.Getenv("ATTEST_TEST_MARK")
+	if mark != "" {
+		os.WriteFile(mark+".pid", []byte(strconv.Itoa(os.Getpid())), 0o644)
+	}
+	sc := bufio.NewScanner(os.Stdin)
+	sc.Buffer(nil, 64<<20)
+	answer := func(s string) { os.Stdout.WriteString(s + "\n") }
+	// Longer than any test waits, and bounded, so that a test that dies leaves no stand-in
+	// running for long.
+	forever := func() { time.Sleep(10 * time.Minute) }
+	switch mode {
+	case "silent": // reads every request and answers none, not even the hello
+		io.Copy(io.Discard, os.Stdin)
+		return
+	case "deaf": // answers the hello, then reads nothing more and never exits
+		sc.Scan()
+		answer(helloOK)
+		forever()
+	}
+	for n := 0; sc.Scan(); n++ {
+		if n == 1 && mark != "" {
+			os.WriteFile(mark+".asked", nil, 0o644)
+		}
+		switch {
+		case mode == "old": // the helper before the protocol had a version
+			answer(`{"token":"internal","msg":"mur-provenance: unknown op \"hello\""}`)
+		case mode == "noproto":
+			answer(`{"version":"v0.1.0"}`)
+		case mode == "garbage":
+			answer(`mur-provenance 0.1`)
+		case mode == "hello-extra" && n == 0: // the right protocol, in a shape this mur does not know
+			answer(`{"protocol":1,"version":"test","surprise":true}`)
+		case mode == "hello-extra":
+			answer(`{"facts":{"kind":"key","signer":"x"}}`)
+		case mode == "future":
+			answer(`{"protocol":2,"version":"v9.9.9","features":["attest-v2"]}`)
+		case n == 0:
+			answer(helloOK)
+		case mode == "mute": // answers the hello only
+		case mode == "extra":
+			answer(`{"facts":{"kind":"key","signer":"x"},"surprise":true}`)
+		case mode == "stubborn":
+			answer(`{"token":"provenance-mismatch","msg":"no"}`)
+		}
+	}
+	if mode == "stubborn" { // its input has ended, and it stays
+		forever()
+	}
 }
 
 func helper(t *testing.T, mode string) *provenance.Helper {
@@ -37,6 +106,13 @@ func helper(t *testing.T, mode string) *provenance.Helper {
 	h := &provenance.Helper{Path: exe}
 	t.Cleanup(func() { h.Close() })
 	return h
+}
+
+// marked sets the stand-in's mark file, and returns its path.
+func marked(t *testing.T) string {
+	mark := filepath.Join(t.TempDir(), "mark")
+	t.Setenv("ATTEST_TEST_MARK", mark)
+	return mark
 }
 
 const (
@@ -51,9 +127,13 @@ func realBundle(t *testing.T) []byte {
 	return b
 }
 
+func realExpect() provenance.Expect {
+	return provenance.Expect{Artifact: "malancas/demo@0.0.0", Scope: "malancas", OwnerID: 16248153, RepoID: 804070735}
+}
+
 func TestHelperVerifiesInItsOwnProcess(t *testing.T) {
 	h := helper(t, "serve")
-	want := provenance.Expect{Artifact: "malancas/demo@0.0.0", Scope: "malancas", OwnerID: 16248153, RepoID: 804070735}
+	want := realExpect()
 	facts, err := h.Verify(context.Background(), realBundle(t), realSubject, want, provenance.Trust{})
 	if err != nil {
 		t.Fatal(err)
@@ -71,18 +151,159 @@ func TestHelperVerifiesInItsOwnProcess(t *testing.T) {
 	if _, err := h.Verify(context.Background(), realBundle(t), realSubject, want, provenance.Trust{RootFile: "/nonexistent/root.json"}); !errors.Is(err, errs.InvalidConfig) {
 		t.Fatalf("missing trusted_root: %v", err)
 	}
+	if err := h.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
 }
 
 func TestHelperFailsClosed(t *testing.T) {
-	want := provenance.Expect{Artifact: "malancas/demo@0.0.0", OwnerID: 16248153, RepoID: 804070735}
 	h := helper(t, "crash")
 	for i := 0; i < 2; i++ {
-		if _, err := h.Verify(context.Background(), realBundle(t), realSubject, want, provenance.Trust{}); !errors.Is(err, errs.ProvenanceUnverifiable) {
+		if _, err := h.Verify(context.Background(), realBundle(t), realSubject, realExpect(), provenance.Trust{}); !errors.Is(err, errs.ProvenanceUnverifiable) {
 			t.Fatalf("crashed helper, try %d: %v", i, err)
 		}
 	}
 	missing := &provenance.Helper{Path: t.TempDir() + "/mur-provenance"}
-	if _, err := missing.Verify(context.Background(), realBundle(t), realSubject, want, provenance.Trust{}); !errors.Is(err, errs.ProvenanceUnverifiable) {
+	if _, err := missing.Verify(context.Background(), realBundle(t), realSubject, realExpect(), provenance.Trust{}); !errors.Is(err, errs.ProvenanceUnverifiable) {
 		t.Fatalf("missing helper: %v", err)
 	}
+}
+
+// A helper of another protocol version is refused before any bundle reaches it, with both
+// versions named and how to install the matching one.
+func TestHelperRefusesAnotherProtocol(t *testing.T) {
+	for mode, found := range map[string]string{
+		"old":     "found none",
+		"noproto": "found none",
+		"garbage": "found none",
+		"future":  `found 2`,
+	} {
+		t.Run(mode, func(t *testing.T) {
+			h := helper(t, mode)
+			_, err := h.Verify(context.Background(), realBundle(t), realSubject, realExpect(), provenance.Trust{})
+			errtest.WantToken(t, err, errs.ProvenanceUnverifiable, "expected protocol 1, "+found,
+				"go install github.com/murmur-nexus/mur/cmd/...", "make build", "beside its own executable", "on PATH", "nothing was accepted unverified")
+			if mode == "future" && !strings.Contains(err.Error(), `build "v9.9.9"`) {
+				t.Errorf("the error does not name the helper's build: %v", err)
+			}
+			// Refused once, refused for the rest of the command, without asking again.
+			if _, _, again := h.Sign(context.Background(), nil, realSubject, nil); again == nil || again.Error() != err.Error() {
+				t.Fatalf("second request: %v", again)
+			}
+		})
+	}
+}
+
+// Answers are read strictly too: a field mur does not know means the two disagree on what an
+// answer says, and nothing is taken from it.
+func TestHelperReadsAnswersStrictly(t *testing.T) {
+	for _, mode := range []string{"hello-extra", "extra"} {
+		t.Run(mode, func(t *testing.T) {
+			h := helper(t, mode)
+			_, err := h.Verify(context.Background(), realBundle(t), realSubject, realExpect(), provenance.Trust{})
+			errtest.WantToken(t, err, errs.ProvenanceUnverifiable, `unknown field "surprise"`)
+		})
+	}
+}
+
+// A helper that never answers ends the call by itself, within the timeout: one that reads
+// and answers nothing, not even the hello; one that answers the hello and then nothing; and one
+// that stops reading, so that a large request can't even be written.
+func TestHelperThatNeverAnswers(t *testing.T) {
+	big := make([]byte, 4<<20)
+	for mode, bundle := range map[string][]byte{"silent": realBundle(t), "mute": realBundle(t), "deaf": big} {
+		t.Run(mode, func(t *testing.T) {
+			mark := marked(t)
+			h := helper(t, mode)
+			h.Timeout = 2 * time.Second
+			start := time.Now()
+			_, err := h.Verify(context.Background(), bundle, realSubject, realExpect(), provenance.Trust{})
+			errtest.WantToken(t, err, errs.ProvenanceUnverifiable, "did not answer within 2s")
+			if d := time.Since(start); d > time.Minute {
+				t.Fatalf("the call took %s", d)
+			}
+			// Given up on, it is stopped then, not left to run until Close.
+			if pid := readPID(t, mark); syscall.Kill(pid, 0) == nil {
+				t.Fatalf("the helper (pid %d) still runs", pid)
+			}
+			if _, again := h.Verify(context.Background(), bundle, realSubject, realExpect(), provenance.Trust{}); !errors.Is(again, errs.ProvenanceUnverifiable) {
+				t.Fatalf("second request: %v", again)
+			}
+		})
+	}
+}
+
+// Ctrl-C ends the wait for an answer at once, whatever the timeout, with the context's error;
+// the helper is stopped, since its answer would come out of turn, and the next request starts
+// another.
+func TestHelperInterrupted(t *testing.T) {
+	mark := marked(t)
+	h := helper(t, "mute")
+	// Only the timeout could end the wait without the cancellation, and far later than any
+	// machine takes to notice one.
+	h.Timeout = 2 * time.Minute
+	ctx, cancel := context.WithCancel(context.Background())
+	canceled := make(chan time.Time, 1)
+	go func() {
+		// Waits for the event, the request reaching the helper, not for a guessed time.
+		for {
+			if _, err := os.Stat(mark + ".asked"); err == nil {
+				canceled <- time.Now()
+				cancel()
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	_, err := h.Verify(ctx, realBundle(t), realSubject, realExpect(), provenance.Trust{})
+	if !errors.Is(err, context.Canceled) || errors.Is(err, errs.ProvenanceUnverifiable) {
+		t.Fatalf("interrupted call: %v, want context.Canceled", err)
+	}
+	if d := time.Since(<-canceled); d > h.Timeout/2 {
+		t.Fatalf("the call ended %s after the cancellation, as if by its timeout", d)
+	}
+	pid := readPID(t, mark)
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("the interrupted helper (pid %d) still runs: %v", pid, err)
+	}
+	t.Setenv("ATTEST_TEST_HELPER", "serve")
+	if _, err := h.Verify(context.Background(), realBundle(t), realSubject, realExpect(), provenance.Trust{}); err != nil {
+		t.Fatalf("the request after an interrupted one: %v", err)
+	}
+}
+
+// Close ends a helper that does not exit when its input ends: it is killed after a short
+// grace, and Close returns.
+func TestHelperCloseKillsAHelperThatStays(t *testing.T) {
+	mark := marked(t)
+	h := helper(t, "stubborn")
+	_, err := h.Verify(context.Background(), realBundle(t), realSubject, realExpect(), provenance.Trust{})
+	errtest.WantToken(t, err, errs.ProvenanceMismatch)
+	pid := readPID(t, mark)
+	start := time.Now()
+	err = h.Close()
+	if err == nil || !strings.Contains(err.Error(), "was killed") {
+		t.Fatalf("Close: %v", err)
+	}
+	if d := time.Since(start); d > time.Minute {
+		t.Fatalf("Close took %s", d)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("the helper (pid %d) still runs after Close: %v", pid, err)
+	}
+	if _, err := h.Verify(context.Background(), realBundle(t), realSubject, realExpect(), provenance.Trust{}); err == nil {
+		t.Fatal("a closed helper answered")
+	}
+}
+
+func readPID(t *testing.T, mark string) int {
+	b, err := os.ReadFile(mark + ".pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(string(b))
+	if err != nil {
+		t.Fatal(fmt.Errorf("pid file: %w", err))
+	}
+	return pid
 }

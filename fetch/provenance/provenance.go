@@ -98,7 +98,7 @@ type rawBundle struct {
 // filter before Verify when a store or a release holds several bundles.
 func Names(bundle []byte, artifact digest.Digest) bool {
 	var raw rawBundle
-	if json.Unmarshal(bundle, &raw) != nil {
+	if artifact.Validate() != nil || json.Unmarshal(bundle, &raw) != nil {
 		return false
 	}
 	switch {

@@ -140,8 +140,11 @@ func SignDigest(keyPEM []byte, artifact digest.Digest, sha512sum []byte) (bundle
 	if err != nil {
 		return nil, "", errs.Wrap(err, errs.Usage, "the signing key does not parse: %v; give an unencrypted ECDSA P-256 or Ed25519 private key in PEM", err)
 	}
+	if artifact.Validate() != nil || artifact.Algorithm() != digest.SHA256 {
+		return nil, "", errs.New(errs.Internal, "%q is not a sha256 digest", artifact)
+	}
 	sum, err := hex.DecodeString(artifact.Encoded())
-	if err != nil || artifact.Algorithm() != digest.SHA256 {
+	if err != nil {
 		return nil, "", errs.New(errs.Internal, "%q is not a sha256 digest", artifact)
 	}
 	var sig []byte

@@ -13,7 +13,9 @@ import (
 	"testing"
 
 	"github.com/murmur-nexus/mur/fetch/provenance"
+	"github.com/murmur-nexus/mur/fetch/provenance/sigstore/provenancetest"
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/errs/errtest"
 )
 
 func ecdsaPEM(t *testing.T) []byte {
@@ -101,4 +103,56 @@ func TestSignDigestRefusesOtherKeys(t *testing.T) {
 func sha512Sum(s string) []byte {
 	h := sha512.Sum512([]byte(s))
 	return h[:]
+}
+
+// Only P-256 among the ECDSA curves: sigstore-go would verify a P-384 signature just as well,
+// but mur promises one curve, the one cosign and mur push --sign-key make.
+func TestWithKeysRefusesOtherCurves(t *testing.T) {
+	for _, curve := range []elliptic.Curve{elliptic.P224(), elliptic.P384(), elliptic.P521()} {
+		k, err := ecdsa.GenerateKey(curve, rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		der, err := x509.MarshalPKIXPublicKey(k.Public())
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub := string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+		_, err = mustEmbedded(t).WithKeys([]TrustedKey{{Hint: "team", PEM: pub}})
+		errtest.WantToken(t, err, errs.InvalidConfig, `trusted_keys entry "team"`, "P-256")
+	}
+}
+
+// trusted_keys add keyed bundles to what the roots check, and take nothing away: with a key
+// configured, an attestation still verifies against the roots it came with, and the keyed
+// bundle against the key, in process and through Local as the helper serves them.
+func TestKeysKeepAttestationRoots(t *testing.T) {
+	c := provenancetest.NewCA(t, "GitHub, Inc.")
+	attestation := c.Mint(t, provenancetest.Statement(zipDigest.Encoded(), SLSAProvenanceV1), provenancetest.GoodLeaf())
+	priv := ecdsaPEM(t)
+	keyed, hint, err := SignDigest(priv, zipDigest, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := PublicKeyPEM(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := []TrustedKey{{Hint: hint, PEM: pub}}
+	roots, err := NewRoots(c.Material()).WithKeys(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if facts, err := Verify(attestation, zipDigest, acmeExpect(), roots); err != nil || facts.Kind != KindGitHub {
+		t.Fatalf("attestation with trusted_keys set: %+v, %v", facts, err)
+	}
+	if facts, err := Verify(keyed, zipDigest, acmeExpect(), roots); err != nil || facts.Kind != KindKey {
+		t.Fatalf("keyed bundle: %+v, %v", facts, err)
+	}
+	l := &Local{Roots: NewRoots(c.Material())}
+	for name, b := range map[string][]byte{"attestation": attestation, "keyed": keyed} {
+		if _, err := l.Verify(t.Context(), b, zipDigest, acmeExpect(), provenance.Trust{Keys: keys}); err != nil {
+			t.Fatalf("%s through Local with trusted_keys: %v", name, err)
+		}
+	}
 }

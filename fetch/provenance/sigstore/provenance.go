@@ -9,7 +9,7 @@
 // and then stricter than gh: the subject digest is the zip's, the predicate is SLSA provenance v1,
 // the issuer is GitHub Actions, the certificate's owner id (OID 1.3.6.1.4.1.57264.1.17) and
 // repository id (…1.15) equal the pins, the runner is GitHub-hosted unless allowed otherwise, and
-// an optional signer workflow is a prefix of the certificate's SAN.
+// an optional signer workflow is a prefix of the certificate's SAN that ends at a '/' or '@'.
 package sigstore
 
 import (
@@ -45,7 +45,8 @@ const (
 // roots, entirely offline. A bundle that is well-formed but says something else is a
 // provenance-mismatch; one that can't be checked with these roots is provenance-unverifiable.
 func Verify(bundleJSON []byte, artifact digest.Digest, want Expect, roots *Roots) (Facts, error) {
-	if artifact.Algorithm() != digest.SHA256 || artifact.Validate() != nil {
+	// Validate first: Algorithm panics on a digest without a ':', and a request may carry one.
+	if artifact.Validate() != nil || artifact.Algorithm() != digest.SHA256 {
 		return Facts{}, errs.New(errs.Internal, "provenance of %s: %q is not a sha256 digest", want.Artifact, artifact)
 	}
 	sum, _ := hex.DecodeString(artifact.Encoded())
@@ -111,11 +112,26 @@ func verifyAttestation(b *bundle.Bundle, leaf *x509.Certificate, sum []byte, art
 		return facts, errs.New(errs.ProvenanceMismatch, "%s was built on a %q runner, not a GitHub-hosted one; a self-hosted runner is as trustworthy as whoever controls it. Set allow_self_hosted: true for scope %s in .murmur/config.yaml if that is expected",
 			want.Artifact, clean(orNone(facts.Runner)), want.Scope)
 	}
-	if want.SignerWorkflow != "" && !strings.HasPrefix(facts.Signer, want.SignerWorkflow) {
-		return facts, errs.New(errs.ProvenanceMismatch, "%s was signed by workflow %s, which does not start with the signer_workflow %s that scope %s requires",
+	if want.SignerWorkflow != "" && !workflowPrefix(facts.Signer, want.SignerWorkflow) {
+		return facts, errs.New(errs.ProvenanceMismatch, "%s was signed by workflow %s, which does not start with the signer_workflow %s that scope %s requires (a prefix ends at a '/' or '@')",
 			want.Artifact, clean(facts.Signer), clean(want.SignerWorkflow), want.Scope)
 	}
 	return facts, nil
+}
+
+// workflowPrefix reports whether prefix names san or what it lies under: an owner, a
+// repository, a workflow file, or a workflow at any ref. The prefix must end where a path
+// segment or the ref does, since https://github.com/acme/gre would otherwise admit every
+// workflow of acme/grep-evil.
+func workflowPrefix(san, prefix string) bool {
+	if !strings.HasPrefix(san, prefix) {
+		return false
+	}
+	if len(san) == len(prefix) || strings.HasSuffix(prefix, "/") || strings.HasSuffix(prefix, "@") {
+		return true
+	}
+	next := san[len(prefix)]
+	return next == '/' || next == '@'
 }
 
 // classify turns sigstore-go's verification error into mur's tokens. A missing or unknown

@@ -44,6 +44,16 @@ func TestRealGitHubAttestationVerifiesOffline(t *testing.T) {
 	if facts != want {
 		t.Fatalf("facts = %+v\nwant    %+v", facts, want)
 	}
+	// A trusted key takes nothing from the embedded roots.
+	priv := ecdsaPEM(t)
+	pub, _ := PublicKeyPEM(priv)
+	keyed, err := roots.WithKeys([]TrustedKey{{Hint: "team", PEM: pub}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if facts, err := Verify(raw, digest.Digest(realSubject), realExpect(), keyed); err != nil || facts != want {
+		t.Fatalf("with trusted_keys: %+v, %v", facts, err)
+	}
 	// A reusable workflow is matched as a prefix of the SAN, and never as a substring.
 	e := realExpect()
 	e.SignerWorkflow = "https://github.com/bdehamer/workflows/.github/workflows/attest.yml@"

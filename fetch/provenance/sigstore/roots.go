@@ -1,16 +1,19 @@
 package sigstore
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/x509"
 	_ "embed"
-	"os"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
 
 	"github.com/sigstore/sigstore-go/pkg/root"
 	"github.com/sigstore/sigstore-go/pkg/verify"
 
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/safefile"
 )
 
 // The trusted roots mur ships: Sigstore's public-good instance and GitHub's own. mur never asks
@@ -49,34 +52,81 @@ func EmbeddedRoots() (*Roots, error) {
 	return r, nil
 }
 
+// maxRootFile bounds a trusted_root file. mur's two embedded roots are 37 KB together; a
+// config can name any path, and what is there is read into memory whole.
+const maxRootFile = 1 << 20
+
 // LoadRoots reads a trusted_root file: one trusted_root.json, or the JSON lines that
 // `gh attestation trusted-root` prints. It replaces the embedded roots entirely.
+//
+// The file is opened only as a regular file of at most maxRootFile bytes (a symlink to a secret,
+// a FIFO or /dev/zero is refused), and no error quotes what it holds: a config can point it at
+// any file, and the message reaches the terminal and --json.
 func LoadRoots(path string) (*Roots, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, errs.Wrap(err, errs.InvalidConfig, "trusted_root %s can't be read: %v; fix the path in .murmur/config.yaml", path, err)
+	data, err := safefile.ReadFile(path, maxRootFile)
+	var nr *safefile.NotRegularError
+	switch {
+	case errors.As(err, &nr):
+		return nil, errs.Wrap(err, errs.InvalidConfig, "trusted_root %s is %s, and mur reads a trusted root only as a regular file; name the file itself in .murmur/config.yaml", path, nr.Found)
+	case errors.Is(err, safefile.ErrTooLarge):
+		return nil, errs.Wrap(err, errs.InvalidConfig, "trusted_root %s is over %d bytes, far more than a Sigstore trusted root holds, so mur did not read it; check what the file is", path, maxRootFile)
+	case err != nil:
+		return nil, errs.Wrap(err, errs.InvalidConfig, "trusted_root %s can't be read: %v; fix the path in .murmur/config.yaml", path, unwrapPath(err))
 	}
 	r := &Roots{source: "trusted_root " + path}
-	docs := [][]byte{data}
+	type doc struct {
+		line int
+		raw  []byte
+	}
+	docs := []doc{{1, data}}
 	if trimmed := bytes.TrimSpace(data); !bytes.HasPrefix(trimmed, []byte("{")) || bytes.Count(trimmed, []byte("\n{")) > 0 {
 		docs = nil
-		sc := bufio.NewScanner(bytes.NewReader(data))
-		sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
-		for sc.Scan() {
-			if line := bytes.TrimSpace(sc.Bytes()); len(line) > 0 {
-				docs = append(docs, append([]byte(nil), line...))
+		for i, line := range bytes.Split(data, []byte("\n")) {
+			if line = bytes.TrimSpace(line); len(line) > 0 {
+				docs = append(docs, doc{i + 1, line})
 			}
 		}
 	}
-	for _, doc := range docs {
-		if err := r.add(doc); err != nil {
-			return nil, errs.Wrap(err, errs.InvalidConfig, "trusted_root %s is not a Sigstore trusted root: %v", path, err)
+	for _, d := range docs {
+		if why := notARoot(d.raw, d.line); why != "" {
+			return nil, errs.New(errs.InvalidConfig, "trusted_root %s is not a Sigstore trusted root: %s; give the output of `gh attestation trusted-root` or a trusted_root.json", path, why)
+		}
+		if err := r.add(d.raw); err != nil {
+			// sigstore-go's reason may quote the file; only the line is said.
+			return nil, errs.New(errs.InvalidConfig, "trusted_root %s is not a Sigstore trusted root: the document at line %d does not parse as one (a key, certificate or validity period is malformed); give the output of `gh attestation trusted-root` or a trusted_root.json", path, d.line)
 		}
 	}
 	if len(r.instances) == 0 {
-		return nil, errs.New(errs.InvalidConfig, "trusted_root %s holds no trusted root", path)
+		return nil, errs.New(errs.InvalidConfig, "trusted_root %s holds no trusted root (the file is empty); give the output of `gh attestation trusted-root` or a trusted_root.json", path)
 	}
 	return r, nil
+}
+
+// notARoot says what raw, the document that starts at line first of its file, is not, in
+// words that quote none of it; "" when it is JSON with the mediaType of the trusted_root.json
+// version sigstore-go reads.
+func notARoot(raw []byte, first int) string {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) {
+			return fmt.Sprintf("invalid JSON at line %d", first+bytes.Count(raw[:min(int(syn.Offset), len(raw))], []byte("\n")))
+		}
+		return fmt.Sprintf("the JSON at line %d is not an object", first)
+	}
+	var mediaType string
+	if json.Unmarshal(fields["mediaType"], &mediaType) != nil || mediaType != root.TrustedRootMediaType01 {
+		return fmt.Sprintf("the JSON at line %d has not the mediaType %s", first, root.TrustedRootMediaType01)
+	}
+	return ""
+}
+
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // NewRoots builds Roots from trusted material already in memory: for tests, and for callers that

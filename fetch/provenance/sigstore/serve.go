@@ -2,8 +2,10 @@ package sigstore
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"sync"
 
@@ -74,18 +76,33 @@ func (l *Local) Sign(_ context.Context, keyPEM []byte, artifact digest.Digest, s
 	return SignDigest(keyPEM, artifact, sha512)
 }
 
-// Serve answers provenance.Requests, one JSON line each, until in ends: the loop of mur-provenance.
+// Serve answers provenance.Requests, one JSON line each, until in ends: the loop of
+// mur-provenance. The first request must be a hello that states provenance.Protocol; until one
+// does, every other request is refused, so that a mur of another version never has a bundle
+// checked under rules it does not share. A request with a field this helper does not know is
+// refused too, rather than checked without the policy that field may carry.
 func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	var l Local
+	agreed := false
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
 	enc := json.NewEncoder(out)
 	for sc.Scan() {
-		var req provenance.Request
 		var resp provenance.Response
-		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
-			resp = provenance.ErrorResponse(errs.Wrap(err, errs.Internal, "%s got a request it can't read: %v", provenance.HelperName, err))
-		} else {
+		req, err := decodeRequest(sc.Bytes())
+		switch {
+		case req.Op == "hello":
+			// Answered even when the rest of the line is unreadable: a mur of another
+			// protocol learns which one this helper speaks, and says so.
+			agreed = err == nil && req.Protocol == provenance.Protocol
+			resp = provenance.Response{Protocol: provenance.Protocol, Version: provenance.BuildVersion()}
+		case !agreed:
+			resp = provenance.ErrorResponse(errs.New(errs.ProvenanceUnverifiable, "%s (build %q) speaks helper protocol %d, and mur sent %q without agreeing on one first: expected protocol %d, found none. mur is of another version than %s; install both from one version: %s",
+				provenance.HelperName, provenance.BuildVersion(), provenance.Protocol, clean(req.Op), provenance.Protocol, provenance.HelperName, provenance.InstallHint(provenance.BuildVersion())))
+		case err != nil:
+			resp = provenance.ErrorResponse(errs.Wrap(err, errs.ProvenanceUnverifiable, "%s can't read mur's request (%s), so nothing was checked; mur and %s disagree on the protocol although both say %d: install both from one version: %s",
+				provenance.HelperName, clean(err.Error()), provenance.HelperName, provenance.Protocol, provenance.InstallHint(provenance.BuildVersion())))
+		default:
 			resp = l.answer(ctx, req)
 		}
 		if err := enc.Encode(resp); err != nil {
@@ -93,6 +110,26 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		}
 	}
 	return sc.Err()
+}
+
+// decodeRequest reads one request strictly. When that fails, the op is still read leniently,
+// so that a hello from another protocol can be answered with this helper's.
+func decodeRequest(line []byte) (provenance.Request, error) {
+	var req provenance.Request
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&req)
+	if err == nil && dec.More() {
+		err = errors.New("more than one JSON value on a line")
+	}
+	if err != nil {
+		var op struct {
+			Op string `json:"op"`
+		}
+		json.Unmarshal(line, &op)
+		return provenance.Request{Op: op.Op}, err
+	}
+	return req, nil
 }
 
 func (l *Local) answer(ctx context.Context, req provenance.Request) provenance.Response {
@@ -110,5 +147,5 @@ func (l *Local) answer(ctx context.Context, req provenance.Request) provenance.R
 		}
 		return provenance.Response{Bundle: b, Hint: hint}
 	}
-	return provenance.ErrorResponse(errs.New(errs.Internal, "%s: unknown op %q", provenance.HelperName, req.Op))
+	return provenance.ErrorResponse(errs.New(errs.Internal, "%s: unknown op %q", provenance.HelperName, clean(req.Op)))
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/fetch/provenance/sigstore/provenancetest"
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/errs/errtest"
 )
 
 var (
@@ -134,4 +135,53 @@ func TestNamesFiltersBySubject(t *testing.T) {
 	if !provenance.Names(b, zipDigest) || provenance.Names(b, otherDigest) {
 		t.Fatal("Names does not tell the subject apart")
 	}
+}
+
+// signer_workflow is a prefix that ends at a path segment or at the ref: an owner, a
+// repository, a workflow file, a workflow at any ref, or the whole SAN.
+func TestSignerWorkflowEndsAtABoundary(t *testing.T) {
+	const san = "https://github.com/acme/grep-evil/.github/workflows/release.yml@refs/tags/v1.2.0"
+	for prefix, ok := range map[string]bool{
+		"https://github.com/acme":                                                    true,
+		"https://github.com/acme/":                                                   true,
+		"https://github.com/acme/grep-evil":                                          true,
+		"https://github.com/acme/grep-evil/.github/workflows/release.yml":            true,
+		"https://github.com/acme/grep-evil/.github/workflows/release.yml@":           true,
+		"https://github.com/acme/grep-evil/.github/workflows/release.yml@refs/tags/": true,
+		san:                            true,
+		"https://github.com/acme/gre":  false,
+		"https://github.com/acme/grep": false,
+		"https://github.com/ac":        false,
+		"https://github.com/acme/grep-evil/.github/workflows/release":                  false,
+		"https://github.com/acme/grep-evil/.github/workflows/release.yml@refs/tags/v1": false,
+		san + "/":        false,
+		"acme/grep-evil": false,
+	} {
+		if got := workflowPrefix(san, prefix); got != ok {
+			t.Errorf("workflowPrefix(%q) = %v, want %v", prefix, got, ok)
+		}
+	}
+	// And Verify holds a bundle to it.
+	c := provenancetest.NewCA(t, "GitHub, Inc.")
+	lf := provenancetest.GoodLeaf()
+	lf.SAN = san
+	b := c.Mint(t, provenancetest.Statement(zipDigest.Encoded(), SLSAProvenanceV1), lf)
+	roots := NewRoots(c.Material())
+	e := acmeExpect()
+	e.SignerWorkflow = "https://github.com/acme/gre"
+	_, err := Verify(b, zipDigest, e, roots)
+	errtest.WantToken(t, err, errs.ProvenanceMismatch, "signer_workflow https://github.com/acme/gre", "ends at a '/' or '@'")
+	e.SignerWorkflow = "https://github.com/acme/grep-evil"
+	if _, err := Verify(b, zipDigest, e, roots); err != nil {
+		t.Fatalf("repository prefix: %v", err)
+	}
+}
+
+// A digest without an algorithm is refused; go-digest would panic on it, and take the helper down
+// with every later request of the command.
+func TestMalformedDigestIsRefused(t *testing.T) {
+	_, err := Verify([]byte(`{}`), "nope", acmeExpect(), mustEmbedded(t))
+	errtest.WantToken(t, err, errs.Internal, `"nope" is not a sha256 digest`)
+	_, _, err = SignDigest(ecdsaPEM(t), "nope", nil)
+	errtest.WantToken(t, err, errs.Internal, `"nope" is not a sha256 digest`)
 }
