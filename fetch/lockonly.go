@@ -66,6 +66,9 @@ func (r *LockReport) Changed() bool {
 // them in murmur.lock, following murmur.yaml as a pull does.
 func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, reqs []pull.Request, opt LockOptions) (*LockReport, error) {
 	rep := &LockReport{Changes: []LockChange{}, DryRun: opt.DryRun}
+	if err := in.Strict(); err != nil {
+		return rep, err
+	}
 	l, err := lock.Read(proj.LockPath())
 	if err != nil {
 		return rep, err
@@ -143,15 +146,9 @@ func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, 
 				return err
 			}
 		}
-		if !opt.Args {
-			for _, e := range append([]lock.Entry(nil), l.Artifacts...) {
-				if !keep[e.Name] {
-					l.Remove(e.Name)
-				}
-			}
-		}
 		return nil
 	}
+	t := Transition{Pin: apply, Prune: !opt.Args}
 	if !opt.Args {
 		for _, e := range l.Artifacts {
 			if !keep[e.Name] {
@@ -161,24 +158,11 @@ func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, 
 	}
 	if opt.DryRun {
 		// Applied to the copy read above, so that a conflict is reported as the real run would.
-		return rep, apply(l)
-	}
-	if err := lock.Update(ctx, proj.LockPath(), apply); err != nil {
+		_, _, _, err := next(l, in.Capsule, true, t)
 		return rep, err
 	}
-	if !opt.Args {
-		for _, c := range rep.Changes {
-			if c.Action != LockRemoved {
-				continue
-			}
-			if n, err := ref.ParseName(c.Name); err == nil {
-				if err := unstage(proj, n); err != nil {
-					return rep, err
-				}
-			}
-		}
-	}
-	return rep, nil
+	_, err = writeLock(ctx, proj, in.Path, t)
+	return rep, err
 }
 
 // String is the line `mur lock` prints for a change.
@@ -192,4 +176,19 @@ func (c LockChange) String() string {
 		return c.Name + ": " + c.To + " (kept)"
 	}
 	return strings.TrimSpace(c.Name + ": " + c.To + " " + c.Digest + " " + c.Platform + " (pinned)")
+}
+
+// ForgetScope drops scope's owner pin from murmur.lock (mur lock forget-scope), so that the next
+// source pull of the scope pins its current owner; it returns the pin dropped, nil when there was
+// none.
+func ForgetScope(ctx context.Context, proj Project, scope string) (*lock.ScopePin, error) {
+	var removed *lock.ScopePin
+	_, err := writeLock(ctx, proj, "", Transition{Pin: func(l *lock.Lock) error {
+		if pin, ok := l.Pin(scope); ok {
+			removed = &pin
+			l.ForgetScope(scope)
+		}
+		return nil
+	}})
+	return removed, err
 }

@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/stage"
-	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/errs"
-	"github.com/murmur-nexus/mur/internal/lockedfile"
 	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
@@ -75,6 +72,11 @@ type SyncReport struct {
 // PullProject pulls reqs inside a project, keeping murmur.yaml and murmur.lock in agreement.
 func (p *Puller) PullProject(ctx context.Context, proj pull.Project, in Intent, reqs []pull.Request, opt SyncOptions) (*SyncReport, error) {
 	rep := &SyncReport{}
+	if !opt.Locked {
+		if err := in.Strict(); err != nil {
+			return rep, err
+		}
+	}
 	l, err := lock.Read(proj.LockPath())
 	if err != nil {
 		return rep, err
@@ -85,7 +87,7 @@ func (p *Puller) PullProject(ctx context.Context, proj pull.Project, in Intent, 
 			return rep, err
 		}
 	}
-	var declare []int // requests whose result murmur.yaml must name
+	var declare_ []int // requests whose result murmur.yaml must name
 	for i := range reqs {
 		r := &reqs[i]
 		a, _ := in.Capsule.Find(r.Name.String())
@@ -97,7 +99,7 @@ func (p *Puller) PullProject(ctx context.Context, proj pull.Project, in Intent, 
 		}
 		switch {
 		case a == nil || opt.Add && r.Version != a.Version:
-			declare = append(declare, i)
+			declare_ = append(declare_, i)
 		case opt.Args && a.Version != ref.Latest && r.Version != a.Version && !r.Update:
 			if r.Version != ref.Latest {
 				return rep, errs.New(errs.Usage, "%s declares %s at %s, and %s was asked for; to move both murmur.yaml and murmur.lock run 'mur pull --update %s@%s', or edit murmur.yaml and run 'mur pull'",
@@ -105,7 +107,7 @@ func (p *Puller) PullProject(ctx context.Context, proj pull.Project, in Intent, 
 			}
 			r.Version = a.Version // `mur pull acme/grep` pulls what murmur.yaml asks for
 		case r.Update && a.Version != ref.Latest:
-			declare = append(declare, i)
+			declare_ = append(declare_, i)
 		}
 		if a != nil && !r.Update && r.Version == a.Version && a.Version != ref.Latest {
 			if e := l.Find(r.Name.String()); e != nil && e.ResolvedVersion != a.Version {
@@ -115,7 +117,11 @@ func (p *Puller) PullProject(ctx context.Context, proj pull.Project, in Intent, 
 			}
 		}
 	}
-	results, err := p.Pull(ctx, proj, reqs)
+	declare := map[string]bool{}
+	for _, i := range declare_ {
+		declare[reqs[i].Name.String()] = true
+	}
+	results, err := p.pull(ctx, proj, reqs, in.Path, declare)
 	rep.Results = results
 	for i, m := range rep.Moved {
 		for _, r := range results {
@@ -130,29 +136,29 @@ func (p *Puller) PullProject(ctx context.Context, proj pull.Project, in Intent, 
 		// declares and prunes.
 		return rep, err
 	}
-	var edits []declared
-	for _, i := range declare {
+	// What the pull pinned was declared with its pin; this last transition declares the pins a
+	// warm pull found in place, and prunes what murmur.yaml, read under the lock, no longer
+	// declares.
+	done := map[string]bool{}
+	for _, i := range declare_ {
 		if results[i].Error == "" && results[i].Version != "" {
-			edits = append(edits, declared{reqs[i].Name, results[i].Version})
+			done[reqs[i].Name.String()] = true
 		}
 	}
-	if derr := declareAll(ctx, proj, in.Path, edits); derr != nil {
-		return rep, errors.Join(err, derr)
+	// After a failure nothing is pruned: the next pull, which succeeds, does it.
+	tr, terr := writeLock(ctx, proj, in.Path, Transition{Declare: done, Prune: err == nil})
+	rep.Removed = tr.Removed
+	if rep.Removed == nil {
+		rep.Removed = []string{}
 	}
-	for _, d := range edits {
-		rep.Declared = append(rep.Declared, d.name.String()+"@"+d.version)
+	for _, i := range declare_ {
+		if done[reqs[i].Name.String()] {
+			rep.Declared = append(rep.Declared, reqs[i].Name.String()+"@"+results[i].Version)
+		}
 	}
-	if err != nil {
-		return rep, err
+	if terr != nil {
+		return rep, errors.Join(err, terr)
 	}
-	keep := map[string]bool{}
-	for _, w := range wants {
-		keep[w.Name] = true
-	}
-	for _, d := range edits {
-		keep[d.name.String()] = true
-	}
-	rep.Removed, err = Prune(ctx, proj, keep)
 	return rep, err
 }
 
@@ -185,48 +191,6 @@ type declared struct {
 	version string
 }
 
-// declareAll writes each artifact's version into murmur.yaml, editing its text in place.
-func declareAll(ctx context.Context, proj pull.Project, path string, ds []declared) error {
-	if len(ds) == 0 {
-		return nil
-	}
-	return editManifest(ctx, proj, path, func(data []byte) ([]byte, error) {
-		var err error
-		for _, d := range ds {
-			if data, err = manifest.SetArtifact(data, path, d.name, d.version); err != nil {
-				return nil, err
-			}
-		}
-		return data, nil
-	})
-}
-
-// editManifest changes murmur.yaml under the lock's file lock, so that two mur processes editing
-// one project lose nothing, and atomically, keeping its permissions.
-func editManifest(ctx context.Context, proj pull.Project, path string, edit func([]byte) ([]byte, error)) error {
-	unlock, err := lockedfile.Lock(ctx, lock.GuardPath(proj.LockPath()))
-	if err != nil {
-		return errs.Wrap(err, errs.TokenOf(err), "can't lock %s for editing %s: %s", lock.GuardPath(proj.LockPath()), path, errs.Message(err))
-	}
-	defer unlock()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return errs.Wrap(err, errs.IO, "can't read %s: %v", path, err)
-	}
-	out, err := edit(data)
-	if err != nil {
-		return err
-	}
-	perm := os.FileMode(0o644)
-	if fi, err := os.Stat(path); err == nil {
-		perm = fi.Mode().Perm()
-	}
-	if err := atomicfile.WriteFile(path, out, perm); err != nil {
-		return errs.Wrap(err, errs.IO, "can't write %s: %v; check that its folder is writable", path, err)
-	}
-	return nil
-}
-
 // Undeclare removes names from murmur.yaml (mur rm), then drops their pins and tools/ folders.
 // A name murmur.yaml does not declare is refused before anything changes.
 func Undeclare(ctx context.Context, proj pull.Project, in Intent, names []ref.Name) ([]string, error) {
@@ -248,47 +212,14 @@ func Undeclare(ctx context.Context, proj pull.Project, in Intent, names []ref.Na
 		}
 		delete(keep, n.String())
 	}
-	err := editManifest(ctx, proj, in.Path, func(data []byte) ([]byte, error) {
-		var err error
-		for _, n := range names {
-			if data, err = manifest.RemoveArtifact(data, in.Path, n); err != nil {
-				return nil, err
-			}
-		}
-		return data, nil
-	})
-	if err != nil {
+	if err := in.Strict(); err != nil {
 		return nil, err
 	}
-	return Prune(ctx, proj, keep)
-}
-
-// Prune drops every pin whose name keep does not hold, and its tools/ folder, and returns the
-// names dropped. The blobs stay in the CAS, where 'mur cache gc' may free them.
-func Prune(ctx context.Context, proj pull.Project, keep map[string]bool) ([]string, error) {
-	removed := []string{}
-	err := lock.Update(ctx, proj.LockPath(), func(l *lock.Lock) error {
-		for _, e := range append([]lock.Entry(nil), l.Artifacts...) {
-			if !keep[e.Name] {
-				l.Remove(e.Name)
-				removed = append(removed, e.Name)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+	tr, err := writeLock(ctx, proj, in.Path, Transition{Undeclare: names, Prune: true})
+	if tr.Removed == nil {
+		tr.Removed = []string{}
 	}
-	for _, name := range removed {
-		n, err := ref.ParseName(name)
-		if err != nil {
-			continue
-		}
-		if err := unstage(proj, n); err != nil {
-			return removed, err
-		}
-	}
-	return removed, nil
+	return tr.Removed, err
 }
 
 // unstage removes tools/<scope>/<name>/ and its staging lock, and the scope's folder once it is

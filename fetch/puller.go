@@ -53,11 +53,23 @@ type Puller struct {
 	// Evict removes what derives from a blob a trim removes (kept payloads, compiled modules);
 	// nil leaves them to `mur cache gc`.
 	Evict func(ctx context.Context, d digest.Digest, dryRun bool) []string
+	// Locked pins nothing: a pull that would change murmur.lock fails with lock-mismatch.
+	Locked bool
 }
 
-// Pull pulls reqs through the pipeline, then trims the cache to MaxCacheSize.
+// Pull pulls reqs through the pipeline into proj, pinning them in its murmur.lock (or, outside a
+// project, only into the CAS), then trims the cache to MaxCacheSize.
 func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Result, error) {
-	results, err := p.Puller.Pull(ctx, proj, reqs)
+	return p.pull(ctx, proj, reqs, "", nil)
+}
+
+// pull runs the pipeline with the lock writer of this command: the one transition, which declares
+// in murmur.yaml (manifestPath) what declare names as it pins it.
+func (p *Puller) pull(ctx context.Context, proj Project, reqs []Request, manifestPath string, declare map[string]bool) ([]Result, error) {
+	p.InitHealth() // shared by every pull of the command, so that a failed store costs its timeout once
+	pp := *p.Puller
+	pp.Lock = p.lockWriter(manifestPath, declare)
+	results, err := pp.Pull(ctx, proj, reqs)
 	p.trim(ctx, proj, results)
 	return results, err
 }

@@ -137,14 +137,7 @@ func runForgetScope(e *env, args []string) error {
 		return err
 	}
 	path := filepath.Join(dir, lock.FileName)
-	var removed *lock.ScopePin
-	err = lock.Update(e.ctx, path, func(l *lock.Lock) error {
-		if pin, ok := l.Pin(scope); ok {
-			removed = &pin
-			l.ForgetScope(scope)
-		}
-		return nil
-	})
+	removed, err := fetch.ForgetScope(e.ctx, fetch.Project{Dir: dir}, scope)
 	if err != nil {
 		return err
 	}

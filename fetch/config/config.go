@@ -18,6 +18,7 @@ import (
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/internal/safefile"
+	"github.com/murmur-nexus/mur/internal/suggest"
 	"github.com/murmur-nexus/mur/internal/yamlnode"
 	"github.com/murmur-nexus/mur/lock"
 )
@@ -191,6 +192,9 @@ type configFile struct {
 // maxConfigBytes caps what is read of a config file, which holds a few lines.
 const maxConfigBytes = 1 << 20
 
+// topKeys are the keys config.yaml knows at its top level, for "did you mean".
+var topKeys = []string{"stores", "mirror", "mirror_required", "sources", "cache", "provenance", "trusted_root", "trusted_keys", "scopes"}
+
 func readConfigFile(path, baseDir string) (*configFile, error) {
 	data, err := safefile.ReadProject(path, maxConfigBytes, errs.InvalidConfig)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -340,7 +344,11 @@ func parseConfig(data []byte, path, baseDir string) (*configFile, error) {
 				}
 				continue
 			}
-			f.warnings = append(f.warnings, fmt.Sprintf("%s: line %d: unknown key %q ignored", path, k.Line, k.Value))
+			hint := ""
+			if near, ok := suggest.Nearest(k.Value, topKeys); ok {
+				hint = "; did you mean " + near + "?"
+			}
+			f.warnings = append(f.warnings, fmt.Sprintf("%s: line %d: unknown key %q ignored%s", path, k.Line, k.Value, hint))
 		}
 	}
 	sort.Strings(f.warnings)

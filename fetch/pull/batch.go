@@ -87,8 +87,7 @@ func (p *Puller) commitAll(ctx context.Context, proj Project, items []*commitIte
 	for i, err := range cas.SyncAll(ws) {
 		fresh[i].err = err
 	}
-	// lock.Update, or --locked's check that changes nothing, or nothing outside a project.
-	err := p.lockUpdate()(ctx, proj.LockPath(), func(l *lock.Lock) error {
+	err := p.writeLock(ctx, proj, func(l *lock.Lock) error {
 		base := l.Clone()
 		pin := func(it *commitItem) {
 			before := l.Clone()

@@ -183,7 +183,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 			return err
 		}
 		// A --locked pull changes nothing: what it verified satisfies the pin either way.
-		if got.verified != nil && !p.Locked {
+		if got.verified != nil && p.Lock != nil {
 			if err := l.SetProvenance(req.Name.String(), got.verified.lockEntry()); err != nil {
 				return err
 			}

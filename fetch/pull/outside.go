@@ -12,17 +12,19 @@ func (p *Puller) stages() bool {
 	return !p.CASOnly && p.TargetPlatform() == ref.HostPlatform()
 }
 
-// lockUpdate is how a pull changes murmur.lock: lock.Update; lock.Unchanged under --locked; and
-// outside a project a throwaway lock, so that the pin's checks still run and the blob is still
+// LockWriter changes murmur.lock: fn is one group commit's change to the lock as read under its
+// file lock, and the writer decides what of it is kept.
+type LockWriter func(ctx context.Context, proj Project, fn func(*lock.Lock) error) error
+
+// writeLock hands fn to p.Lock. Without one it is a check that changes nothing (--locked); outside
+// a project it runs on a throwaway lock, so that the pin's checks still run and the blob is still
 // committed only after them, but no murmur.lock is written.
-func (p *Puller) lockUpdate() func(context.Context, string, func(*lock.Lock) error) error {
+func (p *Puller) writeLock(ctx context.Context, proj Project, fn func(*lock.Lock) error) error {
 	switch {
 	case p.CASOnly:
-		return func(_ context.Context, _ string, fn func(*lock.Lock) error) error {
-			return fn(&lock.Lock{Scopes: map[string]lock.ScopePin{}})
-		}
-	case p.Locked:
-		return lock.Unchanged
+		return fn(&lock.Lock{Scopes: map[string]lock.ScopePin{}})
+	case p.Lock == nil:
+		return lock.Unchanged(ctx, proj.LockPath(), fn)
 	}
-	return lock.Update
+	return p.Lock(ctx, proj, fn)
 }

@@ -110,8 +110,10 @@ type Puller struct {
 	// CASOnly pulls outside a project: into the CAS and the pull records only, with no
 	// murmur.lock and no tools/ (see outside.go).
 	CASOnly bool
-	// Locked pins nothing: a pull that would change murmur.lock fails with lock-mismatch.
-	Locked bool
+	// Lock is how the pull changes murmur.lock, handed down by the project verbs, which decide
+	// there what the lock keeps (fetch's one transition). nil pins nothing: a pull that would
+	// change murmur.lock fails with lock-mismatch, as --locked does.
+	Lock LockWriter
 
 	Limits     Limits
 	Chain      Chain

@@ -39,12 +39,11 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/murmur-nexus/mur/internal/atomicfile"
-	"github.com/murmur-nexus/mur/internal/yamlnode"
-
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/internal/safefile"
 	"github.com/murmur-nexus/mur/internal/suggest"
+	"github.com/murmur-nexus/mur/internal/yamlnode"
 )
 
 // FileName is the capsule manifest's name, beside murmur.lock.
@@ -282,7 +281,11 @@ func (ps *parser) mapping(n *yaml.Node, prefix string, strict bool, known []stri
 				ps.grantWarnings = append(ps.grantWarnings, fmt.Sprintf("%s:%d: unknown key %q ignored; did you mean %s? Without it the guest gets %s", ps.path, k.Line, join(prefix, key), near, grantsWithout(prefix)))
 				continue
 			}
-			ps.warnings = append(ps.warnings, fmt.Sprintf("%s:%d: unknown key %q ignored", ps.path, k.Line, join(prefix, key)))
+			hint := ""
+			if near, ok := suggest.Nearest(key, known); ok && k.Kind == yaml.ScalarNode {
+				hint = "; did you mean " + near + "?"
+			}
+			ps.warnings = append(ps.warnings, fmt.Sprintf("%s:%d: unknown key %q ignored%s", ps.path, k.Line, join(prefix, key), hint))
 			continue
 		}
 		out[key] = v
