@@ -51,6 +51,12 @@ func LockIn(ctx context.Context, root *os.Root, name string) (Unlock, error) {
 func TryLock(f *os.File) error  { return tryLock(f, exclusive) }
 func TryRLock(f *os.File) error { return tryLock(f, shared) }
 
+// HoldDirIn opens the folder name in root, never through a symlink, and takes an exclusive lock
+// on it without waiting, marking it as in use by this process: a folder whose lock can be taken
+// belongs to a process that is gone. The lock lasts until the folder is closed. On Windows,
+// which locks only files, it refuses.
+func HoldDirIn(root *os.Root, name string) (*os.File, error) { return holdDirIn(root, name) }
+
 // Busy reports whether err, from TryLock or TryRLock, says that another holds the lock.
 func Busy(err error) bool { return isBusy(err) }
 

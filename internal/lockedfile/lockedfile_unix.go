@@ -59,3 +59,15 @@ func unlock(f *os.File) { unix.Flock(int(f.Fd()), unix.LOCK_UN) }
 func isBusy(err error) bool { return errors.Is(err, unix.EWOULDBLOCK) }
 
 func isInterrupted(err error) bool { return errors.Is(err, unix.EINTR) }
+
+func holdDirIn(root *os.Root, name string) (*os.File, error) {
+	f, err := root.OpenFile(name, os.O_RDONLY|unix.O_DIRECTORY|noFollow, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, &os.PathError{Op: lockOp, Path: name, Err: err}
+	}
+	return f, nil
+}

@@ -100,3 +100,9 @@ func unlock(f *os.File) { windows.UnlockFileEx(windows.Handle(f.Fd()), 0, 1, 0, 
 func isBusy(err error) bool { return errors.Is(err, windows.ERROR_LOCK_VIOLATION) }
 
 func isInterrupted(error) bool { return false }
+
+// holdDirIn refuses: LockFileEx takes only files, and a folder not marked as held would be taken
+// for a dead process's leftover and removed from under the process using it.
+func holdDirIn(root *os.Root, name string) (*os.File, error) {
+	return nil, errs.New(errs.Denied, "mur can't hold the folder %s in %s on Windows, where only files can be locked, so another mur would take it for a dead process's leftover and remove it; run mur on Linux or macOS (WSL works)", name, root.Name())
+}
