@@ -65,7 +65,7 @@ func holdDirIn(root *os.Root, name string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := tryLock(f, exclusive); err != nil {
 		f.Close()
 		return nil, &os.PathError{Op: lockOp, Path: name, Err: err}
 	}
