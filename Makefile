@@ -5,7 +5,7 @@ BIN       := bin/mur
 FUZZTIME  ?= 10s
 export GOFLAGS := -buildvcs=false
 
-.PHONY: all build test test-under-load unit e2e bench fuzz lint demo ci-demo reliability clean check-registry trusted-roots
+.PHONY: all build test test-under-load unit e2e bench fuzz lint cross demo ci-demo reliability clean check-registry trusted-roots
 
 all: build
 
@@ -46,6 +46,17 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+
+# The other systems mur builds for (README: Install): cmd/... for each, and go vet of every package,
+# tests included, which type-checks the code of that system without running it.
+CROSS := darwin/arm64 darwin/amd64 windows/amd64
+
+cross:
+	@set -e; for t in $(CROSS); do \
+	  echo "cross: $$t"; \
+	  GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) build ./cmd/...; \
+	  GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) vet ./...; \
+	done
 
 bench: build
 	./scripts/bench.sh

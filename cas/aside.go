@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/murmur-nexus/mur/internal/safefile"
 )
@@ -55,15 +52,6 @@ func committedBlob(f *os.File, final string, size int64) bool {
 	if err != nil || !fi.Mode().IsRegular() || fi.Size() != size {
 		return false
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && st.Nlink == 1
-}
-
-// touchNoFollow sets path's times to now without following a symlink at path.
-func touchNoFollow(path string, now time.Time) error {
-	ts := []unix.Timespec{unix.NsecToTimespec(now.UnixNano()), unix.NsecToTimespec(now.UnixNano())}
-	if err := unix.UtimesNanoAt(unix.AT_FDCWD, path, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return &os.PathError{Op: "utimensat", Path: path, Err: err}
-	}
-	return nil
+	n, ok := safefile.Links(fi)
+	return ok && n == 1
 }

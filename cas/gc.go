@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/opencontainers/go-digest"
-	"golang.org/x/sys/unix"
 
 	"github.com/murmur-nexus/mur/internal/lockedfile"
 	"github.com/murmur-nexus/mur/internal/safefile"
@@ -295,7 +294,7 @@ func (s *Store) gcIngest(ctx context.Context, now time.Time, opt GCOptions, rep 
 		}
 		// A lock we can take means no live ingest holds the file; keep it while removing, so
 		// that the check and the removal are one step for any ingest that would look.
-		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		if lockedfile.TryLock(f) != nil {
 			f.Close()
 			continue
 		}

@@ -95,3 +95,10 @@ func skipOrFail(t *testing.T, format string, args ...any) {
 	}
 	t.Skipf(format, args...)
 }
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

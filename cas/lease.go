@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/opencontainers/go-digest"
-	"golang.org/x/sys/unix"
 
 	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/lockedfile"
@@ -60,7 +59,7 @@ func (s *Store) NewLease(ctx context.Context) (*Lease, error) {
 	if err != nil {
 		return nil, pathErr(err, "creating a lease in", s.leases)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := lockedfile.TryLock(f); err != nil {
 		f.Close()
 		os.Remove(tmp)
 		return nil, pathErr(&fs.PathError{Op: "flock", Path: tmp, Err: err}, "locking", tmp)
@@ -159,7 +158,7 @@ func (s *Store) leased(ctx context.Context, now time.Time, dryRun bool) (map[dig
 		if err != nil {
 			continue // released meanwhile
 		}
-		if unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB) == nil {
+		if lockedfile.TryRLock(f) == nil {
 			// Nobody holds it: its process is gone.
 			if !dryRun {
 				os.Remove(p)

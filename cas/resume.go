@@ -12,13 +12,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 
 	"github.com/opencontainers/go-digest"
-	"golang.org/x/sys/unix"
 
 	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/lockedfile"
 	"github.com/murmur-nexus/mur/internal/safefile"
 )
 
@@ -126,9 +125,9 @@ func (s *Store) OpenResumable(ctx context.Context, info ResumeInfo) (*Writer, er
 		if err != nil {
 			return nil, pathErr(err, "opening", path)
 		}
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		if err := lockedfile.TryLock(f); err != nil {
 			f.Close()
-			if errors.Is(err, syscall.EWOULDBLOCK) {
+			if lockedfile.Busy(err) {
 				// Another process is fetching these bytes right now: fetch them again, as
 				// two ingests of one digest always could.
 				return s.NewWriter(ctx)

@@ -14,8 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/lockedfile"
@@ -156,10 +154,4 @@ func (s *Store) Roots(ctx context.Context, now time.Time, dryRun bool) (RootsRep
 	sort.Strings(rep.Live)
 	sort.Strings(rep.Pruned)
 	return rep, nil
-}
-
-// readOnly reports whether dir is on a file system mounted read-only.
-func readOnly(dir string) bool {
-	var st unix.Statfs_t
-	return unix.Statfs(dir, &st) == nil && st.Flags&unix.ST_RDONLY != 0
 }

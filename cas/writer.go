@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/opencontainers/go-digest"
-	"golang.org/x/sys/unix"
 
 	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/bufpool"
@@ -83,7 +82,7 @@ func (s *Store) NewWriter(ctx context.Context) (*Writer, error) {
 		return nil, pathErr(err, "creating a temporary file in", s.ingest)
 	}
 	f := af.File
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := lockedfile.TryLock(f); err != nil {
 		f.Close()
 		os.Remove(f.Name())
 		return nil, pathErr(&fs.PathError{Op: "flock", Path: f.Name(), Err: err}, "locking", f.Name())
@@ -144,7 +143,7 @@ func (w *Writer) writeLoop(start int64) {
 			written += int64(c.n)
 			if written-kicked >= writebackEvery {
 				// Advisory: a file system without it still gets the fsync at Commit.
-				_ = unix.SyncFileRange(int(w.f.Fd()), kicked, written-kicked, unix.SYNC_FILE_RANGE_WRITE)
+				startWriteback(w.f, kicked, written-kicked)
 				kicked = written
 			}
 			if written-flushed >= flushEvery && (flushing == nil || closed(flushing)) {

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/opencontainers/go-digest"
-	"golang.org/x/sys/unix"
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch"
@@ -30,6 +29,7 @@ import (
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
+	"github.com/murmur-nexus/mur/internal/lockedfile"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
 )
@@ -432,7 +432,7 @@ func TestStagingLeftoversAreRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Flock(int(held.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := lockedfile.TryLock(held); err != nil {
 		t.Fatal(err)
 	}
 	young := filepath.Join(w.proj.ToolsDir(), "acme", ".mur-tmp-grep-young")

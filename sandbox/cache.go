@@ -17,7 +17,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/murmur-nexus/mur/internal/atomicfile"
@@ -65,8 +64,8 @@ func private(p string, fi fs.FileInfo) string {
 	if !fi.IsDir() {
 		return fmt.Sprintf("%s is not a folder; move it away", p)
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
-		return fmt.Sprintf("%s is owned by uid %d, not by you (uid %d); remove it so mur can create its own", p, st.Uid, os.Getuid())
+	if why := notYours(p, fi); why != "" {
+		return why
 	}
 	if perm := fi.Mode().Perm(); perm != 0o700 {
 		return fmt.Sprintf("%s has mode %04o, and mur only trusts mode 0700; run chmod 700 %s (or remove it)", p, perm, p)

@@ -14,7 +14,9 @@
 // file system), walk.go (its walk from held folders), rootfile.go (its open files), memory.go
 // (guest memory), quota.go (the state store's size limit), plan.go (a capsule's grants as one
 // root, from `mur run`), payload.go (the payload from the CAS, and kept payloads) and evict.go
-// (what GC removes from the compiled cache with a blob).
+// (what GC removes from the compiled cache with a blob). What differs by system is in files
+// ending _unix, _linux, _darwin and _windows; on Windows a guest gets no file system at all
+// (plan_windows.go says why).
 //
 // # Notes
 //

@@ -10,10 +10,10 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/lockedfile"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/safefile"
 )
 
 // Staging works through folder handles held open, never through paths looked up again: a local
@@ -103,7 +103,7 @@ func stageDirError(tools Tools, rel string, err error) error {
 		target, _ := os.Readlink(p)
 		return errs.New(errs.Denied, "%s is a symlink to %s, and mur stages tools only into real folders inside the project, so it changed nothing there; remove the symlink (its target is untouched) and run again", p, target)
 	}
-	if err == nil || errors.Is(err, unix.ENOTDIR) {
+	if err == nil || errors.Is(err, syscall.ENOTDIR) {
 		return errs.New(errs.Denied, "%s is not a folder; move it away and run again", p)
 	}
 	return errs.Wrap(err, errs.Denied, "can't open %s as a folder inside the project (%v); if it is a link, remove it and run again", p, err)
@@ -146,15 +146,7 @@ func mkdirTempIn(root *os.Root, prefix string) (string, error) {
 // holdIn opens the folder name in root and flocks it, marking it as in use by this process:
 // a staging folder whose flock can be taken belongs to a process that is gone (stage_sweep.go).
 func holdIn(root *os.Root, name string) (*os.File, error) {
-	f, err := root.OpenFile(name, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, err
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		return nil, &fs.PathError{Op: "flock", Path: name, Err: err}
-	}
-	return f, nil
+	return lockedfile.HoldDirIn(root, name)
 }
 
 // stampIn is stamp for the file name in root.
@@ -163,16 +155,12 @@ func stampIn(root *os.Root, name string) string {
 	if err != nil {
 		return ""
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return ""
-	}
-	return fmt.Sprintf("%d:%d:%d.%09d", st.Ino, st.Size, st.Ctim.Sec, st.Ctim.Nsec)
+	return safefile.Stamp(fi)
 }
 
 // writeNew writes a new file name in root, refusing one that is there already.
 func writeNew(root *os.Root, name string, b []byte) error {
-	f, err := root.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY|unix.O_NOFOLLOW, 0o644)
+	f, err := root.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY|safefile.NoFollow, 0o644)
 	if err != nil {
 		return err
 	}
@@ -194,7 +182,7 @@ func openRealDir(parent *os.Root, name string) (*os.Root, error) {
 	held, herr := r.Stat(".")
 	if err != nil || herr != nil || fi.Mode()&fs.ModeSymlink != 0 || !os.SameFile(fi, held) {
 		r.Close()
-		return nil, &fs.PathError{Op: "open", Path: name, Err: unix.ELOOP}
+		return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.ELOOP}
 	}
 	return r, nil
 }

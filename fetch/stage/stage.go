@@ -25,7 +25,6 @@ import (
 	"sort"
 
 	"github.com/opencontainers/go-digest"
-	"golang.org/x/sys/unix"
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/internal/artifact"
@@ -34,6 +33,7 @@ import (
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/lockedfile"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/safefile"
 )
 
 // stagedMarkerFile is the file in each tools/<scope>/<name>/ that says which blob it was staged
@@ -55,11 +55,11 @@ type stagedMarker struct {
 
 // stamp is a file's inode, size and change time; "" when it can't be read.
 func stamp(path string) string {
-	var st unix.Stat_t
-	if err := unix.Lstat(path, &st); err != nil {
+	fi, err := os.Lstat(path)
+	if err != nil {
 		return ""
 	}
-	return fmt.Sprintf("%d:%d:%d.%09d", st.Ino, st.Size, st.Ctim.Sec, st.Ctim.Nsec)
+	return safefile.Stamp(fi)
 }
 
 // Tools is a project's tools/ folder. The stage reaches it only through the project folder that
@@ -334,7 +334,7 @@ func filesPresent(dir string, m stagedMarker) bool {
 // crash can leave one short, which the size check on the next pull and `mur verify` notice, and
 // restaging restores. The blob itself, in the CAS, is durable.
 func writeStaged(dir *os.Root, file string, r io.Reader, crc, key hash.Hash) (int64, error) {
-	f, err := dir.OpenFile(file, os.O_CREATE|os.O_EXCL|os.O_WRONLY|unix.O_NOFOLLOW, 0o644)
+	f, err := dir.OpenFile(file, os.O_CREATE|os.O_EXCL|os.O_WRONLY|safefile.NoFollow, 0o644)
 	if err != nil {
 		return 0, err
 	}
@@ -388,7 +388,7 @@ func crcString(c uint32) string { return fmt.Sprintf("crc32:%08x", c) }
 // (copy_file_range), and computes its checksum from the source range, which the copy has just
 // brought into the page cache: a stored entry has no deflate stream to check it on the way.
 func copyStored(dir *os.Root, file string, src cas.ReaderAt, off, n int64, crc, key hash.Hash) (int64, error) {
-	dst, err := dir.OpenFile(file, os.O_CREATE|os.O_EXCL|os.O_WRONLY|unix.O_NOFOLLOW, 0o644)
+	dst, err := dir.OpenFile(file, os.O_CREATE|os.O_EXCL|os.O_WRONLY|safefile.NoFollow, 0o644)
 	if err != nil {
 		return 0, err
 	}

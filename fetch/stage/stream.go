@@ -3,7 +3,6 @@ package stage
 import (
 	"bufio"
 	"encoding/binary"
-	"fmt"
 	"hash"
 	"hash/crc32"
 	"io"
@@ -14,9 +13,9 @@ import (
 	"sync/atomic"
 
 	"github.com/opencontainers/go-digest"
-	"golang.org/x/sys/unix"
 
 	"github.com/murmur-nexus/mur/internal/artifact"
+	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/bufpool"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
@@ -84,7 +83,7 @@ func NewStream(tools *Tools, name ref.Name, d digest.Digest, key hash.Hash) *Str
 	var f *os.File
 	if tools != nil {
 		var err error
-		if f, err = os.OpenFile(tools.Project, os.O_RDWR|unix.O_TMPFILE|unix.O_CLOEXEC, 0o644); err != nil {
+		if f, err = atomicfile.OpenUnnamed(tools.Project, 0o644); err != nil {
 			return nil
 		}
 	}
@@ -168,7 +167,7 @@ func (s *Stream) Adopt(a *artifact.Archive, size int64) *Prepared {
 	}
 	// The unnamed file gets its name only now. linkat through /proc needs no privilege, unlike
 	// AT_EMPTY_PATH; a project on two file systems (tools/ a mount point) falls back.
-	if err := unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", s.file.Fd()), int(st.hold.Fd()), r.name, unix.AT_SYMLINK_FOLLOW); err != nil {
+	if err := atomicfile.LinkUnnamed(s.file, st.hold, r.name); err != nil {
 		st.Discard()
 		return nil
 	}

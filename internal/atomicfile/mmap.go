@@ -1,24 +1,10 @@
 package atomicfile
 
-import (
-	"os"
+import "os"
 
-	"golang.org/x/sys/unix"
-)
-
-// Map maps the regular file f read-only, with its pages faulted in by one call: on a virtual
-// machine copying megabytes into fresh heap costs a page fault per 4 KiB, which is most of a warm
-// start's loading. unmap releases the mapping; the bytes must not be used after it. An empty
-// file, or one that can't be mapped, is read into memory instead.
-func Map(f *os.File, size int64) (data []byte, unmap func() error, err error) {
-	if size == 0 {
-		return []byte{}, func() error { return nil }, nil
-	}
-	b, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_POPULATE)
-	if err == nil {
-		return b, func() error { return unix.Munmap(b) }, nil
-	}
-	b = make([]byte, size)
+// readAll is Map where nothing is mapped: the file's bytes on the heap, with nothing to release.
+func readAll(f *os.File, size int64) ([]byte, func() error, error) {
+	b := make([]byte, size)
 	if _, err := f.ReadAt(b, 0); err != nil {
 		return nil, nil, err
 	}

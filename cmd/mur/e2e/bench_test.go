@@ -18,7 +18,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -122,7 +121,7 @@ func benchPull(b *testing.B, size int) {
 		os.RemoveAll(filepath.Join(w.project, "tools"))
 		// Each side starts with nothing of the other's in flight to the disk (its writeback, the
 		// discards of what was removed), which would otherwise land in the next side's fsync.
-		syscall.Sync()
+		syncDisks()
 		c := w.cmd("pull", "-q", "--no-precompile", "--store", store, "bench/big@1.0.0")
 		if peak {
 			murRSS = runPeak(b, c)
@@ -138,7 +137,7 @@ func benchPull(b *testing.B, size int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		syscall.Sync()
+		syncDisks()
 		c = exec.Command(crane, "blob", "--insecure", reg.Addr()+"/murmur/bench/big@"+digest)
 		c.Stdout = fh
 		if peak {
