@@ -1,32 +1,29 @@
-// Package fetch pulls packed artifacts from stores (OCI registries and OCI image-layout folders)
-// and sources (the GitHub releases of a scope), and checks every byte on the way in.
+// Package fetch is the fetch tool's verbs on a project, as the Go command's modload is: Pull (of a
+// project, or outside one), Add, Remove, Lock (and --bump), Outdated, Warm, Verify, GC, List and
+// Info, and the rule that keeps murmur.lock following murmur.yaml. cmd/mur speaks to fetch only.
 //
 // # Files
 //
-//   - store.go: Store, Source, Scratch, Descriptor; filestore.go: the file:// store.
-//   - pull.go: Puller, Pull and one artifact's pull; pull_resolve.go: the lock's pin, the places
-//     a request asks in order and what each answered; pull_commit.go: checking, committing,
-//     pinning and recording; pull_batch.go: the group commit; pull_once.go: what a pull does once
-//     for all its requests; pull_slots.go: the bounds on metadata requests in flight;
-//     events.go: the progress a pull reports; kept.go: what a failed download kept for the next.
-//   - download.go: the seam to fetch/internal/download, which moves the bytes (resume, parallel
-//     ranges, the one reading of a Range answer); download_bound.go: the ceiling of a download
-//     whose size no one declared; chain.go: when a failing store falls through;
-//     integrity_summary.go: the closing warning about stores that served bad bytes;
-//     mirror.go: the write-through to a mirror.
-//   - pull_provenance.go, pull_bundles_early.go: Sigstore bundles found and checked as a pull
-//     runs; config_provenance.go: the provenance keys of config.yaml.
-//   - offline_latest.go: "latest" resolved offline from the version list an online pull kept.
-//   - stage.go, stage_root.go, stage_sweep.go, streamstage.go: tools/ (through held folder
-//     handles), the leftovers of killed stagings, and staging a payload as it downloads;
-//     payload.go: reading a packed artifact back from the CAS (artifact.OpenBlob).
-//   - project.go: a project opened for the commands that pull (OpenProject, Workspace.Puller);
-//     project_sync.go, intent_check.go: murmur.lock following murmur.yaml; lockonly.go: `mur lock`.
-//   - verify.go, verify_provenance.go: `mur verify`; warm.go, warm_bundles.go: `mur warm`;
-//     publish.go, publish_bundles.go, publish_manifest.go: `mur push`; gc.go: `mur cache gc`;
-//     outdated.go: `mur outdated`; list.go, info.go: `mur ls` and `mur info`; outside.go: a pull
-//     outside a project (-o).
-//   - config.go and store_address.go: config.yaml and the store address grammar.
+//   - transition.go: the one transition of murmur.lock (Transition, writeLock, next), which every
+//     command that changes the lock goes through; intent_check.go: murmur.yaml against the lock.
+//   - puller.go: Puller, the pipeline (fetch/pull) as the verbs drive it, and the pipeline's
+//     words (Project, Request, Result, Event) as the verbs hand them out; project.go: a project
+//     opened with its config (OpenProject, Workspace.Puller).
+//   - project_sync.go: `mur pull` and `mur add` in a project, `mur rm` (Undeclare);
+//     lockonly.go: `mur lock` and forget-scope; outdated.go: `mur outdated`.
+//   - warm.go: `mur warm`; verify_verb.go: `mur verify` (fetch/verify does the checking);
+//     gc.go: `mur cache gc`; list.go, info.go: `mur ls` and `mur info`; outside.go: a pull
+//     outside a project (-o); integrity_summary.go: the closing warning about bad stores.
+//
+// # Beneath it
+//
+//   - fetch/pull: the pipeline: resolve, chain, download, check, commit, record, stage, precompile.
+//   - fetch/store: the contract ocistore and github implement, and the store-address grammar.
+//   - fetch/stage: tools/ through held folder handles. fetch/config: both config.yaml files.
+//   - fetch/verify: the checker behind `mur verify`. fetch/publish: what `mur push` sends.
+//   - fetch/provenance: facts, policy and the mur-provenance client; its sigstore sub-package is
+//     the helper's side, the only importer of sigstore-go.
+//   - fetch/ocistore, fetch/github: registries and layouts, GitHub releases.
 //
 // # Notes
 //

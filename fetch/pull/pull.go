@@ -1,3 +1,17 @@
+// Package pull is the pull pipeline beneath fetch's verbs, as the Go command's modfetch is beneath
+// modload: it resolves each request at the places it may look (the lock's pin, the stores in
+// order, the scope's source), downloads into a CAS scratch, checks the bytes against the index,
+// the lock and the provenance policy, commits the blob, records the pull, stages tools/ and
+// precompiles. It learns of murmur.lock only through the LockWriter it is handed, and takes its
+// limits as fields, never from the context.
+//
+// Files: pull.go (Puller, Pull, one request); run.go (what one Pull shares); resolve.go and
+// source.go (the places asked and what each answered); meta.go (resolving from metadata alone, for
+// mur lock); download.go, download_bound.go, kept.go (the seam to fetch/internal/download);
+// chain.go (when a failing store falls through, and store health); commit.go, batch.go, once.go
+// (checking, group commits, what a pull does once); slots.go (the bounds on what is in flight);
+// provenance.go, bundles_early.go, warm_bundles.go (Sigstore bundles at pull); mirror.go (the
+// write-through mirror); offline_latest.go ("latest" offline); events.go (progress).
 package pull
 
 import (

@@ -1,0 +1,94 @@
+package pull
+
+import (
+	"context"
+	"errors"
+
+	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch/stage"
+	fstore "github.com/murmur-nexus/mur/fetch/store"
+	"github.com/murmur-nexus/mur/internal/errs"
+)
+
+// fromCAS leases desc's digest and, when the CAS holds it, returns it as fetched without
+// downloading anything, once its packed manifest names what it was resolved as. It returns nil,
+// nil when the CAS does not hold it.
+func (p *Puller) fromCAS(ctx context.Context, desc fstore.Descriptor, lease *cas.Lease, origin string, tok errs.Token) (*fetched, error) {
+	if err := lease.Add(ctx, desc.Digest); err != nil {
+		return nil, err
+	}
+	if !p.CAS.Has(desc.Digest) {
+		return nil, nil
+	}
+	a, blob, err := stage.OpenPacked(ctx, p.CAS, desc.Digest)
+	if errors.Is(err, errs.NotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, errs.Wrap(err, errs.TokenOf(err), "%s@%s from %s: %s", desc.Name, desc.Version, origin, errs.Message(err))
+	}
+	blob.Close()
+	if err := packedAs(a, desc.Name, desc.Version, origin, tok); err != nil {
+		return nil, err
+	}
+	return &fetched{desc: desc, archive: a}, nil
+}
+
+func (p *Puller) fromSource(ctx context.Context, req Request, version string, pin pinned, lease *cas.Lease) (*fetched, error) {
+	release, err := p.metaSlot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s, err := p.Source.Resolve(ctx, req.Name, version, p.TargetPlatform(), pin.owner)
+	release()
+	if err != nil {
+		return nil, err
+	}
+	if pin.digest != "" && s.Digest != pin.digest {
+		return nil, errs.New(errs.LockConflict, "%s serves %s@%s as %s, but murmur.lock pins %s; if the new bytes are expected run 'mur pull --update %s@%s'",
+			s.Origin, req.Name, s.Version, s.Digest, pin.digest, req.Name, s.Version)
+	}
+	if got, err := p.fromCAS(ctx, s.Descriptor, lease, s.Origin, errs.IndexMismatch); got != nil || err != nil {
+		if got != nil {
+			got.release, got.asset, got.newPin = s.Release, s.Asset, s.NewPin
+		}
+		return got, err
+	}
+	w, err := p.CAS.OpenResumable(ctx, cas.ResumeInfo{Digest: s.Digest, Size: s.Size, Store: s.Origin})
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			w.Close()
+		}
+	}()
+	rs := p.newSourceScratch(w, s, req.Name.String())
+	release, err = p.jobSlot(ctx, s.Size)
+	if err != nil {
+		ok = true
+		w.Close()
+		return nil, err
+	}
+	s, err = p.Source.Fetch(ctx, req.Name, version, p.TargetPlatform(), pin.owner, rs)
+	release()
+	if err != nil {
+		ok = true // dropOrKeep closes it
+		return nil, p.dropOrKeep(ctx, w, err, "fetching %s@%s from %s", req.Name, version, rs.from)
+	}
+	if pin.digest != "" && s.Digest != pin.digest {
+		return nil, errs.New(errs.LockConflict, "%s serves %s@%s as %s, but murmur.lock pins %s; if the new bytes are expected run 'mur pull --update %s@%s'",
+			s.Origin, req.Name, s.Version, s.Digest, pin.digest, req.Name, s.Version)
+	}
+	if w.Digest() != s.Digest {
+		return nil, errs.New(errs.Integrity, "%s reported %s for %s@%s but the bytes hash to %s; nothing was written", s.Origin, s.Digest, req.Name, s.Version, w.Digest())
+	}
+	w.SyncSoon()
+	a, err := checkPacked(w, w.Size(), req.Name, s.Version, s.Origin, errs.IndexMismatch)
+	if err != nil {
+		return nil, err
+	}
+	ok = true
+	return &fetched{w: w, desc: s.Descriptor, release: s.Release, asset: s.Asset, newPin: s.NewPin, archive: a, xfer: rs.xfer()}, nil
+}
