@@ -10,6 +10,7 @@ import (
 
 	"github.com/klauspost/compress/snappy"
 
+	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/fetch/provenance/sigstore/provenancetest"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -17,7 +18,7 @@ import (
 
 // GITHUB_TOKEN goes to the API base and nowhere else: an attestations answer whose bundle_url
 // points at another host gets no credential there, and the bundle that host serves (signed by a
-// CA nobody trusts) fails the pull closed, leaving no blob, pin or tools/.
+// CA nobody trusts) fails a pull under require closed, leaving no blob, pin or tools/.
 func TestProvenanceTokenStaysOnTheAPIBase(t *testing.T) {
 	w := newProvWorld(t, "GitHub, Inc.")
 	stranger := provenancetest.NewCA(t, "GitHub, Inc.")
@@ -34,7 +35,7 @@ func TestProvenanceTokenStaysOnTheAPIBase(t *testing.T) {
 	w.fake.AddAttestationURL("acme", "murmur-artifacts", w.d.String(), evil.URL+"/attestations/1.json.sn")
 
 	before := w.state()
-	_, err := w.pull(w.puller(""), req(grep, "1.2.0"))
+	_, err := w.pull(w.puller(config.ProvenanceRequire), req(grep, "1.2.0"))
 	if !errors.Is(err, errs.ProvenanceUnverifiable) {
 		t.Fatalf("err = %v, want provenance-unverifiable", err)
 	}

@@ -30,7 +30,7 @@ const HelperName = "mur-provenance"
 // every change to the shape of a Request or a Response: a field that one side drops unread may
 // be a policy the other meant to enforce, so each side refuses a peer of another version
 // instead of guessing.
-const Protocol = 1
+const Protocol = 2
 
 // DefaultTimeout bounds each exchange with mur-provenance when Helper.Timeout is zero. A verify
 // takes milliseconds; the bound is for a helper that hangs, which must fail the command rather
@@ -65,6 +65,10 @@ type Response struct {
 	Hint     string `json:"hint,omitempty"`
 	Token    string `json:"token,omitempty"`
 	Msg      string `json:"msg,omitempty"`
+	// Unanchored names the signer of a bundle that nothing trusted anchors (an unknown key, an
+	// unknown certificate authority): such a bundle proves nothing, which a pull under prefer
+	// treats as no bundle at all (Unanchored).
+	Unanchored string `json:"unanchored,omitempty"`
 }
 
 // Err is the response's error, or nil.
@@ -72,13 +76,31 @@ func (r Response) Err() error {
 	if r.Token == "" {
 		return nil
 	}
+	if r.Unanchored != "" {
+		return errs.Wrap(&Unanchored{Signer: r.Unanchored}, errs.Token(r.Token), "%s", r.Msg)
+	}
 	return errs.New(errs.Token(r.Token), "%s", r.Msg)
 }
 
 // ErrorResponse is the Response that carries err.
 func ErrorResponse(err error) Response {
-	return Response{Token: string(errs.TokenOf(err)), Msg: errs.Message(err)}
+	r := Response{Token: string(errs.TokenOf(err)), Msg: errs.Message(err)}
+	var u *Unanchored
+	if errors.As(err, &u) {
+		r.Unanchored = u.Signer
+	}
+	return r
 }
+
+// Unanchored is the cause of a verification that failed because nothing trusted anchors the
+// bundle's signer: its key is in no trusted_keys entry, or its certificate chains to no trusted
+// root. Such a bundle proves nothing either way, unlike one whose anchored signer names other
+// bytes, another owner or another workflow (provenance-mismatch).
+type Unanchored struct {
+	Signer string // the key's hint, or the certificate authority's name
+}
+
+func (u *Unanchored) Error() string { return "signer " + u.Signer + " is anchored by nothing trusted" }
 
 // BuildVersion is this executable's module version and VCS revision, as far as the build
 // recorded them: what mur and mur-provenance tell each other, so that a mismatch names both.

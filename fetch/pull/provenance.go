@@ -46,9 +46,14 @@ func (p *Puller) provenancePolicy(scope string) config.ProvenancePolicy {
 }
 
 // checkProvenance finds and verifies the bundles of what a place served, before anything is
-// committed. A pin that recorded provenance requires it, whatever the policy says; with prefer,
-// an artifact without any bundle is pulled with a no-provenance warning, but a bundle that is
-// there and does not verify always fails the pull.
+// committed. The trust rule:
+//   - a bundle whose signer is anchored (its certificate chains to a trusted root, or its key is
+//     in trusted_keys for the scope) binds: if it names other bytes, another owner or repository,
+//     another workflow or a self-hosted runner, the pull fails with provenance-mismatch under
+//     prefer and require alike;
+//   - a bundle whose signer nothing anchors proves nothing: under prefer it counts as absent,
+//     with a warning that names the signer; under require it fails, provenance-unverifiable;
+//   - a pin that recorded provenance requires it, whatever the policy says.
 func (p *Puller) checkProvenance(ctx context.Context, req Request, pin pinned, got *fetched, res *Result) error {
 	defer got.lookup.stop()
 	pol := p.provenancePolicy(req.Name.Scope)
@@ -78,11 +83,18 @@ func (p *Puller) checkProvenance(ctx context.Context, req Request, pin pinned, g
 		if err != nil {
 			return errs.Wrap(err, errs.TokenOf(err), "looking for the provenance of %s at %s: %s; nothing was pulled", what, asked, errs.Message(err))
 		}
+		// Every bundle found for the artifact is a candidate, those that name these bytes first:
+		// an anchored one that names other bytes (an asset replaced after it was attested) is
+		// evidence against them, not a bundle to pass over.
+		var others [][]byte
 		for _, b := range found {
 			if provenance.Names(b, d) {
 				candidates = append(candidates, b)
+			} else {
+				others = append(others, b)
 			}
 		}
+		candidates = append(candidates, others...)
 	}
 	if pin.provenance != nil {
 		// The bundle the lock recorded goes first, so that a store's copy of it leaves the lock
@@ -120,7 +132,8 @@ func (p *Puller) checkProvenance(ctx context.Context, req Request, pin pinned, g
 	case pin.owner != nil:
 		want.OwnerID, want.RepoID = pin.owner.OwnerID, pin.owner.RepoID
 	}
-	var first error
+	var mismatch, unverifiable error
+	var unanchored []string
 	for _, b := range candidates {
 		if provenance.NeedsSHA512(b) && want.SHA512 == nil {
 			sum, err := p.sha512Of(ctx, got)
@@ -132,21 +145,39 @@ func (p *Puller) checkProvenance(ctx context.Context, req Request, pin pinned, g
 		if want.OwnerID == 0 && !strings.Contains(string(b), `"publicKey"`) {
 			// An attestation proves owner and repository ids, and this scope has none pinned
 			// (it was never pulled from its source): nothing to hold them against.
-			if first == nil {
-				first = errs.New(errs.ProvenanceUnverifiable, "%s carries a GitHub attestation, but murmur.lock pins no owner id for scope %s to check it against; pull it once from its GitHub source (or with --from sources) to pin the owner", what, req.Name.Scope)
+			if unverifiable == nil {
+				unverifiable = errs.New(errs.ProvenanceUnverifiable, "%s carries a GitHub attestation, but murmur.lock pins no owner id for scope %s to check it against; pull it once from its GitHub source (or with --from sources) to pin the owner", what, req.Name.Scope)
 			}
 			continue
 		}
 		facts, err := p.Provenance.Verifier.Verify(ctx, b, d, want, pol.Trust)
-		if err == nil {
+		var u *provenance.Unanchored
+		switch {
+		case err == nil:
 			got.verified = &verifiedBundle{raw: b, facts: facts}
 			return nil
-		}
-		if first == nil || errors.Is(first, errs.ProvenanceUnverifiable) && !errors.Is(err, errs.ProvenanceUnverifiable) {
-			first = err
+		case errors.As(err, &u):
+			unanchored = append(unanchored, u.Signer)
+			if unverifiable == nil {
+				unverifiable = err
+			}
+		case errs.TokenOf(err) == errs.ProvenanceMismatch:
+			if mismatch == nil {
+				mismatch = err
+			}
+		case unverifiable == nil:
+			unverifiable = err
 		}
 	}
-	return first
+	switch {
+	case mismatch != nil:
+		return mismatch
+	case pol.Mode == config.ProvenanceRequire || len(unanchored) == 0 || len(unanchored) < len(candidates):
+		return unverifiable
+	}
+	// Only unanchored signers: under prefer the artifact is as if unsigned.
+	res.Warnings = append(res.Warnings, string(errs.NoProvenance)+": "+what+" carries a bundle signed by "+strings.Join(unanchored, ", ")+", which nothing you trust anchors, so it proves nothing; pulled on its digest alone ("+errs.Message(unverifiable)+")")
+	return nil
 }
 
 func (p *Puller) readSmallBlob(ctx context.Context, d digest.Digest) ([]byte, error) {

@@ -92,11 +92,11 @@ func verifyKeyed(b *bundle.Bundle, vc verify.VerificationContent, sum []byte, wa
 		hint = pk.Hint()
 	}
 	if roots == nil || roots.keys == nil {
-		return Facts{}, keyHintError(want, hint)
+		return Facts{}, keyHintError(want, hint, roots)
 	}
 	k, ok := roots.keys[hint]
 	if !ok {
-		return Facts{}, keyHintError(want, hint)
+		return Facts{}, keyHintError(want, hint, roots)
 	}
 	material := root.NewTrustedPublicKeyMaterial(func(string) (root.TimeConstrainedVerifier, error) {
 		return expiringVerifier{k.verifier}, nil

@@ -15,7 +15,7 @@ package sigstore
 import (
 	"crypto/x509"
 	"encoding/hex"
-	"errors"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -68,7 +68,7 @@ func Verify(bundleJSON []byte, artifact digest.Digest, want Expect, roots *Roots
 func verifyAttestation(b *bundle.Bundle, leaf *x509.Certificate, sum []byte, artifact digest.Digest, want Expect, roots *Roots) (Facts, error) {
 	inst := roots.instanceFor(leaf)
 	if inst == nil {
-		return Facts{}, errs.New(errs.ProvenanceUnverifiable, "the provenance of %s is signed by a certificate authority that %s does not hold (issuer %q); it may be newer than this mur: update mur or set trusted_root in .murmur/config.yaml",
+		return Facts{}, errs.Wrap(&provenance.Unanchored{Signer: "certificate authority " + clean(leaf.Issuer.String())}, errs.ProvenanceUnverifiable, "the provenance of %s is signed by a certificate authority that %s does not hold (issuer %q); it may be newer than this mur: update mur or set trusted_root in your config.yaml",
 			want.Artifact, roots.describe(), clean(leaf.Issuer.String()))
 	}
 	v, err := verify.NewVerifier(inst.material, inst.options...)
@@ -158,10 +158,21 @@ func orNone(s string) string {
 	return s
 }
 
-var errNoKey = errors.New("no trusted key")
-
-func keyHintError(want Expect, hint string) error {
-	return errs.Wrap(errNoKey, errs.ProvenanceUnverifiable, "%s is signed with key %q, which no trusted_keys entry in .murmur/config.yaml names; add {hint: %s, pem: …} for scope %s if you trust that key",
+// keyHintError is the failure of a bundle signed by a key nothing trusts: unanchored, so that a
+// pull under prefer counts it as no bundle. When the scope trusts other keys it names them, since
+// a key other than the one the scope trusts is more likely a rotation or an attack than a gap.
+func keyHintError(want Expect, hint string, roots *Roots) error {
+	var trusted []string
+	for h := range roots.keysOrNil() {
+		trusted = append(trusted, clean(h))
+	}
+	sort.Strings(trusted)
+	u := &provenance.Unanchored{Signer: "key " + clean(hint)}
+	if len(trusted) > 0 {
+		return errs.Wrap(u, errs.ProvenanceUnverifiable, "%s is signed by key %s; scope %s trusts %s; if the publisher rotated keys, add the new one to trusted_keys in your config.yaml",
+			want.Artifact, clean(hint), want.Scope, strings.Join(trusted, ", "))
+	}
+	return errs.Wrap(u, errs.ProvenanceUnverifiable, "%s is signed by key %s, which no trusted_keys entry in your config.yaml names; add {hint: %s, pem: …} for scope %s if you trust that key",
 		want.Artifact, clean(hint), clean(hint), want.Scope)
 }
 

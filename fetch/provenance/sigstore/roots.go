@@ -34,6 +34,14 @@ type Roots struct {
 	source    string                // "mur's embedded trusted roots" or the file, for messages
 }
 
+// keysOrNil is r's trusted keys; nil for no roots.
+func (r *Roots) keysOrNil() map[string]trustedKey {
+	if r == nil {
+		return nil
+	}
+	return r.keys
+}
+
 type instance struct {
 	name     string
 	material root.TrustedMaterial

@@ -1,0 +1,112 @@
+package fetch_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/fetch/config"
+	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/fetch/provenance"
+	"github.com/murmur-nexus/mur/fetch/provenance/sigstore"
+	"github.com/murmur-nexus/mur/fetch/provenance/sigstore/provenancetest"
+	"github.com/murmur-nexus/mur/fetch/publish"
+	"github.com/murmur-nexus/mur/fetch/store"
+	"github.com/murmur-nexus/mur/internal/errs"
+)
+
+// The trust rule for keyed bundles: an unknown key's bundle proves nothing (under prefer the
+// artifact is pulled with a warning that names the key, under require it fails), and a bundle by
+// a trusted key that names other bytes is a mismatch under both.
+func TestTrustRuleForKeyedBundles(t *testing.T) {
+	st := openStore(t, "oci-layout:"+t.TempDir(), ocistore.Options{})
+	p := pack(t, "grep", "1.2.0", 23)
+	path := t.TempDir() + "/grep-1.2.0.mur.zip"
+	writeFile(t, path, p.zip)
+	item, err := publish.FromFile(path, "acme", "any")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := &sigstore.Local{}
+	attacker, _ := ecdsaKey(t)
+	attackerHint, err := publish.Sign(context.Background(), local, &item, attacker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := publish.Push(context.Background(), st, item); err != nil {
+		t.Fatal(err)
+	}
+	_, teamPub := ecdsaKey(t)
+	teamHint := "team-key"
+	policy := func(mode string, keys ...provenance.TrustedKey) func(string) config.ProvenancePolicy {
+		return func(string) config.ProvenancePolicy {
+			return config.ProvenancePolicy{Mode: mode, Trust: provenance.Trust{Keys: keys}}
+		}
+	}
+
+	// prefer: pulled on its digest, with one warning that names the signer.
+	w := newWorld(t)
+	pl := w.puller(st)
+	pl.Provenance.Verifier, pl.Provenance.Policy = local, policy(config.ProvenancePrefer)
+	res := w.mustPull(pl, req(grep, "1.2.0"))
+	if len(res[0].Warnings) != 1 || !strings.Contains(res[0].Warnings[0], "no-provenance") || !strings.Contains(res[0].Warnings[0], attackerHint) {
+		t.Fatalf("warnings = %q, want one no-provenance warning naming key %s", res[0].Warnings, attackerHint)
+	}
+	if e := w.readLock().Find("acme/grep"); e == nil || e.Provenance != nil {
+		t.Fatalf("the lock recorded an unanchored bundle: %+v", e)
+	}
+
+	// require: refused, and a scope that trusts another key says so.
+	w2 := newWorld(t)
+	pl2 := w2.puller(st)
+	pl2.Provenance.Verifier, pl2.Provenance.Policy = local, policy(config.ProvenanceRequire, provenance.TrustedKey{Hint: teamHint, PEM: teamPub})
+	before := w2.state()
+	_, err = w2.pull(pl2, req(grep, "1.2.0"))
+	if !errors.Is(err, errs.ProvenanceUnverifiable) || !strings.Contains(err.Error(), "scope acme trusts "+teamHint) || !strings.Contains(err.Error(), "rotated") {
+		t.Fatalf("err = %v, want provenance-unverifiable naming the trusted key", err)
+	}
+	w2.assertUnchanged(before)
+
+	// A trusted key's bundle for other bytes, attached to these: a mismatch, even under prefer.
+	other := publish.Item{Desc: item.Desc, File: path}
+	other.Desc.Digest = digest.FromString("other bytes")
+	team, teamPub2 := ecdsaKey(t)
+	hint2, err := publish.Sign(context.Background(), local, &other, team)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st2 := openStore(t, "oci-layout:"+t.TempDir(), ocistore.Options{})
+	item.Bundles = nil
+	if err := publish.Push(context.Background(), st2, item); err != nil {
+		t.Fatal(err)
+	}
+	if err := st2.(store.BundleAttacher).AttachBundle(context.Background(), grep, "1.2.0", p.digest(), other.Bundles[0]); err != nil {
+		t.Fatal(err)
+	}
+	w3 := newWorld(t)
+	pl3 := w3.puller(st2)
+	pl3.Provenance.Verifier, pl3.Provenance.Policy = local, policy(config.ProvenancePrefer, provenance.TrustedKey{Hint: hint2, PEM: teamPub2})
+	before = w3.state()
+	if _, err := w3.pull(pl3, req(grep, "1.2.0")); !errors.Is(err, errs.ProvenanceMismatch) {
+		t.Fatalf("err = %v, want provenance-mismatch for a trusted key's bundle of other bytes", err)
+	}
+	w3.assertUnchanged(before)
+}
+
+// An attestation from a certificate authority nothing trusts proves nothing: under prefer the
+// artifact is pulled with a warning that names the authority, and the lock records no provenance.
+func TestUnanchoredAttestationCountsAsAbsentUnderPrefer(t *testing.T) {
+	w := newProvWorld(t, "GitHub, Inc.")
+	stranger := provenancetest.NewCA(t, "GitHub, Inc.")
+	w.fake.AddAttestation("acme", "murmur-artifacts", w.d.String(), stranger.Mint(t, provenancetest.Statement(w.d.Encoded(), provenance.SLSAProvenanceV1), provenancetest.GoodLeaf()), false)
+	res := w.mustPull(w.puller(""), req(grep, "1.2.0"))
+	if len(res[0].Warnings) != 1 || !strings.Contains(res[0].Warnings[0], "no-provenance") || !strings.Contains(res[0].Warnings[0], "certificate authority") {
+		t.Fatalf("warnings = %q, want one no-provenance warning naming the certificate authority", res[0].Warnings)
+	}
+	if e := w.readLock().Find("acme/grep"); e == nil || e.Provenance != nil {
+		t.Fatalf("the lock recorded an unanchored attestation: %+v", e)
+	}
+}
