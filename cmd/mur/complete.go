@@ -121,7 +121,7 @@ func complete(w io.Writer, words []string, dir string) {
 		out = append(names(cmds), "help")
 	case cmd.name == "help" || cmd.name == "completion":
 		if positional == 0 && cmd.name == "help" {
-			out = names(cmds)
+			out = append(names(cmds), topicNames()...)
 		} else if positional == 0 {
 			out = []string{"bash", "fish", "zsh"}
 		}
