@@ -75,6 +75,8 @@ func complete(w io.Writer, words []string, dir string) {
 			continue
 		}
 		switch {
+		case cmd == nil && word == "help":
+			cmd = &command{name: "help"} // mur help COMMAND|TOPIC: no command of its own
 		case cmd == nil:
 			if cmd = find(cmds, word); cmd == nil {
 				return
