@@ -75,6 +75,8 @@ func complete(w io.Writer, words []string, dir string) {
 			continue
 		}
 		switch {
+		case cmd == nil && word == "help":
+			cmd = &command{name: "help"} // mur help COMMAND|TOPIC: no command of its own
 		case cmd == nil:
 			if cmd = find(cmds, word); cmd == nil {
 				return
@@ -121,7 +123,7 @@ func complete(w io.Writer, words []string, dir string) {
 		out = append(names(cmds), "help")
 	case cmd.name == "help" || cmd.name == "completion":
 		if positional == 0 && cmd.name == "help" {
-			out = names(cmds)
+			out = append(names(cmds), topicNames()...)
 		} else if positional == 0 {
 			out = []string{"bash", "fish", "zsh"}
 		}

@@ -44,6 +44,9 @@ func TestCompleteWords(t *testing.T) {
 		{dir, []string{"lock", "f"}, "forget-scope"},
 		{dir, []string{"cache", "g"}, "gc"},
 		{dir, []string{"completion", ""}, "bash fish zsh"},
+		{dir, []string{"help", "ex"}, "exit-codes"},
+		{dir, []string{"help", "lo"}, "lock"},
+		{dir, []string{"help", "tokens", ""}, ""},
 		{dir, []string{"nosuch", ""}, ""},
 		{dir, []string{""}, ""}, // checked below: every command
 	} {

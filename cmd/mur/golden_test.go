@@ -22,7 +22,7 @@ import (
 //
 //	go test ./cmd/mur -run TestJSONGolden -update
 //
-// and read the diff: each golden is the documented shape of its command (README "JSON").
+// and read the diff: each golden is the documented shape of its command (docs/json.md).
 var update = flag.Bool("update", false, "rewrite testdata/golden from the commands' output")
 
 // goldenStep is one command of the golden walk and the exit status it must have.

@@ -10,7 +10,7 @@ import (
 )
 
 // The --json shapes of results the library reports in its own types. Each lists every key,
-// always present (lists [], absent objects null), in the order README "JSON" documents; the
+// always present (lists [], absent objects null), in the order docs/json.md documents; the
 // library's own JSON tags serve files on disk, where absent keys are left out.
 
 // resultJSON is one artifact of pull, add and warm.

@@ -206,7 +206,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, rawStdout, rawStde
 				printCommandHelp(stdout, "mur", c, g)
 				return 0
 			}
-			return fail(stderr, unknownCommand(rest[1], cmds, "mur"))
+			if t := findTopic(rest[1]); t != nil {
+				fmt.Fprint(stdout, t.text())
+				return 0
+			}
+			return fail(stderr, unknownHelp(rest[1], cmds))
 		}
 		printTopHelp(stdout, cmds)
 		if len(rest) == 0 && !*help {
@@ -321,6 +325,29 @@ func unknownCommand(name string, cmds []*command, path string) error {
 	return errs.New(errs.Usage, "unknown command %q for %s; run '%s help' for the list", name, path, path)
 }
 
+// unknownHelp is the error of `mur help NAME` for a NAME that is neither a command nor a topic.
+func unknownHelp(name string, cmds []*command) error {
+	best, bestD := "", 3
+	for _, n := range append(names(cmds), topicNames()...) {
+		if d := suggest.Distance(name, n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	if best != "" {
+		return errs.New(errs.Usage, "no command or help topic %q: did you mean 'mur help %s'? ('mur help' lists them all)", name, best)
+	}
+	return errs.New(errs.Usage, "no command or help topic %q; run 'mur help' for the list", name)
+}
+
+// topicNames are the names of the help topics.
+func topicNames() []string {
+	var out []string
+	for _, t := range helpTopics() {
+		out = append(out, t.name)
+	}
+	return out
+}
+
 // failUsage fails with a usage error found before the command ran (a bad flag, an unknown
 // command); under --json it prints the envelope too, as every other failure does.
 func failUsage(stdout, stderr io.Writer, json bool, err error) int {
@@ -376,8 +403,19 @@ func printTopHelp(w io.Writer, cmds []*command) {
 	fmt.Fprintln(w, "\nUsage:\n  mur [global flags] COMMAND [flags] [args]\n\nCommands:")
 	sorted := append([]*command(nil), cmds...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].name < sorted[j].name })
+	width := 0
 	for _, c := range sorted {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.short)
+		width = max(width, len(c.name))
+	}
+	for _, t := range helpTopics() {
+		width = max(width, len(t.name))
+	}
+	for _, c := range sorted {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, c.name, c.short)
+	}
+	fmt.Fprintln(w, "\nHelp topics (mur help TOPIC):")
+	for _, t := range helpTopics() {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, t.name, t.short)
 	}
 	fmt.Fprintln(w, "\nGlobal flags (before or after the command):")
 	fs := pflag.NewFlagSet("mur", pflag.ContinueOnError)

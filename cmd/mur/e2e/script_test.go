@@ -19,7 +19,7 @@ import (
 )
 
 // TestScripts runs the command line's contract, cmd/mur/testdata/script/*.txtar, on the real
-// binary: the README's examples (make demo and make ci-demo among them), and the errors and exit
+// binary: the examples of the README and docs/ (make demo and make ci-demo among them), and the errors and exit
 // statuses users see. Each script gets a fresh $WORK, with MURMUR_HOME=$WORK/home.
 func TestScripts(t *testing.T) {
 	bin := filepath.Dir(murBin)
