@@ -107,6 +107,9 @@ mur warm --mirror oci://registry.internal:5000/murmur   # the fleet's warming ma
 			if err == nil || len(rep.Problems) > 0 {
 				fmt.Fprintf(e.stdout, "warm: %s ready (%d fetched, %s; %d already cached), %d compiled\n",
 					plural(rep.Artifacts, "artifact"), rep.Fetched, cas.FormatSize(rep.Bytes), rep.Cached, rep.Compiled)
+				if layout != "" && err == nil {
+					fmt.Fprintf(e.stdout, "warm: wrote the layout store %s; on another machine, even offline: mur pull --store oci-layout:%s\n", layout, layout)
+				}
 			}
 			return err
 		},

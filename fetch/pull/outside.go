@@ -3,6 +3,7 @@ package pull
 import (
 	"context"
 
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
 )
@@ -27,4 +28,21 @@ func (p *Puller) writeLock(ctx context.Context, proj Project, fn func(*lock.Lock
 		return lock.Unchanged(ctx, proj.LockPath(), fn)
 	}
 	return p.Lock(ctx, proj, fn)
+}
+
+// localOnly is p with only its stores on disk (oci-layout: folders and packed files), no source
+// and no mirror, for a pull with the network off; nil when p has no such store.
+func (p *Puller) localOnly() *Puller {
+	var local []store.Store
+	for _, st := range p.Stores {
+		if store.IsLocal(st) {
+			local = append(local, st)
+		}
+	}
+	if len(local) == 0 {
+		return nil
+	}
+	c := *p
+	c.Stores, c.Source, c.Mirror = local, nil, Mirror{}
+	return &c
 }

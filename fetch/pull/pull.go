@@ -390,11 +390,16 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 			return res, p.cacheHit(ctx, proj, req, &res, got, start)
 		}
 	}
+	fetcher := p
 	if p.Offline {
-		what := req.Name.String() + "@" + version
-		return res, errs.New(errs.Offline, "%s is not in the cache and the network is off (--offline or MUR_OFFLINE); run 'mur warm' (or 'mur pull %s') with network first", what, what)
+		// Folders on disk (an oci-layout: store, a packed file) are no network: an air-gapped
+		// machine pulls from the layout `mur warm --layout` wrote. Nothing else is asked.
+		if fetcher = p.localOnly(); fetcher == nil {
+			what := req.Name.String() + "@" + version
+			return res, errs.New(errs.Offline, "%s is not in the cache and the network is off (--offline or MUR_OFFLINE); run 'mur warm' (or 'mur pull %s') with network first, or pull from a layout that 'mur warm --layout DIR' wrote: --store oci-layout:DIR", what, what)
+		}
 	}
-	got, err := p.fetch(ctx, req, version, pin, lease)
+	got, err := fetcher.fetch(ctx, req, version, pin, lease)
 	if err != nil {
 		return res, err
 	}

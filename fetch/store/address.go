@@ -192,3 +192,12 @@ const (
 	SchemeOCI       = "oci://"
 	SchemeOCILayout = "oci-layout:"
 )
+
+// IsLocal reports whether st is on this machine's disk (an oci-layout: folder or a packed file),
+// so that a pull with the network off may still read it.
+func IsLocal(st Store) bool {
+	if _, ok := st.(*FileStore); ok {
+		return true
+	}
+	return strings.HasPrefix(st.String(), SchemeOCILayout)
+}

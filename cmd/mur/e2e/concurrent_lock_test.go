@@ -99,3 +99,34 @@ func TestManifestTyposChangeNothing(t *testing.T) {
 		}
 	}
 }
+
+// The air-gap hand-over: `mur warm --layout DIR` on a machine with the network, then a fresh
+// home pulls from DIR with the network off. A layout is a folder on disk, not the network.
+func TestOfflinePullFromAWarmedLayout(t *testing.T) {
+	layout := t.TempDir()
+	w := newWorld(t)
+	f := artifacttest.File(t, t.TempDir(), "notes", "1.0.0", artifacttest.Tagged("notes"))
+	w.ok("push", f, "--scope", "acme", "--store", "oci-layout:"+layout)
+	w.stores("oci-layout:" + layout)
+	w.write("murmur.yaml", "name: air\nartifacts:\n  - name: acme/notes\n    version: 1.0.0\n")
+	w.ok("pull", "--no-precompile")
+	handover := filepath.Join(t.TempDir(), "handover")
+	r := w.ok("warm", "--layout", handover)
+	if !strings.Contains(r.stdout, "mur pull --store oci-layout:"+handover) {
+		t.Errorf("warm --layout does not say how to pull from what it wrote:\n%s", r)
+	}
+
+	fresh := newWorld(t)
+	fresh.write("murmur.yaml", "name: air\nartifacts:\n  - name: acme/notes\n    version: 1.0.0\n")
+	if err := os.WriteFile(filepath.Join(fresh.project, "murmur.lock"), []byte(w.lockBytes()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fresh.ok("pull", "--offline", "--frozen", "--no-precompile", "--store", "oci-layout:"+handover)
+	if _, err := os.Stat(filepath.Join(fresh.project, "tools", "acme", "notes")); err != nil {
+		t.Fatalf("the offline pull staged nothing: %v", err)
+	}
+	// Without a layout the network is still off.
+	other := newWorld(t)
+	other.write("murmur.yaml", "name: air\nartifacts:\n  - name: acme/notes\n    version: 1.0.0\n")
+	other.fails("offline", "pull", "--offline", "--no-precompile")
+}
