@@ -46,3 +46,26 @@ func SHA512Of(ctx context.Context, store *cas.Store, d digest.Digest) ([]byte, e
 	}
 	return h.Sum(nil), nil
 }
+
+// RecordedBundles are the bundles the CAS's pull records verified for d, read back from the CAS:
+// what `mur push` and the write-through mirror copy with the artifact, and what a pull of a blob
+// the CAS holds re-verifies offline, so that murmur.lock records the same provenance whether or
+// not the cache was warm.
+func RecordedBundles(ctx context.Context, store *cas.Store, d digest.Digest) [][]byte {
+	recs, err := store.Records(d)
+	if err != nil {
+		return nil
+	}
+	seen := map[digest.Digest]bool{}
+	var out [][]byte
+	for _, r := range recs {
+		if r.Provenance == nil || seen[r.Provenance.Bundle] {
+			continue
+		}
+		seen[r.Provenance.Bundle] = true
+		if b, err := ReadBundle(ctx, store, r.Provenance.Bundle); err == nil {
+			out = append(out, b)
+		}
+	}
+	return out
+}

@@ -8,32 +8,10 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch/provenance"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
-
-// recordedBundles are the bundles the CAS's pull records verified for d, read back from the CAS:
-// what `mur push` and the write-through mirror copy with the artifact.
-func recordedBundles(ctx context.Context, store *cas.Store, d digest.Digest) [][]byte {
-	recs, err := store.Records(d)
-	if err != nil {
-		return nil
-	}
-	seen := map[digest.Digest]bool{}
-	var out [][]byte
-	for _, r := range recs {
-		if r.Provenance == nil || seen[r.Provenance.Bundle] {
-			continue
-		}
-		seen[r.Provenance.Bundle] = true
-		if b, err := provenance.ReadBundle(ctx, store, r.Provenance.Bundle); err == nil {
-			out = append(out, b)
-		}
-	}
-	return out
-}
 
 // attachBundles puts its bundles and extra beside it in dst, when dst can hold them. A store
 // that can't (a file store) is skipped: it has nowhere to put them.

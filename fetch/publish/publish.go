@@ -12,6 +12,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch/provenance"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -168,7 +169,7 @@ func Push(ctx context.Context, dst fstore.Store, it Item) error {
 		if err := dst.Push(ctx, it.Desc, io.NewSectionReader(blob, 0, blob.Size())); err != nil {
 			return err
 		}
-		return attachBundles(ctx, dst, it, recordedBundles(ctx, it.CAS, it.Desc.Digest))
+		return attachBundles(ctx, dst, it, provenance.RecordedBundles(ctx, it.CAS, it.Desc.Digest))
 	}
 	f, err := os.Open(it.File)
 	if err != nil {
