@@ -329,6 +329,53 @@ func TestZstdClosedTwiceIsPooledOnce(t *testing.T) {
 	b.Close()
 }
 
+// Pack with zstd: reproducible, the payload under method 93 and murmur.yaml still deflated, and
+// the frame records the payload's size and a window no larger than it needs.
+func TestPackZstd(t *testing.T) {
+	payload := bigWasm(true)
+	files := map[string][]byte{"murmur.yaml": goodManifest, "capsule.wasm": payload}
+	pk := func(dir string) []byte {
+		var buf bytes.Buffer
+		if _, err := PackWith(dir, &buf, PackOptions{Compression: Zstd}); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	first := pk(writeDir(t, files))
+	if second := pk(writeDir(t, files)); !bytes.Equal(first, second) {
+		t.Fatal("packing twice with zstd gave different bytes")
+	}
+	deflated, _, _ := pack(t, writeDir(t, files))
+	if bytes.Equal(first, deflated) {
+		t.Fatal("--compression zstd packed what deflate packs")
+	}
+	zr, err := zip.NewReader(bytes.NewReader(first), int64(len(first)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(zr.File) != 2 || zr.File[0].Method != zip.Deflate || zr.File[1].Method != MethodZstd {
+		t.Fatalf("entries %v; want murmur.yaml deflated, then the payload with zstd", zr.File)
+	}
+	raw, _ := zr.File[1].OpenRaw()
+	var h zstd.Header
+	head := make([]byte, zstd.HeaderMaxSize)
+	io.ReadFull(raw, head)
+	if err := h.Decode(head); err != nil || !h.HasFCS || h.FrameContentSize != uint64(len(payload)) || h.WindowSize > ZstdMaxWindow {
+		t.Fatalf("frame header %+v (%v); want the payload's size recorded and a window within %d", h, err, ZstdMaxWindow)
+	}
+	got, opened, streamed := readBoth(t, first)
+	if opened != nil || streamed != nil || !bytes.Equal(got, payload) {
+		t.Fatalf("read back %d bytes (%v, %v)", len(got), opened, streamed)
+	}
+	if _, err := ParseCompression("brotli"); !errors.Is(err, errs.Usage) || !strings.Contains(err.Error(), "deflate") {
+		t.Errorf("ParseCompression(brotli) = %v", err)
+	}
+	var buf bytes.Buffer
+	if _, err := PackWith(writeDir(t, files), &buf, PackOptions{Compression: "lzma"}); err == nil || buf.Len() != 0 {
+		t.Errorf("PackWith lzma = %v, wrote %d bytes", err, buf.Len())
+	}
+}
+
 // An entry of a method mur does not read is refused by name, wherever it is.
 func TestCheckStreamUnknownMethod(t *testing.T) {
 	z := buildZip(t, manifestEntry(), entry{fh: &zip.FileHeader{Name: "docs/x.bz2", Method: 12, UncompressedSize64: 3, CompressedSize64: 3, CRC32: crc32.ChecksumIEEE([]byte("abc"))}, data: []byte("abc"), raw: true},
