@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/klauspost/compress/zip"
 	"github.com/opencontainers/go-digest"
 	"golang.org/x/sys/unix"
 
@@ -22,16 +23,16 @@ import (
 )
 
 // Single-pass staging. A packed artifact's local entries come before its central directory, so
-// the payload's bytes pass by while the blob downloads: a streamStage writes them (inflated, for
-// a deflated entry) into an unnamed file (O_TMPFILE) in the project's folder as they arrive,
-// instead of reading the whole blob back once it is in. An unnamed file is nothing anyone sees,
-// and a pull killed during its download leaves nothing behind: the kernel frees it. It trusts
-// nothing it sees on the way. Once the blob is in and verified, adopt holds what was streamed to
-// what the zip's central directory says of the payload (which entry, where its data starts, how
-// it is stored, how many bytes it spans, its size and CRC-32), and only then links the file into
-// a staging folder. Anything that does not match, any zip the stream could not follow, or a file
-// system without O_TMPFILE falls back to staging from the blob as before. The staged folder
-// becomes visible only as any staging does: after the commit, in finish.
+// the payload's bytes pass by while the blob downloads: a streamStage writes them (inflated for a
+// deflated entry, decoded for a zstd one) into an unnamed file (O_TMPFILE) in the project's
+// folder as they arrive, instead of reading the whole blob back once it is in. An unnamed file is
+// nothing anyone sees, and a pull killed during its download leaves nothing behind: the kernel
+// frees it. It trusts nothing it sees on the way. Once the blob is in and verified, adopt holds
+// what was streamed to what the zip's central directory says of the payload (which entry, where
+// its data starts, how it is stored, how many bytes it spans, its size and CRC-32), and only then
+// links the file into a staging folder. Anything that does not match, any zip the stream could
+// not follow, or a file system without O_TMPFILE falls back to staging from the blob as before.
+// The staged folder becomes visible only as any staging does: after the commit, in finish.
 
 // streamChunk is how much of the download a streamStage holds at most, per buffer.
 const (
@@ -65,13 +66,14 @@ type Stream struct {
 	discard sync.Once
 }
 
-// streamResult is what the stream staged: the entry whose data starts at dataOffset, stored or
-// deflated, whose data spanned consumed bytes, inflated to size bytes with checksum crc.
+// streamResult is what the stream staged: the entry whose data starts at dataOffset, stored with
+// zip method method (stored, deflate or zstd), whose data spanned consumed bytes, decompressed
+// to size bytes with checksum crc.
 type streamResult struct {
 	ok         bool
 	name       string
 	dataOffset int64
-	deflated   bool
+	method     uint16
 	consumed   int64
 	size       int64
 	crc        uint32
@@ -182,12 +184,12 @@ func (s *Stream) Adopt(a *artifact.Archive, size int64) *Prepared {
 
 // followed ends the stream and returns what it followed, if that is the payload of a, the blob of
 // size bytes: the entry the zip's central directory names, starting where it says, stored or
-// deflated as it says, within the bytes it says.
+// compressed with the method it says, within the bytes it says.
 func (s *Stream) followed(a *artifact.Archive, size int64) (streamResult, bool) {
 	r := s.finish()
 	offset, method, csize, ok := a.PayloadEntry()
 	if !ok || !r.ok || s.seen != size || r.name != a.PayloadName || r.dataOffset != offset ||
-		r.deflated != (method == payloadDeflated) || r.consumed > csize || (!r.deflated && r.consumed != csize) {
+		r.method != method || r.consumed > csize || (method == zip.Store && r.consumed != csize) {
 		return streamResult{}, false
 	}
 	return r, true
@@ -203,8 +205,6 @@ func (s *Stream) Verified(a *artifact.Archive, size int64) bool {
 	r, ok := s.followed(a, size)
 	return ok && payloadMatches(a, r.size, crcString(r.crc)) == nil
 }
-
-const payloadDeflated = 8 // zip method Deflate
 
 // follow reads the stream's local entries up to the first root-level *.wasm and writes that one
 // out. Whatever it can't follow ends it, without an error: adopt then finds no result.
@@ -251,21 +251,18 @@ func (s *Stream) follow() {
 			return
 		}
 		descriptor := flags&0x8 != 0
-		if method != 0 && method != payloadDeflated || method == 0 && (descriptor || csize == 0xffffffff) {
+		if !artifact.Readable(method) || method == zip.Store && (descriptor || csize == 0xffffffff) {
 			return // a stored entry of unknown length, or a method mur does not read
 		}
 		name := string(nb)
 		start := pos()
 		if clean := path.Clean(name); !strings.Contains(clean, "/") && strings.HasSuffix(clean, ".wasm") && name == clean {
-			s.stage(br, name, start, method == payloadDeflated, csize, limit, pos)
+			s.stage(br, name, start, method, csize, limit, pos)
 			return
 		}
 		// Another entry (murmur.yaml comes first): read past it.
-		if method == payloadDeflated {
-			fr := artifact.NewInflater(br)
-			_, err := io.Copy(io.Discard, io.LimitReader(fr, artifact.MaxManifestBytes+1))
-			fr.Close()
-			if err != nil || pos()-start > artifact.MaxManifestBytes+1 {
+		if method != zip.Store {
+			if !s.skip(br, method) || pos()-start > artifact.MaxManifestBytes+1 {
 				return
 			}
 		} else if _, err := br.Discard(int(csize)); err != nil {
@@ -287,24 +284,36 @@ func (s *Stream) follow() {
 	}
 }
 
+// skip decompresses the entry of method whose data starts at br's next byte to nothing, no
+// further than a manifest's limit, and reports whether it ended there.
+func (s *Stream) skip(br *bufio.Reader, method uint16) bool {
+	dec := artifact.NewDecompressor(method, br, artifact.MaxManifestBytes)
+	defer dec.Close()
+	_, err := io.Copy(io.Discard, io.LimitReader(dec, artifact.MaxManifestBytes+1))
+	return err == nil
+}
+
 // stage writes the entry whose data starts at start into the unnamed file, or only sums it.
-func (s *Stream) stage(br *bufio.Reader, name string, start int64, deflated bool, csize, limit int64, pos func() int64) {
+func (s *Stream) stage(br *bufio.Reader, name string, start int64, method uint16, csize, limit int64, pos func() int64) {
 	var f io.Writer = io.Discard
 	if s.file != nil {
 		f = s.file
 	}
 	crc := crc32.NewIEEE()
 	var src io.Reader = io.LimitReader(br, csize)
-	if deflated {
-		fr := artifact.NewInflater(br) // br is an io.ByteReader: flate reads no byte past its stream
-		defer fr.Close()
-		src = fr
+	if method != zip.Store {
+		// Reads no byte past the entry's data, whose length only the data descriptor after it
+		// gives. The declared size is not known yet: the ceiling bounds the output, and the
+		// central directory's size is held to it in adopt.
+		dec := artifact.NewDecompressor(method, br, limit)
+		defer dec.Close()
+		src = dec
 	}
 	n, err := copyFull(sums(f, crc, s.key), io.LimitReader(src, limit+1))
 	if err != nil || n > limit {
 		return
 	}
-	s.result = streamResult{ok: true, name: name, dataOffset: start, deflated: deflated, consumed: pos() - start, size: n, crc: crc.Sum32()}
+	s.result = streamResult{ok: true, name: name, dataOffset: start, method: method, consumed: pos() - start, size: n, crc: crc.Sum32()}
 }
 
 // chanReader reads the buffers a streamStage was handed, and gives each back once read.
