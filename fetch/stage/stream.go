@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,6 +62,7 @@ type Stream struct {
 	made  int   // buffers made so far
 	off   atomic.Bool
 
+	slots   chan struct{} // inflateSlots when the stream began
 	done    chan struct{}
 	result  streamResult
 	discard sync.Once
@@ -79,6 +81,48 @@ type streamResult struct {
 	crc        uint32
 }
 
+// inflateSlots bounds the streams that decompress at once (deflate or zstd alike) to
+// GOMAXPROCS. A project pull downloads many blobs at once, more than there are cores, and each
+// stream decompresses its payload as it arrives: unbounded, they would share the cores with the
+// hashing and the downloads themselves, and every one would finish later. A stream holds a slot
+// only while it has bytes to decompress: waiting for the network, it gives the slot back
+// (chanReader), so a slow download never keeps a core's worth of work waiting.
+var inflateSlots = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+
+// inflating counts the streams holding a slot, and inflateHook, when a test sets it, is called
+// with that count each time a stream takes one: tests tell by it that the bound holds.
+var (
+	inflating   atomic.Int32
+	inflateHook atomic.Pointer[func(busy int32)]
+)
+
+// slot is a stream's hold on one of inflateSlots, taken and given back as it decompresses.
+type slot struct {
+	slots chan struct{}
+	held  bool
+}
+
+func (l *slot) take() {
+	if l == nil || l.held {
+		return
+	}
+	l.slots <- struct{}{}
+	l.held = true
+	n := inflating.Add(1)
+	if hook := inflateHook.Load(); hook != nil {
+		(*hook)(n)
+	}
+}
+
+func (l *slot) give() {
+	if l == nil || !l.held {
+		return
+	}
+	l.held = false
+	inflating.Add(-1)
+	<-l.slots
+}
+
 // newStreamStage opens an unnamed file in the project's folder, or none when tools is nil, and
 // starts following the stream. It returns nil when the file can't be made (no O_TMPFILE there);
 // the pull then stages from the blob.
@@ -90,7 +134,8 @@ func NewStream(tools *Tools, name ref.Name, d digest.Digest, key hash.Hash) *Str
 			return nil
 		}
 	}
-	s := &Stream{tools: tools, name: name, d: d, file: f, key: key, full: make(chan []byte, streamBuffers), free: make(chan []byte, streamBuffers), done: make(chan struct{})}
+	s := &Stream{tools: tools, name: name, d: d, file: f, key: key, full: make(chan []byte, streamBuffers), free: make(chan []byte, streamBuffers),
+		slots: inflateSlots, done: make(chan struct{})}
 	go s.follow()
 	return s
 }
@@ -257,12 +302,12 @@ func (s *Stream) follow() {
 		name := string(nb)
 		start := pos()
 		if clean := path.Clean(name); !strings.Contains(clean, "/") && strings.HasSuffix(clean, ".wasm") && name == clean {
-			s.stage(br, name, start, method, csize, limit, pos)
+			s.stage(br, cr, name, start, method, csize, limit, pos)
 			return
 		}
 		// Another entry (murmur.yaml comes first): read past it.
 		if method != zip.Store {
-			if !s.skip(br, method) || pos()-start > artifact.MaxManifestBytes+1 {
+			if !s.skip(br, cr, method) || pos()-start > artifact.MaxManifestBytes+1 {
 				return
 			}
 		} else if _, err := br.Discard(int(csize)); err != nil {
@@ -286,15 +331,28 @@ func (s *Stream) follow() {
 
 // skip decompresses the entry of method whose data starts at br's next byte to nothing, no
 // further than a manifest's limit, and reports whether it ended there.
-func (s *Stream) skip(br *bufio.Reader, method uint16) bool {
+func (s *Stream) skip(br *bufio.Reader, cr *chanReader, method uint16) bool {
+	defer s.decompressing(cr)()
 	dec := artifact.NewDecompressor(method, br, artifact.MaxManifestBytes)
 	defer dec.Close()
 	_, err := io.Copy(io.Discard, io.LimitReader(dec, artifact.MaxManifestBytes+1))
 	return err == nil
 }
 
+// decompressing takes a slot for the decompression that follows, and lends it to cr, which gives
+// it back while it waits for the download; done gives it back for good.
+func (s *Stream) decompressing(cr *chanReader) (done func()) {
+	l := &slot{slots: s.slots}
+	l.take()
+	cr.slot = l
+	return func() {
+		cr.slot = nil
+		l.give()
+	}
+}
+
 // stage writes the entry whose data starts at start into the unnamed file, or only sums it.
-func (s *Stream) stage(br *bufio.Reader, name string, start int64, method uint16, csize, limit int64, pos func() int64) {
+func (s *Stream) stage(br *bufio.Reader, cr *chanReader, name string, start int64, method uint16, csize, limit int64, pos func() int64) {
 	var f io.Writer = io.Discard
 	if s.file != nil {
 		f = s.file
@@ -302,6 +360,7 @@ func (s *Stream) stage(br *bufio.Reader, name string, start int64, method uint16
 	crc := crc32.NewIEEE()
 	var src io.Reader = io.LimitReader(br, csize)
 	if method != zip.Store {
+		defer s.decompressing(cr)()
 		// Reads no byte past the entry's data, whose length only the data descriptor after it
 		// gives. The declared size is not known yet: the ceiling bounds the output, and the
 		// central directory's size is held to it in adopt.
@@ -323,6 +382,7 @@ type chanReader struct {
 	cur  []byte
 	buf  []byte
 	n    int64 // bytes read
+	slot *slot // the stream's decompression slot, if it holds one
 }
 
 func (c *chanReader) Read(p []byte) (int, error) {
@@ -331,7 +391,18 @@ func (c *chanReader) Read(p []byte) (int, error) {
 			c.free <- c.buf[:cap(c.buf)]
 			c.buf = nil
 		}
-		b, ok := <-c.full
+		var b []byte
+		var ok bool
+		select {
+		case b, ok = <-c.full:
+		default:
+			// Nothing downloaded yet to decompress: the slot goes back while the network
+			// catches up, and is taken again once there is work for it.
+			c.slot.give()
+			if b, ok = <-c.full; ok {
+				c.slot.take()
+			}
+		}
 		if !ok {
 			return 0, io.EOF
 		}
