@@ -9,6 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/klauspost/compress/zip"
+
+	"github.com/murmur-nexus/mur/internal/artifact"
 )
 
 var packWasm = append([]byte("\x00asm\x01\x00\x00\x00"), bytes.Repeat([]byte("payload "), 1000)...)
@@ -108,5 +112,43 @@ func TestPackUsage(t *testing.T) {
 	noManifest := packDir(t, map[string]string{"capsule.wasm": string(packWasm)})
 	if code, _, stderr := runMur(t, "pack", noManifest); code != 1 || !strings.Contains(stderr, "murmur.yaml does not exist") {
 		t.Errorf("no manifest: exit %d, %q", code, stderr)
+	}
+}
+
+// --compression zstd packs the payload with zip method 93 and murmur.yaml deflated, reproducibly;
+// an unknown compression is a usage error that writes nothing.
+func TestPackZstd(t *testing.T) {
+	src := packDir(t, map[string]string{"murmur.yaml": "name: grep\nversion: 1.2.0\n", "capsule.wasm": string(packWasm)})
+	out := t.TempDir()
+	var digests []string
+	for _, name := range []string{"one.mur.zip", "two.mur.zip"} {
+		file := filepath.Join(out, name)
+		code, stdout, stderr := runMur(t, "pack", src, "-o", file, "--compression", "zstd", "--json")
+		if code != 0 {
+			t.Fatalf("mur pack --compression zstd exited %d: %s", code, stderr)
+		}
+		var r packResult
+		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+			t.Fatal(err)
+		}
+		digests = append(digests, r.Digest)
+		zr, err := zip.OpenReader(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(zr.File) != 2 || zr.File[0].Method != zip.Deflate || zr.File[1].Method != artifact.MethodZstd {
+			t.Errorf("entries %v; want murmur.yaml deflated and the payload with zstd", zr.File)
+		}
+		zr.Close()
+	}
+	if digests[0] != digests[1] {
+		t.Errorf("packing twice with zstd gave digests %s and %s", digests[0], digests[1])
+	}
+	file := filepath.Join(out, "bad.mur.zip")
+	if code, _, stderr := runMur(t, "pack", src, "-o", file, "--compression", "brotli"); code != 2 || !strings.Contains(stderr, "mur: usage:") || !strings.Contains(stderr, "zstd") {
+		t.Errorf("--compression brotli: exit %d, %q", code, stderr)
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Errorf("a refused pack wrote %s: %v", file, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/store"
+	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
@@ -41,6 +42,8 @@ func flagValues(cmd, flag string) []string {
 		return []string{manifest.FromSources, manifest.FromStores}
 	case "store", "mirror":
 		return []string{store.SchemeOCI, store.SchemeOCILayout}
+	case "compression":
+		return []string{string(artifact.Deflate), string(artifact.Zstd)}
 	}
 	return nil
 }

@@ -44,8 +44,8 @@ func ReadBlob(ctx context.Context, store *cas.Store, d digest.Digest, inflate bo
 var PayloadRereads atomic.Int64
 
 // checkPayload streams the payload of a to its end, so that everything the zip says of it holds
-// before the blob becomes visible: it inflates (for a deflated entry) without passing the
-// decompression ceiling or its declared size, and has the size and CRC-32 the zip records. A
+// before the blob becomes visible: it decompresses (for a deflate or zstd entry) without passing
+// the decompression ceiling or its declared size, and has the size and CRC-32 the zip records. A
 // zip's reader checks a CRC only when the entry declares a nonzero one and only for what is
 // read through it; this check makes no exception. key, when not nil, is fed the payload.
 func CheckPayload(a *artifact.Archive, key hash.Hash) error {

@@ -8,10 +8,12 @@ import (
 	"io"
 	"os"
 	"path"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 
+	"github.com/klauspost/compress/zip"
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/internal/artifact"
@@ -21,16 +23,16 @@ import (
 )
 
 // Single-pass staging. A packed artifact's local entries come before its central directory, so
-// the payload's bytes pass by while the blob downloads: a streamStage writes them (inflated, for
-// a deflated entry) into an unnamed file (O_TMPFILE) in the project's folder as they arrive,
-// instead of reading the whole blob back once it is in. An unnamed file is nothing anyone sees,
-// and a pull killed during its download leaves nothing behind: the kernel frees it. It trusts
-// nothing it sees on the way. Once the blob is in and verified, adopt holds what was streamed to
-// what the zip's central directory says of the payload (which entry, where its data starts, how
-// it is stored, how many bytes it spans, its size and CRC-32), and only then links the file into
-// a staging folder. Anything that does not match, any zip the stream could not follow, or a file
-// system without O_TMPFILE falls back to staging from the blob as before. The staged folder
-// becomes visible only as any staging does: after the commit, in finish.
+// the payload's bytes pass by while the blob downloads: a streamStage writes them (inflated for a
+// deflated entry, decoded for a zstd one) into an unnamed file (O_TMPFILE) in the project's
+// folder as they arrive, instead of reading the whole blob back once it is in. An unnamed file is
+// nothing anyone sees, and a pull killed during its download leaves nothing behind: the kernel
+// frees it. It trusts nothing it sees on the way. Once the blob is in and verified, adopt holds
+// what was streamed to what the zip's central directory says of the payload (which entry, where
+// its data starts, how it is stored, how many bytes it spans, its size and CRC-32), and only then
+// links the file into a staging folder. Anything that does not match, any zip the stream could
+// not follow, or a file system without O_TMPFILE falls back to staging from the blob as before.
+// The staged folder becomes visible only as any staging does: after the commit, in finish.
 
 // streamChunk is how much of the download a streamStage holds at most, per buffer.
 const (
@@ -59,21 +61,65 @@ type Stream struct {
 	made  int   // buffers made so far
 	off   atomic.Bool
 
+	slots   chan struct{} // inflateSlots when the stream began
 	done    chan struct{}
 	result  streamResult
 	discard sync.Once
 }
 
-// streamResult is what the stream staged: the entry whose data starts at dataOffset, stored or
-// deflated, whose data spanned consumed bytes, inflated to size bytes with checksum crc.
+// streamResult is what the stream staged: the entry whose data starts at dataOffset, stored with
+// zip method method (stored, deflate or zstd), whose data spanned consumed bytes, decompressed
+// to size bytes with checksum crc.
 type streamResult struct {
 	ok         bool
 	name       string
 	dataOffset int64
-	deflated   bool
+	method     uint16
 	consumed   int64
 	size       int64
 	crc        uint32
+}
+
+// inflateSlots bounds the streams that decompress at once (deflate or zstd alike) to
+// GOMAXPROCS. A project pull downloads many blobs at once, more than there are cores, and each
+// stream decompresses its payload as it arrives: unbounded, they would share the cores with the
+// hashing and the downloads themselves, and every one would finish later. A stream holds a slot
+// only while it has bytes to decompress: waiting for the network, it gives the slot back
+// (chanReader), so a slow download never keeps a core's worth of work waiting.
+var inflateSlots = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+
+// inflating counts the streams holding a slot, and inflateHook, when a test sets it, is called
+// with that count each time a stream takes one: tests tell by it that the bound holds.
+var (
+	inflating   atomic.Int32
+	inflateHook atomic.Pointer[func(busy int32)]
+)
+
+// slot is a stream's hold on one of inflateSlots, taken and given back as it decompresses.
+type slot struct {
+	slots chan struct{}
+	held  bool
+}
+
+func (l *slot) take() {
+	if l == nil || l.held {
+		return
+	}
+	l.slots <- struct{}{}
+	l.held = true
+	n := inflating.Add(1)
+	if hook := inflateHook.Load(); hook != nil {
+		(*hook)(n)
+	}
+}
+
+func (l *slot) give() {
+	if l == nil || !l.held {
+		return
+	}
+	l.held = false
+	inflating.Add(-1)
+	<-l.slots
 }
 
 // newStreamStage opens an unnamed file in the project's folder, or none when tools is nil, and
@@ -87,7 +133,8 @@ func NewStream(tools *Tools, name ref.Name, d digest.Digest, key hash.Hash) *Str
 			return nil
 		}
 	}
-	s := &Stream{tools: tools, name: name, d: d, file: f, key: key, full: make(chan []byte, streamBuffers), free: make(chan []byte, streamBuffers), done: make(chan struct{})}
+	s := &Stream{tools: tools, name: name, d: d, file: f, key: key, full: make(chan []byte, streamBuffers), free: make(chan []byte, streamBuffers),
+		slots: inflateSlots, done: make(chan struct{})}
 	go s.follow()
 	return s
 }
@@ -181,12 +228,12 @@ func (s *Stream) Adopt(a *artifact.Archive, size int64) *Prepared {
 
 // followed ends the stream and returns what it followed, if that is the payload of a, the blob of
 // size bytes: the entry the zip's central directory names, starting where it says, stored or
-// deflated as it says, within the bytes it says.
+// compressed with the method it says, within the bytes it says.
 func (s *Stream) followed(a *artifact.Archive, size int64) (streamResult, bool) {
 	r := s.finish()
 	offset, method, csize, ok := a.PayloadEntry()
 	if !ok || !r.ok || s.seen != size || r.name != a.PayloadName || r.dataOffset != offset ||
-		r.deflated != (method == payloadDeflated) || r.consumed > csize || (!r.deflated && r.consumed != csize) {
+		r.method != method || r.consumed > csize || (method == zip.Store && r.consumed != csize) {
 		return streamResult{}, false
 	}
 	return r, true
@@ -202,8 +249,6 @@ func (s *Stream) Verified(a *artifact.Archive, size int64) bool {
 	r, ok := s.followed(a, size)
 	return ok && payloadMatches(a, r.size, crcString(r.crc)) == nil
 }
-
-const payloadDeflated = 8 // zip method Deflate
 
 // follow reads the stream's local entries up to the first root-level *.wasm and writes that one
 // out. Whatever it can't follow ends it, without an error: adopt then finds no result.
@@ -250,21 +295,18 @@ func (s *Stream) follow() {
 			return
 		}
 		descriptor := flags&0x8 != 0
-		if method != 0 && method != payloadDeflated || method == 0 && (descriptor || csize == 0xffffffff) {
+		if !artifact.Readable(method) || method == zip.Store && (descriptor || csize == 0xffffffff) {
 			return // a stored entry of unknown length, or a method mur does not read
 		}
 		name := string(nb)
 		start := pos()
 		if clean := path.Clean(name); !strings.Contains(clean, "/") && strings.HasSuffix(clean, ".wasm") && name == clean {
-			s.stage(br, name, start, method == payloadDeflated, csize, limit, pos)
+			s.stage(br, cr, name, start, method, csize, limit, pos)
 			return
 		}
 		// Another entry (murmur.yaml comes first): read past it.
-		if method == payloadDeflated {
-			fr := artifact.NewInflater(br)
-			_, err := io.Copy(io.Discard, io.LimitReader(fr, artifact.MaxManifestBytes+1))
-			fr.Close()
-			if err != nil || pos()-start > artifact.MaxManifestBytes+1 {
+		if method != zip.Store {
+			if !s.skip(br, cr, method) || pos()-start > artifact.MaxManifestBytes+1 {
 				return
 			}
 		} else if _, err := br.Discard(int(csize)); err != nil {
@@ -286,24 +328,50 @@ func (s *Stream) follow() {
 	}
 }
 
+// skip decompresses the entry of method whose data starts at br's next byte to nothing, no
+// further than a manifest's limit, and reports whether it ended there.
+func (s *Stream) skip(br *bufio.Reader, cr *chanReader, method uint16) bool {
+	defer s.decompressing(cr)()
+	dec := artifact.NewDecompressor(method, br, artifact.MaxManifestBytes)
+	defer dec.Close()
+	_, err := io.Copy(io.Discard, io.LimitReader(dec, artifact.MaxManifestBytes+1))
+	return err == nil
+}
+
+// decompressing takes a slot for the decompression that follows, and lends it to cr, which gives
+// it back while it waits for the download; done gives it back for good.
+func (s *Stream) decompressing(cr *chanReader) (done func()) {
+	l := &slot{slots: s.slots}
+	l.take()
+	cr.slot = l
+	return func() {
+		cr.slot = nil
+		l.give()
+	}
+}
+
 // stage writes the entry whose data starts at start into the unnamed file, or only sums it.
-func (s *Stream) stage(br *bufio.Reader, name string, start int64, deflated bool, csize, limit int64, pos func() int64) {
+func (s *Stream) stage(br *bufio.Reader, cr *chanReader, name string, start int64, method uint16, csize, limit int64, pos func() int64) {
 	var f io.Writer = io.Discard
 	if s.file != nil {
 		f = s.file
 	}
 	crc := crc32.NewIEEE()
 	var src io.Reader = io.LimitReader(br, csize)
-	if deflated {
-		fr := artifact.NewInflater(br) // br is an io.ByteReader: flate reads no byte past its stream
-		defer fr.Close()
-		src = fr
+	if method != zip.Store {
+		defer s.decompressing(cr)()
+		// Reads no byte past the entry's data, whose length only the data descriptor after it
+		// gives. The declared size is not known yet: the ceiling bounds the output, and the
+		// central directory's size is held to it in adopt.
+		dec := artifact.NewDecompressor(method, br, limit)
+		defer dec.Close()
+		src = dec
 	}
 	n, err := copyFull(sums(f, crc, s.key), io.LimitReader(src, limit+1))
 	if err != nil || n > limit {
 		return
 	}
-	s.result = streamResult{ok: true, name: name, dataOffset: start, deflated: deflated, consumed: pos() - start, size: n, crc: crc.Sum32()}
+	s.result = streamResult{ok: true, name: name, dataOffset: start, method: method, consumed: pos() - start, size: n, crc: crc.Sum32()}
 }
 
 // chanReader reads the buffers a streamStage was handed, and gives each back once read.
@@ -313,6 +381,7 @@ type chanReader struct {
 	cur  []byte
 	buf  []byte
 	n    int64 // bytes read
+	slot *slot // the stream's decompression slot, if it holds one
 }
 
 func (c *chanReader) Read(p []byte) (int, error) {
@@ -321,7 +390,18 @@ func (c *chanReader) Read(p []byte) (int, error) {
 			c.free <- c.buf[:cap(c.buf)]
 			c.buf = nil
 		}
-		b, ok := <-c.full
+		var b []byte
+		var ok bool
+		select {
+		case b, ok = <-c.full:
+		default:
+			// Nothing downloaded yet to decompress: the slot goes back while the network
+			// catches up, and is taken again once there is work for it.
+			c.slot.give()
+			if b, ok = <-c.full; ok {
+				c.slot.take()
+			}
+		}
 		if !ok {
 			return 0, io.EOF
 		}

@@ -3,6 +3,7 @@ package stage
 import (
 	"bytes"
 	"crypto/sha256"
+	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/errs/errtest"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
@@ -56,8 +59,8 @@ func crc32Of(b []byte) uint32 {
 	return 0
 }
 
-// TestStreamStageFollowsTheDownload stages a deflated and a stored payload from the bytes of a
-// download, and feeds the compiled cache's key the payload on the way.
+// TestStreamStageFollowsTheDownload stages a deflated, a stored and a zstd payload from the
+// bytes of a download, and feeds the compiled cache's key the payload on the way.
 func TestStreamStageFollowsTheDownload(t *testing.T) {
 	wasm := artifacttest.Module(3<<20, 7)
 	for _, c := range []struct {
@@ -66,6 +69,12 @@ func TestStreamStageFollowsTheDownload(t *testing.T) {
 	}{
 		{"deflated", artifacttest.Zip("tool", "1.0.0", wasm)},
 		{"stored", storedZip(t, wasm)},
+		// As `mur pack --compression zstd` writes it: the sizes only in the data descriptor, so
+		// the stream finds the entry's end by its frames.
+		{"zstd", artifacttest.Spec{Name: "tool", Version: "1.0.0", Wasm: wasm, Compression: artifact.Zstd}.Zip()},
+		// As other zip tools write it: the sizes in the local header.
+		{"zstd-sized", artifacttest.Spec{Name: "tool", Version: "1.0.0", Wasm: wasm}.Raw(artifact.MethodZstd,
+			artifacttest.Compress(artifact.MethodZstd, wasm), crc32.ChecksumIEEE(wasm), uint64(len(wasm)))},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			proj := Tools{Project: t.TempDir()}
@@ -128,6 +137,10 @@ func TestStreamStageFallsBack(t *testing.T) {
 		return b.Bytes()
 	}()
 	spec := artifacttest.Spec{Name: "tool", Version: "1.0.0", Wasm: wasm}
+	zstdSpec := spec
+	zstdSpec.Compression = artifact.Zstd
+	zstdBody := artifacttest.Compress(artifact.MethodZstd, wasm)
+	flipped := damagedZstd(wasm)
 	for _, c := range []struct {
 		name  string
 		blob  []byte
@@ -140,6 +153,11 @@ func TestStreamStageFallsBack(t *testing.T) {
 		{"wrong-crc", spec.Lying(false, 0x1234, uint64(len(wasm))), 0, 0},
 		{"wrong-size", spec.Lying(false, crc32Of(wasm), uint64(len(wasm)-1)), 0, 0},
 		{"stored-wrong-crc", spec.Lying(true, 0x1234, uint64(len(wasm))), 0, 0},
+		{"zstd-resumed", zstdSpec.Zip(), 100, 0},
+		{"zstd-wrong-crc", spec.Raw(artifact.MethodZstd, zstdBody, 0x1234, uint64(len(wasm))), 0, 0},
+		{"zstd-frame-larger-than-declared", spec.Raw(artifact.MethodZstd, zstdBody, crc32.ChecksumIEEE(wasm), uint64(len(wasm)-1)), 0, 0},
+		{"zstd-shorter-than-declared", spec.Raw(artifact.MethodZstd, zstdBody, crc32.ChecksumIEEE(wasm), uint64(len(wasm)+1)), 0, 0},
+		{"zstd-bad-frame", spec.Raw(artifact.MethodZstd, flipped, crc32.ChecksumIEEE(wasm), uint64(len(wasm))), 0, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			proj := Tools{Project: t.TempDir()}
@@ -161,6 +179,52 @@ func TestStreamStageFallsBack(t *testing.T) {
 			}
 			if _, err := os.Stat(proj.Dir()); !os.IsNotExist(err) {
 				t.Errorf("tools/ left behind: %v", err)
+			}
+		})
+	}
+}
+
+// damagedZstd is wasm as two zstd frames, the second with a byte flipped: reading the artifact
+// (which decodes the payload's first bytes) takes it, and only decoding it to its end can tell.
+func damagedZstd(wasm []byte) []byte {
+	second := artifacttest.Compress(artifact.MethodZstd, wasm[4096:])
+	second[len(second)/2] ^= 0x55
+	return append(artifacttest.Compress(artifact.MethodZstd, wasm[:4096]), second...)
+}
+
+// bytesBlob is a blob held in memory, as the CAS opens one.
+type bytesBlob struct{ *bytes.Reader }
+
+func (bytesBlob) Close() error { return nil }
+
+func blobReader(b []byte) bytesBlob { return bytesBlob{bytes.NewReader(b)} }
+
+// A damaged zstd payload the stream could not vouch for is refused when it is read back from the
+// blob, with invalid-artifact naming the payload, and leaves nothing staged.
+func TestZstdDamagedIsRefusedFromTheBlob(t *testing.T) {
+	wasm := artifacttest.Module(256<<10, 4)
+	spec := artifacttest.Spec{Name: "tool", Version: "1.0.0", Wasm: wasm}
+	body := artifacttest.Compress(artifact.MethodZstd, wasm)
+	crc := crc32.ChecksumIEEE(wasm)
+	for name, c := range map[string]struct {
+		blob    []byte
+		mention string
+	}{
+		"bad frame":                  {spec.Raw(artifact.MethodZstd, damagedZstd(wasm), crc, uint64(len(wasm))), "damaged"},
+		"wrong CRC":                  {spec.Raw(artifact.MethodZstd, body, crc^1, uint64(len(wasm))), "checksum"},
+		"frame larger than declared": {spec.Raw(artifact.MethodZstd, body, crc, uint64(len(wasm)-1)), "past the"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a := readArchive(t, c.blob)
+			errtest.WantToken(t, CheckPayload(a, nil), errs.InvalidArtifact, `payload "capsule.wasm"`, c.mention)
+			proj := Tools{Project: t.TempDir()}
+			st, err := Prepare(proj, streamName, digest.FromBytes(c.blob), a, blobReader(c.blob), nil)
+			if st != nil {
+				st.Discard()
+			}
+			errtest.WantToken(t, err, errs.InvalidArtifact, `payload "capsule.wasm"`, c.mention)
+			if ents, _ := os.ReadDir(filepath.Join(proj.Dir(), streamName.Scope)); len(ents) != 0 {
+				t.Errorf("a refused payload left %v", ents)
 			}
 		})
 	}

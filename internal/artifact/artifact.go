@@ -9,8 +9,9 @@
 //
 // Pack is the publisher's side. Its output is byte-for-byte reproducible for a given build of
 // mur: fixed entry order (murmur.yaml, then the payload), fixed timestamps (1980-01-01 00:00, the
-// zip epoch), fixed modes (0644) and a fixed deflate level. A different version of the deflate
-// library may compress differently, so reproducibility is promised per mur release.
+// zip epoch), fixed modes (0644) and a fixed deflate level (or, with --compression zstd, fixed
+// zstd settings). A different version of the compression library may compress differently, so
+// reproducibility is promised per mur release.
 package artifact
 
 import (
@@ -119,6 +120,9 @@ func Read(r io.ReaderAt, size int64) (*Archive, error) {
 	if err != nil {
 		return nil, errs.Wrap(err, errs.InvalidArtifact, "the packed artifact (%d bytes) is not a readable zip archive, or it is truncated (%v); download it again or %s", size, err, remedy)
 	}
+	// Per archive, not for the whole process: mur's zips read zstd, anyone else's reader is left
+	// as it was.
+	zr.RegisterDecompressor(MethodZstd, zstdDecompressor)
 	if len(zr.File) > MaxEntries {
 		return nil, invalid("the packed artifact holds %d entries, over the limit of %d; a packed artifact needs only murmur.yaml and its payload", len(zr.File), MaxEntries)
 	}
@@ -161,8 +165,8 @@ func Read(r io.ReaderAt, size int64) (*Archive, error) {
 	}
 	a.PayloadName = path.Clean(a.payload.Name)
 	a.PayloadSize = int64(a.payload.UncompressedSize64)
-	if m := a.payload.Method; m != zip.Store && m != zip.Deflate {
-		return nil, invalid("the payload %q uses zip compression method %d; mur reads stored and deflated entries only, so repack it with 'mur pack'", a.PayloadName, m)
+	if m := a.payload.Method; !Readable(m) {
+		return nil, invalid("the payload %q uses zip compression method %d; mur reads stored, deflated and zstd (method %d) entries only, so repack it with 'mur pack'", a.PayloadName, m, MethodZstd)
 	}
 	if err := a.sniff(); err != nil {
 		return nil, err
@@ -327,20 +331,20 @@ func (a *Archive) sniff() error {
 	return nil
 }
 
-// OpenPayload streams the payload, decompressed. A read fails with invalid-artifact as soon as
-// the stream passes the decompression ceiling or its declared size, or at the end when its
-// CRC-32 does not match.
+// OpenPayload streams the payload, decompressed (inflated, or zstd-decoded). A read fails with
+// invalid-artifact as soon as the stream passes the decompression ceiling or its declared size,
+// at bad compressed data, or at the end when its CRC-32 does not match.
 func (a *Archive) OpenPayload() (io.ReadCloser, error) {
 	rc, err := a.payload.Open()
 	if err != nil {
 		return nil, errs.Wrap(err, errs.InvalidArtifact, "the payload %q of the packed artifact can't be opened (%v); download it again or %s", a.PayloadName, err, remedy)
 	}
-	return &limitedPayload{rc: rc, name: a.PayloadName, limit: a.limit}, nil
+	return &limitedPayload{rc: rc, name: a.PayloadName, limit: a.limit, declared: a.PayloadSize, crc: a.payload.CRC32}, nil
 }
 
 // StoredPayload is where an uncompressed (stored) payload's bytes lie in the packed file, so
 // that a caller holding a verified blob can copy them in the kernel without a decompressor. ok is
-// false for a deflated payload.
+// false for a compressed (deflate or zstd) payload.
 func (a *Archive) StoredPayload() (offset, size int64, ok bool) {
 	if a.payload.Method != zip.Store {
 		return 0, 0, false
@@ -353,8 +357,8 @@ func (a *Archive) StoredPayload() (offset, size int64, ok bool) {
 }
 
 // PayloadEntry is how the payload lies in the packed file: where its data starts, its zip method
-// (0 stored, 8 deflated) and how many bytes of the file its data spans. ok is false when its
-// local header can't be read.
+// (0 stored, 8 deflate, 93 zstd) and how many bytes of the file its data spans. ok is false when
+// its local header can't be read.
 func (a *Archive) PayloadEntry() (dataOffset int64, method uint16, compressedSize int64, ok bool) {
 	off, err := a.payload.DataOffset()
 	if err != nil {
@@ -384,11 +388,13 @@ func (a *Archive) ReadPayload() ([]byte, error) {
 }
 
 type limitedPayload struct {
-	rc    io.ReadCloser
-	name  string
-	limit int64
-	n     int64
-	err   error
+	rc       io.ReadCloser
+	name     string
+	limit    int64
+	declared int64  // the size the zip records, which the zip's reader holds the payload to
+	crc      uint32 // the CRC-32 it records
+	n        int64
+	err      error
 }
 
 func (p *limitedPayload) Read(b []byte) (int, error) {
@@ -402,7 +408,18 @@ func (p *limitedPayload) Read(b []byte) (int, error) {
 		return 0, p.err
 	}
 	if err != nil && err != io.EOF {
-		p.err = errs.Wrap(err, errs.InvalidArtifact, "the payload %q of the packed artifact is damaged (%v); download it again or %s", p.name, err, remedy)
+		var unsupported *ZstdUnsupported
+		switch {
+		case errors.As(err, &unsupported):
+			p.err = errs.Wrap(err, errs.InvalidArtifact, "the payload %q of the packed artifact can't be read: %v; %s", p.name, err, RepackZstd)
+		case errors.Is(err, zip.ErrFormat):
+			// What the zip's reader says when an entry decompresses past its recorded size.
+			p.err = errs.Wrap(err, errs.InvalidArtifact, "the payload %q of the packed artifact decompresses past the %d bytes its zip records; the artifact is damaged: %s", p.name, p.declared, remedy)
+		case errors.Is(err, zip.ErrChecksum):
+			p.err = errs.Wrap(err, errs.InvalidArtifact, "the payload %q of the packed artifact does not have the checksum crc32:%08x its zip records; the artifact is damaged: download it again or %s", p.name, p.crc, remedy)
+		default:
+			p.err = errs.Wrap(err, errs.InvalidArtifact, "the payload %q of the packed artifact is damaged (%v); download it again or %s", p.name, err, remedy)
+		}
 		return n, p.err
 	}
 	return n, err

@@ -45,9 +45,13 @@ type Packed struct {
 	Size     int64
 }
 
-// PackFile packs dir into output atomically, hashing the bytes as they are written. An empty
-// output means FileName(name, version) in the current folder. A failure leaves no file behind.
-func PackFile(dir, output string) (Packed, error) {
+// PackFile packs dir into output atomically (PackWith, with opt), hashing the bytes as they are
+// written. An empty output means FileName(name, version) in the current folder. A failure leaves
+// no file behind.
+func PackFile(dir, output string, opt PackOptions) (Packed, error) {
+	if _, err := ParseCompression(string(opt.Compression)); err != nil {
+		return Packed{}, err
+	}
 	fi, err := os.Stat(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -82,7 +86,7 @@ func PackFile(dir, output string) (Packed, error) {
 	h := sha256.New()
 	counter := &countingWriter{w: io.MultiWriter(f, h)}
 	bw := bufio.NewWriterSize(counter, 256<<10)
-	m, err := Pack(dir, bw)
+	m, err := PackWith(dir, bw, opt)
 	if err != nil {
 		return Packed{}, err
 	}

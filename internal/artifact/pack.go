@@ -12,6 +12,7 @@ import (
 
 	"github.com/klauspost/compress/flate"
 	"github.com/klauspost/compress/zip"
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/murmur-nexus/mur/internal/errs"
 )
@@ -23,6 +24,50 @@ var runtimes = []string{"tool", "driver", "hook", "skill", "capsule"}
 // packLevel is fixed, because the compressed bytes, and so the artifact's digest, depend on it.
 const packLevel = 6
 
+// Compression is how Pack compresses the payload.
+type Compression string
+
+const (
+	// Deflate is the default: every zip reader there is opens it.
+	Deflate Compression = "deflate"
+	// Zstd packs the payload with zstd (zip method 93): smaller, and faster to read back, but
+	// only some zip tools open it (Info-ZIP's unzip 6.0 and Python's zipfile do not).
+	Zstd Compression = "zstd"
+)
+
+// ParseCompression reads the value of `mur pack --compression`; "" is Deflate.
+func ParseCompression(s string) (Compression, error) {
+	switch c := Compression(strings.ToLower(strings.TrimSpace(s))); c {
+	case "", Deflate:
+		return Deflate, nil
+	case Zstd:
+		return c, nil
+	}
+	return "", errs.New(errs.Usage, "--compression is %q; use deflate (the default, which every unzip opens) or zstd (smaller and faster to read, but not every zip tool opens it)", s)
+}
+
+// zstdPackOptions are fixed, as packLevel is. The best level costs the publisher about 0.4 s on
+// a 2.5 MB Go payload, once, and packs it 7% smaller than the next level down (12% smaller than
+// deflate), for every download; decoding is as fast whatever the level. One goroutine, because the
+// output of concurrent encoding is not promised to be the same from run to run. The window is
+// the one readers decode with (ZstdMaxWindow); the encoder narrows it to the payload's size.
+func zstdPackOptions() []zstd.EOption {
+	return []zstd.EOption{
+		zstd.WithEncoderLevel(zstd.SpeedBestCompression),
+		zstd.WithEncoderConcurrency(1),
+		zstd.WithWindowSize(ZstdMaxWindow),
+		zstd.WithEncoderCRC(true),
+	}
+}
+
+// PackOptions are the choices of `mur pack`.
+type PackOptions struct {
+	// Compression of the payload; "" is Deflate. murmur.yaml is deflated whatever this says: it
+	// is a few hundred bytes that zstd would not shrink further, and a deflated manifest can
+	// be read with any zip tool, even from an artifact whose payload that tool can't open.
+	Compression Compression
+}
+
 // The zip epoch, 1980-01-01 00:00, in MS-DOS date and time fields.
 const (
 	dosEpochDate = 1<<5 | 1
@@ -33,7 +78,14 @@ const (
 // or else the one root-level *.wasm), nothing else. It checks everything Read checks before it
 // writes a byte, and a few things more (the payload is a wasm binary, runtime is a known one).
 // On error, w may hold a partial zip; callers write to a temporary file.
-func Pack(dir string, w io.Writer) (Manifest, error) {
+func Pack(dir string, w io.Writer) (Manifest, error) { return PackWith(dir, w, PackOptions{}) }
+
+// PackWith is Pack with options.
+func PackWith(dir string, w io.Writer, opt PackOptions) (Manifest, error) {
+	compression, err := ParseCompression(string(opt.Compression))
+	if err != nil {
+		return Manifest{}, err
+	}
 	limit, err := MaxDecompressed()
 	if err != nil {
 		return Manifest{}, err
@@ -92,7 +144,23 @@ func Pack(dir string, w io.Writer) (Manifest, error) {
 	if _, err := mw.Write(data); err != nil {
 		return Manifest{}, writeErr(err)
 	}
-	pw, err := zw.CreateHeader(fixedHeader(payloadName))
+	ph := fixedHeader(payloadName)
+	if compression == Zstd {
+		ph.Method = MethodZstd
+		size := fi.Size()
+		zw.RegisterCompressor(MethodZstd, func(out io.Writer) (io.WriteCloser, error) {
+			enc, err := zstd.NewWriter(nil, zstdPackOptions()...)
+			if err != nil {
+				return nil, err
+			}
+			// The frame then records the payload's size, and its window shrinks to fit it: a
+			// reader decodes a small payload with a small buffer. A payload that changes size
+			// while it is packed fails Close, as the size check below would.
+			enc.ResetContentSize(out, size)
+			return enc, nil
+		})
+	}
+	pw, err := zw.CreateHeader(ph)
 	if err != nil {
 		return Manifest{}, writeErr(err)
 	}

@@ -2,6 +2,7 @@ package artifact
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -14,12 +15,13 @@ import (
 )
 
 // CheckStream reads the packed file from its first byte, as r gives it in order, and checks
-// every file entry on the way: a deflated entry inflates to no more than its zip records (and
-// so within the decompression ceiling) from no more bytes than its zip records, and each entry has the size and CRC-32 its central directory
-// records. It reads r only up to the end of the last entry's data, so that a caller hashing the
-// same stream (the CAS re-hashing a blob) reads the blob once for both. Entries whose data share
-// bytes of the file are refused: an archiver never writes them, and they are how a small zip
-// inflates without bound. Memory use does not depend on the archive's size.
+// every file entry on the way: a compressed (deflate or zstd) entry decompresses to no more than
+// its zip records (and so within the decompression ceiling) from no more bytes than its zip
+// records, and each entry has the size and CRC-32 its central directory records. It reads r
+// only up to the end of the last entry's data, so that a caller hashing the same stream (the CAS
+// re-hashing a blob) reads the blob once for both. Entries whose data share bytes of the file
+// are refused: an archiver never writes them, and they are how a small zip inflates without
+// bound. Memory use does not depend on the archive's size.
 func (a *Archive) CheckStream(r io.Reader) error {
 	spans, err := a.spans()
 	if err != nil {
@@ -30,40 +32,23 @@ func (a *Archive) CheckStream(r io.Reader) error {
 	defer release()
 	pos := func() int64 { return cr.n - int64(br.Buffered()) }
 	crc := crc32.NewIEEE()
-	var inflater io.ReadCloser
-	defer func() {
-		if inflater != nil {
-			inflater.Close()
-		}
-	}()
 	for _, s := range spans {
 		if _, err := br.Discard(int(s.offset - pos())); err != nil {
 			return a.truncated(s, err)
 		}
 		crc.Reset()
 		var size int64
-		if s.f.Method == zip.Store {
+		switch m := s.f.Method; {
+		case m == zip.Store:
 			if size, err = copyStored(crc, br, int64(s.f.CompressedSize64)); err != nil {
 				return a.truncated(s, err)
 			}
-		} else {
-			if inflater != nil {
-				inflater.Close()
+		case Readable(m):
+			if size, err = a.decompress(s, br, crc, pos); err != nil {
+				return err
 			}
-			inflater = NewInflater(br) // a *bufio.Reader: flate reads no byte past its stream
-			// Read refused any entry that declares more than the ceiling, so inflating no further
-			// than the declared size keeps within it.
-			out := &ceilingWriter{w: crc, left: int64(s.f.UncompressedSize64)}
-			size, err = io.Copy(out, inflater)
-			if out.over {
-				return invalid("%s inflates past the %d bytes its zip records; the artifact is damaged, so it can't be installed; %s", a.describe(s), s.f.UncompressedSize64, reportIt)
-			}
-			if err != nil {
-				return errs.Wrap(err, errs.InvalidArtifact, "%s is damaged (%v); the artifact can't be installed, %s", a.describe(s), err, reportIt)
-			}
-			if used := pos() - s.offset; used > int64(s.f.CompressedSize64) {
-				return invalid("%s takes %d bytes of deflate stream, but the zip records %d; the artifact is damaged, so it can't be installed; %s", a.describe(s), used, s.f.CompressedSize64, reportIt)
-			}
+		default:
+			return invalid("%s uses zip compression method %d; mur reads stored, deflated and zstd (method %d) entries only, so the artifact can't be installed; %s", a.describe(s), m, MethodZstd, reportIt)
 		}
 		if want := int64(s.f.UncompressedSize64); size != want {
 			return invalid("%s is %d bytes, but the zip records %d; the artifact is damaged, so it can't be installed; %s", a.describe(s), size, want, reportIt)
@@ -76,6 +61,37 @@ func (a *Archive) CheckStream(r io.Reader) error {
 }
 
 const reportIt = "report it to its publisher"
+
+// decompress feeds w the entry s, compressed, whose data starts at br's next byte, and returns
+// its size.
+func (a *Archive) decompress(s span, br *bufio.Reader, w io.Writer, pos func() int64) (int64, error) {
+	// Read refused any entry that declares more than the ceiling, so decompressing no further
+	// than the declared size keeps within it.
+	declared := int64(s.f.UncompressedSize64)
+	if s.f.Method == MethodZstd && s.f.CompressedSize64 == 0 {
+		// No frame at all, which is how zstd encoders write an empty entry. The bytes that
+		// follow are the next entry's, not zstd data to refuse.
+		return 0, nil
+	}
+	dec := NewDecompressor(s.f.Method, br, declared) // reads no byte past the entry's data
+	defer dec.Close()
+	out := &ceilingWriter{w: w, left: declared}
+	size, err := io.Copy(out, dec)
+	var unsupported *ZstdUnsupported
+	switch {
+	case out.over:
+		verb := map[uint16]string{zip.Deflate: "inflates", MethodZstd: "decodes"}[s.f.Method]
+		return 0, invalid("%s %s past the %d bytes its zip records; the artifact is damaged, so it can't be installed; %s", a.describe(s), verb, declared, reportIt)
+	case errors.As(err, &unsupported):
+		return 0, errs.Wrap(err, errs.InvalidArtifact, "%s can't be read: %v; the artifact can't be installed; %s", a.describe(s), err, RepackZstd)
+	case err != nil:
+		return 0, errs.Wrap(err, errs.InvalidArtifact, "%s is damaged (%v); the artifact can't be installed, %s", a.describe(s), err, reportIt)
+	}
+	if used := pos() - s.offset; used > int64(s.f.CompressedSize64) {
+		return 0, invalid("%s takes %d bytes of %s stream, but the zip records %d; the artifact is damaged, so it can't be installed; %s", a.describe(s), used, MethodName(s.f.Method), s.f.CompressedSize64, reportIt)
+	}
+	return size, nil
+}
 
 // span is a file entry and where its data starts in the packed file.
 type span struct {

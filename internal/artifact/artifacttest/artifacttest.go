@@ -15,6 +15,7 @@ import (
 
 	"github.com/klauspost/compress/flate"
 	"github.com/klauspost/compress/zip"
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/murmur-nexus/mur/internal/artifact"
 )
@@ -56,6 +57,9 @@ type Spec struct {
 	Description string
 	Payload     string // the payload's file name; "" means capsule.wasm
 	Wasm        []byte // the payload; nil means EmptyModule
+	// Compression is `mur pack --compression`: "" deflates the payload, artifact.Zstd packs it
+	// with zstd.
+	Compression artifact.Compression
 }
 
 // Manifest is the murmur.yaml that Zip packs.
@@ -89,7 +93,7 @@ func (s Spec) Zip() []byte {
 		panic(err)
 	}
 	var buf bytes.Buffer
-	if _, err := artifact.Pack(dir, &buf); err != nil {
+	if _, err := artifact.PackWith(dir, &buf, artifact.PackOptions{Compression: s.Compression}); err != nil {
 		panic(fmt.Sprintf("packtest: packing %s@%s: %v", s.Name, s.Version, err))
 	}
 	return buf.Bytes()
@@ -128,10 +132,46 @@ func FileSum(t testing.TB, path string) (string, int64) {
 // the payload to its end can tell. stored writes the payload as it is (zip method Store), else
 // deflated.
 func (s Spec) Lying(stored bool, crc uint32, size uint64) []byte {
-	wasm := s.Wasm
-	if wasm == nil {
-		wasm = []byte(EmptyModule)
+	method := zip.Deflate
+	if stored {
+		method = zip.Store
 	}
+	return s.Raw(method, Compress(method, s.wasm()), crc, size)
+}
+
+func (s Spec) wasm() []byte {
+	if s.Wasm == nil {
+		return []byte(EmptyModule)
+	}
+	return s.Wasm
+}
+
+// Compress is b as zip method (zip.Store, zip.Deflate or artifact.MethodZstd) holds it; zstd at
+// klauspost/compress's default level, with the content size and a checksum in the frame.
+func Compress(method uint16, b []byte) []byte {
+	var c bytes.Buffer
+	switch method {
+	case zip.Store:
+		return b
+	case zip.Deflate:
+		fw, _ := flate.NewWriter(&c, flate.DefaultCompression)
+		fw.Write(b)
+		fw.Close()
+	case artifact.MethodZstd:
+		zw, _ := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+		zw.ResetContentSize(&c, int64(len(b)))
+		zw.Write(b)
+		zw.Close()
+	default:
+		panic(fmt.Sprintf("artifacttest: no compressor for zip method %d", method))
+	}
+	return c.Bytes()
+}
+
+// Raw packs s with a payload entry of zip method whose data is body exactly, and whose zip
+// header records crc and size: bodies no compressor writes (damaged, hostile or foreign), and
+// headers that lie. The local header records the sizes (no data descriptor), as CreateRaw writes.
+func (s Spec) Raw(method uint16, body []byte, crc uint32, size uint64) []byte {
 	payload := s.Payload
 	if payload == "" {
 		payload = "capsule.wasm"
@@ -143,14 +183,6 @@ func (s Spec) Lying(stored bool, crc uint32, size uint64) []byte {
 		panic(err)
 	}
 	mw.Write([]byte(s.Manifest()))
-	body, method := wasm, zip.Store
-	if !stored {
-		var c bytes.Buffer
-		fw, _ := flate.NewWriter(&c, flate.DefaultCompression)
-		fw.Write(wasm)
-		fw.Close()
-		body, method = c.Bytes(), zip.Deflate
-	}
 	pw, err := zw.CreateRaw(&zip.FileHeader{Name: payload, Method: method, CRC32: crc,
 		CompressedSize64: uint64(len(body)), UncompressedSize64: size})
 	if err != nil {
