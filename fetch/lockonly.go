@@ -50,6 +50,8 @@ const (
 type LockReport struct {
 	Changes []LockChange `json:"changes"`
 	DryRun  bool         `json:"dry_run"`
+	// Warnings are what the provenance checks said without failing (no-provenance).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Changed reports whether the lock was (or, with DryRun, would be) changed.
@@ -77,6 +79,7 @@ func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, 
 		req    pull.Request
 		desc   fstore.Descriptor
 		newPin *lock.ScopePin
+		prov   *lock.Provenance
 		update bool
 	}
 	var pins []pin
@@ -100,10 +103,18 @@ func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, 
 		if op, ok := l.Pin(r.Name.Scope); ok {
 			owner = &op
 		}
-		desc, newPin, err := p.ResolveMeta(ctx, r, target, owner)
+		var recorded *lock.Provenance
+		if e != nil {
+			recorded = e.Provenance
+		}
+		// The new version's provenance is checked from metadata as a pull checks it: a pin
+		// that recorded provenance moves only with a bundle that verified (transition.go).
+		m, err := p.PinFromMeta(ctx, r, target, owner, recorded)
 		if err != nil {
 			return rep, err
 		}
+		desc, newPin := m.Desc, m.NewPin
+		rep.Warnings = append(rep.Warnings, m.Warnings...)
 		if desc.Platform == "" {
 			desc.Platform = ref.PlatformAny
 		}
@@ -120,7 +131,7 @@ func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, 
 			}
 		}
 		rep.Changes = append(rep.Changes, c)
-		pins = append(pins, pin{req: r, desc: desc, newPin: newPin, update: e != nil && e.ResolvedVersion != desc.Version})
+		pins = append(pins, pin{req: r, desc: desc, newPin: newPin, prov: m.Provenance, update: e != nil && e.ResolvedVersion != desc.Version})
 	}
 	keep := map[string]bool{}
 	for _, w := range in.Wants() {
@@ -144,6 +155,11 @@ func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, 
 			}
 			if err := l.Upsert(name, pn.desc.Version, plat, pn.desc.Digest.Encoded(), lock.OriginOperator, pn.update); err != nil {
 				return err
+			}
+			if pn.prov != nil {
+				if err := l.SetProvenance(name, *pn.prov); err != nil {
+					return err
+				}
 			}
 		}
 		return nil

@@ -16,7 +16,7 @@ import (
 // from what was pulled: a version published since is not seen, and a listed version whose blob
 // is gone is an error that names it.
 func TestOfflineLatestFromCachedList(t *testing.T) {
-	st := layoutStore(t)
+	st := networked(layoutStore(t)) // offline means this store is out of reach
 	v10, v11, v12 := pack(t, "grep", "1.0.0", 1), pack(t, "grep", "1.1.0", 2), pack(t, "grep", "1.2.0", 3)
 	push(t, st, grep, "1.0.0", "any", v10)
 	push(t, st, grep, "1.1.0", "any", v11)

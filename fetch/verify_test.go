@@ -604,7 +604,7 @@ func TestRepairWithNothingToAsk(t *testing.T) {
 		t.Fatalf("the verdict without --repair: %v", err)
 	}
 	// Offline, the same, with the network named.
-	in.Repair = &fetch.Puller{Puller: &pull.Puller{CAS: w.cas, Stores: []fstore.Store{w.layout}, Offline: true}}
+	in.Repair = &fetch.Puller{Puller: &pull.Puller{CAS: w.cas, Stores: []fstore.Store{networked(w.layout)}, Offline: true}}
 	if blobs := problems(w.run(t, in), "blob"); len(blobs) != 1 || blobs[0].Repaired || !strings.Contains(blobs[0].Problem, "network") {
 		t.Fatalf("an offline repair: %+v", blobs)
 	}

@@ -311,7 +311,7 @@ func TestRunOfflineCold(t *testing.T) {
 		pushPin(t, store, p)
 	}
 	m := newPinnedWorld(t, pins)
-	in := m.warmInput(store)
+	in := m.warmInput(networked(store))
 	in.Puller.Offline = true
 	_, err := fetch.Warm(context.Background(), in)
 	if !errors.Is(err, errs.Offline) || !strings.Contains(err.Error(), "mur warm") {

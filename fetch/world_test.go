@@ -360,3 +360,11 @@ func pushPin(t testing.TB, store fstore.Store, p pin) {
 func zipOf(name, version, description string) []byte {
 	return artifacttest.Spec{Name: name, Version: version, Description: description, Wasm: artifacttest.Tagged(name)}.Zip()
 }
+
+// networked is st as a store across the network: a layout stands in for a registry in tests
+// that need the network to be off, since a pull with the network off still reads layouts.
+func networked(st fstore.Store) fstore.Store { return networkedStore{st} }
+
+type networkedStore struct{ fstore.Store }
+
+func (n networkedStore) String() string { return "oci://stand-in.invalid/" + n.Store.String() }

@@ -88,13 +88,21 @@ func runLock(e *env, f *pullFlags, args []string, bump, dryRun, check bool) erro
 	}
 	// Metadata only: one connection, and nothing is brought in for a mirror to receive.
 	f.stores.mirror = ""
-	puller, err := p.puller(e, f.stores, fetch.PullerOptions{Platform: f.platform, Connections: 1})
+	// The CAS keeps the bundles that verify, where the lock's provenance records point.
+	store, err := openCAS(p.home)
+	if err != nil {
+		return err
+	}
+	puller, err := p.puller(e, f.stores, fetch.PullerOptions{CAS: store, Platform: f.platform, Connections: 1})
 	if err != nil {
 		return err
 	}
 	rep, err := puller.LockProject(e.ctx, p.Project, *in, reqs, fetch.LockOptions{Args: len(args) > 0, Bump: bump, DryRun: dryRun})
 	if e.g.json {
 		return jsonThen(e, rep, err)
+	}
+	for _, w := range rep.Warnings {
+		e.Warn("%s", w)
 	}
 	for _, c := range rep.Changes {
 		if c.Action != fetch.LockKept || err == nil {

@@ -11,15 +11,51 @@ import (
 	"github.com/murmur-nexus/mur/lock"
 )
 
+// MetaPin is what `mur lock` pins for one request from metadata alone.
+type MetaPin struct {
+	Desc   fstore.Descriptor
+	NewPin *lock.ScopePin
+	// Provenance is the record of the bundle that verified for Desc; nil when none did and the
+	// policy let that pass.
+	Provenance *lock.Provenance
+	Warnings   []string
+}
+
+// PinFromMeta resolves req from metadata (a store's manifest, a source's index) and checks its
+// provenance as a pull does, from the bundles its place holds and the bundle itself: never the
+// payload. recorded is the provenance the lock's entry recorded, which makes a verified bundle
+// required. A bundle that verifies is kept in the CAS, where the lock's record points.
+func (p *Puller) PinFromMeta(ctx context.Context, req Request, version string, owner *lock.ScopePin, recorded *lock.Provenance) (MetaPin, error) {
+	desc, newPin, bf, err := p.resolveMeta(ctx, req, version, owner)
+	if err != nil {
+		return MetaPin{}, err
+	}
+	got := &fetched{desc: desc, newPin: newPin, bundles: bf}
+	var res Result
+	if err := p.checkProvenance(ctx, req, pinned{owner: owner, provenance: recorded}, got, &res); err != nil {
+		return MetaPin{}, err
+	}
+	m := MetaPin{Desc: desc, NewPin: newPin, Warnings: res.Warnings}
+	if got.verified != nil {
+		if err := p.keepBundle(ctx, got.verified); err != nil {
+			return MetaPin{}, err
+		}
+		rec := got.verified.lockEntry()
+		m.Provenance = &rec
+	}
+	return m, nil
+}
+
 // resolveMeta asks the places of req, in order, what version resolves to, downloading nothing: a
-// store's manifest, a source's index.
-func (p *Puller) ResolveMeta(ctx context.Context, req Request, version string, owner *lock.ScopePin) (fstore.Descriptor, *lock.ScopePin, error) {
+// store's manifest, a source's index. It also returns the place that answered, when it can hold
+// Sigstore bundles.
+func (p *Puller) resolveMeta(ctx context.Context, req Request, version string, owner *lock.ScopePin) (fstore.Descriptor, *lock.ScopePin, fstore.BundleFinder, error) {
 	what := req.Name.String() + "@" + version
 	if req.Name.Scope == ref.ScopeLocal {
-		return fstore.Descriptor{}, nil, errs.New(errs.NotFound, "%s was read from a file, and no store or source serves scope local; pull the file again with 'mur pull FILE.mur.zip'", what)
+		return fstore.Descriptor{}, nil, nil, errs.New(errs.NotFound, "%s was read from a file, and no store or source serves scope local; pull the file again with 'mur pull FILE.mur.zip'", what)
 	}
 	if p.Offline {
-		return fstore.Descriptor{}, nil, errs.New(errs.Offline, "%s is not pinned in murmur.lock and the network is off (--offline or MUR_OFFLINE); run 'mur lock' with network", what)
+		return fstore.Descriptor{}, nil, nil, errs.New(errs.Offline, "%s is not pinned in murmur.lock and the network is off (--offline or MUR_OFFLINE); run 'mur lock' with network", what)
 	}
 	from := req.From
 	if from == nil {
@@ -34,31 +70,40 @@ func (p *Puller) ResolveMeta(ctx context.Context, req Request, version string, o
 			d, err := pl.store.Resolve(ctx, req.Name, version, p.TargetPlatform())
 			if err == nil {
 				d.Origin = pl.store.String()
-				return d, nil, nil
+				bf, _ := pl.store.(fstore.BundleFinder)
+				return d, nil, bf, nil
 			}
 			if ctx.Err() != nil {
-				return fstore.Descriptor{}, nil, err
+				return fstore.Descriptor{}, nil, nil, err
 			}
 			failures = append(failures, err)
 			if i < len(places)-1 && !p.fallsThrough(pl.store, err) {
-				return fstore.Descriptor{}, nil, stopped(what, pl.store, err, nil, len(places)-1-i)
+				return fstore.Descriptor{}, nil, nil, stopped(what, pl.store, err, nil, len(places)-1-i)
 			}
 			continue
 		}
 		if owner != nil {
 			if err := owner.CheckOwner(req.Name.Scope, pl.label, 0); err != nil {
-				return fstore.Descriptor{}, nil, err
+				return fstore.Descriptor{}, nil, nil, err
 			}
 		}
 		s, err := p.Source.Resolve(ctx, req.Name, version, p.TargetPlatform(), owner)
 		if err == nil {
 			s.Descriptor.Origin = s.Origin
-			return s.Descriptor, s.NewPin, nil
+			bf, _ := p.Source.(fstore.BundleFinder)
+			return s.Descriptor, s.NewPin, bf, nil
 		}
 		if ctx.Err() != nil || errors.Is(err, errs.OwnerChanged) {
-			return fstore.Descriptor{}, nil, err
+			return fstore.Descriptor{}, nil, nil, err
 		}
 		failures = append(failures, err)
 	}
-	return fstore.Descriptor{}, nil, allFailed(what, req.Name.Scope, from, len(p.Stores) > 0, asked, failures)
+	return fstore.Descriptor{}, nil, nil, allFailed(what, req.Name.Scope, from, len(p.Stores) > 0, asked, failures)
+}
+
+// ResolveMeta is what version of req resolves to at its places, from metadata alone, and the
+// scope's new owner pin when a source answered without one.
+func (p *Puller) ResolveMeta(ctx context.Context, req Request, version string, owner *lock.ScopePin) (fstore.Descriptor, *lock.ScopePin, error) {
+	d, pin, _, err := p.resolveMeta(ctx, req, version, owner)
+	return d, pin, err
 }

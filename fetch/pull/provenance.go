@@ -13,6 +13,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
 )
 
@@ -200,4 +201,28 @@ func (p *Puller) sha512Of(ctx context.Context, got *fetched) ([]byte, error) {
 func (p *Puller) keepBundle(ctx context.Context, v *verifiedBundle) error {
 	_, err := p.CAS.Ingest(ctx, strings.NewReader(string(v.raw)), int64(len(v.raw)), v.digest())
 	return err
+}
+
+// provenanceFromCAS re-verifies, offline, the bundles the CAS's records verified for a pinned
+// blob the CAS holds, when the pin recorded none: murmur.lock is then a function of the
+// artifacts, not of the cache, and a warm home records the provenance block a fresh home, which
+// finds the bundle online, records. Without such a bundle nothing is asked: a warm pull of a pin
+// makes no request.
+func (p *Puller) provenanceFromCAS(ctx context.Context, req Request, pin pinned, got *fetched, res *Result) error {
+	if pin.provenance != nil || p.Provenance.Verifier == nil || p.provenancePolicy(req.Name.Scope).Mode == config.ProvenanceOff {
+		return nil
+	}
+	held := provenance.RecordedBundles(ctx, p.CAS, got.desc.Digest)
+	if len(held) == 0 {
+		return nil
+	}
+	got.bundles = heldBundles(held)
+	return p.checkProvenance(ctx, req, pin, got, res)
+}
+
+// heldBundles are bundles the CAS holds, as a BundleFinder.
+type heldBundles [][]byte
+
+func (h heldBundles) Bundles(context.Context, ref.Name, string, digest.Digest) ([][]byte, error) {
+	return h, nil
 }

@@ -377,7 +377,11 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 			return res, err
 		}
 		if p.CAS.Has(pin.digest) {
-			return res, p.cacheHit(ctx, proj, req, &res, &fetched{desc: store.Descriptor{Name: req.Name, Version: version, Platform: pin.platform, Digest: pin.digest}}, start)
+			got := &fetched{desc: store.Descriptor{Name: req.Name, Version: version, Platform: pin.platform, Digest: pin.digest, Origin: "cas"}}
+			if err := p.provenanceFromCAS(ctx, req, pin, got, &res); err != nil {
+				return res, err
+			}
+			return res, p.cacheHit(ctx, proj, req, &res, got, start)
 		}
 	}
 	if p.Offline && version == ref.Latest {
