@@ -3,6 +3,7 @@ package pull
 import (
 	"context"
 	"errors"
+	"strings"
 
 	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -35,7 +36,14 @@ func (p *Puller) PinFromMeta(ctx context.Context, req Request, version string, o
 	if err := p.checkProvenance(ctx, req, pinned{owner: owner, provenance: recorded}, got, &res); err != nil {
 		return MetaPin{}, err
 	}
-	m := MetaPin{Desc: desc, NewPin: newPin, Warnings: res.Warnings}
+	m := MetaPin{Desc: desc, NewPin: newPin}
+	for _, w := range res.Warnings {
+		// An unsigned pin is said once, by the pull that fetches it; what a lock says is only
+		// what a signer did (an unanchored bundle).
+		if !strings.Contains(w, noBundleAt) {
+			m.Warnings = append(m.Warnings, w)
+		}
+	}
 	if got.verified != nil {
 		if err := p.keepBundle(ctx, got.verified); err != nil {
 			return MetaPin{}, err

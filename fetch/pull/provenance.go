@@ -17,6 +17,9 @@ import (
 	"github.com/murmur-nexus/mur/lock"
 )
 
+// noBundleAt is the part of the no-provenance warning that says a place holds no bundle at all.
+const noBundleAt = " has no provenance bundle at "
+
 // verifiedBundle is a bundle that passed, waiting for the pull to commit.
 type verifiedBundle struct {
 	raw   []byte
@@ -120,7 +123,7 @@ func (p *Puller) checkProvenance(ctx context.Context, req Request, pin pinned, g
 			return errs.New(errs.ProvenanceMissing, "%s has no Sigstore bundle at %s, and %s; nothing was pulled. The publisher must attest it (actions/attest-build-provenance) or the store must carry its bundle",
 				what, asked, why)
 		}
-		res.Warnings = append(res.Warnings, string(errs.NoProvenance)+": "+what+" has no provenance bundle at "+asked+"; it was pulled on its digest alone (set provenance: require for scope "+req.Name.Scope+" once its publisher attests)")
+		res.Warnings = append(res.Warnings, string(errs.NoProvenance)+": "+what+noBundleAt+asked+"; it was pulled on its digest alone (set provenance: require for scope "+req.Name.Scope+" once its publisher attests)")
 		return nil
 	}
 	if p.Provenance.Verifier == nil {
