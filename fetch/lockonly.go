@@ -21,7 +21,8 @@ type LockOptions struct {
 	// Args is true when the requests name artifacts; a whole lock (false) also drops the pins
 	// no entry declares.
 	Args bool
-	// Bump moves latest entries to the newest version; without it they stay at their pin.
+	// Bump moves latest entries to the newest version; without it they stay at their pin. With
+	// named requests it moves exact entries too, in murmur.yaml as well as the lock.
 	Bump bool
 	// DryRun resolves and reports, and writes nothing.
 	DryRun bool
@@ -83,6 +84,7 @@ func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, 
 		update bool
 	}
 	var pins []pin
+	declare := map[string]bool{} // exact entries --bump NAME moves in murmur.yaml too
 	for _, r := range reqs {
 		a, _ := in.Capsule.Find(r.Name.String())
 		if a == nil {
@@ -92,6 +94,12 @@ func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, 
 		target := a.Version
 		if target == ref.Latest && e != nil && !opt.Bump {
 			target = e.ResolvedVersion // latest is held at its pin until --bump
+		}
+		// --bump NAME moves a named exact entry to the newest release, in murmur.yaml and the
+		// lock, as `mur pull --update NAME` does; a whole --bump moves latest entries only.
+		bumpExact := opt.Bump && opt.Args && a.Version != ref.Latest
+		if bumpExact {
+			target = ref.Latest
 		}
 		if e != nil && e.ResolvedVersion == target {
 			if hex, plat, ok := e.Digest(p.TargetPlatform()); ok {
@@ -115,6 +123,19 @@ func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, 
 		}
 		desc, newPin := m.Desc, m.NewPin
 		rep.Warnings = append(rep.Warnings, m.Warnings...)
+		if bumpExact {
+			if !ref.Newer(desc.Version, a.Version) {
+				c := LockChange{Name: r.Name.String(), Action: LockKept, From: a.Version, To: a.Version, Origin: desc.Origin}
+				if e != nil {
+					if hex, plat, ok := e.Digest(p.TargetPlatform()); ok {
+						c.Platform, c.Digest = plat, "sha256:"+hex
+					}
+				}
+				rep.Changes = append(rep.Changes, c)
+				continue
+			}
+			declare[r.Name.String()] = true
+		}
 		if desc.Platform == "" {
 			desc.Platform = ref.PlatformAny
 		}
@@ -164,7 +185,7 @@ func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, 
 		}
 		return nil
 	}
-	t := Transition{Pin: apply, Prune: !opt.Args}
+	t := Transition{Pin: apply, Prune: !opt.Args, Declare: declare}
 	if !opt.Args {
 		for _, e := range l.Artifacts {
 			if !keep[e.Name] {

@@ -56,3 +56,12 @@ func (p *Puller) Outdated(ctx context.Context, proj pull.Project, in Intent, req
 	}
 	return rows, first
 }
+
+// Move is the command that moves a behind row to its newest release, in murmur.yaml when the
+// entry is exact and in murmur.lock; "" when the row is not behind.
+func (o Outdated) Move() string {
+	if !o.Behind {
+		return ""
+	}
+	return "mur lock --bump " + o.Name
+}

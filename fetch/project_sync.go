@@ -11,6 +11,7 @@ import (
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/manifest"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/suggest"
 	"github.com/murmur-nexus/mur/lock"
 )
 
@@ -87,12 +88,14 @@ func (p *Puller) PullProject(ctx context.Context, proj pull.Project, in Intent, 
 			return rep, err
 		}
 	}
-	var declare_ []int // requests whose result murmur.yaml must name
+	var declare_ []int              // requests whose result murmur.yaml must name
+	addMoved := map[string]string{} // mur add of another version: name → murmur.yaml's version
 	for i := range reqs {
 		r := &reqs[i]
 		a, _ := in.Capsule.Find(r.Name.String())
 		if opt.Add && a != nil && r.Version != a.Version {
 			r.Update = true
+			addMoved[r.Name.String()] = a.Version
 		}
 		if e := l.Find(r.Name.String()); a == nil && e != nil && r.Version != ref.Latest && r.Version != e.ResolvedVersion {
 			r.Update = true // a pin no entry declares is stale: the next pull would drop it anyway
@@ -123,6 +126,11 @@ func (p *Puller) PullProject(ctx context.Context, proj pull.Project, in Intent, 
 	}
 	results, err := p.pull(ctx, proj, reqs, in.Path, declare)
 	rep.Results = results
+	for i, r := range results {
+		if from, ok := addMoved[reqs[i].Name.String()]; ok && r.Error == "" && r.Version != from {
+			rep.Moved = append(rep.Moved, Move{Name: r.Name, From: from, To: r.Version})
+		}
+	}
 	for i, m := range rep.Moved {
 		for _, r := range results {
 			if r.Name == m.Name && r.Error != "" {
@@ -205,7 +213,9 @@ func Undeclare(ctx context.Context, proj pull.Project, in Intent, names []ref.Na
 				have = append(have, w.Name)
 			}
 			hint := "it declares nothing"
-			if len(have) > 0 {
+			if near, ok := suggest.Nearest(n.String(), have); ok {
+				hint = "did you mean " + near + "?"
+			} else if len(have) > 0 {
 				hint = "it declares " + strings.Join(have, ", ")
 			}
 			return nil, errs.New(errs.NotFound, "%s does not declare %s (%s); nothing was changed", in.Path, n, hint)
@@ -233,3 +243,31 @@ func unstage(proj pull.Project, name ref.Name) error {
 
 // String is the line `mur pull` prints for a move.
 func (m Move) String() string { return fmt.Sprintf("%s: %s → %s", m.Name, m.From, m.To) }
+
+// DeclaredName is the artifact arg names among murmur.yaml's declarations: scope/name as written,
+// or a bare name that exactly one declared artifact has (mur rm grep).
+func (in Intent) DeclaredName(arg string) (ref.Name, error) {
+	if strings.Contains(arg, "/") {
+		return ref.ParseName(arg)
+	}
+	var have, match []string
+	for _, w := range in.Wants() {
+		have = append(have, w.Name)
+		if _, name, _ := strings.Cut(w.Name, "/"); name == arg {
+			match = append(match, w.Name)
+		}
+	}
+	switch len(match) {
+	case 1:
+		return ref.ParseName(match[0])
+	case 0:
+		hint := "it declares nothing"
+		if near, ok := suggest.Nearest(arg, have); ok {
+			hint = "did you mean " + near + "?"
+		} else if len(have) > 0 {
+			hint = "it declares " + strings.Join(have, ", ")
+		}
+		return ref.Name{}, errs.New(errs.NotFound, "%s declares no artifact named %s (%s); nothing was changed", in.Path, arg, hint)
+	}
+	return ref.Name{}, errs.New(errs.Usage, "%s declares %s; name the one to remove with its scope", in.Path, strings.Join(match, " and "))
+}

@@ -46,18 +46,11 @@ func rmCmd() *command {
 the rest of the file as it was), drops its pin from murmur.lock and its tools/ folder. Nothing
 is downloaded. The blob stays in the CAS until 'mur cache gc' frees it.`,
 		examples: `mur rm acme/grep
+mur rm grep                      # the one declared artifact named grep
 mur rm --json acme/grep acme/sed`,
 		run: func(e *env, args []string) error {
 			if len(args) == 0 {
 				return usagef("mur rm needs at least one NAME, e.g. 'mur rm acme/grep'")
-			}
-			var names []ref.Name
-			for _, a := range args {
-				n, err := ref.ParseName(a)
-				if err != nil {
-					return err
-				}
-				names = append(names, n)
 			}
 			p, err := e.openProject()
 			if err != nil {
@@ -66,7 +59,16 @@ mur rm --json acme/grep acme/sed`,
 			if p.capsule == nil {
 				return usagef("no murmur.yaml in %s or above, so there is nothing to remove from", p.Dir)
 			}
-			removed, err := fetch.Undeclare(e.ctx, p.Project, fetch.Intent{Path: p.capsule.Path, Capsule: p.capsule}, names)
+			in := fetch.Intent{Path: p.capsule.Path, Capsule: p.capsule}
+			var names []ref.Name
+			for _, a := range args {
+				n, err := in.DeclaredName(a)
+				if err != nil {
+					return err
+				}
+				names = append(names, n)
+			}
+			removed, err := fetch.Undeclare(e.ctx, p.Project, in, names)
 			if e.g.json {
 				var undeclared []string
 				for _, n := range names {

@@ -87,6 +87,11 @@ mur outdated --json`,
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Name, r.Requested, locked, latest, orDash(r.Source))
 			}
 			tw.Flush()
+			for _, r := range rows {
+				if m := r.Move(); m != "" {
+					fmt.Fprintf(e.stdout, "to move %s: %s\n", r.Name, m)
+				}
+			}
 			if _, quiet := err.(*exitCode1); quiet {
 				return &exitCode{code: 1}
 			}

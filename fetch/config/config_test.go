@@ -365,3 +365,14 @@ func TestStoresAsOneAddress(t *testing.T) {
 		t.Errorf("CleanStoreAddress = %q", got)
 	}
 }
+
+// A mistyped top-level key is named with the key it most likely meant.
+func TestUnknownKeySuggests(t *testing.T) {
+	f, err := parseConfig([]byte("store:\n  - oci-layout:/x\n"), "config.yaml", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.warnings) != 1 || !strings.Contains(f.warnings[0], `unknown key "store" ignored; did you mean stores?`) {
+		t.Fatalf("warnings = %q", f.warnings)
+	}
+}

@@ -130,3 +130,28 @@ func TestOfflinePullFromAWarmedLayout(t *testing.T) {
 	other.write("murmur.yaml", "name: air\nartifacts:\n  - name: acme/notes\n    version: 1.0.0\n")
 	other.fails("offline", "pull", "--offline", "--no-precompile")
 }
+
+// The small verbs say what they did and take what a person types: mur add of another version of
+// a declared artifact says the move, and mur rm takes the bare name of a declared artifact and
+// offers "did you mean" for a near miss.
+func TestAddAndRmSpeakPlainly(t *testing.T) {
+	layout := t.TempDir()
+	w := newWorld(t)
+	for _, v := range []string{"0.9.0", "1.0.0"} {
+		f := artifacttest.File(t, t.TempDir(), "grep", v, artifacttest.Tagged("grep"+v))
+		w.ok("push", f, "--scope", "acme", "--store", "oci-layout:"+layout)
+	}
+	w.stores("oci-layout:" + layout)
+	w.write("murmur.yaml", "name: p\nartifacts:\n  - name: acme/grep\n    version: 1.0.0\n")
+	w.ok("pull", "--no-precompile")
+	if r := w.ok("add", "acme/grep@0.9.0", "--no-precompile"); !strings.Contains(r.stdout, "acme/grep: 1.0.0 → 0.9.0") {
+		t.Errorf("mur add of another version does not say the move:\n%s", r)
+	}
+	if r := w.fails("not-found", "rm", "acme/gerp"); !strings.Contains(r.stderr, "did you mean acme/grep?") {
+		t.Errorf("mur rm of a near miss offers nothing:\n%s", r)
+	}
+	w.ok("rm", "grep")
+	if w.lock().Find("acme/grep") != nil {
+		t.Fatalf("mur rm grep kept the pin:\n%s", w.lockBytes())
+	}
+}

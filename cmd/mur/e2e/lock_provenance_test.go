@@ -72,6 +72,13 @@ func TestLockCarriesProvenance(t *testing.T) {
 	if got := w.lockBytes(); got != before {
 		t.Fatalf("mur lock changed the lock:\n%s", got)
 	}
+	// The Renovate preset's post-upgrade task is this same command: its pull request fails
+	// instead of moving the pin to unsigned bytes.
+	task := renovateTask(t, "acme/grep")
+	r = w.fails("provenance-missing", task...)
+	if got := w.lockBytes(); got != before {
+		t.Fatalf("the Renovate task (mur %s) changed the lock:\n%s", strings.Join(task, " "), got)
+	}
 	manifest("1.0.0")
 	w.fails("provenance-missing", "pull", "--update", "acme/grep@1.1.0", "--no-precompile")
 	if got := w.lockBytes(); got != before {
@@ -151,4 +158,30 @@ func TestWarmAndFreshHomesWriteOneLock(t *testing.T) {
 	if !strings.Contains(fresh.lockBytes(), "provenance") {
 		t.Fatalf("the fresh home recorded no provenance:\n%s", fresh.lockBytes())
 	}
+}
+
+// renovateTask is the preset's post-upgrade command for depName, as contrib/renovate/murmur.json
+// gives it, without its leading "mur".
+func renovateTask(t *testing.T, depName string) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "contrib", "renovate", "murmur.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var preset struct {
+		PackageRules []struct {
+			PostUpgradeTasks struct {
+				Commands []string `json:"commands"`
+			} `json:"postUpgradeTasks"`
+		} `json:"packageRules"`
+	}
+	if err := json.Unmarshal(data, &preset); err != nil || len(preset.PackageRules) == 0 || len(preset.PackageRules[0].PostUpgradeTasks.Commands) != 1 {
+		t.Fatalf("the preset's post-upgrade task: %v", err)
+	}
+	cmd := strings.ReplaceAll(preset.PackageRules[0].PostUpgradeTasks.Commands[0], "{{{depName}}}", depName)
+	fields := strings.Fields(cmd)
+	if len(fields) < 2 || fields[0] != "mur" {
+		t.Fatalf("the preset's post-upgrade task is not a mur command: %q", cmd)
+	}
+	return fields[1:]
 }
