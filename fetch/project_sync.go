@@ -213,10 +213,11 @@ func Undeclare(ctx context.Context, proj pull.Project, in Intent, names []ref.Na
 				have = append(have, w.Name)
 			}
 			hint := "it declares nothing"
-			if near, ok := suggest.Nearest(n.String(), have); ok {
-				hint = "did you mean " + near + "?"
-			} else if len(have) > 0 {
+			if len(have) > 0 {
 				hint = "it declares " + strings.Join(have, ", ")
+			}
+			if near, ok := nearestDeclared(n.String(), have); ok {
+				hint += "; did you mean " + near + "?"
 			}
 			return nil, errs.New(errs.NotFound, "%s does not declare %s (%s); nothing was changed", in.Path, n, hint)
 		}
@@ -262,12 +263,35 @@ func (in Intent) DeclaredName(arg string) (ref.Name, error) {
 		return ref.ParseName(match[0])
 	case 0:
 		hint := "it declares nothing"
-		if near, ok := suggest.Nearest(arg, have); ok {
-			hint = "did you mean " + near + "?"
-		} else if len(have) > 0 {
+		if len(have) > 0 {
 			hint = "it declares " + strings.Join(have, ", ")
+		}
+		if near, ok := nearestDeclared(arg, have); ok {
+			hint += "; did you mean " + near + "?"
 		}
 		return ref.Name{}, errs.New(errs.NotFound, "%s declares no artifact named %s (%s); nothing was changed", in.Path, arg, hint)
 	}
 	return ref.Name{}, errs.New(errs.Usage, "%s declares %s; name the one to remove with its scope", in.Path, strings.Join(match, " and "))
+}
+
+// nearestDeclared is the declared artifact a mistyped name most likely meant: the nearest bare
+// name, in the same scope when one was typed, so that acme/gerp finds acme/grep but acme/other
+// does not find acme/notes.
+func nearestDeclared(typed string, declared []string) (string, bool) {
+	scope, name, scoped := strings.Cut(typed, "/")
+	if !scoped {
+		name, scope = typed, ""
+	}
+	var names []string
+	full := map[string]string{}
+	for _, d := range declared {
+		s, n, _ := strings.Cut(d, "/")
+		if scope != "" && s != scope {
+			continue
+		}
+		names = append(names, n)
+		full[n] = d
+	}
+	near, ok := suggest.Nearest(name, names)
+	return full[near], ok
 }

@@ -220,11 +220,14 @@ func TestWarmOffline(t *testing.T) {
 	os.RemoveAll(w.home)
 	os.RemoveAll(filepath.Join(w.project, "tools"))
 
-	// Offline with a cold cache: a clear offline error that names the artifact.
+	// Offline with a cold cache and no store on disk: a clear offline error that names the
+	// artifact. (A layout on disk is no network: with one, the pull reads it.)
+	w.write(".murmur/config.yaml", "")
 	r := w.fails("offline", "--offline", "pull")
 	if !strings.Contains(r.stderr, "acme/hello") || !strings.Contains(r.stderr, "mur warm") {
 		t.Fatalf("offline error: %s", r.stderr)
 	}
+	w.stores("oci-layout:" + layout)
 	r = w.ok("warm")
 	if !strings.Contains(r.stdout, "1 fetched") {
 		t.Fatalf("warm: %s", r)
