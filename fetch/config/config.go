@@ -74,8 +74,11 @@ type Config struct {
 	// write-through fail the command.
 	Mirror         string
 	MirrorRequired bool
-	// Provenance is the provenance policy (config_provenance.go).
+	// Provenance is the home's provenance policy (provenance.go): the home decides trust.
 	Provenance ProvenanceConfig
+	// ProjectProvenance is what the project's config.yaml says of provenance; ProvenanceFor
+	// takes from it only what tightens the home's policy.
+	ProjectProvenance ProvenanceConfig
 	// MirrorFromProject is set when the mirror is named by the project's .murmur/config.yaml and
 	// not by the home's config.yaml: a cloned project's choice (see Puller.MirrorFromProject).
 	MirrorFromProject bool
@@ -88,13 +91,15 @@ type Config struct {
 func Load(homeConfigPath, projectDir string) (*Config, error) {
 	c := &Config{Sources: map[string]string{}, PlainHTTP: map[string]bool{}, Fallbacks: map[string]store.Fallback{}}
 	var project, user *configFile
+	var projectPath string
 	var err error
 	if projectDir != "" {
 		abs, aerr := filepath.Abs(projectDir)
 		if aerr != nil {
 			return nil, errs.Wrap(aerr, errs.IO, "the project folder %q can't be made absolute: %v", projectDir, aerr)
 		}
-		if project, err = readConfigFile(filepath.Join(abs, ProjectFile), abs); err != nil {
+		projectPath = filepath.Join(abs, ProjectFile)
+		if project, err = readConfigFile(projectPath, abs); err != nil {
 			return nil, err
 		}
 	}
@@ -146,7 +151,14 @@ func Load(homeConfigPath, projectDir string) (*Config, error) {
 		if f.mirrorRequired != nil {
 			c.MirrorRequired = *f.mirrorRequired
 		}
-		mergeProvenance(&c.Provenance, f.provenance)
+	}
+	// The home decides trust; a cloned project may only tighten it (provenance.go).
+	if user != nil {
+		mergeProvenance(&c.Provenance, user.provenance)
+	}
+	if project != nil {
+		c.ProjectProvenance = project.provenance
+		c.Warnings = append(c.Warnings, loosening(c.Provenance, project.provenance, projectPath)...)
 	}
 	c.MirrorFromProject = project != nil && project.mirror != "" && (user == nil || user.mirror != project.mirror)
 	return c, nil

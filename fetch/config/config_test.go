@@ -376,3 +376,115 @@ func TestUnknownKeySuggests(t *testing.T) {
 		t.Fatalf("warnings = %q", f.warnings)
 	}
 }
+
+// The home decides trust; a cloned project's config may only tighten it. What would loosen is
+// ignored with a warning that names what the home says, and trust material never comes from a
+// project.
+func TestProjectOnlyTightensProvenance(t *testing.T) {
+	tests := []struct {
+		name, home, project string
+		scope               string
+		want                ProvenancePolicy
+		warn                []string // each must appear in some warning; nil: no warning at all
+	}{
+		{
+			name:    "the home's require holds against the project's off",
+			home:    "scopes:\n  acme:\n    provenance: require\n",
+			project: "provenance: off\nscopes:\n  acme:\n    provenance: off\n",
+			scope:   "acme",
+			want:    ProvenancePolicy{Mode: ProvenanceRequire},
+			warn:    []string{"provenance: off ignored (the home's provenance: prefer holds)", "scopes.acme.provenance: off ignored (the home's require holds)"},
+		},
+		{
+			name:    "a project may tighten prefer to require",
+			project: "scopes:\n  acme:\n    provenance: require\n",
+			scope:   "acme",
+			want:    ProvenancePolicy{Mode: ProvenanceRequire},
+		},
+		{
+			name:    "a project may require for every scope",
+			home:    "scopes:\n  acme:\n    provenance: off\n",
+			project: "provenance: require\n",
+			scope:   "acme",
+			want:    ProvenancePolicy{Mode: ProvenanceRequire},
+		},
+		{
+			name:    "allow_self_hosted: true from a project is ignored",
+			project: "scopes:\n  acme:\n    allow_self_hosted: true\n",
+			scope:   "acme",
+			want:    ProvenancePolicy{Mode: ProvenancePrefer},
+			warn:    []string{"scopes.acme.allow_self_hosted: true ignored"},
+		},
+		{
+			name:    "allow_self_hosted: false from a project holds",
+			home:    "scopes:\n  acme:\n    allow_self_hosted: true\n",
+			project: "scopes:\n  acme:\n    allow_self_hosted: false\n",
+			scope:   "acme",
+			want:    ProvenancePolicy{Mode: ProvenancePrefer},
+		},
+		{
+			name:  "the home's signer_workflow reaches the policy",
+			home:  "scopes:\n  acme:\n    signer_workflow: https://github.com/acme/tools/.github/workflows/\n",
+			scope: "acme",
+			want:  ProvenancePolicy{Mode: ProvenancePrefer, SignerWorkflow: "https://github.com/acme/tools/.github/workflows/"},
+		},
+		{
+			name:    "a project's signer_workflow that narrows holds",
+			home:    "scopes:\n  acme:\n    signer_workflow: https://github.com/acme/tools/.github/workflows/\n",
+			project: "scopes:\n  acme:\n    signer_workflow: https://github.com/acme/tools/.github/workflows/release.yml@\n",
+			scope:   "acme",
+			want:    ProvenancePolicy{Mode: ProvenancePrefer, SignerWorkflow: "https://github.com/acme/tools/.github/workflows/release.yml@"},
+		},
+		{
+			name:    "a project's signer_workflow outside the home's is ignored",
+			home:    "scopes:\n  acme:\n    signer_workflow: https://github.com/acme/tools/.github/workflows/\n",
+			project: "scopes:\n  acme:\n    signer_workflow: https://github.com/evil/tools/.github/workflows/\n",
+			scope:   "acme",
+			want:    ProvenancePolicy{Mode: ProvenancePrefer, SignerWorkflow: "https://github.com/acme/tools/.github/workflows/"},
+			warn:    []string{"does not narrow the home's"},
+		},
+		{
+			name:    "trust material never comes from a project",
+			project: "trusted_root: /path/to/token\ntrusted_keys:\n  - {hint: ab, pem: x}\nscopes:\n  acme:\n    trusted_keys:\n      - {hint: cd, pem: y}\n",
+			scope:   "acme",
+			want:    ProvenancePolicy{Mode: ProvenancePrefer},
+			warn:    []string{"trusted_root ignored", "trusted_keys ignored", "scopes.acme.trusted_keys ignored"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			homeFile := filepath.Join(dir, "home", "config.yaml")
+			proj := filepath.Join(dir, "project")
+			for path, text := range map[string]string{homeFile: tt.home, filepath.Join(proj, ProjectFile): tt.project} {
+				if text == "" {
+					continue
+				}
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c, err := Load(homeFile, proj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := c.ProvenanceFor(tt.scope)
+			if got.Mode != tt.want.Mode || got.AllowSelfHosted != tt.want.AllowSelfHosted || got.SignerWorkflow != tt.want.SignerWorkflow ||
+				got.Trust.RootFile != "" || len(got.Trust.Keys) != 0 {
+				t.Errorf("policy = %+v, want %+v and no trust material", got, tt.want)
+			}
+			all := strings.Join(c.Warnings, "\n")
+			if tt.warn == nil && all != "" {
+				t.Errorf("warnings:\n%s", all)
+			}
+			for _, w := range tt.warn {
+				if !strings.Contains(all, w) {
+					t.Errorf("no warning says %q:\n%s", w, all)
+				}
+			}
+		})
+	}
+}

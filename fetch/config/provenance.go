@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"path/filepath"
+	"sort"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -24,8 +26,12 @@ import (
 //	    signer_workflow: https://github.com/acme/murmur-tools/.github/workflows/release.yml@
 //	    trusted_keys: [...]
 //
-// A project's values win over the home's, key by key; trusted_keys add up. A relative
-// trusted_root is resolved against the folder the file is written for, as oci-layout paths are.
+// The home decides trust; a project may only tighten it. A cloned project's .murmur/config.yaml
+// is untrusted input: from it mur takes provenance: require over prefer and prefer over off, a
+// signer_workflow that narrows the home's, and allow_self_hosted: false. What would loosen the
+// home's policy (a weaker mode, allow_self_hosted: true, a signer_workflow outside the home's) and
+// trust material (trusted_root, trusted_keys) are ignored, with one warning each that names what
+// the home says. A relative trusted_root is resolved against the home's folder.
 
 // The provenance policies.
 const (
@@ -58,13 +64,109 @@ type ScopeProvenance struct {
 	TrustedKeys     []provenance.TrustedKey
 }
 
-// ProvenanceFor is scope's policy: its own entry over the file-wide keys, prefer by default.
+// ProvenanceFor is scope's policy: the home's (its scope entry over its file-wide keys, prefer by
+// default), tightened by what the project's config says of the scope.
 func (c *Config) ProvenanceFor(scope string) ProvenancePolicy {
-	pol := ProvenancePolicy{Mode: ProvenancePrefer}
 	if c == nil {
-		return pol
+		return ProvenancePolicy{Mode: ProvenancePrefer}
 	}
-	pc := c.Provenance
+	pol := policyOf(c.Provenance, scope)
+	prj := c.ProjectProvenance
+	mode := prj.Mode
+	sp, hasScope := prj.Scopes[scope]
+	if hasScope && sp.Mode != "" {
+		mode = sp.Mode
+	}
+	if strictness(mode) > strictness(pol.Mode) {
+		pol.Mode = mode
+	}
+	if hasScope {
+		if sp.AllowSelfHosted != nil && !*sp.AllowSelfHosted {
+			pol.AllowSelfHosted = false
+		}
+		if narrows(sp.SignerWorkflow, pol.SignerWorkflow) {
+			pol.SignerWorkflow = sp.SignerWorkflow
+		}
+	}
+	return pol
+}
+
+// strictness orders the modes: off < prefer < require; "" says nothing.
+func strictness(mode string) int {
+	switch mode {
+	case ProvenanceOff:
+		return 1
+	case ProvenancePrefer:
+		return 2
+	case ProvenanceRequire:
+		return 3
+	}
+	return 0
+}
+
+// narrows reports whether a signer_workflow w restricts signers at least as much as home's: any
+// w when the home sets none, else a w that starts with home's prefix.
+func narrows(w, home string) bool {
+	return w != "" && (home == "" || strings.HasPrefix(w, home))
+}
+
+// loosening is the warnings for what a project's provenance keys would loosen, which
+// ProvenanceFor ignores.
+func loosening(home, prj ProvenanceConfig, path string) []string {
+	var out []string
+	warn := func(format string, args ...any) {
+		out = append(out, path+": "+fmt.Sprintf(format, args...)+"; the home's config.yaml decides what this machine trusts, and a project may only tighten it")
+	}
+	if prj.TrustedRoot != "" {
+		warn("trusted_root ignored (the home's %s holds)", orEmbedded(home.TrustedRoot))
+	}
+	if len(prj.TrustedKeys) > 0 {
+		warn("trusted_keys ignored: a project can't add a key this machine trusts; add it to $MURMUR_HOME/config.yaml if you trust it")
+	}
+	if prj.Mode != "" && strictness(prj.Mode) < strictness(orPrefer(home.Mode)) {
+		warn("provenance: %s ignored (the home's provenance: %s holds)", prj.Mode, orPrefer(home.Mode))
+	}
+	scopes := make([]string, 0, len(prj.Scopes))
+	for s := range prj.Scopes {
+		scopes = append(scopes, s)
+	}
+	sort.Strings(scopes)
+	for _, s := range scopes {
+		sp := prj.Scopes[s]
+		hp := policyOf(home, s)
+		if sp.Mode != "" && strictness(sp.Mode) < strictness(hp.Mode) {
+			warn("scopes.%s.provenance: %s ignored (the home's %s holds)", s, sp.Mode, hp.Mode)
+		}
+		if sp.AllowSelfHosted != nil && *sp.AllowSelfHosted && !hp.AllowSelfHosted {
+			warn("scopes.%s.allow_self_hosted: true ignored (the home allows no self-hosted runner)", s)
+		}
+		if sp.SignerWorkflow != "" && !narrows(sp.SignerWorkflow, hp.SignerWorkflow) {
+			warn("scopes.%s.signer_workflow %s ignored: it does not narrow the home's %s", s, sp.SignerWorkflow, hp.SignerWorkflow)
+		}
+		if len(sp.TrustedKeys) > 0 {
+			warn("scopes.%s.trusted_keys ignored: a project can't add a key this machine trusts; add it to $MURMUR_HOME/config.yaml if you trust it", s)
+		}
+	}
+	return out
+}
+
+func orPrefer(mode string) string {
+	if mode == "" {
+		return ProvenancePrefer
+	}
+	return mode
+}
+
+func orEmbedded(root string) string {
+	if root == "" {
+		return "embedded trusted roots"
+	}
+	return "trusted_root " + root
+}
+
+// policyOf is scope's policy from one file's keys: its scope entry over its file-wide keys.
+func policyOf(pc ProvenanceConfig, scope string) ProvenancePolicy {
+	pol := ProvenancePolicy{Mode: ProvenancePrefer}
 	if pc.Mode != "" {
 		pol.Mode = pc.Mode
 	}

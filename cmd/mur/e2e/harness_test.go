@@ -178,6 +178,18 @@ func (w *world) write(rel, content string) {
 	}
 }
 
+// writeHome writes rel under the Murmur home: its config.yaml is where trust is decided.
+func (w *world) writeHome(rel, content string) {
+	w.t.Helper()
+	p := filepath.Join(w.home, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		w.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
 func (w *world) stores(addrs ...string) {
 	w.write(".murmur/config.yaml", "stores: [\""+strings.Join(addrs, "\", \"")+"\"]\n")
 }

@@ -40,8 +40,8 @@ func provenanceBench(b *testing.B) (*githubtest.Server, func(policy string) *wor
 		w := newWorld(b)
 		w.env = append(w.env, "MUR_GITHUB_API_BASE="+gh.APIURL())
 		w.write("murmur.yaml", sourceCapsule("sources", names...))
-		w.write(".murmur/roots.json", string(roots))
-		w.write(".murmur/config.yaml", "trusted_root: .murmur/roots.json\nprovenance: "+policy+"\n")
+		w.writeHome("roots.json", string(roots))
+		w.writeHome("config.yaml", "trusted_root: roots.json\nprovenance: "+policy+"\n")
 		return w
 	}
 }

@@ -72,7 +72,8 @@ func TestProvenanceOrasInterop(t *testing.T) {
 		t.Fatalf("oras attach: %v\n%s", err, b)
 	}
 	indented := "      " + strings.ReplaceAll(strings.TrimSpace(pubPEM), "\n", "\n      ")
-	w.write(".murmur/config.yaml", "stores: [\""+plain+"\"]\nprovenance: require\ntrusted_keys:\n  - hint: "+pushed.Hint+"\n    pem: |\n"+indented+"\n")
+	w.write(".murmur/config.yaml", "stores: [\""+plain+"\"]\n")
+	w.writeHome("config.yaml", "provenance: require\ntrusted_keys:\n  - hint: "+pushed.Hint+"\n    pem: |\n"+indented+"\n")
 	w.write("murmur.yaml", capsuleYAML("demo/notes@1.0.0"))
 	w.ok("pull", "--no-precompile")
 	e := w.lock().Find("demo/notes")
@@ -126,7 +127,8 @@ func TestProvenanceOrasLayoutInterop(t *testing.T) {
 		t.Fatalf("oras attach: %v\n%s", err, b)
 	}
 	indented := "      " + strings.ReplaceAll(strings.TrimSpace(pubPEM), "\n", "\n      ")
-	w.write(".murmur/config.yaml", "stores: [\"oci-layout:"+plainDir+"\"]\nprovenance: require\ntrusted_keys:\n  - hint: "+pushed.Hint+"\n    pem: |\n"+indented+"\n")
+	w.write(".murmur/config.yaml", "stores: [\"oci-layout:"+plainDir+"\"]\n")
+	w.writeHome("config.yaml", "provenance: require\ntrusted_keys:\n  - hint: "+pushed.Hint+"\n    pem: |\n"+indented+"\n")
 	w.write("murmur.yaml", capsuleYAML("demo/notes@1.0.0"))
 	w.ok("pull", "--no-precompile")
 	e := w.lock().Find("demo/notes")

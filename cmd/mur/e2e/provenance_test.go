@@ -14,15 +14,15 @@ import (
 	"github.com/murmur-nexus/mur/fetch/provenance/sigstore/provenancetest"
 )
 
-// attestedWorld is githubWorld with provenance required for acme, a test CA as the project's
+// attestedWorld is githubWorld with provenance required for acme, a test CA as the home's
 // trusted_root, and acme/hello attested by it (served through bundle_url); it returns the
 // artifact's digest and the bundle.
 func attestedWorld(t *testing.T) (*world, *githubtest.Server, *provenancetest.CA, digest.Digest, []byte) {
 	t.Helper()
 	w, gh, art := githubWorld(t)
 	ca := provenancetest.NewCA(t, "GitHub, Inc.")
-	w.write(".murmur/roots.json", string(ca.TrustedRootJSON(t)))
-	w.write(".murmur/config.yaml", "trusted_root: .murmur/roots.json\nscopes:\n  acme:\n    provenance: require\n")
+	w.writeHome("roots.json", string(ca.TrustedRootJSON(t)))
+	w.writeHome("config.yaml", "trusted_root: roots.json\nscopes:\n  acme:\n    provenance: require\n")
 	d := digest.Digest("sha256:" + art.SHA256())
 	bundle := ca.Mint(t, provenancetest.Statement(d.Encoded(), provenance.SLSAProvenanceV1), provenancetest.GoodLeaf())
 	gh.AddAttestation("acme", "murmur-artifacts", d.String(), bundle, true)
@@ -100,8 +100,8 @@ func TestProvenanceThroughTheBinary(t *testing.T) {
 	evil := provenancetest.GoodLeaf()
 	evil.OwnerID, evil.RepoID, evil.RepoURI = "55", "9990001", "https://github.com/evil/tools"
 	w2, gh2, art2 := githubWorld(t)
-	w2.write(".murmur/roots.json", string(ca.TrustedRootJSON(t)))
-	w2.write(".murmur/config.yaml", "trusted_root: .murmur/roots.json\n")
+	w2.writeHome("roots.json", string(ca.TrustedRootJSON(t)))
+	w2.writeHome("config.yaml", "trusted_root: roots.json\n")
 	d2 := digest.Digest("sha256:" + art2.SHA256())
 	gh2.AddAttestation("acme", "murmur-artifacts", d2.String(), ca.Mint(t, provenancetest.Statement(d2.Encoded(), provenance.SLSAProvenanceV1), evil), false)
 	r := w2.fails("provenance-mismatch", "pull", "--no-precompile")
