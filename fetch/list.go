@@ -1,6 +1,7 @@
 package fetch
 
 import (
+	"bytes"
 	"context"
 	"sort"
 
@@ -98,9 +99,9 @@ func (in LocalInput) compiled(ctx context.Context, d digest.Digest) bool {
 	if in.Compiled == nil {
 		return false
 	}
-	if key, ok := in.Compiled.BlobKey(d); ok {
-		return in.Compiled.HasCompiled(key)
-	}
+	// What ls and info report is read from the payload itself, never from the remembered key
+	// alone: a wrong key (a hint a pull left, a file someone edited) would report as compiled a
+	// blob that is not. A pull may trust the hint, since the worst it costs is a compile.
 	a, wasm, err := stage.ReadBlob(ctx, in.CAS, d, true)
 	if err != nil || a.Component {
 		return false
@@ -108,7 +109,9 @@ func (in LocalInput) compiled(ctx context.Context, d digest.Digest) bool {
 	h := in.Compiled.ModuleKey()
 	h.Write(wasm)
 	key := h.Sum(nil)
-	in.Compiled.RememberBlobKey(d, key)
+	if hint, ok := in.Compiled.BlobKey(d); !ok || !bytes.Equal(hint, key) {
+		in.Compiled.RememberBlobKey(d, key)
+	}
 	return in.Compiled.HasCompiled(key)
 }
 

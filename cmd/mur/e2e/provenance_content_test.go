@@ -20,7 +20,7 @@ import (
 // the network off, a locked pull and `mur verify` (which re-verifies the bundle from the CAS)
 // pass; `cache gc` keeps it as a pinned blob, and verify still passes after gc.
 func TestProvenanceBundlesAreContent(t *testing.T) {
-	w, gh, _, d, _ := attestedWorld(t)
+	w, gh, ca, d, _ := attestedWorld(t)
 	w.ok("pull", "--no-precompile")
 	recorded := w.lock().Find("acme/hello").Provenance
 	if recorded == nil {
@@ -48,6 +48,9 @@ func TestProvenanceBundlesAreContent(t *testing.T) {
 
 	w.home = filepath.Join(t.TempDir(), "fresh-home")
 	w.env = append(w.env, "MURMUR_HOME="+w.home, "MUR_OFFLINE=1")
+	// The fresh home trusts what the first did: trust is the home's, not the project's.
+	w.writeHome("roots.json", string(ca.TrustedRootJSON(t)))
+	w.writeHome("config.yaml", "trusted_root: roots.json\nscopes:\n  acme:\n    provenance: require\n")
 	if err := os.RemoveAll(filepath.Join(w.project, "tools")); err != nil {
 		t.Fatal(err)
 	}
