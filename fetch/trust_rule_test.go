@@ -9,6 +9,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch/config"
+	"github.com/murmur-nexus/mur/fetch/github"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/fetch/provenance/sigstore"
@@ -109,4 +110,19 @@ func TestUnanchoredAttestationCountsAsAbsentUnderPrefer(t *testing.T) {
 	if e := w.readLock().Find("acme/grep"); e == nil || e.Provenance != nil {
 		t.Fatalf("the lock recorded an unanchored attestation: %+v", e)
 	}
+}
+
+// A release asset replaced after it was attested keeps its old <asset>.sigstore.json: a bundle
+// by an anchored signer that names other bytes. Under prefer that is a mismatch, not an
+// unattested artifact, and nothing is written.
+func TestReplacedAssetsOldBundleIsAMismatch(t *testing.T) {
+	w := newProvWorld(t, "GitHub, Inc.")
+	old := w.ca.Mint(t, provenancetest.Statement(digest.FromString("the bytes first released").Encoded(), provenance.SLSAProvenanceV1), provenancetest.GoodLeaf())
+	w.fake.AddAsset("acme", "murmur-artifacts", "v1.2.0", "grep-1.2.0.mur.zip"+github.BundleSuffix, old)
+	before := w.state()
+	_, err := w.pull(w.puller(""), req(grep, "1.2.0"))
+	if !errors.Is(err, errs.ProvenanceMismatch) || !strings.Contains(err.Error(), "another artifact") {
+		t.Fatalf("err = %v, want provenance-mismatch about another artifact", err)
+	}
+	w.assertUnchanged(before)
 }

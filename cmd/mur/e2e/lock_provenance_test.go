@@ -20,10 +20,10 @@ func TestLockCarriesProvenance(t *testing.T) {
 	dir := t.TempDir()
 	keyFile, pubPEM := teamKey(t, dir)
 	hint := ""
-	for _, v := range []struct {
+	publish := func(v struct {
 		version string
 		signed  bool
-	}{{"1.0.0", true}, {"1.1.0", false}, {"1.2.0", true}} {
+	}) {
 		f := artifacttest.File(t, t.TempDir(), "grep", v.version, artifacttest.Tagged("grep"+v.version))
 		args := []string{"push", "--json", f, "--scope", "acme", "--store", "oci-layout:" + layout}
 		if v.signed {
@@ -42,6 +42,12 @@ func TestLockCarriesProvenance(t *testing.T) {
 			hint = pushed.Results[0].Hint
 		}
 	}
+	type release = struct {
+		version string
+		signed  bool
+	}
+	publish(release{"1.0.0", true})
+	publish(release{"1.1.0", false})
 	home := "scopes:\n  acme:\n    trusted_keys:\n      - hint: " + hint + "\n        pem: |\n"
 	for _, line := range strings.Split(strings.TrimSpace(pubPEM), "\n") {
 		home += "          " + line + "\n"
@@ -83,6 +89,20 @@ func TestLockCarriesProvenance(t *testing.T) {
 	w.fails("provenance-missing", "pull", "--update", "acme/grep@1.1.0", "--no-precompile")
 	if got := w.lockBytes(); got != before {
 		t.Fatalf("mur pull --update changed the lock:\n%s", got)
+	}
+	// --bump NAME, with the unsigned 1.1.0 the newest: refused too.
+	w.fails("provenance-missing", "lock", "--bump", "acme/grep")
+	if got := w.lockBytes(); got != before {
+		t.Fatalf("mur lock --bump changed the lock:\n%s", got)
+	}
+	publish(release{"1.2.0", true})
+	// With the signed 1.2.0 the newest, --bump moves murmur.yaml and the lock and records it.
+	w.ok("lock", "--bump", "acme/grep")
+	if e := w.lock().Find("acme/grep"); e == nil || e.ResolvedVersion != "1.2.0" || e.Provenance == nil {
+		t.Fatalf("mur lock --bump to a signed version: %+v", e)
+	}
+	if err := os.WriteFile(filepath.Join(w.project, "murmur.lock"), []byte(before), 0o644); err != nil {
+		t.Fatal(err)
 	}
 
 	// Signed 1.2.0: mur lock moves the pin and records the new version's provenance.
