@@ -10,6 +10,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/opencontainers/go-digest"
@@ -143,7 +145,60 @@ func (s *Store) AppendRecords(rs []Record) error {
 	if err := f.Sync(); err != nil {
 		return pathErr(err, "syncing", p)
 	}
+	s.indexProvenance(rs)
 	return nil
+}
+
+// The provenance index: records/provenance/<hex> lists the bundles the records verified for blob
+// <hex>, one digest a line. Every pull of a blob the CAS holds asks it (ProvenanceOf), and
+// reading the whole records file for that would cost every warm pull the length of the home's
+// history. The records stay the truth; the index is a hint that a missing or torn file only
+// makes quieter: a blob it does not name is not re-verified.
+func (s *Store) provenanceIndex(d digest.Digest) string {
+	return filepath.Join(s.records, "provenance", d.Encoded())
+}
+
+func (s *Store) indexProvenance(rs []Record) {
+	for _, r := range rs {
+		if r.Provenance == nil || r.Digest == "" || checkDigest(r.Digest) != nil || checkDigest(r.Provenance.Bundle) != nil {
+			continue
+		}
+		if slices.Contains(s.ProvenanceOf(r.Digest), r.Provenance.Bundle) {
+			continue
+		}
+		p := s.provenanceIndex(r.Digest)
+		if os.MkdirAll(filepath.Dir(p), 0o700) != nil {
+			continue
+		}
+		f, err := safefile.Open(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			continue
+		}
+		_, _ = f.WriteString(r.Provenance.Bundle.String() + "\n")
+		f.Close()
+	}
+}
+
+// maxProvenanceIndex bounds what is read of one blob's provenance index: a few digests.
+const maxProvenanceIndex = 64 << 10
+
+// ProvenanceOf is the bundles the pull records verified for blob d, from the provenance index.
+func (s *Store) ProvenanceOf(d digest.Digest) []digest.Digest {
+	if checkDigest(d) != nil {
+		return nil
+	}
+	data, err := safefile.ReadFile(s.provenanceIndex(d), maxProvenanceIndex)
+	if err != nil {
+		return nil
+	}
+	var out []digest.Digest
+	for _, line := range strings.Split(string(data), "\n") {
+		b := digest.Digest(strings.TrimSpace(line))
+		if checkDigest(b) == nil && !slices.Contains(out, b) {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // Records reads the pull records, oldest first, keeping those for filter ("" keeps all). Lines
@@ -153,7 +208,15 @@ func (s *Store) Records(filter digest.Digest) ([]Record, error) {
 		if err := checkDigest(filter); err != nil {
 			return nil, err
 		}
+		// A line that does not name the digest can't be its record: passed over unparsed.
+		return s.readRecords(func(line []byte) bool { return bytes.Contains(line, []byte(filter)) }, filter)
 	}
+	return s.readRecords(nil, "")
+}
+
+// readRecords reads the records file, parsing the lines keep accepts (nil: every line) and
+// keeping the records of filter ("" for all).
+func (s *Store) readRecords(keep func([]byte) bool, filter digest.Digest) ([]Record, error) {
 	out := []Record{}
 	p := s.recordsFile()
 	f, err := safefile.OpenRead(p)
@@ -173,7 +236,7 @@ func (s *Store) Records(filter digest.Digest) ([]Record, error) {
 	br := bufio.NewReaderSize(f, 64<<10)
 	for {
 		line, err := br.ReadBytes('\n')
-		if len(bytes.TrimSpace(line)) > 0 {
+		if len(bytes.TrimSpace(line)) > 0 && (keep == nil || keep(line)) {
 			var r Record
 			if json.Unmarshal(line, &r) == nil && (filter == "" || r.Digest == filter) {
 				out = append(out, r)

@@ -212,10 +212,11 @@ func (p *Puller) keepBundle(ctx context.Context, v *verifiedBundle) error {
 // finds the bundle online, records. Without such a bundle nothing is asked: a warm pull of a pin
 // makes no request.
 func (p *Puller) provenanceFromCAS(ctx context.Context, req Request, pin pinned, got *fetched, res *Result) error {
-	if pin.provenance != nil || p.Provenance.Verifier == nil || p.provenancePolicy(req.Name.Scope).Mode == config.ProvenanceOff {
+	// A locked pull changes no pin and a pull outside a project writes no lock: nothing to record.
+	if pin.provenance != nil || p.Lock == nil || p.CASOnly || p.Provenance.Verifier == nil || p.provenancePolicy(req.Name.Scope).Mode == config.ProvenanceOff {
 		return nil
 	}
-	held := provenance.RecordedBundles(ctx, p.CAS, got.desc.Digest)
+	held := p.recordedBundles(ctx, got.desc.Digest)
 	if len(held) == 0 {
 		return nil
 	}
@@ -228,4 +229,16 @@ type heldBundles [][]byte
 
 func (h heldBundles) Bundles(context.Context, ref.Name, string, digest.Digest) ([][]byte, error) {
 	return h, nil
+}
+
+// recordedBundles are the bundles the CAS's records verified for d, through the CAS's provenance
+// index: one small file per blob, not the home's whole history, since every warm pull asks.
+func (p *Puller) recordedBundles(ctx context.Context, d digest.Digest) [][]byte {
+	var out [][]byte
+	for _, b := range p.CAS.ProvenanceOf(d) {
+		if raw, err := provenance.ReadBundle(ctx, p.CAS, b); err == nil {
+			out = append(out, raw)
+		}
+	}
+	return out
 }
