@@ -5,7 +5,7 @@
 // precompiles. It learns of murmur.lock only through the LockWriter it is handed, and takes its
 // limits as fields, never from the context.
 //
-// Files: pull.go (Puller, Pull, one request); run.go (what one Pull shares); resolve.go and
+// Files: pull.go (Puller, Pull, one request); options.go (its options, by concern); run.go (what one Pull shares); resolve.go and
 // source.go (the places asked and what each answered); meta.go (resolving from metadata alone, for
 // mur lock); download.go, download_bound.go, kept.go (the seam to fetch/internal/download);
 // chain.go (when a failing store falls through, and store health); commit.go, batch.go, once.go
@@ -27,9 +27,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
-	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/internal/download"
-	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -139,76 +137,6 @@ type Puller struct {
 
 	// run is what one Pull shares among its requests (run.go); nil outside a Pull.
 	run *run
-}
-
-// Limits bound what a pull has in flight and how it fetches a large blob.
-type Limits struct {
-	Jobs int // slots of bytes in flight (download.Slots); <1 means 4
-	// MetaJobs bounds the metadata requests (manifests, tags, release lookups) in flight at once,
-	// apart from Jobs: every request of a pull resolves at once; <1 means DefaultMetaJobs.
-	MetaJobs int
-	// Connections is how many connections one large blob is fetched over when its server
-	// serves ranges; <1 means DefaultConnections, 1 fetches every blob as one stream. Each
-	// connection beyond a blob's first takes a free job slot, so Jobs bounds them all.
-	Connections int
-	// ParallelMin is the size from which a blob is fetched over several connections; <=0 means
-	// DefaultParallelMin.
-	ParallelMin int64
-	// Chunk is the piece one connection asks for at a time; <=0 means DefaultChunk.
-	Chunk int64
-	// Hooks change the download engine's decisions (tests and benchmarks); nil for its own.
-	Hooks *download.Hooks
-}
-
-// Chain says how the stores are tried in order (chain.go).
-type Chain struct {
-	// Fallbacks says, by store address, when a failure of a store falls through to the next
-	// place; a store not named has FallbackNotFound.
-	Fallbacks map[string]store.Fallback
-	// Health remembers which stores failed, so that each costs its timeout once; nil makes
-	// Pull keep its own.
-	Health *StoreHealth
-}
-
-// Mirror is the write-through mirror (mirror.go).
-type Mirror struct {
-	// Store, when set, receives every artifact a pull brings in from anywhere else. A failed
-	// push is a warning, unless Required.
-	Store    store.Store
-	Required bool
-	// FromProject is set when only the project's .murmur/config.yaml names the mirror, not
-	// the home's config.yaml or --mirror: a cloned project's choice, which never receives an
-	// artifact fetched with the user's credentials.
-	FromProject bool
-}
-
-// Provenance is how a pull checks Sigstore bundles (provenance.go).
-type Provenance struct {
-	// Verifier checks bundles (provenance.Helper runs mur-provenance); nil checks none, and
-	// then refuses only to pull a pin that recorded provenance.
-	Verifier provenance.Verifier
-	// Policy is each scope's provenance policy (config.Config.ProvenanceFor); nil is prefer
-	// with the embedded roots. Override is --provenance, over every scope's.
-	Policy   func(scope string) config.ProvenancePolicy
-	Override string
-}
-
-// Compile is how a pull precompiles what it brings in.
-type Compile struct {
-	// Precompile compiles a fresh payload into the compiled cache; nil skips. A failure is a
-	// warning: the blob is pinned and valid, and `mur run` reports why it can't execute it.
-	Precompile func(ctx context.Context, wasm []byte) error
-	// Cache, when set with Precompile, tells which payloads the compiled cache holds already,
-	// by a key the pull computes as it streams the payload anyway; those are not read back or
-	// compiled again.
-	Cache CompiledCache
-}
-
-// Report is where a pull says what it is doing.
-type Report struct {
-	Events func(Event)
-	// Warn reports what went wrong without failing the pull; nil drops it.
-	Warn func(msg string)
 }
 
 // CompiledCache is the part of the sandbox runner that lets a pull skip what is compiled already.
