@@ -186,11 +186,13 @@ killed pulls go once no process holds them. --dry-run lists what would go, and w
 		examples: `mur cache gc
 mur cache gc --keep murmur.lock
 mur cache gc --older-than 0s --dry-run
+mur cache gc --older-than 30d
 mur cache gc --max-size 20GiB
 mur cache gc --keep a/murmur.lock --keep b/murmur.lock --older-than 168h`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringArrayVar(&keep, "keep", nil, "keep every blob this murmur.lock pins (repeatable)")
-			fs.DurationVar(&olderThan, "older-than", 720*time.Hour, "remove unpinned blobs unused for at least this long")
+			olderThan = 720 * time.Hour
+			fs.Var(durationFlag{&olderThan}, "older-than", "remove unpinned blobs unused for at least this long (90m, 24h, 30d)")
 			fs.StringVar(&maxSize, "max-size", "", "then remove unpinned blobs, least recently used first, down to this size (e.g. 20GiB)")
 			fs.BoolVar(&dryRun, "dry-run", false, "list what would be removed and why, remove nothing")
 		},

@@ -43,7 +43,7 @@ mur run --explain-scope --json grep`,
 		passThrough: true,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&workdir, "workdir", "", "the guest's workdir (default workdir/ beside murmur.yaml)")
-			fs.DurationVar(&timeout, "timeout", 0, "wall-time limit, overriding limits.timeout_s")
+			fs.Var(durationFlag{&timeout}, "timeout", "wall-time limit, overriding limits.timeout_s (90s, 5m, 1d)")
 			fs.BoolVar(&explain, "explain-scope", false, "print the effective grants and exit")
 			locked.register(fs)
 		},

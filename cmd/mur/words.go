@@ -106,3 +106,31 @@ func parseSince(v string, now time.Time) (time.Time, error) {
 	}
 	return time.Time{}, usagef("--since %q is neither a duration (90m, 24h, 7d) nor a date (2026-11-30, or 2026-11-30T08:00:00Z); give one of those", v)
 }
+
+// durationFlag is a duration flag that also takes whole days (30d), as --since does: a cache is
+// kept for days, and Go's durations stop at hours.
+type durationFlag struct{ d *time.Duration }
+
+func (f durationFlag) String() string {
+	if f.d == nil {
+		return ""
+	}
+	return f.d.String()
+}
+
+func (f durationFlag) Type() string { return "duration" }
+
+func (f durationFlag) Set(v string) error {
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		if n, err := strconv.Atoi(days); err == nil && n >= 0 {
+			*f.d = time.Duration(n) * 24 * time.Hour
+			return nil
+		}
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration: give one such as 90m, 24h or 30d", v)
+	}
+	*f.d = d
+	return nil
+}
