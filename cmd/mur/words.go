@@ -91,10 +91,8 @@ func parseSince(v string, now time.Time) (time.Time, error) {
 	if v == "" {
 		return time.Time{}, nil
 	}
-	if days, ok := strings.CutSuffix(v, "d"); ok {
-		if n, err := strconv.Atoi(days); err == nil && n >= 0 {
-			return now.AddDate(0, 0, -n), nil
-		}
+	if n, ok := wholeDays(v); ok {
+		return now.AddDate(0, 0, -n), nil
 	}
 	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
 		return now.Add(-d), nil
@@ -121,11 +119,9 @@ func (f durationFlag) String() string {
 func (f durationFlag) Type() string { return "duration" }
 
 func (f durationFlag) Set(v string) error {
-	if days, ok := strings.CutSuffix(v, "d"); ok {
-		if n, err := strconv.Atoi(days); err == nil && n >= 0 {
-			*f.d = time.Duration(n) * 24 * time.Hour
-			return nil
-		}
+	if n, ok := wholeDays(v); ok {
+		*f.d = time.Duration(n) * 24 * time.Hour
+		return nil
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil {
@@ -133,4 +129,14 @@ func (f durationFlag) Set(v string) error {
 	}
 	*f.d = d
 	return nil
+}
+
+// wholeDays reads a count of whole days written as 7d.
+func wholeDays(v string) (int, bool) {
+	days, ok := strings.CutSuffix(v, "d")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(days)
+	return n, err == nil && n >= 0
 }
