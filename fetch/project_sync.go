@@ -88,7 +88,7 @@ func (p *Puller) PullProject(ctx context.Context, proj pull.Project, in Intent, 
 			return rep, err
 		}
 	}
-	var declare_ []int              // requests whose result murmur.yaml must name
+	var declareAt []int             // requests whose result murmur.yaml must name
 	addMoved := map[string]string{} // mur add of another version: name → murmur.yaml's version
 	for i := range reqs {
 		r := &reqs[i]
@@ -102,7 +102,7 @@ func (p *Puller) PullProject(ctx context.Context, proj pull.Project, in Intent, 
 		}
 		switch {
 		case a == nil || opt.Add && r.Version != a.Version:
-			declare_ = append(declare_, i)
+			declareAt = append(declareAt, i)
 		case opt.Args && a.Version != ref.Latest && r.Version != a.Version && !r.Update:
 			if r.Version != ref.Latest {
 				return rep, errs.New(errs.Usage, "%s declares %s at %s, and %s was asked for; to move both murmur.yaml and murmur.lock run 'mur pull --update %s@%s', or edit murmur.yaml and run 'mur pull'",
@@ -110,7 +110,7 @@ func (p *Puller) PullProject(ctx context.Context, proj pull.Project, in Intent, 
 			}
 			r.Version = a.Version // `mur pull acme/grep` pulls what murmur.yaml asks for
 		case r.Update && a.Version != ref.Latest:
-			declare_ = append(declare_, i)
+			declareAt = append(declareAt, i)
 		}
 		if a != nil && !r.Update && r.Version == a.Version && a.Version != ref.Latest {
 			if e := l.Find(r.Name.String()); e != nil && e.ResolvedVersion != a.Version {
@@ -121,7 +121,7 @@ func (p *Puller) PullProject(ctx context.Context, proj pull.Project, in Intent, 
 		}
 	}
 	declare := map[string]bool{}
-	for _, i := range declare_ {
+	for _, i := range declareAt {
 		declare[reqs[i].Name.String()] = true
 	}
 	results, err := p.pull(ctx, proj, reqs, in.Path, declare)
@@ -148,7 +148,7 @@ func (p *Puller) PullProject(ctx context.Context, proj pull.Project, in Intent, 
 	// warm pull found in place, and prunes what murmur.yaml, read under the lock, no longer
 	// declares.
 	done := map[string]bool{}
-	for _, i := range declare_ {
+	for _, i := range declareAt {
 		if results[i].Error == "" && results[i].Version != "" {
 			done[reqs[i].Name.String()] = true
 		}
@@ -159,7 +159,7 @@ func (p *Puller) PullProject(ctx context.Context, proj pull.Project, in Intent, 
 	if rep.Removed == nil {
 		rep.Removed = []string{}
 	}
-	for _, i := range declare_ {
+	for _, i := range declareAt {
 		if done[reqs[i].Name.String()] {
 			rep.Declared = append(rep.Declared, reqs[i].Name.String()+"@"+results[i].Version)
 		}

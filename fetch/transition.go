@@ -50,8 +50,7 @@ type Transition struct {
 
 // Transitioned is what a transition changed besides the pins it was handed.
 type Transitioned struct {
-	Declared []string // name@version written into murmur.yaml
-	Removed  []string // pins pruned, in name order
+	Removed []string // pins pruned, in name order
 }
 
 // next is the rule: the lock to write, and the entries to declare in murmur.yaml, given the lock
@@ -182,9 +181,6 @@ func writeLock(ctx context.Context, proj Project, manifestPath string, t Transit
 		}
 		*l = *nl
 		out.Removed = removed
-		for _, d := range decl {
-			out.Declared = append(out.Declared, d.name.String()+"@"+d.version)
-		}
 		return nil
 	})
 	if err != nil {
