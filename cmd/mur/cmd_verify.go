@@ -60,7 +60,7 @@ mur verify --json`,
 			in := fetch.VerifyInput{
 				Project: p.Project, Lock: l, CAS: store, Platform: platform,
 				SourceFor: p.cfg.SourceFor, Intent: p.intent(),
-				Verifier: e.verifier(), Policy: p.cfg.ProvenanceFor,
+				Verifier: e.trustingVerifier(p.home, p.cfg), Policy: p.cfg.ProvenanceFor,
 			}
 			runner, rerr := sandbox.New(e.ctx, p.runnerOptions(nil))
 			if rerr == nil {

@@ -163,6 +163,7 @@ func commands() []*command {
 		cacheCmd(),
 		stateCmd(),
 		lockCmd(),
+		trustCmd(),
 		versionCmd(),
 		completionCmd(),
 	}

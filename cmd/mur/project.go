@@ -94,7 +94,7 @@ func (p *project) puller(e *env, f storeFlags, o fetch.PullerOptions) (*fetch.Pu
 	o.Stores, o.PlainHTTP, o.Mirror = f.stores, f.plainHTTP, f.mirror
 	o.WorkDir, _ = os.Getwd()
 	o.Offline = e.Offline()
-	o.Verifier = e.verifier()
+	o.Verifier = e.trustingVerifier(p.home, p.cfg)
 	o.Warn = func(msg string) { e.Progress("mur: warning: %s", msg) }
 	o.Evict = func(ctx context.Context, d digest.Digest, dryRun bool) []string {
 		return sandbox.Evict(ctx, p.home.Compiled(), o.CAS, d, dryRun)

@@ -205,7 +205,7 @@ type configFile struct {
 const maxConfigBytes = 1 << 20
 
 // topKeys are the keys config.yaml knows at its top level, for "did you mean".
-var topKeys = []string{"stores", "mirror", "mirror_required", "sources", "cache", "provenance", "trusted_root", "trusted_keys", "scopes"}
+var topKeys = []string{"stores", "mirror", "mirror_required", "sources", "cache", "provenance", "trusted_root", "trusted_keys", "tuf_repositories", "scopes"}
 
 func readConfigFile(path, baseDir string) (*configFile, error) {
 	data, err := safefile.ReadProject(path, maxConfigBytes, errs.InvalidConfig)

@@ -54,6 +54,8 @@ type ProvenanceConfig struct {
 	TrustedRoot string
 	TrustedKeys []provenance.TrustedKey
 	Scopes      map[string]ScopeProvenance
+	// TUFRepos replaces the TUF repositories the trusted roots refresh from (tuf.go).
+	TUFRepos []provenance.TUFRepo
 }
 
 // ScopeProvenance is one scope's entry under scopes:.
@@ -119,6 +121,9 @@ func loosening(home, prj ProvenanceConfig, path string) []string {
 	}
 	if prj.TrustedRoot != "" {
 		warn("trusted_root ignored (the home's %s holds)", orEmbedded(home.TrustedRoot))
+	}
+	if len(prj.TUFRepos) > 0 {
+		warn("tuf_repositories ignored: only the home's config.yaml chooses where the trusted roots come from")
 	}
 	if len(prj.TrustedKeys) > 0 {
 		warn("trusted_keys ignored: a project can't add a key this machine trusts; add it to $MURMUR_HOME/config.yaml if you trust it")
@@ -203,6 +208,9 @@ func mergeProvenance(base *ProvenanceConfig, over ProvenanceConfig) {
 		base.TrustedRoot = over.TrustedRoot
 	}
 	base.TrustedKeys = append(base.TrustedKeys, over.TrustedKeys...)
+	if over.TUFRepos != nil {
+		base.TUFRepos = over.TUFRepos
+	}
 	for scope, sp := range over.Scopes {
 		if base.Scopes == nil {
 			base.Scopes = map[string]ScopeProvenance{}
@@ -238,6 +246,8 @@ func parseProvenanceKey(pc *ProvenanceConfig, k, v *yaml.Node, baseDir string) (
 		}
 	case "trusted_keys":
 		pc.TrustedKeys, err = trustedKeys(v, "trusted_keys")
+	case "tuf_repositories":
+		pc.TUFRepos, err = tufRepositories(v, baseDir)
 	case "scopes":
 		if yamlnode.IsNull(v) {
 			return true, nil

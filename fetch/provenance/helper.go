@@ -11,9 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -30,7 +28,7 @@ const HelperName = "mur-provenance"
 // every change to the shape of a Request or a Response: a field that one side drops unread may
 // be a policy the other meant to enforce, so each side refuses a peer of another version
 // instead of guessing.
-const Protocol = 2
+const Protocol = 3
 
 // DefaultTimeout bounds each exchange with mur-provenance when Helper.Timeout is zero. A verify
 // takes milliseconds; the bound is for a helper that hangs, which must fail the command rather
@@ -45,7 +43,7 @@ const maxAnswer = 16 << 20
 
 // Request is one line mur writes to mur-provenance's standard input.
 type Request struct {
-	Op       string        `json:"op"`                 // "hello" first, then "verify" or "sign"
+	Op       string        `json:"op"`                 // "hello" first, then "verify", "sign", "refresh-roots" or "show-roots"
 	Protocol int           `json:"protocol,omitempty"` // hello: the Protocol mur speaks
 	Bundle   []byte        `json:"bundle,omitempty"`
 	Digest   digest.Digest `json:"digest"`
@@ -53,6 +51,9 @@ type Request struct {
 	Trust    Trust         `json:"trust,omitempty"`
 	Key      []byte        `json:"key,omitempty"` // the PEM of a signing key
 	SHA512   []byte        `json:"sha512,omitempty"`
+	// Roots is where the trusted roots refreshed through TUF are kept: verify, refresh-roots
+	// and show-roots.
+	Roots *RootsCache `json:"roots,omitempty"`
 }
 
 // Response is the line mur-provenance answers each Request with. Token and Msg carry an error
@@ -69,6 +70,11 @@ type Response struct {
 	// unknown certificate authority): such a bundle proves nothing, which a pull under prefer
 	// treats as no bundle at all (Unanchored).
 	Unanchored string `json:"unanchored,omitempty"`
+	// Roots: refresh-roots and show-roots, one status per instance.
+	Roots []RootStatus `json:"roots,omitempty"`
+	// Notes are warnings for the user, such as a refresh of the trusted roots that failed; a
+	// verify still answers as usual.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Err is the response's error, or nil.
@@ -102,44 +108,6 @@ type Unanchored struct {
 
 func (u *Unanchored) Error() string { return "signer " + u.Signer + " is anchored by nothing trusted" }
 
-// BuildVersion is this executable's module version and VCS revision, as far as the build
-// recorded them: what mur and mur-provenance tell each other, so that a mismatch names both.
-func BuildVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	v := bi.Main.Version
-	if v == "" {
-		v = "unknown"
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 && !strings.Contains(v, s.Value[:12]) {
-			v += " (" + s.Value[:12] + ")"
-		}
-	}
-	return v
-}
-
-// InstallHint says how to install the mur-provenance that goes with a mur of build version v
-// (as BuildVersion gives it), and which one mur runs.
-func InstallHint(v string) string {
-	how := "make build in mur's checkout (it puts both in bin/), or go install github.com/murmur-nexus/mur/cmd/...@<the version of this mur>"
-	if mod, _, _ := strings.Cut(v, " "); strings.HasPrefix(mod, "v") && !strings.Contains(mod, "+") {
-		// A release or a pseudo-version of a pushed commit: go install can fetch exactly it.
-		how = "go install github.com/murmur-nexus/mur/cmd/...@" + mod + " (or make build in mur's checkout)"
-	}
-	return how + "; mur runs the " + HelperName + " beside its own executable, else the first on PATH, unless MUR_PROVENANCE_HELPER names one"
-}
-
-// describeBuild names a build version in a sentence.
-func describeBuild(v string) string {
-	if v == "" || v == "unknown" || strings.HasPrefix(v, "(devel)") {
-		return "a build from a checkout"
-	}
-	return "build " + strconv.Quote(v)
-}
-
 // Helper is a Verifier and Signer that runs mur-provenance, once per command and only when a
 // bundle has to be checked, and talks to it in JSON lines. It is safe for concurrent use; the
 // requests are answered one at a time, which costs little next to a download.
@@ -148,6 +116,13 @@ type Helper struct {
 	Path string
 	// Timeout bounds each exchange, a request and its answer; 0 is DefaultTimeout.
 	Timeout time.Duration
+	// Roots, when set, goes with every verify: the helper then checks attestations against the
+	// roots it refreshes through TUF (at most daily) and caches there.
+	Roots *RootsCache
+	// Warn receives the helper's notes, each once per Helper; nil drops them.
+	Warn func(msg string)
+
+	noted map[string]bool
 
 	mu     sync.Mutex
 	proc   *process // nil until the first request, and again after an interrupted one
@@ -185,10 +160,11 @@ func FindHelper() (string, error) {
 
 // Verify implements Verifier.
 func (h *Helper) Verify(ctx context.Context, bundle []byte, artifact digest.Digest, want Expect, trust Trust) (Facts, error) {
-	resp, err := h.call(ctx, Request{Op: "verify", Bundle: bundle, Digest: artifact, Expect: want, Trust: trust})
+	resp, err := h.call(ctx, Request{Op: "verify", Bundle: bundle, Digest: artifact, Expect: want, Trust: trust, Roots: h.Roots})
 	if err != nil {
 		return Facts{}, err
 	}
+	h.note(resp.Notes)
 	if err := resp.Err(); err != nil {
 		return Facts{}, err
 	}

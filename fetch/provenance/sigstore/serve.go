@@ -24,6 +24,7 @@ type Local struct {
 
 	mu    sync.Mutex
 	roots map[string]*Roots // by trusted_root file, "" for the embedded roots
+	tuf   *Roots            // the roots of the TUF cache, once read (and refreshed if due)
 }
 
 var (
@@ -135,11 +136,15 @@ func decodeRequest(line []byte) (provenance.Request, error) {
 func (l *Local) answer(ctx context.Context, req provenance.Request) provenance.Response {
 	switch req.Op {
 	case "verify":
-		facts, err := l.Verify(ctx, req.Bundle, req.Digest, req.Expect, req.Trust)
+		facts, notes, err := l.verifyCached(ctx, req)
 		if err != nil {
-			return provenance.ErrorResponse(err)
+			resp := provenance.ErrorResponse(err)
+			resp.Notes = notes
+			return resp
 		}
-		return provenance.Response{Facts: &facts}
+		return provenance.Response{Facts: &facts, Notes: notes}
+	case "refresh-roots", "show-roots":
+		return rootsAnswer(ctx, req)
 	case "sign":
 		b, hint, err := l.Sign(ctx, req.Key, req.Digest, req.SHA512)
 		if err != nil {
