@@ -68,7 +68,7 @@ func Verify(bundleJSON []byte, artifact digest.Digest, want Expect, roots *Roots
 func verifyAttestation(b *bundle.Bundle, leaf *x509.Certificate, sum []byte, artifact digest.Digest, want Expect, roots *Roots) (Facts, error) {
 	inst := roots.instanceFor(leaf)
 	if inst == nil {
-		return Facts{}, errs.Wrap(&provenance.Unanchored{Signer: "certificate authority " + clean(leaf.Issuer.String())}, errs.ProvenanceUnverifiable, "the provenance of %s is signed by a certificate authority that %s does not hold (issuer %q); it may be newer than this mur: update mur or set trusted_root in your config.yaml",
+		return Facts{}, errs.Wrap(&provenance.Unanchored{Signer: "certificate authority " + clean(leaf.Issuer.String())}, errs.ProvenanceUnverifiable, "the provenance of %s is signed by a certificate authority that %s does not hold (issuer %q); it may be newer than these roots: run 'mur trust refresh', update mur or set trusted_root in $MURMUR_HOME/config.yaml",
 			want.Artifact, roots.describe(), clean(leaf.Issuer.String()))
 	}
 	v, err := verify.NewVerifier(inst.material, inst.options...)

@@ -1,0 +1,290 @@
+package sigstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/murmur-nexus/mur/fetch/provenance"
+	"github.com/murmur-nexus/mur/fetch/provenance/sigstore/provenancetest"
+	"github.com/murmur-nexus/mur/fetch/provenance/sigstore/tuftest"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/errs/errtest"
+)
+
+// tufWorld is a home's trust folder whose two instances refresh from local TUF repositories:
+// public-good's serves the root mur embeds, GitHub's the root of a test CA.
+type tufWorld struct {
+	cache    provenance.RootsCache
+	pg, gh   *tuftest.Repo
+	ghDir    string
+	ca       *provenancetest.CA
+	rootsDir string
+}
+
+func newTUFWorld(t *testing.T) *tufWorld {
+	t.Helper()
+	w := &tufWorld{ca: provenancetest.NewCA(t, "GitHub, Inc."), rootsDir: t.TempDir()}
+	w.pg = tuftest.New(t, publicGoodRoot)
+	w.gh = tuftest.New(t, w.ca.TrustedRootJSON(t))
+	dir := filepath.Join(t.TempDir(), "trust")
+	w.ghDir = filepath.Join(dir, provenance.InstanceGitHub)
+	w.cache = provenance.RootsCache{Dir: dir, Repos: []provenance.TUFRepo{
+		{Instance: provenance.InstancePublicGood, URL: w.pg.URL(), Root: w.firstRoot(t, "pg", w.pg)},
+		{Instance: provenance.InstanceGitHub, URL: w.gh.URL(), Root: w.firstRoot(t, "gh", w.gh)},
+	}}
+	return w
+}
+
+func (w *tufWorld) firstRoot(t *testing.T, name string, r *tuftest.Repo) string {
+	p := filepath.Join(w.rootsDir, name+".root.json")
+	if err := os.WriteFile(p, r.FirstRoot(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (w *tufWorld) refresh(t *testing.T) ([]provenance.RootStatus, error) {
+	t.Helper()
+	return RefreshRoots(t.Context(), &w.cache, time.Minute)
+}
+
+func status(t *testing.T, st []provenance.RootStatus, instance string) provenance.RootStatus {
+	t.Helper()
+	for _, s := range st {
+		if s.Instance == instance {
+			return s
+		}
+	}
+	t.Fatalf("no status for %s in %+v", instance, st)
+	return provenance.RootStatus{}
+}
+
+// snapshotDir is every file under dir but the refresh's own bookkeeping, by path, hashed.
+func snapshotDir(t *testing.T, dir string) map[string][32]byte {
+	t.Helper()
+	out := map[string][32]byte{}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() == "state.json" || d.Name() == "lock" {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[p] = sha256.Sum256(data)
+		return nil
+	})
+	return out
+}
+
+// A new trusted_root.json published in the repository is picked up by the next refresh, which
+// says what changed; a refresh with nothing new says unchanged.
+func TestRefreshPicksUpARotation(t *testing.T) {
+	w := newTUFWorld(t)
+	st, err := w.refresh(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gh, pg := status(t, st, provenance.InstanceGitHub), status(t, st, provenance.InstancePublicGood)
+	if gh.Source != "tuf" || !gh.Changed || gh.Was != summary(githubRoot) || gh.Summary != summary(w.ca.TrustedRootJSON(t)) || gh.Fetched.IsZero() {
+		t.Fatalf("github after the first refresh: %+v", gh)
+	}
+	if pg.Source != "tuf" || pg.Changed || pg.Summary != summary(publicGoodRoot) {
+		t.Fatalf("public-good serves the embedded root, so nothing changed: %+v", pg)
+	}
+	if got, _ := os.ReadFile(filepath.Join(w.ghDir, "trusted_root.json")); !sameJSON(got, w.ca.TrustedRootJSON(t)) {
+		t.Fatal("the cache does not hold the root the repository published")
+	}
+
+	rotated := provenancetest.NewCA(t, "GitHub, Inc.")
+	w.gh.Publish(rotated.TrustedRootJSON(t))
+	st, err = w.refresh(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gh := status(t, st, provenance.InstanceGitHub); !gh.Changed || gh.Source != "tuf" {
+		t.Fatalf("github after a rotation: %+v", gh)
+	}
+	if got, _ := os.ReadFile(filepath.Join(w.ghDir, "trusted_root.json")); !sameJSON(got, rotated.TrustedRootJSON(t)) {
+		t.Fatal("the cache does not hold the rotated root")
+	}
+	st, err = w.refresh(t)
+	if err != nil || status(t, st, provenance.InstanceGitHub).Changed {
+		t.Fatalf("a refresh with nothing new: %+v, %v", st, err)
+	}
+	shown, err := ShowRoots(&w.cache)
+	if err != nil || status(t, shown, provenance.InstanceGitHub).Source != "cache" || status(t, shown, provenance.InstanceGitHub).Summary != summary(rotated.TrustedRootJSON(t)) {
+		t.Fatalf("show after refresh: %+v, %v", shown, err)
+	}
+}
+
+// Expired timestamp or snapshot metadata, and a target whose bytes are not the ones the signed
+// metadata names, are refused: the refresh fails as integrity and the cache keeps what it had.
+func TestRefreshRefusesExpiredAndTamperedMetadata(t *testing.T) {
+	for name, attack := range map[string]func(w *tufWorld, t *testing.T){
+		"expired timestamp": func(w *tufWorld, t *testing.T) { w.gh.ExpireTimestamp() },
+		"expired snapshot":  func(w *tufWorld, t *testing.T) { w.gh.ExpireSnapshot() },
+		"tampered target": func(w *tufWorld, t *testing.T) {
+			w.gh.Tamper(provenancetest.NewCA(t, "GitHub, Inc.").TrustedRootJSON(t), provenancetest.NewCA(t, "GitHub, Inc.").TrustedRootJSON(t))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := newTUFWorld(t)
+			if _, err := w.refresh(t); err != nil {
+				t.Fatal(err)
+			}
+			before := snapshotDir(t, w.ghDir)
+			attack(w, t)
+			st, err := w.refresh(t)
+			errtest.WantToken(t, err, errs.Integrity, "github's TUF repository", "TUF refuses", "keeps the trusted root it had")
+			if gh := status(t, st, provenance.InstanceGitHub); gh.Error == "" || gh.Source != "cache" || gh.Changed {
+				t.Fatalf("status of a refused refresh: %+v", gh)
+			}
+			after := snapshotDir(t, w.ghDir)
+			if len(after) != len(before) {
+				t.Fatalf("the cache changed: %d files before, %d after", len(before), len(after))
+			}
+			for p, h := range before {
+				if after[p] != h {
+					t.Fatalf("%s changed in a refused refresh", p)
+				}
+			}
+		})
+	}
+}
+
+// Offline, the cache is used as it is, and with no cache the embedded roots; nothing is fetched.
+// Online with the repository unreachable, a due refresh fails into one note and the cache is
+// still used; the next verify of the day does not try again.
+func TestRootsFallBackToTheCacheThenTheEmbedded(t *testing.T) {
+	w := newTUFWorld(t)
+	bundle := w.ca.Mint(t, provenancetest.Statement(zipDigest.Encoded(), SLSAProvenanceV1), provenancetest.GoodLeaf())
+	offline := w.cache
+	offline.Offline = true
+	r, notes, err := CachedRoots(t.Context(), &offline)
+	if err != nil || len(notes) != 0 || !strings.Contains(r.describe(), "github: root this mur embeds") {
+		t.Fatalf("offline without a cache: %v, %q, %v", r.describe(), notes, err)
+	}
+	if _, err := Verify(bundle, zipDigest, acmeExpect(), r); errs.TokenOf(err) != errs.ProvenanceUnverifiable {
+		t.Fatalf("the embedded roots took the test CA's bundle: %v", err)
+	}
+	if _, err := RefreshRoots(t.Context(), &offline, time.Minute); errs.TokenOf(err) != errs.Offline {
+		t.Fatalf("an offline refresh: %v", err)
+	}
+	if w.gh.Requests()+w.pg.Requests() != 0 {
+		t.Fatal("offline reached a TUF repository")
+	}
+
+	if _, err := w.refresh(t); err != nil {
+		t.Fatal(err)
+	}
+	served := w.gh.Requests()
+	r, notes, err = CachedRoots(t.Context(), &offline)
+	if err != nil || len(notes) != 0 || !strings.Contains(r.describe(), "github: root TUF delivered on") {
+		t.Fatalf("offline with a cache: %v, %q, %v", r.describe(), notes, err)
+	}
+	if _, err := Verify(bundle, zipDigest, acmeExpect(), r); err != nil {
+		t.Fatalf("the cached root does not verify its CA's bundle: %v", err)
+	}
+	if w.gh.Requests() != served {
+		t.Fatal("offline reached the TUF repository")
+	}
+
+	// A day later, with the repositories gone: one note each, the cache still used.
+	w.gh.Close()
+	w.pg.Close()
+	age(t, w.cache.Dir, 25*time.Hour)
+	r, notes, err = CachedRoots(t.Context(), &w.cache)
+	if err != nil || len(notes) != 2 || !strings.Contains(notes[1], "github's TUF repository") || !strings.Contains(notes[1], "can't be reached") ||
+		!strings.Contains(notes[1], "checking against the root TUF delivered on") || !strings.Contains(notes[1], "'mur trust refresh' tries again") {
+		t.Fatalf("notes of a failed refresh: %q, %v", notes, err)
+	}
+	if _, err := Verify(bundle, zipDigest, acmeExpect(), r); err != nil {
+		t.Fatalf("after a failed refresh the cache is not used: %v", err)
+	}
+	if _, notes, _ = CachedRoots(t.Context(), &w.cache); len(notes) != 0 {
+		t.Fatalf("a second verify of the day tried again: %q", notes)
+	}
+
+	// A cache that does not parse is not used: the embedded root is.
+	os.WriteFile(filepath.Join(w.ghDir, "trusted_root.json"), []byte("{not json"), 0o600)
+	if r, _, _ = CachedRoots(t.Context(), &offline); !strings.Contains(r.describe(), "github: root this mur embeds") {
+		t.Fatalf("a broken cache: %s", r.describe())
+	}
+}
+
+// age moves every instance's last refresh attempt back by d.
+func age(t *testing.T, dir string, d time.Duration) {
+	t.Helper()
+	for _, inst := range provenance.Instances {
+		p := filepath.Join(dir, inst, "state.json")
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st cacheState
+		if err := json.Unmarshal(data, &st); err != nil {
+			t.Fatal(err)
+		}
+		st.Attempted = st.Attempted.Add(-d)
+		data, _ = json.Marshal(st)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The issue's test: a bundle signed under a rotated key is refused before the refresh and
+// verifies after it, through the helper's verify request; and a verify a day later picks up
+// a rotation by itself.
+func TestRotatedKeyVerifiesAfterRefreshNotBefore(t *testing.T) {
+	w := newTUFWorld(t)
+	if _, err := w.refresh(t); err != nil {
+		t.Fatal(err)
+	}
+	rotated := provenancetest.NewCA(t, "GitHub, Inc.")
+	w.gh.Publish(rotated.TrustedRootJSON(t))
+	bundle := rotated.Mint(t, provenancetest.Statement(zipDigest.Encoded(), SLSAProvenanceV1), provenancetest.GoodLeaf())
+	verify := func() provenance.Response {
+		var l Local // one helper process per command
+		return l.answer(t.Context(), provenance.Request{Op: "verify", Bundle: bundle, Digest: zipDigest, Expect: acmeExpect(), Roots: &w.cache})
+	}
+	if resp := verify(); resp.Token != string(errs.ProvenanceUnverifiable) || resp.Unanchored == "" || !strings.Contains(resp.Msg, "mur trust refresh") {
+		t.Fatalf("before the refresh: %+v", resp)
+	}
+	if resp := rootsAnswer(t.Context(), provenance.Request{Op: "refresh-roots", Roots: &w.cache}); resp.Token != "" || !status(t, resp.Roots, provenance.InstanceGitHub).Changed {
+		t.Fatalf("refresh-roots: %+v", resp)
+	}
+	if resp := verify(); resp.Token != "" || resp.Facts == nil || resp.Facts.OwnerID != 1234567 {
+		t.Fatalf("after the refresh: %+v", resp)
+	}
+
+	again := provenancetest.NewCA(t, "GitHub, Inc.")
+	w.gh.Publish(again.TrustedRootJSON(t))
+	bundle = again.Mint(t, provenancetest.Statement(zipDigest.Encoded(), SLSAProvenanceV1), provenancetest.GoodLeaf())
+	if resp := verify(); resp.Token == "" {
+		t.Fatal("a verify refreshed within the day")
+	}
+	age(t, w.cache.Dir, 25*time.Hour)
+	if resp := verify(); resp.Token != "" || len(resp.Notes) != 0 {
+		t.Fatalf("a verify a day later did not refresh by itself: %+v", resp)
+	}
+}
+
+// A keyed bundle needs no instance: its verify never refreshes, so a team registry's pull never
+// waits on Sigstore's TUF repository.
+func TestKeyedBundleNeverRefreshes(t *testing.T) {
+	w := newTUFWorld(t)
+	var l Local
+	resp := l.answer(context.Background(), provenance.Request{Op: "verify", Bundle: []byte(`{"verificationMaterial":{"publicKey":{"hint":"x"}}}`), Digest: zipDigest, Expect: acmeExpect(), Roots: &w.cache})
+	if resp.Token == "" || w.gh.Requests()+w.pg.Requests() != 0 {
+		t.Fatalf("a keyed bundle reached the TUF repositories (%d requests): %+v", w.gh.Requests()+w.pg.Requests(), resp)
+	}
+}
