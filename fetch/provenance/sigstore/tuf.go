@@ -114,7 +114,7 @@ func (c instanceCache) cached() []byte {
 		return nil
 	}
 	data, err := safefile.ReadFile(filepath.Join(c.dir, targetName), maxRootFile)
-	if err != nil || notARoot(data, 1) != "" {
+	if err != nil {
 		return nil
 	}
 	if _, err := root.NewTrustedRootFromJSON(data); err != nil {
@@ -179,10 +179,10 @@ func (c instanceCache) refresh(ctx context.Context) (status provenance.RootStatu
 		return status, refreshError(c.src, err)
 	}
 	if why := notARoot(data, 1); why != "" {
-		return status, errs.New(errs.Integrity, "%s's TUF repository %s serves a %s that is not a Sigstore trusted root (%s); mur keeps the root it had", c.src.instance, c.src.url, targetName, why)
+		return status, errs.New(errs.Integrity, "%s's TUF repository %s serves a %s that is not a Sigstore trusted root (%s); mur keeps the trusted root it had", c.src.instance, c.src.url, targetName, why)
 	}
 	if _, err := root.NewTrustedRootFromJSON(data); err != nil {
-		return status, errs.New(errs.Integrity, "%s's TUF repository %s serves a %s that does not parse as a Sigstore trusted root; mur keeps the root it had", c.src.instance, c.src.url, targetName)
+		return status, errs.New(errs.Integrity, "%s's TUF repository %s serves a %s that does not parse as a Sigstore trusted root; mur keeps the trusted root it had", c.src.instance, c.src.url, targetName)
 	}
 	expires := metadataExpiry(filepath.Join(stage, "tuf", tuf.URLToPath(c.src.url)))
 	// The new metadata goes in first: were mur stopped before the root follows it, the next

@@ -128,12 +128,22 @@ func TestRefreshPicksUpARotation(t *testing.T) {
 // Expired timestamp or snapshot metadata, and a target whose bytes are not the ones the signed
 // metadata names, are refused: the refresh fails as integrity and the cache keeps what it had.
 func TestRefreshRefusesExpiredAndTamperedMetadata(t *testing.T) {
-	for name, attack := range map[string]func(w *tufWorld, t *testing.T){
-		"expired timestamp": func(w *tufWorld, t *testing.T) { w.gh.ExpireTimestamp() },
-		"expired snapshot":  func(w *tufWorld, t *testing.T) { w.gh.ExpireSnapshot() },
-		"tampered target": func(w *tufWorld, t *testing.T) {
+	type attack struct {
+		do   func(w *tufWorld, t *testing.T)
+		says string
+	}
+	for name, a := range map[string]attack{
+		"expired timestamp": {func(w *tufWorld, t *testing.T) { w.gh.ExpireTimestamp() }, "timestamp.json is expired"},
+		"expired snapshot":  {func(w *tufWorld, t *testing.T) { w.gh.ExpireSnapshot() }, "snapshot.json is expired"},
+		"not a trusted root": {func(w *tufWorld, t *testing.T) {
+			w.gh.Publish([]byte(`{"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json"}`))
+		}, "is not a Sigstore trusted root (the JSON at line 1 has not the mediaType"},
+		"a trusted root that does not parse": {func(w *tufWorld, t *testing.T) {
+			w.gh.Publish([]byte(`{"mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1", "certificateAuthorities": [{"certChain": {"certificates": [{"rawBytes": "AAAA"}]}}]}`))
+		}, "does not parse as a Sigstore trusted root"},
+		"tampered target": {func(w *tufWorld, t *testing.T) {
 			w.gh.Tamper(provenancetest.NewCA(t, "GitHub, Inc.").TrustedRootJSON(t), provenancetest.NewCA(t, "GitHub, Inc.").TrustedRootJSON(t))
-		},
+		}, "hash verification failed - mismatch for algorithm sha256"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			w := newTUFWorld(t)
@@ -141,9 +151,9 @@ func TestRefreshRefusesExpiredAndTamperedMetadata(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := snapshotDir(t, w.ghDir)
-			attack(w, t)
+			a.do(w, t)
 			st, err := w.refresh(t)
-			errtest.WantToken(t, err, errs.Integrity, "github's TUF repository", "TUF refuses", "keeps the trusted root it had")
+			errtest.WantToken(t, err, errs.Integrity, "github's TUF repository", a.says, "keeps the trusted root it had")
 			if gh := status(t, st, provenance.InstanceGitHub); gh.Error == "" || gh.Source != "cache" || gh.Changed {
 				t.Fatalf("status of a refused refresh: %+v", gh)
 			}
@@ -286,5 +296,77 @@ func TestKeyedBundleNeverRefreshes(t *testing.T) {
 	resp := l.answer(context.Background(), provenance.Request{Op: "verify", Bundle: []byte(`{"verificationMaterial":{"publicKey":{"hint":"x"}}}`), Digest: zipDigest, Expect: acmeExpect(), Roots: &w.cache})
 	if resp.Token == "" || w.gh.Requests()+w.pg.Requests() != 0 {
 		t.Fatalf("a keyed bundle reached the TUF repositories (%d requests): %+v", w.gh.Requests()+w.pg.Requests(), resp)
+	}
+}
+
+// A repository replaying older, validly signed metadata is refused: the refresh starts from the
+// metadata it verified last time, not from the first root alone.
+func TestRefreshRefusesARollback(t *testing.T) {
+	w := newTUFWorld(t)
+	if _, err := w.refresh(t); err != nil {
+		t.Fatal(err)
+	}
+	w.gh.Publish(provenancetest.NewCA(t, "GitHub, Inc.").TrustedRootJSON(t))
+	if _, err := w.refresh(t); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshotDir(t, w.ghDir)
+	w.gh.RollBack()
+	_, err := w.refresh(t)
+	errtest.WantToken(t, err, errs.Integrity, "github's TUF repository", "TUF refuses")
+	if after := snapshotDir(t, w.ghDir); len(after) != len(before) {
+		t.Fatal("a refused rollback changed the cache")
+	}
+}
+
+// The cache holds one repository's root: once tuf_repositories names another, it is not used
+// until that one has delivered.
+func TestCacheOfAnotherRepositoryIsNotUsed(t *testing.T) {
+	w := newTUFWorld(t)
+	if _, err := w.refresh(t); err != nil {
+		t.Fatal(err)
+	}
+	other := tuftest.New(t, provenancetest.NewCA(t, "GitHub, Inc.").TrustedRootJSON(t))
+	w.cache.Repos[1] = provenance.TUFRepo{Instance: provenance.InstanceGitHub, URL: other.URL(), Root: w.firstRoot(t, "other", other)}
+	w.cache.Offline = true
+	shown, err := ShowRoots(&w.cache)
+	if err != nil || status(t, shown, provenance.InstanceGitHub).Source != "embedded" || status(t, shown, provenance.InstancePublicGood).Source != "cache" {
+		t.Fatalf("after switching github's repository: %+v, %v", shown, err)
+	}
+}
+
+// A refresh is due on first use, a day after the last attempt, or an hour after one once the
+// metadata it vouched with has expired.
+func TestRefreshIsDue(t *testing.T) {
+	now := time.Now()
+	for _, c := range []struct {
+		st   cacheState
+		want bool
+	}{
+		{cacheState{}, true},
+		{cacheState{Attempted: now.Add(-time.Hour)}, false},
+		{cacheState{Attempted: now.Add(-25 * time.Hour)}, true},
+		{cacheState{Attempted: now.Add(-2 * time.Hour), Expires: now.Add(-time.Minute)}, true},
+		{cacheState{Attempted: now.Add(-time.Minute), Expires: now.Add(-time.Minute)}, false},
+		{cacheState{Attempted: now.Add(-2 * time.Hour), Expires: now.Add(time.Hour)}, false},
+	} {
+		if got := c.st.due(now); got != c.want {
+			t.Errorf("due(%+v) = %v, want %v", c.st, got, c.want)
+		}
+	}
+}
+
+// A repository that never answers holds a verify only for the refresh's budget, and the bundle is
+// then checked against what mur has.
+func TestUnansweredRefreshIsBounded(t *testing.T) {
+	w := newTUFWorld(t)
+	w.pg.Hang()
+	w.gh.Hang()
+	r, notes, err := CachedRoots(t.Context(), &w.cache)
+	if err != nil || len(notes) != 2 || !strings.Contains(notes[0], "can't be reached") || !strings.Contains(notes[0], "root this mur embeds") {
+		t.Fatalf("a hanging repository: %q, %v", notes, err)
+	}
+	if !strings.Contains(r.describe(), "github: root this mur embeds") {
+		t.Fatalf("roots after a hanging refresh: %s", r.describe())
 	}
 }

@@ -40,6 +40,8 @@ type Repo struct {
 	timestamp *metadata.Metadata[metadata.TimestampType]
 	firstRoot []byte
 	requests  int
+	hang      bool
+	published [][]byte // every timestamp.json served, oldest first
 }
 
 // New starts a repository whose target holds trustedRoot.
@@ -75,7 +77,12 @@ func New(t testing.TB, trustedRoot []byte) *Repo {
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		r.requests++
+		hang := r.hang
 		r.mu.Unlock()
+		if hang {
+			<-req.Context().Done()
+			return
+		}
 		files.ServeHTTP(w, req)
 	}))
 	t.Cleanup(r.srv.Close)
@@ -93,6 +100,23 @@ func (r *Repo) Requests() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.requests
+}
+
+// Hang makes every request wait until its client gives up: a repository behind a black hole.
+func (r *Repo) Hang() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.hang = true
+}
+
+// RollBack serves the timestamp.json published before the last one again: a mirror replaying
+// old, validly signed metadata to hide a newer root.
+func (r *Repo) RollBack() {
+	r.t.Helper()
+	if len(r.published) < 2 {
+		r.t.Fatal("tuftest: nothing to roll back to")
+	}
+	r.put("timestamp.json", r.published[len(r.published)-2])
 }
 
 // Close stops serving: the repository is unreachable from then on.
@@ -118,7 +142,7 @@ func (r *Repo) Publish(trustedRoot []byte) {
 	r.write(r.snapshot, metadata.SNAPSHOT, fmt.Sprintf("%d.snapshot.json", r.snapshot.Signed.Version))
 	r.timestamp.Signed.Meta["snapshot.json"] = metadata.MetaFile(r.snapshot.Signed.Version)
 	r.timestamp.Signed.Version++
-	r.write(r.timestamp, metadata.TIMESTAMP, "timestamp.json")
+	r.published = append(r.published, r.write(r.timestamp, metadata.TIMESTAMP, "timestamp.json"))
 }
 
 // ExpireTimestamp publishes a new timestamp version that expired an hour ago.
