@@ -21,15 +21,30 @@ func ReadBundle(ctx context.Context, store *cas.Store, d digest.Digest) ([]byte,
 	if d.Validate() != nil {
 		return nil, errs.New(errs.InvalidLock, "%q is not a digest", d)
 	}
+	// Sized before it is hashed: a verified read maps and hashes the whole blob, and whatever
+	// murmur.lock names as a bundle may be any blob of the CAS, a payload of gigabytes included.
+	sized, err := store.ReaderAt(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	size := sized.Size()
+	sized.Close()
+	if size > MaxBundleSize {
+		return nil, oversized(d, size)
+	}
 	r, err := store.VerifiedReaderAt(ctx, d)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
 	if r.Size() > MaxBundleSize {
-		return nil, errs.New(errs.ProvenanceUnverifiable, "blob %s is %d bytes, over the %d a bundle may have", d, r.Size(), MaxBundleSize)
+		return nil, oversized(d, r.Size())
 	}
 	return io.ReadAll(io.NewSectionReader(r, 0, r.Size()))
+}
+
+func oversized(d digest.Digest, size int64) error {
+	return errs.New(errs.ProvenanceUnverifiable, "blob %s is %d bytes, over the %d a bundle may have, so it is not a bundle mur kept; check what names it as a bundle (murmur.lock's provenance bundle:)", d, size, MaxBundleSize)
 }
 
 // SHA512Of is the SHA-512 of blob d: GitHub attestations name their subject by it as well as by

@@ -1,0 +1,146 @@
+package fetch_test
+
+import (
+	"encoding/json"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/cas"
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/config"
+	"github.com/murmur-nexus/mur/fetch/provenance/sigstore"
+	"github.com/murmur-nexus/mur/fetch/pull"
+	fstore "github.com/murmur-nexus/mur/fetch/store"
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/errs/errtest"
+	"github.com/murmur-nexus/mur/internal/ref"
+)
+
+// offlineWorld is a store out of reach offline and a puller at a time of the test's choosing.
+type offlineWorld struct {
+	*world
+	st fstore.Store
+	t0 time.Time
+}
+
+func newOfflineWorld(t *testing.T) *offlineWorld {
+	return &offlineWorld{world: newWorld(t), st: networked(layoutStore(t)), t0: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+}
+
+func (w *offlineWorld) at(d time.Duration, offline bool, platform string) *fetch.Puller {
+	pl := w.puller(w.st)
+	pl.Now = func() time.Time { return w.t0.Add(d) }
+	pl.Offline, pl.Platform = offline, platform
+	return pl
+}
+
+// Offline "latest" takes the listed version's blob for the platform pulled for: a newer pull of
+// the same version for another platform does not stand in for it.
+func TestOfflineLatestKeepsToItsPlatform(t *testing.T) {
+	w := newOfflineWorld(t)
+	linux, mac := pack(t, "grep", "1.1.0", 31), pack(t, "grep", "1.1.0", 32)
+	push(t, w.st, grep, "1.0.0", "linux-x86_64", pack(t, "grep", "1.0.0", 30))
+	push(t, w.st, grep, "1.1.0", "linux-x86_64", linux)
+	push(t, w.st, grep, "1.1.0", "darwin-aarch64", mac)
+
+	w.mustPull(w.at(0, false, "linux-x86_64"), req(grep, ref.Latest))
+	os.Remove(w.proj.LockPath())
+	w.mustPull(w.at(time.Minute, false, "darwin-aarch64"), req(grep, "1.1.0"))
+	os.Remove(w.proj.LockPath())
+
+	res := w.mustPull(w.at(time.Hour, true, "linux-x86_64"), req(grep, ref.Latest))
+	if res[0].Version != "1.1.0" || res[0].Digest != linux.digest().String() || !res[0].ResolvedOffline {
+		t.Fatalf("offline latest for linux-x86_64: %+v; want the linux blob %s", res[0], linux.digest())
+	}
+
+	// With only the other platform's blob held, offline latest has nothing to offer.
+	os.Remove(w.proj.LockPath())
+	if err := os.Remove(w.cas.Path(linux.digest())); err != nil {
+		t.Fatal(err)
+	}
+	_, err := w.pull(w.at(2*time.Hour, true, "linux-x86_64"), req(grep, ref.Latest))
+	errtest.WantToken(t, err, errs.Offline, "acme/grep@1.1.0 is not in the cache")
+}
+
+// A pull of latest that failed after its list was kept (here: its provenance was refused)
+// does not make that list the one offline "latest" chooses from.
+func TestOfflineLatestSkipsTheListOfAFailedPull(t *testing.T) {
+	w := newOfflineWorld(t)
+	v11 := pack(t, "grep", "1.1.0", 41)
+	push(t, w.st, grep, "1.1.0", "any", v11)
+	w.mustPull(w.at(0, false, "linux-x86_64"), req(grep, ref.Latest))
+	os.Remove(w.proj.LockPath())
+
+	push(t, w.st, grep, "1.2.0", "any", pack(t, "grep", "1.2.0", 42))
+	refused := w.at(time.Minute, false, "linux-x86_64")
+	refused.Provenance.Verifier = &sigstore.Local{}
+	refused.Provenance.Policy = func(string) config.ProvenancePolicy {
+		return config.ProvenancePolicy{Mode: config.ProvenanceRequire}
+	}
+	if _, err := w.pull(refused, req(grep, ref.Latest)); err == nil {
+		t.Fatal("a pull under require with no bundle passed")
+	}
+	recs, err := w.cas.Records("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := recs[len(recs)-1]; last.Outcome != cas.OutcomeFailed || last.VersionList == "" {
+		t.Fatalf("the refused pull's record: %+v; want a failed record with its list", last)
+	}
+	if got := pull.NewestVersionLists(recs)["acme/grep"]; got.Outcome == cas.OutcomeFailed {
+		t.Fatalf("newest list is the failed pull's: %+v", got)
+	}
+
+	os.Remove(w.proj.LockPath())
+	res := w.mustPull(w.at(time.Hour, true, "linux-x86_64"), req(grep, ref.Latest))
+	if res[0].Version != "1.1.0" || res[0].Digest != v11.digest().String() {
+		t.Fatalf("offline latest: %+v; want 1.1.0 from the list of the pull that succeeded", res[0])
+	}
+}
+
+// The cached list is held to the digest its record names: a list file rewritten in the CAS
+// (here to name an older version the cache holds) is refused as integrity, not followed.
+func TestOfflineLatestHoldsTheListToItsDigest(t *testing.T) {
+	w := newOfflineWorld(t)
+	push(t, w.st, grep, "1.0.0", "any", pack(t, "grep", "1.0.0", 51))
+	push(t, w.st, grep, "1.1.0", "any", pack(t, "grep", "1.1.0", 52))
+	w.mustPull(w.at(0, false, "linux-x86_64"), req(grep, "1.0.0"))
+	os.Remove(w.proj.LockPath())
+	w.mustPull(w.at(time.Minute, false, "linux-x86_64"), req(grep, ref.Latest))
+	os.Remove(w.proj.LockPath())
+	recs, err := w.cas.Records("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := recs[len(recs)-1].VersionList
+	raw, err := os.ReadFile(w.cas.Path(list))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l struct {
+		Name     string   `json:"name"`
+		From     string   `json:"from"`
+		Versions []string `json:"versions"`
+	}
+	if err := json.Unmarshal(raw, &l); err != nil {
+		t.Fatal(err)
+	}
+	l.Versions = []string{"1.0.0"}
+	forged, _ := json.Marshal(l)
+	if digest.FromBytes(forged) == list {
+		t.Fatal("the forged list is the list")
+	}
+	if err := os.Remove(w.cas.Path(list)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(w.cas.Path(list), forged, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	before := w.state()
+	_, err = w.pull(w.at(time.Hour, true, "linux-x86_64"), req(grep, ref.Latest))
+	errtest.WantToken(t, err, errs.Integrity, "version list cached for acme/grep", string(list), "not one mur wrote")
+	w.assertUnchanged(before)
+}

@@ -1,0 +1,91 @@
+package fetch_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/provenance"
+	"github.com/murmur-nexus/mur/fetch/provenance/sigstore"
+	"github.com/murmur-nexus/mur/fetch/provenance/sigstore/provenancetest"
+	"github.com/murmur-nexus/mur/lock"
+)
+
+// A murmur.lock whose provenance record was edited by hand (another signer, another kind) does
+// not pass `mur verify` on the strength of a bundle that proves something else: the bundle
+// still verifies, and what it proves is held to what the lock says.
+func TestVerifyHoldsTheBundleToTheLocksRecord(t *testing.T) {
+	w := newProvWorld(t, "GitHub, Inc.")
+	w.attest(t, provenancetest.GoodLeaf(), true)
+	w.mustPull(w.puller(""), req(grep, "1.2.0"))
+	w.fake.Close()
+	signer := provenancetest.GoodLeaf().SAN
+	for _, tt := range []struct {
+		name string
+		edit func(p *lock.Provenance)
+		says string
+	}{
+		{"signer", func(p *lock.Provenance) {
+			p.Signer = strings.Replace(p.Signer, "release.yml", "other.yml", 1)
+		}, "recorded " + lock.ProvenanceGitHub + " by " + strings.Replace(signer, "release.yml", "other.yml", 1)},
+		{"kind", func(p *lock.Provenance) { p.Kind = lock.ProvenanceKey }, "recorded " + lock.ProvenanceKey + " by " + signer},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := w.readLock()
+			rec := *l.Find("acme/grep").Provenance
+			tt.edit(&rec)
+			if rec == *l.Find("acme/grep").Provenance {
+				t.Fatal("the edit changed nothing")
+			}
+			if err := l.SetProvenance("acme/grep", rec); err != nil {
+				t.Fatal(err)
+			}
+			in := fetch.VerifyInput{Project: w.proj, Lock: l, CAS: w.cas, Platform: "linux-x86_64",
+				Verifier: &sigstore.Local{Roots: sigstore.NewRoots(w.ca.Material())}}
+			rep, err := fetch.Verify(context.Background(), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Provenance) != 0 || len(rep.Problems) != 1 {
+				t.Fatalf("an edited %s passed: %+v", tt.name, rep)
+			}
+			p := rep.Problems[0]
+			if p.Kind != "provenance" || !strings.Contains(p.Problem, "provenance-mismatch") ||
+				!strings.Contains(p.Problem, "proves "+lock.ProvenanceGitHub+" by "+signer) || !strings.Contains(p.Problem, tt.says) {
+				t.Fatalf("problem = %+v; want a provenance-mismatch naming %q", p, tt.says)
+			}
+		})
+	}
+}
+
+// The lock names the bundle; the CAS holds whatever blob has that digest. One over the bundle
+// bound is refused by its size, before it is read or hashed, and verify says so.
+func TestVerifyRefusesAnOversizedBundle(t *testing.T) {
+	w := newProvWorld(t, "GitHub, Inc.")
+	w.attest(t, provenancetest.GoodLeaf(), true)
+	w.mustPull(w.puller(""), req(grep, "1.2.0"))
+	big := bytes.Repeat([]byte{'{'}, provenance.MaxBundleSize+1)
+	d, err := w.cas.Ingest(context.Background(), bytes.NewReader(big), int64(len(big)), digest.FromBytes(big))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := w.readLock()
+	rec := *l.Find("acme/grep").Provenance
+	rec.Bundle = d.String()
+	if err := l.SetProvenance("acme/grep", rec); err != nil {
+		t.Fatal(err)
+	}
+	in := fetch.VerifyInput{Project: w.proj, Lock: l, CAS: w.cas, Platform: "linux-x86_64",
+		Verifier: &sigstore.Local{Roots: sigstore.NewRoots(w.ca.Material())}}
+	rep, err := fetch.Verify(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Provenance) != 0 || len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0].Problem, "over the 4194304") {
+		t.Fatalf("an oversized bundle: %+v", rep)
+	}
+}

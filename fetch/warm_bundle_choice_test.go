@@ -1,0 +1,63 @@
+package fetch_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/fetch/provenance/sigstore/provenancetest"
+	"github.com/murmur-nexus/mur/fetch/store"
+	"github.com/murmur-nexus/mur/internal/errs"
+)
+
+// Warm fetches the bundle murmur.lock records, by its digest: a place that serves another bundle
+// for the same bytes (one that would verify as well, minted later) does not stand in for it, in
+// the CAS or in --layout, since verify holds the lock's record to that very bundle.
+func TestWarmTakesOnlyTheRecordedBundle(t *testing.T) {
+	ctx := context.Background()
+	w := newProvWorld(t, "GitHub, Inc.")
+	w.attest(t, provenancetest.GoodLeaf(), true)
+	w.mustPull(w.puller(""), req(grep, "1.2.0"))
+	bd := digest.Digest(w.readLock().Find("acme/grep").Provenance.Bundle)
+	recorded, err := os.ReadFile(w.cas.Path(bd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(w.cas.Path(bd)); err != nil {
+		t.Fatal(err)
+	}
+	w.fake.RemoveAttestations("acme", "murmur-artifacts", w.d.String())
+	other := digest.FromBytes(w.attest(t, provenancetest.GoodLeaf(), true))
+	if other == bd {
+		t.Fatal("the second attestation is the first")
+	}
+
+	in := fetch.WarmInput{Project: w.proj, Lock: w.readLock(), Puller: w.puller("")}
+	if _, err := fetch.Warm(ctx, in); !errors.Is(err, errs.ProvenanceMissing) {
+		t.Fatalf("only another bundle served: %v", err)
+	}
+	if w.cas.Has(other) || w.cas.Has(bd) {
+		t.Fatalf("warm kept a bundle: other %v, recorded %v", w.cas.Has(other), w.cas.Has(bd))
+	}
+
+	// Both served, the other first: warm keeps the recorded one, and copies only it.
+	w.fake.AddAttestation("acme", "murmur-artifacts", w.d.String(), recorded, true)
+	layout := openStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "layout"), ocistore.Options{})
+	in.Layout = layout
+	if _, err := fetch.Warm(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	if !w.cas.Has(bd) || w.cas.Has(other) {
+		t.Fatalf("the CAS after warm: recorded %v, other %v", w.cas.Has(bd), w.cas.Has(other))
+	}
+	found, err := layout.(store.BundleFinder).Bundles(ctx, grep, "1.2.0", w.d)
+	if err != nil || len(found) != 1 || digest.FromBytes(found[0]) != bd {
+		t.Fatalf("the layout's bundles: %d, %v", len(found), err)
+	}
+}
