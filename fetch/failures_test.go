@@ -37,8 +37,9 @@ func TestEveryPlaceSaysWhyInOneMessage(t *testing.T) {
 	_, err := w.pull(p, req(grep, "1.0.1"))
 	// The mistyped version's "not found" survives beside the source's DNS error, and is the top
 	// token: the store answered, the source could not be reached.
-	errtest.WantToken(t, err, errs.NotFound, "acme/grep@1.0.1 was not found in any of the 2 places asked",
-		"[1] "+st.String()+": not-found: ", "acme/grep:1.0.0", "[2] github:acme/murmur-artifacts: network: can't reach api.github.com")
+	errtest.WantToken(t, err, errs.NotFound, "acme/grep@1.0.1 was not found in any of the 2 places asked:\n",
+		"\n  not-found: "+st.String()+" has no acme/grep@1.0.1; it holds, newest first: 1.0.0;",
+		"\n  network: github:acme/murmur-artifacts: can't reach api.github.com")
 	w.assertUnchanged(before)
 }
 
@@ -59,16 +60,29 @@ func TestSourcesHintOnlyForNotFound(t *testing.T) {
 	if errs.TokenOf(err) != errs.Network || strings.Contains(errs.Message(err), "sources were not granted") {
 		t.Fatalf("a store that can't be reached: %v", err)
 	}
-	_, err = w.pull(w.puller(layoutStore(t)), stores...)
-	errtest.WantToken(t, err, errs.NotFound, "sources were not granted")
+	// The scope's source could have had it: named, in one clause.
+	p := w.puller(layoutStore(t))
+	p.Source = downSource{}
+	_, err = w.pull(p, stores...)
+	errtest.WantToken(t, err, errs.NotFound, "; github:acme/murmur-artifacts was not asked: install.from is [stores]; add sources to it to ask")
+	// A scope only guessed at: no source could have had it, so none is named.
+	p.Source = guessedSource{downSource{}}
+	_, err = w.pull(p, stores...)
+	if errs.TokenOf(err) != errs.NotFound || strings.Contains(errs.Message(err), "not asked") {
+		t.Fatalf("a guessed source was named: %v", err)
+	}
 }
+
+// guessedSource is a source config.yaml maps no scope to (github.Source.Guess).
+type guessedSource struct{ downSource }
+
+func (guessedSource) Guess(string) bool { return true }
 
 func TestAllNotFoundIsNotFound(t *testing.T) {
 	w := newWorld(t)
 	a, b := layoutStore(t), layoutStore(t)
 	_, err := w.pull(w.puller(a, b), fpull.Request{Asked: "acme/grep@2.0.0", Name: grep, Version: "2.0.0", From: []string{fpull.FromStores}})
-	errtest.WantToken(t, err, errs.NotFound, "acme/grep@2.0.0 was not found in any of the 2 places asked", "[1] "+a.String(), "[2] "+b.String(),
-		"sources were not granted")
+	errtest.WantToken(t, err, errs.NotFound, "acme/grep@2.0.0 was not found in any of the 2 places asked:", "\n  not-found: "+a.String(), "\n  not-found: "+b.String())
 	if strings.Contains(errs.Message(err), "no store is configured") {
 		t.Fatalf("two stores were configured: %s", errs.Message(err))
 	}

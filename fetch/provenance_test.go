@@ -254,7 +254,7 @@ func TestVerifyReVerifiesRecordedBundles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Problems) != 0 || len(rep.Provenance) != 1 {
+	if len(rep.Problems) != 0 || len(rep.Provenance) != 1 || rep.Bundles != 1 {
 		t.Fatalf("report = %+v", rep)
 	}
 	if got := rep.Provenance[0]; got.OwnerID != 1234567 || got.RepoID != 7654321 || got.Signer != provenancetest.GoodLeaf().SAN || got.Bundle != digest.FromBytes(bundle).String() {
@@ -264,6 +264,9 @@ func TestVerifyReVerifiesRecordedBundles(t *testing.T) {
 	in.Verifier = &sigstore.Local{Roots: sigstore.NewRoots(provenancetest.NewCA(t, "GitHub, Inc.").Material())}
 	if rep, _ = fetch.Verify(context.Background(), in); len(rep.Problems) != 1 || rep.Problems[0].Kind != "provenance" || !strings.Contains(rep.Problems[0].Problem, "provenance-unverifiable") {
 		t.Fatalf("other roots: %+v", rep.Problems)
+	}
+	if rep.Bundles != 1 { // checked, and failed: still a bundle the summary counts
+		t.Fatalf("other roots: %d bundles checked, want 1", rep.Bundles)
 	}
 	if err := os.Remove(w.cas.Path(digest.FromBytes(bundle))); err != nil {
 		t.Fatal(err)

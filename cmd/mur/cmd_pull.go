@@ -247,6 +247,9 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 			fmt.Fprintf(e.stdout, "  wrote %s\n", r.File)
 		}
 		for _, w := range r.Warnings {
+			if w == rep.Results[i].Unsigned { // said once per scope, below
+				continue
+			}
 			if strings.HasPrefix(w, "stale-index: ") { // names the artifact itself, after its token
 				e.Progress("mur: warning: %s", w)
 				continue
@@ -254,6 +257,11 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 			if e.ctx.Err() == nil { // a compile cut short by Ctrl-C is not worth a warning
 				e.Progress("mur: warning: %s: %s", r.Name, w)
 			}
+		}
+	}
+	if e.ctx.Err() == nil {
+		for _, w := range fetch.UnsignedWarnings(rep.Results) {
+			e.Progress("mur: warning: %s", w)
 		}
 	}
 	if s := fetch.IntegritySummary(rep.Results); s != "" {

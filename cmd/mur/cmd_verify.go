@@ -80,7 +80,7 @@ mur verify --json`,
 			}
 			failure := rep.Err(repair)
 			if e.g.json {
-				return jsonThen(e, verifyJSON{rep.Blobs, rep.Tools, rep.Compiled, rep.Problems, rep.Provenance}, failure)
+				return jsonThen(e, verifyJSON{rep.Blobs, rep.Tools, rep.Compiled, rep.Bundles, rep.Problems, rep.Provenance}, failure)
 			} else {
 				for _, pr := range rep.Problems {
 					state := ""
@@ -90,8 +90,9 @@ mur verify --json`,
 					fmt.Fprintf(e.stdout, "%s %s: %s%s\n", pr.Kind, pr.Subject, pr.Problem, state)
 				}
 				// The summary is the result, so it goes to stdout with the problems, -q or not.
-				fmt.Fprintf(e.stdout, "verify: %s, %s, %s checked; %s, %d repaired\n",
-					plural(rep.Blobs, "blob"), plural(rep.Tools, "staged tool"), plural(rep.Compiled, "compiled module"), plural(len(rep.Problems), "problem"), rep.RepairedCount())
+				fmt.Fprintf(e.stdout, "verify: %s, %s, %s, %s checked; %s, %d repaired\n",
+					plural(rep.Blobs, "blob"), plural(rep.Tools, "staged tool"), plural(rep.Compiled, "compiled module"), plural(rep.Bundles, "provenance bundle"),
+					plural(len(rep.Problems), "problem"), rep.RepairedCount())
 			}
 			return failure
 		},

@@ -91,6 +91,7 @@ type verifyJSON struct {
 	Blobs      int                        `json:"blobs"`
 	Tools      int                        `json:"tools"`
 	Compiled   int                        `json:"compiled"`
+	Bundles    int                        `json:"bundles"`
 	Problems   []fetch.Problem            `json:"problems"`
 	Provenance []fetch.VerifiedProvenance `json:"provenance"`
 }

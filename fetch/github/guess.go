@@ -41,5 +41,13 @@ func notReachable(err error, scope, label string) error {
 	if !unanswered(err) || errs.TokenOf(err) != errs.Network {
 		return err
 	}
-	return errs.Wrap(err, errs.Network, "scope %s is mapped to no source, and its default %s did not answer (asked once, not retried): %s; if the scope has a GitHub source, map it under sources: in config.yaml (%s: github:OWNER/REPO)", scope, label, errs.Message(err), scope)
+	// The dial's own error says why; the request's URL and method around it say nothing the
+	// label does not.
+	var ue *url.Error
+	errors.As(err, &ue)
+	return errs.Wrap(err, errs.Network, "scope %s is mapped to no source, and its default %s did not answer (asked once, not retried): %v; if the scope has a GitHub source, map it under sources: in config.yaml (%s: github:OWNER/REPO)", scope, label, ue.Err, scope)
 }
+
+// Guess reports whether scope's source is only the default guess: no sources: entry maps it.
+// A pull that did not ask sources names a mapped one, never a guess.
+func (s *Source) Guess(scope string) bool { return s.unmapped != nil && s.unmapped(scope) }

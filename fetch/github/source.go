@@ -366,6 +366,18 @@ func (s *Source) missing(ix *Index, where string, name ref.Name, version, platfo
 		}
 		return errs.New(errs.NotFound, "%s has no %s for platform %s (it lists %s); a payload for another platform is never used", where, name, platform, list)
 	}
+	var versions []string
+	for _, e := range ix.Artifacts {
+		if e.Name == name.String() && !slices.Contains(versions, e.Version) {
+			versions = append(versions, e.Version)
+		}
+	}
+	if v := ref.DropV(version, versions); v != "" {
+		return errs.New(errs.NotFound, "%s has no %s@%s; it lists, newest first: %s; drop the v: %s@%s", where, name, version, ref.ListVersions(versions), name, v)
+	}
+	if !slices.Contains(versions, version) {
+		return errs.New(errs.NotFound, "%s has no %s@%s; it lists, newest first: %s; pick one of those, or ask its publisher to release it", where, name, version, ref.ListVersions(versions))
+	}
 	return errs.New(errs.NotFound, "%s has no %s@%s for platform %s (it lists %s); pick one of those, or ask its publisher to release it", where, name, version, platform, list)
 }
 

@@ -341,7 +341,9 @@ func TestMissingEntries(t *testing.T) {
 	ctx := context.Background()
 
 	_, err := src.Fetch(ctx, grep, "1.3.0", "linux-x86_64", nil, &scratch)
-	errtest.WantToken(t, err, errs.NotFound, "acme/grep@1.3.0", "1.1.0 (any)", "2.0.0 (linux-x86_64)", "release v")
+	errtest.WantToken(t, err, errs.NotFound, "acme/grep@1.3.0", "it lists, newest first: 2.0.0, 1.1.0, nightly;", "release v")
+	_, err = src.Fetch(ctx, grep, "v1.1.0", "linux-x86_64", nil, &scratch)
+	errtest.WantToken(t, err, errs.NotFound, "acme/grep@v1.1.0", "drop the v: acme/grep@1.1.0")
 
 	_, err = src.Fetch(ctx, grep, "2.0.0", "darwin-aarch64", nil, &scratch)
 	errtest.WantToken(t, err, errs.NotFound, "acme/grep@2.0.0", "darwin-aarch64")

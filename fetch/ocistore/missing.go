@@ -13,7 +13,7 @@ import (
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
-// explainMiss adds to a miss of name@version what the store does hold: the versions of name (the
+// explainMiss says of a miss of name@version what the store does hold: the versions of name (the
 // newest 10), or, when it holds none, a name it lists that looks like name ("did you mean"). An
 // answer it can't get leaves the miss as it was: it is a hint, not a second failure.
 func explainMiss(err error, where string, n ref.Name, version string, tags func() ([]string, error), names func() []string) error {
@@ -28,7 +28,11 @@ func explainMiss(err error, where string, n ref.Name, version string, tags func(
 		if version == ref.Latest || slices.Contains(versions, version) {
 			return err // the version is there: the miss is about its platform or its bytes
 		}
-		return errs.Wrap(err, errs.NotFound, "%s; the versions of %s there, newest first: %s; pick one of those, or use latest", strings.TrimSuffix(errs.Message(err), "."), n, ref.ListVersions(versions))
+		// The repository exists: what it holds says more than the store's whole ref list.
+		if v := ref.DropV(version, versions); v != "" {
+			return errs.Wrap(err, errs.NotFound, "%s has no %s@%s; it holds, newest first: %s; drop the v: %s@%s", where, n, version, ref.ListVersions(versions), n, v)
+		}
+		return errs.Wrap(err, errs.NotFound, "%s has no %s@%s; it holds, newest first: %s; pick one of those, or use latest", where, n, version, ref.ListVersions(versions))
 	}
 	if c := ref.Closest(n.String(), names()); c != "" {
 		return errs.Wrap(err, errs.NotFound, "%s; %s holds no artifact %s: did you mean %s?", strings.TrimSuffix(errs.Message(err), "."), where, n, c)

@@ -20,6 +20,9 @@ import (
 // noBundleAt is the part of the no-provenance warning that says a place holds no bundle at all.
 const noBundleAt = " has no provenance bundle at "
 
+// ProvenanceWayOut is how a no-provenance warning names both ways out of it, in config.yaml.
+const ProvenanceWayOut = "provenance: off to silence, require to enforce"
+
 // verifiedBundle is a bundle that passed, waiting for the pull to commit.
 type verifiedBundle struct {
 	raw   []byte
@@ -123,7 +126,8 @@ func (p *Puller) checkProvenance(ctx context.Context, req Request, pin pinned, g
 			return errs.New(errs.ProvenanceMissing, "%s has no Sigstore bundle at %s, and %s; nothing was pulled. The publisher must attest it (actions/attest-build-provenance) or the store must carry its bundle",
 				what, asked, why)
 		}
-		res.Warnings = append(res.Warnings, string(errs.NoProvenance)+": "+what+noBundleAt+asked+"; it was pulled on its digest alone (set provenance: require for scope "+req.Name.Scope+" once its publisher attests)")
+		res.Unsigned = string(errs.NoProvenance) + ": " + what + noBundleAt + asked + "; pulled on its digest alone (scope " + req.Name.Scope + ": " + ProvenanceWayOut + ")"
+		res.Warnings = append(res.Warnings, res.Unsigned)
 		return nil
 	}
 	if p.Provenance.Verifier == nil {

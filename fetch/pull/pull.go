@@ -103,6 +103,9 @@ type Result struct {
 	ResolvedOffline bool `json:"resolved_offline,omitempty"`
 	// Provenance is what the artifact's verified Sigstore bundle proved, when this pull checked one.
 	Provenance *cas.Provenance `json:"provenance,omitempty"`
+	// Unsigned is the one of Warnings that says no place held a provenance bundle for the
+	// artifact, when one did: a command says that once per scope (fetch.UnsignedWarnings).
+	Unsigned string `json:"-"`
 
 	compile     digest.Digest // a fresh payload waiting for the compile queue
 	private     bool          // fetched with the user's credentials, now or by an earlier pull

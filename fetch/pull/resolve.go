@@ -160,7 +160,7 @@ func (p *Puller) fetch(ctx context.Context, req Request, version string, pin pin
 			return nil, stopped(what, pl.store, err, skipped[:len(skipped)-1], len(places)-1-i)
 		}
 	}
-	return nil, allFailed(what, req.Name.Scope, from, len(p.Stores) > 0, asked, failures)
+	return nil, allFailed(what, p.mappedSource(req.Name.Scope, pin.owner != nil), from, len(p.Stores) > 0, asked, failures)
 }
 
 // place is a store or the source, in the order a request asks them.
@@ -189,16 +189,33 @@ func (p *Puller) places(req Request, from []string) []place {
 	return out
 }
 
+// guesser is a source that can tell a scope config.yaml maps from one it only guesses.
+type guesser interface{ Guess(scope string) bool }
+
+// mappedSource is the source config.yaml maps scope to, or murmur.lock pins it to, or "" when
+// there is none: a guess could have had nothing, so a miss elsewhere does not send the reader to it.
+func (p *Puller) mappedSource(scope string, pinned bool) string {
+	if p.Source == nil {
+		return ""
+	}
+	label, ok := p.Source.Label(scope)
+	if g, guessing := p.Source.(guesser); !ok || !pinned && guessing && g.Guess(scope) {
+		return ""
+	}
+	return label
+}
+
 // allFailed is the one error of a pull that every store and source failed: each place's reason
-// in one message, so that a store's "not found" is not lost behind a source's DNS error. Its
-// token is that of the places that answered (see topToken). Advice about the source that was
-// not asked is given only when every place said not-found: after a full disk or a stopped
-// registry, it would send the reader the wrong way.
-func allFailed(what, scope string, from []string, haveStores bool, asked []string, failures []error) error {
+// on its own line, so that a store's "not found" is not lost behind a source's DNS error. Its
+// token is that of the places that answered (see topToken). The source that was not asked is
+// named only when config.yaml maps the scope to one and every place said not-found: after a
+// full disk or a stopped registry, or for a scope no source serves, it would send the reader
+// the wrong way.
+func allFailed(what, source string, from []string, haveStores bool, asked []string, failures []error) error {
 	tok := topToken(failures)
 	var hints []string
-	if !slices.Contains(from, FromSources) && allNotFound(failures) {
-		hints = append(hints, fmt.Sprintf("sources were not granted (install.from: [%s]), so the GitHub source of scope %s was not asked: add sources to capabilities.install.from or push the artifact to a store", strings.Join(from, ", "), scope))
+	if source != "" && !slices.Contains(from, FromSources) && allNotFound(failures) {
+		hints = append(hints, fmt.Sprintf("%s was not asked: install.from is [%s]; add sources to it to ask", source, strings.Join(from, ", ")))
 	}
 	if slices.Contains(from, FromStores) && !haveStores {
 		hints = append(hints, "no store is configured: add one to .murmur/config.yaml (or $MURMUR_HOME/config.yaml) as stores: [\"oci://registry.example:5000/murmur\"], or pass --store oci://HOST[:PORT]/PREFIX or --store oci-layout:PATH")
@@ -216,15 +233,23 @@ func allFailed(what, scope string, from []string, haveStores bool, asked []strin
 	if len(failures) == 1 {
 		return errs.Wrap(failures[0], tok, "%s: %s%s", what, errs.Message(failures[0]), hint)
 	}
+	// One place a line, token first, so that a screen shows each answer whole.
 	reasons := make([]string, len(failures))
 	for i, err := range failures {
-		reasons[i] = fmt.Sprintf("[%d] %s: %s: %s", i+1, asked[i], errs.TokenOf(err), strings.TrimSuffix(errs.Message(err), "."))
+		msg := strings.TrimSuffix(errs.Message(err), ".")
+		if !strings.Contains(msg, asked[i]) {
+			msg = asked[i] + ": " + msg
+		}
+		reasons[i] = fmt.Sprintf("\n  %s: %s", errs.TokenOf(err), msg)
 	}
 	verb := "could not be pulled from"
 	if tok == errs.NotFound {
 		verb = "was not found in"
 	}
-	return errs.Wrap(errors.Join(failures...), tok, "%s %s any of the %d places asked: %s%s", what, verb, len(failures), strings.Join(reasons, "; "), hint)
+	if hint != "" {
+		hint = "\n  " + strings.TrimPrefix(hint, "; ")
+	}
+	return errs.Wrap(errors.Join(failures...), tok, "%s %s any of the %d places asked:%s%s", what, verb, len(failures), strings.Join(reasons, ""), hint)
 }
 
 // topToken is the token of a chain's failure: that of a place that answered, since one that

@@ -29,6 +29,7 @@ func verifyProvenance(ctx context.Context, in Input, rep *Report) {
 		if e.Provenance == nil {
 			continue
 		}
+		rep.Bundles++
 		subject := e.Name + " " + e.Provenance.Bundle
 		problem := func(format string, args ...any) {
 			rep.Problems = append(rep.Problems, Problem{Kind: "provenance", Subject: subject, Problem: fmt.Sprintf(format, args...)})

@@ -77,9 +77,12 @@ type Problem struct {
 
 // Report is the outcome of a verification.
 type Report struct {
-	Blobs    int       `json:"blobs"`
-	Tools    int       `json:"tools"`
-	Compiled int       `json:"compiled"`
+	Blobs    int `json:"blobs"`
+	Tools    int `json:"tools"`
+	Compiled int `json:"compiled"`
+	// Bundles is how many provenance bundles murmur.lock records were checked again, whether
+	// they verified (Provenance) or not (a problem of kind provenance).
+	Bundles  int       `json:"bundles"`
 	Problems []Problem `json:"problems"`
 	// Provenance lists the pins whose recorded bundle verified again, with what it proves.
 	Provenance []VerifiedProvenance `json:"provenance,omitempty"`

@@ -68,5 +68,6 @@ var Docs = []TokenDoc{
 	{ProvenanceUnverifiable, "a provenance bundle the trusted roots or keys can't check: an unknown " +
 		"CA, no usable timestamp, a key no trusted_keys entry names, or mur-provenance missing."},
 	{NoProvenance, "a warning, not an error: under provenance: prefer, an artifact had no provenance " +
-		"bundle and was pulled on its digest alone."},
+		"bundle and was pulled on its digest alone; said once per scope per command. provenance: " +
+		"off silences it, require makes it an error."},
 }

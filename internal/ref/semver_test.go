@@ -177,3 +177,17 @@ func TestListVersionsAndClosest(t *testing.T) {
 		}
 	}
 }
+
+func TestDropV(t *testing.T) {
+	have := []string{"1.0.0", "1.2.0", "v2.0.0"}
+	for in, want := range map[string]string{
+		"v1.2.0": "1.2.0", "V1.2.0": "1.2.0", // the tag a Git user would type
+		"1.2.0":  "", // nothing to drop
+		"v1.3.0": "", // the rest is not there either
+		"v":      "",
+	} {
+		if got := DropV(in, have); got != want {
+			t.Errorf("DropV(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -35,3 +35,22 @@ func Closest(name string, names []string) string {
 	}
 	return best
 }
+
+// DropV is the version among versions that version names with a leading "v" ("1.2.0" for
+// "v1.2.0"): Git tags are often written so, and mur's versions never are. "" when version has
+// no leading v, or when versions don't hold the rest.
+func DropV(version string, versions []string) string {
+	rest, ok := strings.CutPrefix(version, "v")
+	if !ok {
+		rest, ok = strings.CutPrefix(version, "V")
+	}
+	if !ok || rest == "" {
+		return ""
+	}
+	for _, v := range versions {
+		if v == rest {
+			return rest
+		}
+	}
+	return ""
+}

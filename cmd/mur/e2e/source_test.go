@@ -113,8 +113,9 @@ func TestSourcePullPinsOwner(t *testing.T) {
 func TestSourceNotGranted(t *testing.T) {
 	w, gh, _ := githubWorld(t)
 	w.write("murmur.yaml", sourceCapsule("stores", "acme/hello@1.0.0"))
+	w.write(".murmur/config.yaml", "sources:\n  acme: github:acme/murmur-artifacts\n")
 	r := w.fails("not-found", "pull")
-	if !strings.Contains(r.stderr, "sources were not granted") {
+	if !strings.Contains(r.stderr, "github:acme/murmur-artifacts was not asked: install.from is [stores]") {
 		t.Fatalf("error: %s", r.stderr)
 	}
 	if n := len(gh.Requests()); n != 0 {
