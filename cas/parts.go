@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/bufpool"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
@@ -144,7 +145,7 @@ func (p *Parts) WriteAt(b []byte, off int64) (int, error) {
 		return 0, errs.New(errs.Internal, "the ingest %s no longer takes bytes at offsets", p.w.tmp)
 	default:
 	}
-	n, err := p.w.f.WriteAt(b, off)
+	n, err := atomicfile.WriteAt(p.w.f, b, off)
 	if n > 0 {
 		// Recorded only once written: the record must never claim bytes the file lacks.
 		p.mu.Lock()

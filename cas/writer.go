@@ -135,7 +135,7 @@ func (w *Writer) writeLoop(start int64) {
 	}()
 	for c := range w.writeq {
 		if w.err() == nil {
-			if _, err := w.f.Write(c.buf[:c.n]); err != nil {
+			if _, err := atomicfile.Write(w.f, c.buf[:c.n]); err != nil {
 				w.mu.Lock()
 				w.werr = pathErr(err, "writing", w.tmp)
 				w.mu.Unlock()

@@ -1,0 +1,92 @@
+package atomicfile
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// writeCalls is how many write system calls this process has made, from /proc/self/io.
+func writeCalls(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		t.Skipf("no write count here: %v", err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "syscw: "); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Skip("no syscw in /proc/self/io")
+	return 0
+}
+
+// A large write reaches the kernel WriteChunk bytes at a time, whole and in place, through each
+// of the three ways in.
+func TestLargeWritesGoInChunks(t *testing.T) {
+	data := bytes.Repeat([]byte("0123456789abcdef"), (1<<20+5)/16+1)[:1<<20+5]
+	want := 1<<20/WriteChunk + 1
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name  string
+		write func(f *File) (int, error)
+		off   int
+	}{
+		{"Write", func(f *File) (int, error) { return Write(f.File, data) }, 0},
+		{"WriteAt", func(f *File) (int, error) { return WriteAt(f.File, data, 7) }, 7},
+		{"File.Write", func(f *File) (int, error) { return f.Write(data) }, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := Create("", filepath.Join(dir, c.name), 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Abort()
+			before := writeCalls(t)
+			n, err := c.write(f)
+			calls := writeCalls(t) - before
+			if n != len(data) || err != nil {
+				t.Fatalf("wrote %d of %d bytes: %v", n, len(data), err)
+			}
+			if calls < want {
+				t.Errorf("%d bytes went to the kernel in %d write calls, want at least %d (of %d bytes at most)", len(data), calls, want, WriteChunk)
+			}
+			got, _ := os.ReadFile(f.Name())
+			if !bytes.Equal(got[c.off:], data) || len(got) != c.off+len(data) {
+				t.Errorf("the file holds %d bytes that differ from the %d written at %d", len(got), len(data), c.off)
+			}
+		})
+	}
+}
+
+// A write that fails part way reports the bytes that did land and the error.
+func TestChunkedWriteReportsItsFailure(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "ro")
+	os.WriteFile(p, nil, 0o644)
+	f, err := os.Open(p) // read-only: every write fails
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	data := make([]byte, 3*WriteChunk)
+	for _, write := range []func() (int, error){
+		func() (int, error) { return Write(f, data) },
+		func() (int, error) { return WriteAt(f, data, 0) },
+	} {
+		n, err := write()
+		var pe *fs.PathError
+		if n != 0 || !errors.As(err, &pe) {
+			t.Fatalf("a write to a read-only file gave %d, %v; want 0 and its *fs.PathError", n, err)
+		}
+	}
+}
