@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -14,15 +15,16 @@ import (
 )
 
 func indexCmd() *command {
-	var scope, release, out, merge, platform string
+	var scope, release, out, merge, platform, published string
 	return &command{
 		name:  "index",
-		args:  "FILE.mur.zip... --scope S --release TAG [-o murmur-index.json] [--merge OLD]",
+		args:  "FILE.mur.zip... --scope S --release TAG [-o murmur-index.json] [--merge OLD] [--published TIME]",
 		short: "write the murmur-index.json a scope's GitHub releases serve",
 		long: `For publishers: lists each packed file (name, version, platform, release, asset, size and
-SHA-256) for the scope. Attach the files to the release TAG and the index to the latest release.
---merge keeps the entries of an older index; a name, version and platform already listed with
-another hash is refused.`,
+SHA-256) for the scope, and when it was published (now, or --published for a back-filled
+release), which update bots read. Attach the files to the release TAG and the index to the latest
+release. --merge keeps the entries of an older index, with their published times; a name, version
+and platform already listed with another hash is refused.`,
 		examples: `mur index grep-1.2.0.mur.zip --scope acme --release v1.2.0
 mur index grep-1.3.0.mur.zip --scope acme --release v1.3.0 --merge murmur-index.json
 mur index grep-1.2.0-linux.mur.zip --scope acme --release v1.2.0 --platform linux-x86_64`,
@@ -32,6 +34,7 @@ mur index grep-1.2.0-linux.mur.zip --scope acme --release v1.2.0 --platform linu
 			fs.StringVarP(&out, "output", "o", "murmur-index.json", "the index file to write")
 			fs.StringVar(&merge, "merge", "", "an existing index to merge into")
 			fs.StringVar(&platform, "platform", ref.PlatformAny, "the files' platform")
+			fs.StringVar(&published, "published", "", "when the files were released, RFC 3339 (default now)")
 		},
 		run: func(e *env, args []string) error {
 			if len(args) == 0 || scope == "" {
@@ -40,7 +43,15 @@ mur index grep-1.2.0-linux.mur.zip --scope acme --release v1.2.0 --platform linu
 			if err := checkPlatform(&platform, false); err != nil {
 				return err
 			}
-			ix, err := github.IndexFiles(args, scope, release, platform)
+			at := time.Now()
+			if published != "" {
+				t, err := time.Parse(time.RFC3339, published)
+				if err != nil {
+					return usagef("--published %q is not an RFC 3339 time; give one such as --published 2026-01-02T15:04:05Z", published)
+				}
+				at = t
+			}
+			ix, err := github.IndexFilesAt(args, scope, release, platform, at)
 			if err != nil {
 				return err
 			}

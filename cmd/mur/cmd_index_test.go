@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/murmur-nexus/mur/fetch/github"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
@@ -35,7 +36,9 @@ func TestIndexWritesIndex(t *testing.T) {
 	grepFile := artifacttest.File(t, dir, "grep", "1.2.0", artifacttest.Tagged("g"))
 	findFile := artifacttest.File(t, dir, "find", "0.3.0", artifacttest.Tagged("f"))
 	out := filepath.Join(dir, "murmur-index.json")
-	code, stdout, stderr := runMur(t, "index", grepFile, findFile, "--scope", "acme", "--release", "v1.2.0", "-o", out)
+	// Two runs write the same bytes only for the same time, so both give it.
+	at := "2026-01-02T15:04:05Z"
+	code, stdout, stderr := runMur(t, "index", grepFile, findFile, "--scope", "acme", "--release", "v1.2.0", "-o", out, "--published", at)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -53,7 +56,7 @@ func TestIndexWritesIndex(t *testing.T) {
 		e := ix.Artifacts[i]
 		base := filepath.Base(file)
 		name := "acme/" + strings.SplitN(base, "-", 2)[0]
-		if e.Name != name || e.Platform != "any" || e.Release != "v1.2.0" || e.Asset != base || e.Size != int64(len(b)) || e.SHA256 != hex.EncodeToString(sum[:]) {
+		if e.Name != name || e.Platform != "any" || e.Release != "v1.2.0" || e.Asset != base || e.Size != int64(len(b)) || e.SHA256 != hex.EncodeToString(sum[:]) || e.Published != at {
 			t.Errorf("entry %d %+v does not describe %s", i, e, base)
 		}
 	}
@@ -63,7 +66,7 @@ func TestIndexWritesIndex(t *testing.T) {
 
 	// Deterministic: the other order of files writes the same bytes.
 	out2 := filepath.Join(dir, "again.json")
-	if code, _, stderr := runMur(t, "index", findFile, grepFile, "--scope", "acme", "--release", "v1.2.0", "-o", out2); code != 0 {
+	if code, _, stderr := runMur(t, "index", findFile, grepFile, "--scope", "acme", "--release", "v1.2.0", "-o", out2, "--published", at); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	a, _ := os.ReadFile(out)
@@ -119,6 +122,7 @@ func TestIndexRefusals(t *testing.T) {
 		{"scope local", []string{good, "--scope", "local", "--release", "v1"}, 2, "usage", "local"},
 		{"bad scope", []string{good, "--scope", "Acme", "--release", "v1"}, 2, "usage", "--scope"},
 		{"bad platform", []string{good, "--scope", "acme", "--release", "v1", "--platform", "plan9"}, 2, "usage", "plan9"},
+		{"bad published", []string{good, "--scope", "acme", "--release", "v1", "--published", "2026-01-02"}, 2, "usage", "RFC 3339"},
 		{"scoped packed name", []string{scoped, "--scope", "acme", "--release", "v1"}, 1, "invalid-artifact", "other/grep"},
 	} {
 		t.Run(c.what, func(t *testing.T) {
@@ -154,14 +158,25 @@ func TestIndexMerge(t *testing.T) {
 	if len(ix.Artifacts) != 2 || ix.Artifacts[0].Version != "1.2.0" || ix.Artifacts[0].Release != "v1.2.0" || ix.Artifacts[1].Version != "1.3.0" || ix.Artifacts[1].Release != "v1.3.0" {
 		t.Fatalf("merged index %+v", ix.Artifacts)
 	}
+	// Each entry is published when it was first indexed (now, without --published), and a
+	// merge keeps the old entries' times.
+	for _, e := range ix.Artifacts {
+		if _, err := time.Parse(time.RFC3339, e.Published); err != nil {
+			t.Fatalf("entry %s@%s: published %q: %v", e.Name, e.Version, e.Published, err)
+		}
+	}
 	merged, _ := os.ReadFile(index)
+	before := ix.Artifacts[1].Published
 
-	// The same file again changes nothing.
+	// The same file again changes nothing, its published time included.
 	if code, _, stderr := runMur(t, "index", next, "--scope", "acme", "--release", "v1.3.0", "--merge", index, "-o", index); code != 0 {
 		t.Fatalf("re-merging the same file: exit %d: %s", code, stderr)
 	}
+	if code, _, stderr := runMur(t, "index", next, "--scope", "acme", "--release", "v1.3.0", "--merge", index, "-o", index, "--published", "2099-01-01T00:00:00Z"); code != 0 {
+		t.Fatalf("re-merging the same file: exit %d: %s", code, stderr)
+	}
 	if b, _ := os.ReadFile(index); !bytes.Equal(b, merged) {
-		t.Fatalf("re-merging the same file changed the index:\n%s", b)
+		t.Fatalf("re-merging the same file changed the index (published was %s):\n%s", before, b)
 	}
 
 	// Another hash for a listed name, version and platform is refused, and the index is kept.

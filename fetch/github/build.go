@@ -2,6 +2,7 @@ package github
 
 import (
 	"path/filepath"
+	"time"
 
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -9,8 +10,15 @@ import (
 	"github.com/murmur-nexus/mur/lock"
 )
 
-// IndexFiles builds the murmur-index.json entries of packed files attached to one release.
+// IndexFiles builds the murmur-index.json entries of packed files attached to one release,
+// published now.
 func IndexFiles(files []string, scope, release, platform string) (*Index, error) {
+	return IndexFilesAt(files, scope, release, platform, time.Now())
+}
+
+// IndexFilesAt is IndexFiles with the entries' published time given: a publisher back-filling
+// an index gives each release's own date, and tests a fixed one.
+func IndexFilesAt(files []string, scope, release, platform string, published time.Time) (*Index, error) {
 	if err := ref.ValidateSegment(scope); err != nil {
 		return nil, errs.New(errs.Usage, "--scope: %s", errs.Message(err))
 	}
@@ -20,6 +28,8 @@ func IndexFiles(files []string, scope, release, platform string) (*Index, error)
 	if release == "" {
 		return nil, errs.New(errs.Usage, "--release names the release tag the assets are attached to, e.g. --release v1.2.0")
 	}
+	// Seconds are enough for a release age, and keep the field one fixed shape.
+	stamp := published.UTC().Truncate(time.Second).Format(time.RFC3339)
 	ix := &Index{IndexVersion: 1, Scope: scope}
 	for _, f := range files {
 		a, c, err := artifact.Open(f)
@@ -37,6 +47,7 @@ func IndexFiles(files []string, scope, release, platform string) (*Index, error)
 		ix.Artifacts = append(ix.Artifacts, IndexEntry{
 			Name: scope + "/" + name, Version: a.Manifest.Version, Platform: platform,
 			Release: release, Asset: filepath.Base(f), Size: n, SHA256: d.Encoded(),
+			Published: stamp,
 		})
 	}
 	merged := &Index{IndexVersion: 1, Scope: scope}

@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -16,7 +18,9 @@ func TestIndexFiles(t *testing.T) {
 	dir := t.TempDir()
 	grepFile := artifacttest.File(t, dir, "grep", "1.2.0", artifacttest.Tagged("g"))
 	findFile := artifacttest.File(t, dir, "find", "0.3.0+b1", artifacttest.Tagged("f"))
-	ix, err := IndexFiles([]string{grepFile, findFile}, "acme", "v1.2.0", "linux-x86_64")
+	// A time with an offset and a fraction is written in UTC, to the second.
+	at := time.Date(2026, 3, 4, 7, 8, 9, 500, time.FixedZone("CET", 3600))
+	ix, err := IndexFilesAt([]string{grepFile, findFile}, "acme", "v1.2.0", "linux-x86_64", at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,13 +37,14 @@ func TestIndexFiles(t *testing.T) {
 	} {
 		sum, size := artifacttest.FileSum(t, file)
 		want.Platform, want.Release, want.Size, want.SHA256 = "linux-x86_64", "v1.2.0", size, sum
+		want.Published = "2026-03-04T06:08:09Z"
 		if got := byName[want.Name]; got != want {
 			t.Errorf("entry %+v, want %+v", got, want)
 		}
 	}
 
 	// The written index is deterministic, whatever the order of the files, and parses back.
-	again, err := IndexFiles([]string{findFile, grepFile}, "acme", "v1.2.0", "linux-x86_64")
+	again, err := IndexFilesAt([]string{findFile, grepFile}, "acme", "v1.2.0", "linux-x86_64", at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,6 +60,17 @@ func TestIndexFiles(t *testing.T) {
 	}
 	if e, ok := parsed.Lookup("acme/grep", "1.2.0", "linux-x86_64"); !ok || e.SHA256 != byName["acme/grep"].SHA256 {
 		t.Fatalf("Lookup in the written index: %+v %v", e, ok)
+	}
+
+	// Without a time given, the entries are published now.
+	before := time.Now().UTC().Truncate(time.Second)
+	now, err := IndexFiles([]string{grepFile}, "acme", "v1.2.0", "any")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now().UTC()
+	if p, err := time.Parse(time.RFC3339, now.Artifacts[0].Published); err != nil || p.Before(before) || p.After(after) || !strings.HasSuffix(now.Artifacts[0].Published, "Z") {
+		t.Fatalf("published %q, want a UTC time between %v and %v", now.Artifacts[0].Published, before, after)
 	}
 
 	// The same file twice is one entry.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -35,6 +36,10 @@ type IndexEntry struct {
 	Asset    string `json:"asset"`    // the asset's file name
 	Size     int64  `json:"size"`
 	SHA256   string `json:"sha256"` // 64 lowercase hex
+	// Published is when the entry was first indexed, RFC 3339 in UTC. Update bots read it
+	// (Renovate's minimumReleaseAge); mur itself does not, and indexes written before it existed
+	// lack it.
+	Published string `json:"published,omitempty"`
 }
 
 func (e IndexEntry) key() string { return e.Name + "@" + e.Version + " " + e.Platform }
@@ -120,6 +125,11 @@ func validateEntry(scope string, e IndexEntry) error {
 	if !isHex64(e.SHA256) {
 		return fmt.Errorf("sha256 %q is not 64 lowercase hex digits", e.SHA256)
 	}
+	if e.Published != "" {
+		if _, err := time.Parse(time.RFC3339, e.Published); err != nil {
+			return fmt.Errorf("published %q is not an RFC 3339 time such as 2026-01-02T15:04:05Z", e.Published)
+		}
+	}
 	return nil
 }
 
@@ -190,8 +200,10 @@ func (ix *Index) Lookup(name, version, platform string) (IndexEntry, bool) {
 }
 
 // Merge adds other's entries to ix. An entry for the same name, version and platform replaces
-// the old one when the SHA-256 is the same; a different SHA-256 is refused with errs.LockConflict,
-// because a published version never changes. Indexes of different scopes don't merge.
+// the old one when the SHA-256 is the same, keeping the old published time (the version was
+// out since then; a later time would hold it back from update bots again); a different SHA-256
+// is refused with errs.LockConflict, because a published version never changes. Indexes of
+// different scopes don't merge.
 func (ix *Index) Merge(other *Index) error {
 	if other.Scope != ix.Scope {
 		return errs.New(errs.IndexMismatch, "can't merge an index for scope %q into one for scope %q", other.Scope, ix.Scope)
@@ -210,6 +222,9 @@ func (ix *Index) Merge(other *Index) error {
 		}
 		if merged[i].SHA256 != e.SHA256 {
 			return errs.New(errs.LockConflict, "the index already lists %s@%s for %s with sha256 %s, and the new entry has sha256 %s; a published version can't change, so publish a new version", e.Name, e.Version, e.Platform, merged[i].SHA256, e.SHA256)
+		}
+		if merged[i].Published != "" {
+			e.Published = merged[i].Published
 		}
 		merged[i] = e
 	}

@@ -57,6 +57,9 @@ func TestParseIndexRefusals(t *testing.T) {
 		{"short sha", withEntry(strings.Replace(good, hexA, "abc", 1)), "64 lowercase hex"},
 		{"upper sha", withEntry(strings.Replace(good, hexA, strings.ToUpper(hexA), 1)), "64 lowercase hex"},
 		{"duplicate", withEntry(good + "," + strings.Replace(good, hexA, hexB, 1)), "twice"},
+		{"published date only", withEntry(strings.Replace(good, `"size"`, `"published":"2026-01-02","size"`, 1)), "not an RFC 3339 time"},
+		{"published words", withEntry(strings.Replace(good, `"size"`, `"published":"yesterday","size"`, 1)), `published "yesterday"`},
+		{"published number", withEntry(strings.Replace(good, `"size"`, `"published":1767225600,"size"`, 1)), "artifacts.published holds a JSON number"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,6 +74,16 @@ func TestParseIndexRefusals(t *testing.T) {
 	}
 	if _, err := ParseIndex([]byte(withEntry(good))); err != nil {
 		t.Fatalf("the good entry itself is refused: %v", err)
+	}
+	// A published time, in UTC or with an offset, is read and written back as it was.
+	for _, p := range []string{"2026-01-02T15:04:05Z", "2026-01-02T16:04:05+01:00"} {
+		ix, err := ParseIndex([]byte(withEntry(strings.Replace(good, `"size"`, `"published":"`+p+`","size"`, 1))))
+		if err != nil || ix.Artifacts[0].Published != p {
+			t.Fatalf("published %s: %v %+v", p, err, ix)
+		}
+		if !strings.Contains(string(ix.Marshal()), `"published": "`+p+`"`) {
+			t.Fatalf("published %s is not written back:\n%s", p, ix.Marshal())
+		}
 	}
 }
 
@@ -163,6 +176,32 @@ func TestMerge(t *testing.T) {
 	}
 	if err := ix.Merge(&Index{Scope: "other"}); !errors.Is(err, errs.IndexMismatch) {
 		t.Fatalf("merge across scopes: %v", err)
+	}
+}
+
+// A version is published once: re-indexing it keeps the time it first had, and an entry from
+// an index that predates the field takes the time of the first index that has one.
+func TestMergeKeepsPublished(t *testing.T) {
+	first, second := "2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z"
+	old := entry("acme/grep", "1.0.0", "any", hexA)
+	old.Published = first
+	legacy := entry("acme/grep", "0.9.0", "any", hexB)
+	ix := &Index{Scope: "acme", Artifacts: []IndexEntry{old, legacy}}
+	again, legacyAgain, fresh := old, legacy, entry("acme/grep", "1.1.0", "any", hexB)
+	again.Published, legacyAgain.Published, fresh.Published = second, second, second
+	again.Release = "v1.0.0-again"
+	if err := ix.Merge(&Index{Scope: "acme", Artifacts: []IndexEntry{again, legacyAgain, fresh}}); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]IndexEntry{}
+	for _, e := range ix.Artifacts {
+		got[e.Version] = e
+	}
+	if e := got["1.0.0"]; e.Published != first || e.Release != "v1.0.0-again" {
+		t.Errorf("re-indexed 1.0.0: %+v, want published %s kept and the new release", e, first)
+	}
+	if got["0.9.0"].Published != second || got["1.1.0"].Published != second {
+		t.Errorf("0.9.0 %q, 1.1.0 %q: want %s", got["0.9.0"].Published, got["1.1.0"].Published, second)
 	}
 }
 
