@@ -30,7 +30,7 @@ const HelperName = "mur-provenance"
 // every change to the shape of a Request or a Response: a field that one side drops unread may
 // be a policy the other meant to enforce, so each side refuses a peer of another version
 // instead of guessing.
-const Protocol = 2
+const Protocol = 3
 
 // DefaultTimeout bounds each exchange with mur-provenance when Helper.Timeout is zero. A verify
 // takes milliseconds; the bound is for a helper that hangs, which must fail the command rather

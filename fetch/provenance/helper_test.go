@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 	}
 }
 
-const helloOK = `{"protocol":2,"version":"test"}`
+const helloOK = `{"protocol":3,"version":"test"}`
 
 // standIn is a mur-provenance that gets the protocol wrong, or never answers, or never exits.
 // It writes its pid to $ATTEST_TEST_MARK when it starts, and "asked" once a request past the
@@ -80,11 +80,11 @@ func standIn(mode string) {
 		case mode == "garbage":
 			answer(`mur-provenance 0.1`)
 		case mode == "hello-extra" && n == 0: // the right protocol, in a shape this mur does not know
-			answer(`{"protocol":2,"version":"test","surprise":true}`)
+			answer(`{"protocol":3,"version":"test","surprise":true}`)
 		case mode == "hello-extra":
 			answer(`{"facts":{"kind":"key","signer":"x"}}`)
 		case mode == "future":
-			answer(`{"protocol":3,"version":"v9.9.9","features":["attest-v3"]}`)
+			answer(`{"protocol":4,"version":"v9.9.9","features":["attest-v3"]}`)
 		case n == 0:
 			answer(helloOK)
 		case mode == "mute": // answers the hello only
@@ -178,12 +178,12 @@ func TestHelperRefusesAnotherProtocol(t *testing.T) {
 		"old":     "found none",
 		"noproto": "found none",
 		"garbage": "found none",
-		"future":  `found 3`,
+		"future":  `found 4`,
 	} {
 		t.Run(mode, func(t *testing.T) {
 			h := helper(t, mode)
 			_, err := h.Verify(context.Background(), realBundle(t), realSubject, realExpect(), provenance.Trust{})
-			errtest.WantToken(t, err, errs.ProvenanceUnverifiable, "expected protocol 2, "+found,
+			errtest.WantToken(t, err, errs.ProvenanceUnverifiable, "expected protocol 3, "+found,
 				"go install github.com/murmur-nexus/mur/cmd/...", "make build", "beside its own executable", "on PATH", "nothing was accepted unverified")
 			if mode == "future" && !strings.Contains(err.Error(), `build "v9.9.9"`) {
 				t.Errorf("the error does not name the helper's build: %v", err)

@@ -34,19 +34,19 @@ func serve(t *testing.T, lines ...string) []provenance.Response {
 }
 
 var (
-	hello     = `{"op":"hello","protocol":2}`
+	hello     = `{"op":"hello","protocol":3}`
 	badDigest = `{"op":"verify","digest":"nope","bundle":"e30="}`
 )
 
 // Nothing is checked before mur and the helper agree on the protocol: an older mur, which sends
 // no hello, hears which versions disagree instead of having its bundle checked.
 func TestServeAgreesOnTheProtocolFirst(t *testing.T) {
-	r := serve(t, badDigest, `{"op":"hello","protocol":3}`, badDigest, hello, badDigest)
-	errtest.WantToken(t, r[0].Err(), errs.ProvenanceUnverifiable, "expected protocol 2, found none", "go install github.com/murmur-nexus/mur/cmd/...", "make build")
+	r := serve(t, badDigest, `{"op":"hello","protocol":4}`, badDigest, hello, badDigest)
+	errtest.WantToken(t, r[0].Err(), errs.ProvenanceUnverifiable, "expected protocol 3, found none", "go install github.com/murmur-nexus/mur/cmd/...", "make build")
 	if r[1].Protocol != provenance.Protocol || r[1].Version == "" || r[1].Err() != nil {
 		t.Fatalf("hello of another protocol: %+v, want this helper's protocol and version", r[1])
 	}
-	errtest.WantToken(t, r[2].Err(), errs.ProvenanceUnverifiable, "expected protocol 2, found none")
+	errtest.WantToken(t, r[2].Err(), errs.ProvenanceUnverifiable, "expected protocol 3, found none")
 	if r[3].Protocol != provenance.Protocol || r[3].Err() != nil {
 		t.Fatalf("hello: %+v", r[3])
 	}
@@ -57,7 +57,7 @@ func TestServeAgreesOnTheProtocolFirst(t *testing.T) {
 // A hello of another shape is still answered with the protocol, so that the mur that sent it
 // can say which versions disagree; it agrees on nothing.
 func TestServeAnswersAnyHello(t *testing.T) {
-	r := serve(t, `{"op":"hello","protocol":2,"features":["x"]}`, badDigest)
+	r := serve(t, `{"op":"hello","protocol":3,"features":["x"]}`, badDigest)
 	if r[0].Protocol != provenance.Protocol {
 		t.Fatalf("hello with an unknown field: %+v", r[0])
 	}
