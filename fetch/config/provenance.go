@@ -352,6 +352,7 @@ func trustedKeys(v *yaml.Node, what, baseDir string, home bool) ([]provenance.Tr
 		}
 		var k provenance.TrustedKey
 		var file string
+		hintLine := item.Line
 		for j := 0; j+1 < len(item.Content); j += 2 {
 			fk, fv := item.Content[j], item.Content[j+1]
 			if fv.Kind != yaml.ScalarNode || fv.Value == "" {
@@ -359,7 +360,7 @@ func trustedKeys(v *yaml.Node, what, baseDir string, home bool) ([]provenance.Tr
 			}
 			switch fk.Value {
 			case "hint":
-				k.Hint = fv.Value
+				k.Hint, hintLine = fv.Value, fv.Line
 			case "pem":
 				k.PEM = fv.Value
 			case "pem_file":
@@ -386,11 +387,15 @@ func trustedKeys(v *yaml.Node, what, baseDir string, home bool) ([]provenance.Tr
 			}
 			k.PEM, where = string(data), file
 		}
-		hint, err := provenance.KeyHint([]byte(k.PEM), k.Hint)
+		computed, err := provenance.KeyHint([]byte(k.PEM), "")
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %s (%s): %w", item.Line, entry, where, err)
 		}
-		k.Hint = hint
+		if k.Hint == "" {
+			k.Hint = computed
+		} else if _, err := provenance.KeyHint([]byte(k.PEM), k.Hint); err != nil {
+			return nil, fmt.Errorf("line %d: %s (%s): %w", hintLine, entry, where, err)
+		}
 		out = append(out, k)
 	}
 	return out, nil

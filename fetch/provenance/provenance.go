@@ -134,3 +134,27 @@ func NeedsSHA512(bundle []byte) bool {
 	var raw rawBundle
 	return json.Unmarshal(bundle, &raw) == nil && raw.Message != nil && raw.Message.Digest.Algorithm == "SHA2_512"
 }
+
+// BundleKind is what signs bundle, read without verifying anything: KindGitHub for a
+// certificate (an attestation), KindKey for a public-key hint, "" when it says neither.
+func BundleKind(bundle []byte) (kind, hint string) {
+	var raw struct {
+		Material struct {
+			PublicKey *struct {
+				Hint string `json:"hint"`
+			} `json:"publicKey"`
+			Certificate json.RawMessage `json:"certificate"`
+			Chain       json.RawMessage `json:"x509CertificateChain"`
+		} `json:"verificationMaterial"`
+	}
+	if json.Unmarshal(bundle, &raw) != nil {
+		return "", ""
+	}
+	switch m := raw.Material; {
+	case m.PublicKey != nil:
+		return KindKey, m.PublicKey.Hint
+	case m.Certificate != nil || m.Chain != nil:
+		return KindGitHub, ""
+	}
+	return "", ""
+}
