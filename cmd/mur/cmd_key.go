@@ -16,8 +16,8 @@ import (
 
 func keyCmd() *command {
 	return &command{name: "key", short: "make the key pair that signs a team's artifacts",
-		examples: `mur key generate team
-mur key generate team --scope acme`,
+		examples: `mur key generate release
+mur key generate release --scope acme`,
 		subs: []*command{keyGenerateCmd()}}
 }
 
@@ -35,9 +35,9 @@ or NAME.pub is never overwritten.
 
 The default type, ecdsa-p256, is the one cosign also reads ('cosign verify-blob --key NAME.pub').
 --type ed25519 makes an Ed25519 pair; mur signs with it as Ed25519ph, which cosign can't verify.`,
-		examples: `mur key generate team
-mur key generate team --scope acme
-mur key generate keys/release --type ed25519`,
+		examples: `mur key generate release
+mur key generate release --scope acme
+mur key generate nightly --type ed25519`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&kind, "type", provenance.KeyP256, "the key type: ecdsa-p256 (cosign reads its bundles) or ed25519")
 			fs.StringVar(&scope, "scope", "", "print the trusted_keys lines under scopes.SCOPE instead of for every scope")
