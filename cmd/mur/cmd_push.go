@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,6 +13,7 @@ import (
 
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/fetch/publish"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -52,7 +53,7 @@ mur push grep-1.2.0.mur.zip --scope acme --sign-key team.key --store oci://regis
 			fs.StringVar(&scope, "scope", "", "the scope to publish a file under")
 			fs.StringVar(&platform, "platform", ref.PlatformAny, "the payload's platform")
 			fs.BoolVar(&plainHTTP, "plain-http", false, "speak plain HTTP to the --store registry (never automatic off loopback)")
-			fs.StringVar(&signKey, "sign-key", "", "sign with this ECDSA P-256 or Ed25519 private key (PEM) and attach the Sigstore bundle as a referrer")
+			fs.StringVar(&signKey, "sign-key", "", "sign with this ECDSA P-256 or Ed25519 private key (PEM, as 'mur key generate' writes it) and attach the Sigstore bundle as a referrer")
 		},
 		run: func(e *env, args []string) error {
 			if len(args) == 0 {
@@ -83,8 +84,8 @@ mur push grep-1.2.0.mur.zip --scope acme --sign-key team.key --store oci://regis
 			}
 			var key []byte
 			if signKey != "" {
-				if key, err = os.ReadFile(signKey); err != nil {
-					return errs.Wrap(err, errs.Usage, "--sign-key %s can't be read: %v", signKey, err)
+				if key, err = readSignKey(signKey); err != nil {
+					return err
 				}
 			}
 			pu := &pusher{e: e, p: p, dst: dst, scope: scope, platform: platform, key: key, several: len(args) > 1}
@@ -122,12 +123,57 @@ mur push grep-1.2.0.mur.zip --scope acme --sign-key team.key --store oci://regis
 				}
 				fmt.Fprintln(e.stdout)
 				if r.SignedWith != "" {
-					fmt.Fprintf(e.stdout, "  signed with key %s; trust it with trusted_keys: [{hint: %s, pem: <its public key>}]\n", r.SignedWith, r.SignedWith)
+					fmt.Fprintf(e.stdout, "  signed with key %s\n", r.SignedWith)
 				}
 			}
+			printTrustSnippet(e, results, signKey, key)
 			return first
 		},
 	}
+}
+
+// readSignKey reads --sign-key and checks it is a private key mur signs with, before anything
+// is pushed: a wrong file gets a sentence, not a parser's dump, and nothing half-published.
+func readSignKey(path string) ([]byte, error) {
+	key, err := readKeyFile(path)
+	if err != nil {
+		return nil, errs.Wrap(err, errs.Usage, "--sign-key %s can't be read: %v; give the private key file (NAME.key of 'mur key generate NAME')", path, err)
+	}
+	if _, err := provenance.ParsePrivateKey(key); err != nil {
+		return nil, errs.Wrap(err, errs.Usage, "--sign-key %s can't sign: %v", path, err)
+	}
+	return key, nil
+}
+
+// printTrustSnippet prints, once per scope signed for, the config.yaml lines a consumer adds to
+// trust the key: the same lines as mur key generate, with the key's .pub when it lies beside
+// the private key, else the public key inline.
+func printTrustSnippet(e *env, results []pushResult, keyPath string, key []byte) {
+	hint, scopes := "", []string{}
+	for _, r := range results {
+		if r.err != nil || r.SignedWith == "" {
+			continue
+		}
+		hint = r.SignedWith
+		scope, _, _ := strings.Cut(r.Name, "/")
+		if !slices.Contains(scopes, scope) {
+			scopes = append(scopes, scope)
+		}
+	}
+	if hint == "" {
+		return
+	}
+	priv, err := provenance.ParsePrivateKey(key)
+	if err != nil {
+		return
+	}
+	pubPEM, err := provenance.PublicPEM(priv.Public())
+	if err != nil {
+		return
+	}
+	pubFile := siblingPublicKey(keyPath, hint)
+	fmt.Fprintln(e.stdout, "# to trust the key, add these lines to $MURMUR_HOME/config.yaml where it is pulled:")
+	fmt.Fprint(e.stdout, trustYAML(scopes, pubFile, string(pubPEM), hint))
 }
 
 // pushResult is one argument of mur push: what was published, or why it was not.

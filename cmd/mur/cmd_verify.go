@@ -6,6 +6,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/config"
+	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/sandbox"
 )
 
@@ -16,32 +18,48 @@ func verifyCmd() *command {
 		stores      storeFlags
 		connections int
 		locked      lockedFlags
+		file        fileBundleFlags
 	)
 	return &command{
 		name:  "verify",
-		short: "check murmur.lock against the CAS, tools/ and the compiled cache",
+		args:  "[FILE.mur.zip --bundle B (--owner-id N --repo-id M | --key K.pub)]",
+		short: "check murmur.lock against the CAS, tools/ and the compiled cache, or a packed file against its bundle",
 		long: `Re-hashes every blob murmur.lock pins (using every core), checks the staged tools/
 against their digests, the compiled cache and the owner pins it can check offline, and that
 murmur.lock follows murmur.yaml. One line per problem; exit 1 if there is any. A blob whose
 bytes no longer match its digest is moved to $MURMUR_HOME/cas/quarantine/ even without
 --repair, so that nothing runs it; 'mur cache gc' removes it in time. --repair fetches and
-restores what it can.`,
+restores what it can.
+
+'mur verify FILE.mur.zip --bundle B' checks a packed file against a Sigstore bundle before it
+is released, as 'gh attestation verify FILE' and 'cosign verify-blob --bundle' do: the file's
+SHA-256 must be the bundle's subject, and its signer the one named. A GitHub attestation is
+checked offline against mur's trusted roots (or the home's trusted_root) and must carry
+--owner-id and --repo-id (and start with --signer-workflow when given), as a consumer's pull
+requires; a keyed bundle must be signed by --key. It needs no project.`,
 		examples: `mur verify
 mur verify --platform all
 mur verify --repair --store oci://registry.internal:5000/murmur
 mur verify --repair --mirror oci://registry.internal:5000/murmur --connections 8
 mur verify --locked                     # CI: also fail if murmur.lock does not follow murmur.yaml
-mur verify --json`,
+mur verify --json
+mur verify grep-1.2.0.mur.zip --bundle grep-1.2.0.mur.zip.sigstore.json --key team.pub
+mur verify grep-1.2.0.mur.zip --bundle attestation.json --owner-id 1234567 --repo-id 7654321
+mur verify grep-1.2.0.mur.zip --bundle attestation.json --owner-id 1234567 --repo-id 7654321 --signer-workflow https://github.com/acme/murmur-tools/.github/workflows/release.yml@`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.BoolVar(&repair, "repair", false, "fetch and restore what is missing or damaged")
 			fs.StringVar(&platform, "platform", "", "platform whose pins to check, or all (default: this machine's)")
 			stores.register(fs, "add a store for --repair")
 			stores.registerDownload(fs, &connections) // for --repair
 			locked.register(fs)
+			file.register(fs)
 		},
 		run: func(e *env, args []string) error {
-			if len(args) > 0 {
-				return usagef("mur verify takes no arguments, found %q", args)
+			if file.bundle != "" || len(args) > 0 {
+				if repair || platform != "" || locked.locked || locked.frozen {
+					return usagef("mur verify FILE --bundle B checks one file; --repair, --platform, --locked and --frozen apply to a project's murmur.lock")
+				}
+				return verifyFile(e, args, file)
 			}
 			if err := checkPlatform(&platform, true); err != nil {
 				return err
@@ -97,4 +115,66 @@ mur verify --json`,
 			return failure
 		},
 	}
+}
+
+// fileBundleFlags are the flags of 'mur verify FILE --bundle B'.
+type fileBundleFlags struct {
+	bundle, key, signerWorkflow string
+	ownerID, repoID             int64
+}
+
+func (f *fileBundleFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.bundle, "bundle", "", "with FILE: the Sigstore bundle to check FILE against")
+	fs.Int64Var(&f.ownerID, "owner-id", 0, "with --bundle: the GitHub owner id the attestation must carry")
+	fs.Int64Var(&f.repoID, "repo-id", 0, "with --bundle: the GitHub repository id the attestation must carry")
+	fs.StringVar(&f.signerWorkflow, "signer-workflow", "", "with --bundle: a prefix the attesting workflow's URL must start with")
+	fs.StringVar(&f.key, "key", "", "with --bundle: the public key (PEM) a keyed bundle must be signed by")
+}
+
+// verifyFile is 'mur verify FILE --bundle B': one file, one bundle, no project.
+func verifyFile(e *env, args []string, f fileBundleFlags) error {
+	switch {
+	case len(args) != 1:
+		return usagef("mur verify --bundle B checks one FILE.mur.zip, found %d arguments; e.g. 'mur verify grep-1.2.0.mur.zip --bundle grep.sigstore.json --key team.pub'", len(args))
+	case f.bundle == "":
+		return usagef("mur verify takes no arguments, found %q; to check a packed file: mur verify FILE.mur.zip --bundle B (--owner-id N --repo-id M | --key K.pub)", args[0])
+	}
+	in := fetch.VerifyFileInput{File: args[0], Bundle: f.bundle, OwnerID: f.ownerID, RepoID: f.repoID,
+		SignerWorkflow: f.signerWorkflow, KeyFile: f.key, Verifier: e.verifier()}
+	if f.key != "" {
+		key, err := readKeyArg(f.key)
+		if err != nil {
+			return err
+		}
+		in.Key = key
+	} else {
+		// The home's trusted_root replaces the embedded roots, as for a pull.
+		h, err := e.Home()
+		if err != nil {
+			return err
+		}
+		cfg, err := config.Load(h.ConfigFile(), "")
+		if err != nil {
+			return err
+		}
+		in.TrustedRoot = cfg.Provenance.TrustedRoot
+	}
+	res, err := fetch.VerifyFile(e.ctx, in)
+	if e.g.json {
+		return jsonThen(e, res, err)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, res.String())
+	return nil
+}
+
+// readKeyArg reads --key, a public key file named on the command line.
+func readKeyArg(path string) ([]byte, error) {
+	key, err := readKeyFile(path)
+	if err != nil {
+		return nil, errs.Wrap(err, errs.Usage, "--key %s can't be read: %v; give the public key file (NAME.pub of 'mur key generate NAME')", path, err)
+	}
+	return key, nil
 }

@@ -355,7 +355,7 @@ func TestConfigKeysDocumented(t *testing.T) {
 	// The keys of today; if the parser's shape changes so that this test no longer finds them,
 	// teach configKeys the new shape rather than dropping one from here.
 	for _, k := range []string{"stores", "sources", "cache", "max_size", "mirror", "mirror_required", "provenance",
-		"trusted_root", "trusted_keys", "scopes", "allow_self_hosted", "signer_workflow", "url", "plain_http", "fallback", "hint", "pem"} {
+		"trusted_root", "trusted_keys", "scopes", "allow_self_hosted", "signer_workflow", "url", "plain_http", "fallback", "hint", "pem", "pem_file"} {
 		if !slices.Contains(keys, k) {
 			t.Errorf("configKeys did not find the key %q in fetch/config's source; it found %q", k, keys)
 		}

@@ -159,6 +159,7 @@ func commands() []*command {
 		warmCmd(),
 		packCmd(),
 		pushCmd(),
+		keyCmd(),
 		indexCmd(),
 		cacheCmd(),
 		stateCmd(),

@@ -99,7 +99,7 @@ func Load(homeConfigPath, projectDir string) (*Config, error) {
 			return nil, errs.Wrap(aerr, errs.IO, "the project folder %q can't be made absolute: %v", projectDir, aerr)
 		}
 		projectPath = filepath.Join(abs, ProjectFile)
-		if project, err = readConfigFile(projectPath, abs); err != nil {
+		if project, err = readConfigFile(projectPath, abs, false); err != nil {
 			return nil, err
 		}
 	}
@@ -108,7 +108,7 @@ func Load(homeConfigPath, projectDir string) (*Config, error) {
 		if aerr != nil {
 			return nil, errs.Wrap(aerr, errs.IO, "the config file %q can't be made absolute: %v", homeConfigPath, aerr)
 		}
-		if user, err = readConfigFile(abs, filepath.Dir(abs)); err != nil {
+		if user, err = readConfigFile(abs, filepath.Dir(abs), true); err != nil {
 			return nil, err
 		}
 	}
@@ -207,7 +207,8 @@ const maxConfigBytes = 1 << 20
 // topKeys are the keys config.yaml knows at its top level, for "did you mean".
 var topKeys = []string{"stores", "mirror", "mirror_required", "sources", "cache", "provenance", "trusted_root", "trusted_keys", "tuf_repositories", "scopes"}
 
-func readConfigFile(path, baseDir string) (*configFile, error) {
+// readConfigFile reads one config file; home says it is the home's, the one that decides trust.
+func readConfigFile(path, baseDir string, home bool) (*configFile, error) {
 	data, err := safefile.ReadProject(path, maxConfigBytes, errs.InvalidConfig)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -215,10 +216,10 @@ func readConfigFile(path, baseDir string) (*configFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parseConfig(data, path, baseDir)
+	return parseConfig(data, path, baseDir, home)
 }
 
-func parseConfig(data []byte, path, baseDir string) (*configFile, error) {
+func parseConfig(data []byte, path, baseDir string, home bool) (*configFile, error) {
 	bad := func(format string, args ...any) error {
 		return errs.New(errs.InvalidConfig, "%s: %s", path, fmt.Sprintf(format, args...))
 	}
@@ -350,7 +351,7 @@ func parseConfig(data []byte, path, baseDir string) (*configFile, error) {
 				f.maxCacheSize = n
 			}
 		default:
-			if ok, err := parseProvenanceKey(&f.provenance, k, v, baseDir); ok {
+			if ok, err := parseProvenanceKey(&f.provenance, k, v, baseDir, home); ok {
 				if err != nil {
 					return nil, bad("%s", err)
 				}

@@ -368,7 +368,7 @@ func TestStoresAsOneAddress(t *testing.T) {
 
 // A mistyped top-level key is named with the key it most likely meant.
 func TestUnknownKeySuggests(t *testing.T) {
-	f, err := parseConfig([]byte("store:\n  - oci-layout:/x\n"), "config.yaml", t.TempDir())
+	f, err := parseConfig([]byte("store:\n  - oci-layout:/x\n"), "config.yaml", t.TempDir(), true)
 	if err != nil {
 		t.Fatal(err)
 	}

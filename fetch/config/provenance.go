@@ -1,7 +1,9 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/safefile"
 	"github.com/murmur-nexus/mur/internal/yamlnode"
 )
 
@@ -18,7 +21,7 @@ import (
 //
 //	provenance: prefer                  # require | prefer | off, for every scope
 //	trusted_root: sigstore-roots.jsonl  # replaces mur's embedded trusted roots
-//	trusted_keys: [{hint: 3f…, pem: "-----BEGIN PUBLIC KEY-----…"}]
+//	trusted_keys: [{pem_file: team.pub}, {hint: 3f…, pem: "-----BEGIN PUBLIC KEY-----…"}]
 //	scopes:
 //	  acme:
 //	    provenance: require
@@ -231,8 +234,9 @@ func mergeProvenance(base *ProvenanceConfig, over ProvenanceConfig) {
 }
 
 // parseProvenanceKey reads one top-level provenance key of a config file; ok is false for a key
-// that is not one of them.
-func parseProvenanceKey(pc *ProvenanceConfig, k, v *yaml.Node, baseDir string) (ok bool, err error) {
+// that is not one of them. home says whether the file is the home's, whose trusted_keys are read
+// in full (pem_file opened, hints checked).
+func parseProvenanceKey(pc *ProvenanceConfig, k, v *yaml.Node, baseDir string, home bool) (ok bool, err error) {
 	switch k.Value {
 	case "provenance":
 		pc.Mode, err = provenanceMode(v, "provenance")
@@ -245,7 +249,7 @@ func parseProvenanceKey(pc *ProvenanceConfig, k, v *yaml.Node, baseDir string) (
 			pc.TrustedRoot = filepath.Join(baseDir, pc.TrustedRoot)
 		}
 	case "trusted_keys":
-		pc.TrustedKeys, err = trustedKeys(v, "trusted_keys")
+		pc.TrustedKeys, err = trustedKeys(v, "trusted_keys", baseDir, home)
 	case "tuf_repositories":
 		pc.TUFRepos, err = tufRepositories(v, baseDir)
 	case "scopes":
@@ -264,7 +268,7 @@ func parseProvenanceKey(pc *ProvenanceConfig, k, v *yaml.Node, baseDir string) (
 			if _, dup := pc.Scopes[sk.Value]; dup {
 				return true, fmt.Errorf("line %d: scopes.%s appears twice; keep one", sk.Line, sk.Value)
 			}
-			sp, err := scopeProvenance(sk.Value, sv)
+			sp, err := scopeProvenance(sk.Value, sv, baseDir, home)
 			if err != nil {
 				return true, err
 			}
@@ -276,7 +280,7 @@ func parseProvenanceKey(pc *ProvenanceConfig, k, v *yaml.Node, baseDir string) (
 	return true, err
 }
 
-func scopeProvenance(scope string, v *yaml.Node) (ScopeProvenance, error) {
+func scopeProvenance(scope string, v *yaml.Node, baseDir string, home bool) (ScopeProvenance, error) {
 	var sp ScopeProvenance
 	if v.Kind != yaml.MappingNode {
 		return sp, fmt.Errorf("line %d: scopes.%s must be a mapping, found %s", v.Line, scope, yamlnode.Describe(v))
@@ -302,7 +306,7 @@ func scopeProvenance(scope string, v *yaml.Node) (ScopeProvenance, error) {
 			}
 			sp.SignerWorkflow = val.Value
 		case "trusted_keys":
-			sp.TrustedKeys, err = trustedKeys(val, what)
+			sp.TrustedKeys, err = trustedKeys(val, what, baseDir, home)
 		default:
 			return sp, fmt.Errorf("line %d: unknown key %s; scopes take provenance, allow_self_hosted, signer_workflow and trusted_keys", k.Line, what)
 		}
@@ -335,20 +339,94 @@ func provenanceMode(v *yaml.Node, what string) (string, error) {
 	return v.Value, nil
 }
 
-func trustedKeys(v *yaml.Node, what string) ([]provenance.TrustedKey, error) {
+// maxKeyFile bounds a pem_file: a PEM public key is a few hundred bytes.
+const maxKeyFile = 64 << 10
+
+// trustedKeys reads a trusted_keys list. Each entry gives the public key inline (pem:) or as a
+// file (pem_file:, relative to the home's folder), and optionally the hint its bundles carry,
+// which is computed from the key when omitted and refused when it names another key. A
+// project's entries (home false) are only checked for shape: the home decides what this machine
+// trusts, so a project's key files are never opened.
+func trustedKeys(v *yaml.Node, what, baseDir string, home bool) ([]provenance.TrustedKey, error) {
 	if yamlnode.IsNull(v) {
 		return nil, nil
 	}
 	if v.Kind != yaml.SequenceNode {
-		return nil, fmt.Errorf("line %d: %s must be a list of {hint, pem}, found %s", v.Line, what, yamlnode.Describe(v))
+		return nil, fmt.Errorf("line %d: %s must be a list of {pem_file: KEY.pub} or {pem: PUBLIC KEY PEM}, each with an optional hint, found %s", v.Line, what, yamlnode.Describe(v))
 	}
 	var out []provenance.TrustedKey
 	for i, item := range v.Content {
+		entry := fmt.Sprintf("%s[%d]", what, i)
+		if item.Kind != yaml.MappingNode {
+			return nil, fmt.Errorf("line %d: %s must be {pem_file: KEY.pub} or {pem: PUBLIC KEY PEM}, with an optional hint, found %s", item.Line, entry, yamlnode.Describe(item))
+		}
 		var k provenance.TrustedKey
-		if item.Kind != yaml.MappingNode || item.Decode(&k) != nil || k.Hint == "" || k.PEM == "" {
-			return nil, fmt.Errorf("line %d: %s[%d] must be {hint: HINT, pem: PUBLIC KEY PEM}", item.Line, what, i)
+		var file string
+		hintLine := item.Line
+		for j := 0; j+1 < len(item.Content); j += 2 {
+			fk, fv := item.Content[j], item.Content[j+1]
+			if fv.Kind != yaml.ScalarNode || fv.Value == "" {
+				return nil, fmt.Errorf("line %d: %s.%s must be a string, found %s", fv.Line, entry, fk.Value, yamlnode.Describe(fv))
+			}
+			switch fk.Value {
+			case "hint":
+				k.Hint, hintLine = fv.Value, fv.Line
+			case "pem":
+				k.PEM = fv.Value
+			case "pem_file":
+				file = fv.Value
+			default:
+				return nil, fmt.Errorf("line %d: unknown key %s.%s; a trusted key takes pem_file (or pem) and hint", fk.Line, entry, fk.Value)
+			}
+		}
+		if (k.PEM == "") == (file == "") {
+			return nil, fmt.Errorf("line %d: %s must give the public key once, as pem_file: KEY.pub or as pem: PUBLIC KEY PEM", item.Line, entry)
+		}
+		if !home {
+			out = append(out, k)
+			continue
+		}
+		where := "its pem"
+		if file != "" {
+			if !filepath.IsAbs(file) {
+				file = filepath.Join(baseDir, file)
+			}
+			data, err := readKeyFile(file)
+			if err != nil {
+				return nil, fmt.Errorf("line %d: %s.pem_file %s", item.Line, entry, err)
+			}
+			k.PEM, where = string(data), file
+		}
+		computed, err := provenance.KeyHint([]byte(k.PEM), "")
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %s (%s): %w", item.Line, entry, where, err)
+		}
+		if k.Hint == "" {
+			k.Hint = computed
+		} else if _, err := provenance.KeyHint([]byte(k.PEM), k.Hint); err != nil {
+			return nil, fmt.Errorf("line %d: %s (%s): %w", hintLine, entry, where, err)
 		}
 		out = append(out, k)
 	}
 	return out, nil
+}
+
+// readKeyFile reads a pem_file as trusted_root is read: a regular file only, of bounded size,
+// and no refusal quotes what it holds.
+func readKeyFile(path string) ([]byte, error) {
+	data, err := safefile.ReadFile(path, maxKeyFile)
+	var nr *safefile.NotRegularError
+	switch {
+	case err == nil:
+		return data, nil
+	case errors.As(err, &nr):
+		return nil, fmt.Errorf("%s is %s, and mur reads a key only from a regular file; name the file itself", path, nr.Found)
+	case errors.Is(err, safefile.ErrTooLarge):
+		return nil, fmt.Errorf("%s is over %d bytes, far more than a public key holds, so mur did not read it; name the KEY.pub that mur key generate or openssl pkey -pubout wrote", path, maxKeyFile)
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return nil, fmt.Errorf("%s can't be read: %v; fix the path (a relative one is read from the home's folder)", path, err)
 }

@@ -41,6 +41,10 @@ type Expect struct {
 	RepoID          int64  `json:"repo_id,omitempty"`           // GitHub's numeric repository id the lock pins
 	AllowSelfHosted bool   `json:"allow_self_hosted,omitempty"` // accept a runner other than github-hosted
 	SignerWorkflow  string `json:"signer_workflow,omitempty"`   // when set, a prefix the certificate's SAN must start with
+	// Asked names who states these expectations, for messages, when it is not murmur.lock and
+	// config.yaml: "--owner-id and --repo-id" for `mur verify FILE --bundle`, whose failures
+	// must not send the user to a lock or a scope that has nothing to do with the file.
+	Asked string `json:"asked,omitempty"`
 	// SHA512 is the artifact's SHA-512, needed only by an Ed25519 keyed bundle (Ed25519ph signs
 	// a SHA-512 digest); NeedsSHA512 says when to compute it.
 	SHA512 []byte `json:"sha512,omitempty"`
@@ -129,4 +133,28 @@ func Names(bundle []byte, artifact digest.Digest) bool {
 func NeedsSHA512(bundle []byte) bool {
 	var raw rawBundle
 	return json.Unmarshal(bundle, &raw) == nil && raw.Message != nil && raw.Message.Digest.Algorithm == "SHA2_512"
+}
+
+// BundleKind is what signs bundle, read without verifying anything: KindGitHub for a
+// certificate (an attestation), KindKey for a public-key hint, "" when it says neither.
+func BundleKind(bundle []byte) (kind, hint string) {
+	var raw struct {
+		Material struct {
+			PublicKey *struct {
+				Hint string `json:"hint"`
+			} `json:"publicKey"`
+			Certificate json.RawMessage `json:"certificate"`
+			Chain       json.RawMessage `json:"x509CertificateChain"`
+		} `json:"verificationMaterial"`
+	}
+	if json.Unmarshal(bundle, &raw) != nil {
+		return "", ""
+	}
+	switch m := raw.Material; {
+	case m.PublicKey != nil:
+		return KindKey, m.PublicKey.Hint
+	case m.Certificate != nil || m.Chain != nil:
+		return KindGitHub, ""
+	}
+	return "", ""
 }

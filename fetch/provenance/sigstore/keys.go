@@ -6,11 +6,8 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/sha512"
-	"crypto/x509"
 	"encoding/hex"
-	"encoding/pem"
 	"strings"
 	"time"
 
@@ -35,36 +32,45 @@ type trustedKey struct {
 	verifier signature.Verifier
 }
 
-// WithKeys returns roots that also trust keys for keyed bundles (`mur push --sign-key`).
+// WithKeys returns roots that also trust keys for keyed bundles (`mur push --sign-key`). A key is
+// found by the hint its bundles carry, in either spelling of its fingerprint: hex, as mur
+// writes it, or base64, as cosign does. An entry without a hint gets its fingerprint; one whose
+// hint names another key is refused, since its bundles would never find it.
 func (r *Roots) WithKeys(keys []TrustedKey) (*Roots, error) {
 	out := &Roots{source: r.describe()}
 	if r != nil {
 		out.instances = r.instances
 	}
 	out.keys = map[string]trustedKey{}
-	for _, k := range keys {
-		if k.Hint == "" {
-			return nil, errs.New(errs.InvalidConfig, "a trusted_keys entry has no hint; give each key the hint its bundles carry (mur push --sign-key prints it)")
-		}
-		pub, err := parsePublicKey([]byte(k.PEM))
+	for i, k := range keys {
+		hint, err := provenance.KeyHint([]byte(k.PEM), k.Hint)
 		if err != nil {
-			return nil, errs.Wrap(err, errs.InvalidConfig, "trusted_keys entry %q: %v; give the PEM of an ECDSA P-256 or Ed25519 public key", k.Hint, err)
+			return nil, errs.Wrap(err, errs.InvalidConfig, "trusted_keys entry %d: %v", i+1, err)
 		}
+		pub, _ := provenance.ParsePublicKey([]byte(k.PEM)) // KeyHint has parsed it
 		v, err := keyVerifier(pub)
 		if err != nil {
-			return nil, errs.Wrap(err, errs.InvalidConfig, "trusted_keys entry %q: %v", k.Hint, err)
+			return nil, errs.Wrap(err, errs.InvalidConfig, "trusted_keys entry %s: %v", clean(hint), err)
 		}
-		out.keys[k.Hint] = trustedKey{verifier: v}
+		fp, _ := provenance.Fingerprint(pub)
+		hexHint, b64Hint := provenance.HintForms(fp)
+		out.keys[hexHint] = trustedKey{verifier: v}
+		out.keys[b64Hint] = trustedKey{verifier: v}
+		out.keyNames = append(out.keyNames, hint)
 	}
 	return out, nil
 }
 
-func parsePublicKey(data []byte) (crypto.PublicKey, error) {
-	block, _ := pem.Decode(data)
-	if block == nil {
-		return nil, errs.New(errs.InvalidConfig, "no PEM block")
+// lookupKey finds the trusted key a bundle's hint names; hex is matched in either case.
+func (r *Roots) lookupKey(hint string) (trustedKey, bool) {
+	if r == nil || r.keys == nil {
+		return trustedKey{}, false
 	}
-	return x509.ParsePKIXPublicKey(block.Bytes)
+	if k, ok := r.keys[hint]; ok {
+		return k, true
+	}
+	k, ok := r.keys[strings.ToLower(hint)]
+	return k, ok
 }
 
 // keyVerifier verifies a signature over a digest: ECDSA P-256 with SHA-256, or Ed25519ph,
@@ -91,10 +97,7 @@ func verifyKeyed(b *bundle.Bundle, vc verify.VerificationContent, sum []byte, wa
 	if pk := vc.PublicKey(); pk != nil {
 		hint = pk.Hint()
 	}
-	if roots == nil || roots.keys == nil {
-		return Facts{}, keyHintError(want, hint, roots)
-	}
-	k, ok := roots.keys[hint]
+	k, ok := roots.lookupKey(hint)
 	if !ok {
 		return Facts{}, keyHintError(want, hint, roots)
 	}
@@ -127,18 +130,9 @@ func verifyKeyed(b *bundle.Bundle, vc verify.VerificationContent, sum []byte, wa
 // ECDSA signs the zip's SHA-256 digest. Ed25519 can only sign a SHA-512 digest (Ed25519ph), so
 // it signs sha512sum, the zip's SHA-512, which may be nil for ECDSA keys.
 func SignDigest(keyPEM []byte, artifact digest.Digest, sha512sum []byte) (bundleJSON []byte, hint string, err error) {
-	block, _ := pem.Decode(keyPEM)
-	if block == nil {
-		return nil, "", errs.New(errs.Usage, "the signing key is not PEM; give an ECDSA P-256 or Ed25519 private key")
-	}
-	var priv any
-	if strings.Contains(block.Type, "EC PRIVATE KEY") {
-		priv, err = x509.ParseECPrivateKey(block.Bytes)
-	} else {
-		priv, err = x509.ParsePKCS8PrivateKey(block.Bytes)
-	}
+	priv, err := provenance.ParsePrivateKey(keyPEM)
 	if err != nil {
-		return nil, "", errs.Wrap(err, errs.Usage, "the signing key does not parse: %v; give an unencrypted ECDSA P-256 or Ed25519 private key in PEM", err)
+		return nil, "", errs.Wrap(err, errs.Usage, "the signing key can't sign: %v", err)
 	}
 	if artifact.Validate() != nil || artifact.Algorithm() != digest.SHA256 {
 		return nil, "", errs.New(errs.Internal, "%q is not a sha256 digest", artifact)
@@ -151,10 +145,7 @@ func SignDigest(keyPEM []byte, artifact digest.Digest, sha512sum []byte) (bundle
 	var pub crypto.PublicKey
 	algo := protocommon.HashAlgorithm_SHA2_256
 	switch k := priv.(type) {
-	case *ecdsa.PrivateKey:
-		if k.Curve != elliptic.P256() {
-			return nil, "", errs.New(errs.Usage, "the signing key is ECDSA on %s; mur signs with P-256", k.Curve.Params().Name)
-		}
+	case *ecdsa.PrivateKey: // on P-256: ParsePrivateKey admits no other curve
 		sig, err = ecdsa.SignASN1(rand.Reader, k, sum)
 		pub = k.Public()
 	case ed25519.PrivateKey:
@@ -175,12 +166,11 @@ func SignDigest(keyPEM []byte, artifact digest.Digest, sha512sum []byte) (bundle
 	if err != nil {
 		return nil, "", errs.Wrap(err, errs.Internal, "signing: %v", err)
 	}
-	der, err := x509.MarshalPKIXPublicKey(pub)
+	fp, err := provenance.Fingerprint(pub)
 	if err != nil {
 		return nil, "", errs.Wrap(err, errs.Internal, "signing: %v", err)
 	}
-	fp := sha256.Sum256(der)
-	hint = hex.EncodeToString(fp[:])
+	hint, _ = provenance.HintForms(fp)
 	pb := &protobundle.Bundle{
 		MediaType: provenance.BundleMediaType,
 		VerificationMaterial: &protobundle.VerificationMaterial{
@@ -200,27 +190,10 @@ func SignDigest(keyPEM []byte, artifact digest.Digest, sha512sum []byte) (bundle
 
 // PublicKeyPEM is the PEM of the public half of a signing key, for trusted_keys.
 func PublicKeyPEM(keyPEM []byte) (string, error) {
-	block, _ := pem.Decode(keyPEM)
-	if block == nil {
-		return "", errs.New(errs.Usage, "the signing key is not PEM")
-	}
-	var priv any
-	var err error
-	if strings.Contains(block.Type, "EC PRIVATE KEY") {
-		priv, err = x509.ParseECPrivateKey(block.Bytes)
-	} else {
-		priv, err = x509.ParsePKCS8PrivateKey(block.Bytes)
-	}
+	priv, err := provenance.ParsePrivateKey(keyPEM)
 	if err != nil {
-		return "", errs.Wrap(err, errs.Usage, "the signing key does not parse: %v", err)
+		return "", errs.Wrap(err, errs.Usage, "the signing key can't be read: %v", err)
 	}
-	s, ok := priv.(crypto.Signer)
-	if !ok {
-		return "", errs.New(errs.Usage, "the signing key can't sign")
-	}
-	der, err := x509.MarshalPKIXPublicKey(s.Public())
-	if err != nil {
-		return "", err
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})), nil
+	pub, err := provenance.PublicPEM(priv.Public())
+	return string(pub), err
 }

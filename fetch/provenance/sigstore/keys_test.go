@@ -77,10 +77,21 @@ func TestKeyedBundles(t *testing.T) {
 			if _, err := Verify(b, zipDigest, want, mustEmbedded(t)); !errors.Is(err, errs.ProvenanceUnverifiable) || !strings.Contains(err.Error(), "trusted_keys") {
 				t.Fatalf("no trusted key: %v", err)
 			}
-			otherPub, _ := PublicKeyPEM(gen(t))
-			impostor, _ := mustEmbedded(t).WithKeys([]TrustedKey{{Hint: hint, PEM: otherPub}})
-			if _, err := Verify(b, zipDigest, want, impostor); !errors.Is(err, errs.ProvenanceMismatch) {
-				t.Fatalf("wrong key under the hint: %v", err)
+			// A hint is bound to its key: an entry that files another key under this
+			// bundle's hint is refused, and a bundle of another key that claims the trusted
+			// key's hint fails its signature.
+			otherPriv := gen(t)
+			otherPub, _ := PublicKeyPEM(otherPriv)
+			_, err = mustEmbedded(t).WithKeys([]TrustedKey{{Hint: hint, PEM: otherPub}})
+			errtest.WantToken(t, err, errs.InvalidConfig, "trusted_keys entry 1", `hint "`+hint+`"`, "does not name this key")
+			forged, _, err := SignDigest(otherPriv, zipDigest, sha512Sum("the grep zip"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, otherHint, _ := SignDigest(otherPriv, zipDigest, sha512Sum("the grep zip"))
+			forged = []byte(strings.Replace(string(forged), otherHint, hint, 1))
+			if _, err := Verify(forged, zipDigest, want, roots); !errors.Is(err, errs.ProvenanceMismatch) {
+				t.Fatalf("another key's bundle under the trusted hint: %v", err)
 			}
 		})
 	}
@@ -118,8 +129,8 @@ func TestWithKeysRefusesOtherCurves(t *testing.T) {
 			t.Fatal(err)
 		}
 		pub := string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
-		_, err = mustEmbedded(t).WithKeys([]TrustedKey{{Hint: "team", PEM: pub}})
-		errtest.WantToken(t, err, errs.InvalidConfig, `trusted_keys entry "team"`, "P-256")
+		_, err = mustEmbedded(t).WithKeys([]TrustedKey{{PEM: pub}})
+		errtest.WantToken(t, err, errs.InvalidConfig, "trusted_keys entry 1", "ECDSA key on P-", "P-256 only")
 	}
 }
 
@@ -155,4 +166,43 @@ func TestKeysKeepAttestationRoots(t *testing.T) {
 			t.Fatalf("%s through Local with trusted_keys: %v", name, err)
 		}
 	}
+}
+
+// cosign names a key by the base64 of its fingerprint, mur by its hex: a trusted_keys entry
+// finds a bundle that carries either, whichever form (or none) the entry's hint is written in.
+func TestTrustedKeysMatchHexAndBase64Hints(t *testing.T) {
+	priv := ecdsaPEM(t)
+	pub, err := PublicKeyPEM(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, hexHint, err := SignDigest(priv, zipDigest, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := provenance.ParsePublicKey([]byte(pub))
+	fp, _ := provenance.Fingerprint(p)
+	_, b64Hint := provenance.HintForms(fp)
+	cosignStyle := []byte(strings.Replace(string(b), hexHint, b64Hint, 1))
+	for _, entry := range []string{"", hexHint, strings.ToUpper(hexHint), b64Hint} {
+		roots, err := mustEmbedded(t).WithKeys([]TrustedKey{{Hint: entry, PEM: pub}})
+		if err != nil {
+			t.Fatalf("entry hint %q: %v", entry, err)
+		}
+		for bundleName, bundle := range map[string][]byte{"hex": b, "base64": cosignStyle} {
+			facts, err := Verify(bundle, zipDigest, acmeExpect(), roots)
+			if err != nil {
+				t.Fatalf("entry hint %q, %s bundle hint: %v", entry, bundleName, err)
+			}
+			if facts.Kind != KindKey {
+				t.Fatalf("facts = %+v", facts)
+			}
+		}
+	}
+	// A key nothing trusts is named once in the message, by its entry's hint.
+	other, _ := PublicKeyPEM(ecdsaPEM(t))
+	otherHint, _ := provenance.KeyHint([]byte(other), "")
+	roots, _ := mustEmbedded(t).WithKeys([]TrustedKey{{PEM: other}})
+	_, err = Verify(b, zipDigest, acmeExpect(), roots)
+	errtest.WantToken(t, err, errs.ProvenanceUnverifiable, "is signed by key "+hexHint+"; scope acme trusts "+otherHint+"; ")
 }

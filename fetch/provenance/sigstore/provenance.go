@@ -103,18 +103,31 @@ func verifyAttestation(b *bundle.Bundle, leaf *x509.Certificate, sum []byte, art
 		return facts, errs.New(errs.ProvenanceMismatch, "the attestation of %s was issued by %q, not GitHub Actions (%s)",
 			want.Artifact, clean(ext.Issuer), GitHubActionsIssuer)
 	}
+	if (facts.OwnerID == 0 || facts.OwnerID != want.OwnerID || facts.RepoID != want.RepoID) && want.Asked != "" {
+		return facts, errs.New(errs.ProvenanceMismatch, "%s was attested by repository %s (%s), owner %s; %s ask for owner %d, repository %d",
+			want.Artifact, orNone(ext.SourceRepositoryIdentifier), orNone(clean(facts.Repository)), orNone(ext.SourceRepositoryOwnerIdentifier),
+			want.Asked, want.OwnerID, want.RepoID)
+	}
 	if facts.OwnerID == 0 || facts.OwnerID != want.OwnerID || facts.RepoID != want.RepoID {
 		return facts, errs.New(errs.ProvenanceMismatch, "%s was attested by repository %s (%s), owner %s; murmur.lock pins owner %d, repository %d; run 'mur lock forget-scope %s' only if the transfer is expected",
 			want.Artifact, orNone(ext.SourceRepositoryIdentifier), orNone(clean(facts.Repository)), orNone(ext.SourceRepositoryOwnerIdentifier),
 			want.OwnerID, want.RepoID, want.Scope)
+	}
+	if facts.Runner != githubHosted && !want.AllowSelfHosted && want.Asked != "" {
+		return facts, errs.New(errs.ProvenanceMismatch, "%s was built on a %q runner, not a GitHub-hosted one; a self-hosted runner is as trustworthy as whoever controls it, and a pull refuses it unless the consumer's config.yaml sets allow_self_hosted: true for the scope",
+			want.Artifact, clean(orNone(facts.Runner)))
 	}
 	if facts.Runner != githubHosted && !want.AllowSelfHosted {
 		return facts, errs.New(errs.ProvenanceMismatch, "%s was built on a %q runner, not a GitHub-hosted one; a self-hosted runner is as trustworthy as whoever controls it. Set allow_self_hosted: true for scope %s in .murmur/config.yaml if that is expected",
 			want.Artifact, clean(orNone(facts.Runner)), want.Scope)
 	}
 	if want.SignerWorkflow != "" && !workflowPrefix(facts.Signer, want.SignerWorkflow) {
-		return facts, errs.New(errs.ProvenanceMismatch, "%s was signed by workflow %s, which does not start with the signer_workflow %s that scope %s requires (a prefix ends at a '/' or '@')",
-			want.Artifact, clean(facts.Signer), clean(want.SignerWorkflow), want.Scope)
+		who := "the signer_workflow " + clean(want.SignerWorkflow) + " that scope " + want.Scope + " requires"
+		if want.Asked != "" {
+			who = "--signer-workflow " + clean(want.SignerWorkflow)
+		}
+		return facts, errs.New(errs.ProvenanceMismatch, "%s was signed by workflow %s, which does not start with %s (a prefix ends at a '/' or '@')",
+			want.Artifact, clean(facts.Signer), who)
 	}
 	return facts, nil
 }
@@ -163,17 +176,21 @@ func orNone(s string) string {
 // a key other than the one the scope trusts is more likely a rotation or an attack than a gap.
 func keyHintError(want Expect, hint string, roots *Roots) error {
 	var trusted []string
-	for h := range roots.keysOrNil() {
+	for _, h := range roots.trustedKeyNames() {
 		trusted = append(trusted, clean(h))
 	}
 	sort.Strings(trusted)
 	u := &provenance.Unanchored{Signer: "key " + clean(hint)}
+	if want.Asked != "" {
+		return errs.Wrap(u, errs.ProvenanceUnverifiable, "%s is signed by key %s, not by %s (%s); check it with the public half of the key that signed it",
+			want.Artifact, clean(hint), want.Asked, strings.Join(trusted, ", "))
+	}
 	if len(trusted) > 0 {
 		return errs.Wrap(u, errs.ProvenanceUnverifiable, "%s is signed by key %s; scope %s trusts %s; if the publisher rotated keys, add the new one to trusted_keys in your config.yaml",
 			want.Artifact, clean(hint), want.Scope, strings.Join(trusted, ", "))
 	}
-	return errs.Wrap(u, errs.ProvenanceUnverifiable, "%s is signed by key %s, which no trusted_keys entry in your config.yaml names; add {hint: %s, pem: …} for scope %s if you trust that key",
-		want.Artifact, clean(hint), clean(hint), want.Scope)
+	return errs.Wrap(u, errs.ProvenanceUnverifiable, "%s is signed by key %s, which no trusted_keys entry in your config.yaml names; add {pem_file: ITS-KEY.pub} under scopes.%s.trusted_keys if you trust that key (its hint is computed from the key)",
+		want.Artifact, clean(hint), want.Scope)
 }
 
 // clean escapes the control characters of text that came from outside (a certificate, a

@@ -47,7 +47,7 @@ func TestRealGitHubAttestationVerifiesOffline(t *testing.T) {
 	// A trusted key takes nothing from the embedded roots.
 	priv := ecdsaPEM(t)
 	pub, _ := PublicKeyPEM(priv)
-	keyed, err := roots.WithKeys([]TrustedKey{{Hint: "team", PEM: pub}})
+	keyed, err := roots.WithKeys([]TrustedKey{{PEM: pub}})
 	if err != nil {
 		t.Fatal(err)
 	}

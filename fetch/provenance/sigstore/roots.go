@@ -30,16 +30,17 @@ var (
 // for team registries, the public keys of trusted_keys.
 type Roots struct {
 	instances []instance
-	keys      map[string]trustedKey // by hint
+	keys      map[string]trustedKey // by hint, hex and base64 alike
+	keyNames  []string              // each trusted key once, for messages
 	source    string                // "mur's embedded trusted roots" or the file, for messages
 }
 
-// keysOrNil is r's trusted keys; nil for no roots.
-func (r *Roots) keysOrNil() map[string]trustedKey {
+// trustedKeyNames names r's trusted keys, each once; nil for no roots.
+func (r *Roots) trustedKeyNames() []string {
 	if r == nil {
 		return nil
 	}
-	return r.keys
+	return r.keyNames
 }
 
 type instance struct {
