@@ -144,3 +144,21 @@ func TestOfflineLatestHoldsTheListToItsDigest(t *testing.T) {
 	errtest.WantToken(t, err, errs.Integrity, "version list cached for acme/grep", string(list), "not one mur wrote")
 	w.assertUnchanged(before)
 }
+
+// A list its record names but the CAS no longer holds (a gc took it) is no list: offline latest
+// fails as it does with none cached, offline, not as damage.
+func TestOfflineLatestWithItsListGone(t *testing.T) {
+	w := newOfflineWorld(t)
+	push(t, w.st, grep, "1.1.0", "any", pack(t, "grep", "1.1.0", 61))
+	w.mustPull(w.at(0, false, "linux-x86_64"), req(grep, ref.Latest))
+	os.Remove(w.proj.LockPath())
+	recs, err := w.cas.Records("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(w.cas.Path(recs[len(recs)-1].VersionList)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.pull(w.at(time.Hour, true, "linux-x86_64"), req(grep, ref.Latest))
+	errtest.WantToken(t, err, errs.Offline, "acme/grep@latest is not in the cache")
+}

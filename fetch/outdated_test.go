@@ -3,6 +3,7 @@ package fetch_test
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 
 	"github.com/murmur-nexus/mur/fetch/github/githubtest"
@@ -27,10 +28,32 @@ func TestOutdatedHoldsTheOwnerPin(t *testing.T) {
 	}
 	in := intentOf(t, w, "name: app\nartifacts:\n  - name: acme/grep\n    version: 1.2.0\n")
 
-	// Before the transfer: 1.3.0 is an update.
+	// Before the transfer: 1.3.0 is an update, and says how to move to it.
 	rows, err := p.Outdated(context.Background(), w.proj, in, declaredReqs(in))
-	if err != nil || len(rows) != 1 || rows[0].Latest != "1.3.0" || !rows[0].Behind {
+	if err != nil || len(rows) != 1 || rows[0].Latest != "1.3.0" || rows[0].Locked != "1.2.0" || rows[0].Requested != "1.2.0" ||
+		!rows[0].Behind || rows[0].Source != "github:acme/murmur-artifacts" || rows[0].Move() != "mur lock --bump acme/grep" {
 		t.Fatalf("outdated: %+v, %v", rows, err)
+	}
+	// A declared entry nothing pins is behind whatever the newest is.
+	in2 := intentOf(t, w, "name: app\nartifacts:\n  - name: acme/grep\n    version: latest\n")
+	if err := os.Rename(w.proj.LockPath(), w.proj.LockPath()+".aside"); err != nil {
+		t.Fatal(err)
+	}
+	rows, err = p.Outdated(context.Background(), w.proj, in2, declaredReqs(in2))
+	if err != nil || len(rows) != 1 || rows[0].Locked != "" || rows[0].Requested != "latest" || rows[0].Latest != "1.3.0" || !rows[0].Behind {
+		t.Fatalf("outdated, unpinned: %+v, %v", rows, err)
+	}
+	if err := os.Rename(w.proj.LockPath()+".aside", w.proj.LockPath()); err != nil {
+		t.Fatal(err)
+	}
+	// Pinned at the newest: not behind, nothing to move.
+	w2 := newWorld(t)
+	p2 := w2.puller()
+	p2.Source = githubSource(fake)
+	w2.mustPull(p2, req(grep, "1.3.0"))
+	in3 := intentOf(t, w2, "name: app\nartifacts:\n  - name: acme/grep\n    version: 1.3.0\n")
+	if rows, err = p2.Outdated(context.Background(), w2.proj, in3, declaredReqs(in3)); err != nil || rows[0].Behind || rows[0].Latest != "1.3.0" || rows[0].Move() != "" {
+		t.Fatalf("outdated, pinned at the newest: %+v, %v", rows, err)
 	}
 
 	fake.SetOwnerID("acme", "murmur-artifacts", 666)

@@ -9,6 +9,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/fetch/provenance/sigstore"
 	"github.com/murmur-nexus/mur/fetch/provenance/sigstore/provenancetest"
@@ -87,5 +88,46 @@ func TestVerifyRefusesAnOversizedBundle(t *testing.T) {
 	}
 	if len(rep.Provenance) != 0 || len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0].Problem, "over the 4194304") {
 		t.Fatalf("an oversized bundle: %+v", rep)
+	}
+}
+
+// mur verify re-checks a recorded bundle under the scope's policy as it stands: a
+// signer_workflow set since the pull that the recorded signer is outside of is a problem, and
+// one the signer is inside of passes.
+func TestVerifyAppliesTheScopesPolicy(t *testing.T) {
+	w := newProvWorld(t, "GitHub, Inc.")
+	w.attest(t, provenancetest.GoodLeaf(), true)
+	w.mustPull(w.puller(""), req(grep, "1.2.0"))
+	w.fake.Close()
+	for _, tt := range []struct {
+		workflow string
+		ok       bool
+	}{
+		{"https://github.com/acme/murmur-tools/.github/workflows/release.yml@", true},
+		{"https://github.com/acme/murmur-tools/.github/workflows/nightly.yml@", false},
+	} {
+		t.Run(tt.workflow, func(t *testing.T) {
+			in := fetch.VerifyInput{Project: w.proj, Lock: w.readLock(), CAS: w.cas, Platform: "linux-x86_64",
+				Verifier: &sigstore.Local{Roots: sigstore.NewRoots(w.ca.Material())},
+				Policy: func(scope string) config.ProvenancePolicy {
+					if scope != "acme" {
+						t.Errorf("policy asked for scope %q", scope)
+					}
+					return config.ProvenancePolicy{Mode: config.ProvenanceRequire, SignerWorkflow: tt.workflow}
+				}}
+			rep, err := fetch.Verify(context.Background(), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.ok {
+				if len(rep.Problems) != 0 || len(rep.Provenance) != 1 {
+					t.Fatalf("a signer inside signer_workflow: %+v", rep)
+				}
+				return
+			}
+			if len(rep.Provenance) != 0 || len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0].Problem, "provenance-mismatch") {
+				t.Fatalf("a signer outside signer_workflow: %+v", rep)
+			}
+		})
 	}
 }
