@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -84,6 +85,8 @@ type GCReport struct {
 	Freed      int64         `json:"freed_bytes"` // bytes of blobs, leftovers and quarantined files
 	Kept       int           `json:"kept"`        // blobs that stay
 	Pinned     int           `json:"pinned"`      // of those, blobs a lock or a lease keeps
+	InUse      int           `json:"in_use"`      // of the pinned, blobs only a pull in flight keeps
+	Recent     int           `json:"recent"`      // kept unpinned: used within OlderThan, and under MaxSize
 	Leases     int           `json:"leases"`      // live leases: pulls in flight
 	Size       int64         `json:"size_bytes"`  // bytes of the blobs that stay
 	// OverMaxSize is set when the blobs that stay still exceed MaxSize: what is pinned alone
@@ -128,8 +131,10 @@ func (s *Store) GC(ctx context.Context, opt GCOptions) (GCReport, error) {
 		return rep, err
 	}
 	rep.Leases = live
+	leasedOnly := maps.Clone(keep) // what a pull in flight alone keeps, for the report
 	for d := range opt.Keep {
 		keep[d] = true
+		delete(leasedOnly, d)
 	}
 	if opt.Pinned != nil {
 		more, err := opt.Pinned(ctx)
@@ -138,6 +143,7 @@ func (s *Store) GC(ctx context.Context, opt GCOptions) (GCReport, error) {
 		}
 		for d := range more {
 			keep[d] = true
+			delete(leasedOnly, d)
 		}
 	}
 	blobs, err := s.List(ctx)
@@ -167,6 +173,9 @@ func (s *Store) GC(ctx context.Context, opt GCOptions) (GCReport, error) {
 		}
 		if keep[b.Digest] {
 			rep.Pinned++
+			if leasedOnly[b.Digest] {
+				rep.InUse++
+			}
 			stay = append(stay, b)
 			continue
 		}
@@ -181,7 +190,7 @@ func (s *Store) GC(ctx context.Context, opt GCOptions) (GCReport, error) {
 				continue
 			}
 		}
-		reason := fmt.Sprintf("unused since %s, longer than --older-than %s", b.LastUse.Local().Format("2006-01-02 15:04"), opt.OlderThan)
+		reason := fmt.Sprintf("unused since %s, longer than --older-than %s", b.LastUse.Local().Format("2006-01-02 15:04"), FormatAge(opt.OlderThan))
 		if err := remove(b, RuleOlderThan, reason); err != nil {
 			return rep, err
 		}
@@ -223,6 +232,7 @@ func (s *Store) GC(ctx context.Context, opt GCOptions) (GCReport, error) {
 		rep.OverMaxSize = size > opt.MaxSize
 	}
 	rep.Kept = len(stay)
+	rep.Recent = rep.Kept - rep.Pinned // pinned blobs always stay; the others stay for their age
 	rep.Size = size
 	if !opt.DryRun && len(rep.Blobs) > 0 {
 		atomicSyncDirs(s.blobs)

@@ -368,3 +368,49 @@ func TestCommitSyncsRenamesThenSyncsFolder(t *testing.T) {
 		t.Fatal("a failed fsync left a blob or a temporary file")
 	}
 }
+
+// GC says why each blob it kept stayed: a lock pins it, only a pull in flight holds it, or it
+// was used more recently than OlderThan.
+func TestGCSaysWhyItKept(t *testing.T) {
+	s := openStore(t)
+	old := time.Now().Add(-time.Hour)
+	leasedOnly := ingestAged(t, s, 1, 100, old)
+	leasedAndLocked := ingestAged(t, s, 2, 100, old)
+	locked := ingestAged(t, s, 3, 100, old)
+	recent := ingestAged(t, s, 4, 100, time.Now())
+	gone := ingestAged(t, s, 5, 100, old)
+	l, err := s.NewLease(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	for _, d := range []digest.Digest{leasedOnly, leasedAndLocked} {
+		if err := l.Add(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pins := func(context.Context) (map[digest.Digest]bool, error) {
+		return map[digest.Digest]bool{leasedAndLocked: true, locked: true}, nil
+	}
+	rep, err := s.GC(ctx, GCOptions{OlderThan: 30 * time.Minute, Pinned: pins})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := removedDigests(rep); !reflect.DeepEqual(got, []digest.Digest{gone}) {
+		t.Fatalf("removed %v, want only %s", got, gone)
+	}
+	if rep.Kept != 4 || rep.Pinned != 3 || rep.InUse != 1 || rep.Recent != 1 {
+		t.Fatalf("kept %d (pinned %d, in use %d, recent %d), want 4 (3, 1, 1)", rep.Kept, rep.Pinned, rep.InUse, rep.Recent)
+	}
+	if !s.Has(recent) || !s.Has(leasedOnly) {
+		t.Fatal("GC removed a blob it reported kept")
+	}
+}
+
+func TestFormatAge(t *testing.T) {
+	for d, want := range map[time.Duration]string{720 * time.Hour: "30d", 24 * time.Hour: "1d", 90 * time.Minute: "1h30m0s", 0: "0s", 36 * time.Hour: "36h0m0s"} {
+		if got := FormatAge(d); got != want {
+			t.Errorf("FormatAge(%s) = %q, want %q", d, got, want)
+		}
+	}
+}

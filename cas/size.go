@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/murmur-nexus/mur/internal/errs"
 )
@@ -40,4 +41,14 @@ func FormatSize(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// FormatAge writes a duration the way the duration flags take it: whole days as 30d, since a
+// cache is kept for days and 720h0m0s reads as a puzzle; anything else as Go writes it.
+func FormatAge(d time.Duration) string {
+	const day = 24 * time.Hour
+	if d > 0 && d%day == 0 {
+		return strconv.FormatInt(int64(d/day), 10) + "d"
+	}
+	return d.String()
 }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # make demo: the main job end to end on an embedded default, with nothing but Go on the machine.
-# It packs a sample tool (a wasm guest built from testdata), pushes it to an OCI layout store in a
-# temporary folder, pulls it into a fresh project, shows the lock and the pull record, runs it
-# twice so that its state store persists, explains its grants, and verifies everything.
+# It packs a sample tool (a wasm guest built from testdata), signs it with a key it makes and
+# pushes it to an OCI layout store in a temporary folder, pulls it into a fresh project whose home
+# trusts that key and requires provenance, shows the lock and the pull record, runs it twice so
+# that its state store persists, explains its grants, and verifies everything. Its happy path
+# prints no warning.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 mur="${MUR:-$root/bin/mur}"
@@ -33,8 +35,14 @@ YAML
 cd "$work"
 run "$mur" pack notes -o notes-1.0.0.mur.zip
 
-step "push it to an OCI layout store"
-run "$mur" push notes-1.0.0.mur.zip --scope demo --store "oci-layout:$work/store"
+step "make a signing key; the home trusts it for scope demo and requires provenance there"
+mkdir -p "$MURMUR_HOME"
+printf '$ go run ./testdata/demo/keygen %s demo > %s\n' "$work/demo" "$MURMUR_HOME/config.yaml"
+(cd "$root" && go run ./testdata/demo/keygen "$work/demo" demo) > "$MURMUR_HOME/config.yaml"
+run cat "$MURMUR_HOME/config.yaml"
+
+step "push it, signed, to an OCI layout store"
+run "$mur" push notes-1.0.0.mur.zip --scope demo --sign-key demo.key --store "oci-layout:$work/store"
 
 step "a fresh project that declares it"
 mkdir -p "$work/project/.murmur"
@@ -54,7 +62,7 @@ YAML
 printf 'stores: [ "oci-layout:%s/store" ]\n' "$work" > .murmur/config.yaml
 cat murmur.yaml
 
-step "pull it: CAS ingest, pull record, lock, tools/ and precompile"
+step "pull it: signature checked, CAS ingest, pull record, lock, tools/ and precompile"
 run "$mur" pull
 run cat murmur.lock
 run ls tools/demo/notes
@@ -72,7 +80,7 @@ run "$mur" run notes -- add "state outlives the run"
 run cat "$MURMUR_HOME/state/demo-capsule/notes.txt"
 run cat workdir/receipt.txt
 
-step "verify: the lock against the CAS, tools/ and the compiled cache"
+step "verify: the lock against the CAS, tools/, the compiled cache and the signature"
 run "$mur" verify
 echo
-echo "demo complete"
+echo "demo complete: demo/notes was packed, signed, pushed, pulled with its signature verified and pinned in murmur.lock, run twice with its state kept, and verified offline"

@@ -272,9 +272,9 @@ mur cache gc --keep a/murmur.lock --keep b/murmur.lock --older-than 168h`,
 			for _, p := range rep.PrunedRoots {
 				fmt.Fprintf(e.stdout, "%s the GC root %s: the lock is gone, so it pins nothing\n", forget, p)
 			}
-			fmt.Fprintf(e.stdout, "%s %s and %s, %s; %s kept (%s), %d of them pinned by %s or %s in flight\n",
+			fmt.Fprintf(e.stdout, "%s %s and %s, %s; %s\n",
 				verb, plural(len(rep.Blobs), "blob"), plural(len(rep.Ingest)+len(rep.Staging)+len(rep.Quarantine), "leftover"), cas.FormatSize(rep.Freed),
-				plural(rep.Kept, "blob"), cas.FormatSize(rep.Size), rep.Pinned, plural(len(rep.Roots), "lock"), plural(rep.Leases, "pull"))
+				keptWhy(rep.GCReport, len(rep.Roots), olderThan, capBytes))
 			for _, w := range rep.Warnings {
 				e.Warn("%s", w)
 			}
@@ -423,4 +423,29 @@ du -sh "$(mur cache path)"`,
 			_, err = fmt.Fprintln(e.stdout, h.CAS())
 			return err
 		}}
+}
+
+// keptWhy says what gc kept and why, each reason with its count: a blob a lock pins, one a pull
+// in flight is bringing in, one used more recently than --older-than (and, with --max-size, not
+// trimmed).
+func keptWhy(r cas.GCReport, locks int, olderThan time.Duration, maxSize int64) string {
+	out := fmt.Sprintf("kept %s (%s)", plural(r.Kept, "blob"), cas.FormatSize(r.Size))
+	var why []string
+	if n := r.Pinned - r.InUse; n > 0 {
+		why = append(why, fmt.Sprintf("%d pinned by %s", n, plural(locks, "project lock")))
+	}
+	if r.InUse > 0 {
+		why = append(why, fmt.Sprintf("%d in use by %s in flight", r.InUse, plural(r.Leases, "pull")))
+	}
+	if r.Recent > 0 {
+		w := fmt.Sprintf("%d used within --older-than %s", r.Recent, cas.FormatAge(olderThan))
+		if maxSize > 0 {
+			w += " and under --max-size " + cas.FormatSize(maxSize)
+		}
+		why = append(why, w)
+	}
+	if len(why) == 0 {
+		return out
+	}
+	return out + ": " + strings.Join(why, ", ")
 }

@@ -26,6 +26,7 @@ type pullFlags struct {
 	jobs         int
 	connections  int
 	noPrecompile bool
+	precompile   bool // outside a project, where nothing runs what a pull brings
 	provenance   string
 	locked       bool
 	frozen       bool
@@ -40,6 +41,7 @@ func (f *pullFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.jobs, "jobs", 4, "downloads in flight, as slots of 8 MiB of blob (small artifacts share one and download together); also bounds their connections")
 	f.stores.registerDownload(fs, &f.connections)
 	fs.BoolVar(&f.noPrecompile, "no-precompile", false, "don't compile wasm payloads after pulling")
+	fs.BoolVar(&f.precompile, "precompile", false, "compile wasm payloads outside a project too (inside one it is the default)")
 	fs.StringVar(&f.provenance, "provenance", "", "provenance policy for this command, over every scope's: require, prefer or off")
 	fs.BoolVar(&f.locked, "locked", false, "fail with lock-mismatch if murmur.lock does not follow murmur.yaml; write neither")
 	fs.BoolVar(&f.frozen, "frozen", false, "--locked and --offline")
@@ -63,7 +65,8 @@ added to it, at the exact version it resolved to, as 'mur add' does. --update of
 an exact version moves murmur.yaml's version with the pin. --locked changes neither file.
 
 Outside a project (no murmur.yaml here or above) a pull fills the CAS and the pull records
-only, and says where the blob is; -o DIR also writes the .mur.zip there.
+only, and says where the blob is; -o DIR also writes the .mur.zip there. Nothing there runs
+what it brings, so it compiles nothing unless asked with --precompile.
 Progress goes to stderr: one line per artifact on a terminal, plain lines otherwise.`,
 		examples: `mur pull
 mur pull acme/grep@1.2.0
@@ -92,6 +95,9 @@ func runPull(e *env, f *pullFlags, args []string) error {
 func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 	if err := checkPlatform(&f.platform, true); err != nil {
 		return err
+	}
+	if f.precompile && f.noPrecompile {
+		return usagef("--precompile and --no-precompile contradict each other; give one")
 	}
 	// --platform all means what it means to warm and verify: every platform murmur.lock pins.
 	// The pull itself is this machine's (it syncs the lock and stages tools/); the other pinned
@@ -157,7 +163,9 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 		names[i] = r.Name.String()
 	}
 	pr.expect(names)
-	if !f.noPrecompile {
+	// Inside a project its tools run from here, so a pull compiles them; outside one, compiling
+	// would be most of the pull's time for nothing that runs.
+	if !f.noPrecompile && (p.capsule != nil || f.precompile) {
 		runner, err := sandbox.New(e.ctx, p.runnerOptions(func(s string) { e.Progress("mur: warning: %s", s) }))
 		if err == nil {
 			defer closeRunner(e, runner)
