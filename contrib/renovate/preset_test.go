@@ -116,7 +116,7 @@ func TestPresetQueries(t *testing.T) {
 func need(t *testing.T, why string) {
 	t.Helper()
 	if os.Getenv("CI") != "" {
-		t.Fatalf("%s, and CI is set: .ci/run installs node and the jsonata package", why)
+		t.Fatalf("%s, and CI is set: .ci/run installs node and this folder's npm packages (jsonata, Node 24, Renovate)", why)
 	}
 	t.Skip(why)
 }
