@@ -17,14 +17,14 @@ import (
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
-// gatedFront is a front for a registry that holds back the answers to the requests of one kind
-// until n of them have arrived: a pull that sends one only after another's answer never gets
-// there. Not a timing condition: the guard only turns a hang into a failure.
+// gatedFront is a front for a registry that holds back the answers to the gated requests until
+// n counted ones have arrived: a pull that sends a counted request only after a gated one's
+// answer never gets there. Not a timing condition: the guard only turns a hang into a failure.
 type gatedFront struct {
-	t     *testing.T
-	n     int
-	gated func(*http.Request) bool
-	guard time.Duration
+	t              *testing.T
+	n              int
+	counted, gated func(*http.Request) bool
+	guard          time.Duration
 
 	mu      sync.Mutex
 	arrived int
@@ -34,15 +34,15 @@ type gatedFront struct {
 	log     []string // "METHOD path", in arrival order
 }
 
-func startGatedFront(t *testing.T, upstream string, n int, gated func(*http.Request) bool) (*gatedFront, string) {
-	g := &gatedFront{t: t, n: n, gated: gated, guard: time.Minute, all: make(chan struct{}), gaveUp: make(chan struct{})}
+func startGatedFront(t *testing.T, upstream string, n int, counted, gated func(*http.Request) bool) (*gatedFront, string) {
+	g := &gatedFront{t: t, n: n, counted: counted, gated: gated, guard: time.Minute, all: make(chan struct{}), gaveUp: make(chan struct{})}
 	u, _ := url.Parse("http://" + upstream)
 	rp := httputil.NewSingleHostReverseProxy(u)
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.mu.Lock()
 		g.log = append(g.log, r.Method+" "+r.URL.Path)
 		isGated := g.gated(r)
-		if isGated {
+		if g.counted(r) {
 			g.arrived++
 			if g.arrived == g.n {
 				close(g.all)
@@ -54,7 +54,7 @@ func startGatedFront(t *testing.T, upstream string, n int, gated func(*http.Requ
 			case <-g.all:
 			case <-g.gaveUp:
 			case <-time.After(g.guard):
-				g.t.Errorf("a %s waited %v for %d like it: they are not sent together", r.URL.Path, g.guard, g.n)
+				g.t.Errorf("%s waited %v for %d requests to arrive: they are not sent together", r.URL.Path, g.guard, g.n)
 				g.giveUp.Do(func() { close(g.gaveUp) })
 			}
 		}
@@ -80,7 +80,7 @@ func isManifestByTag(r *http.Request) bool {
 func TestPullOf20AsksEveryManifestAtOnce(t *testing.T) {
 	const n = 20
 	reg := registrytest.Start(t)
-	g, front := startGatedFront(t, reg.Addr(), n, isManifestByTag)
+	g, front := startGatedFront(t, reg.Addr(), n, isManifestByTag, isManifestByTag)
 	pusher := openStore(t, "oci://"+reg.Addr()+"/murmur", ocistore.Options{})
 	var reqs []pull.Request
 	for i := range n {
