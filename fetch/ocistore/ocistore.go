@@ -23,6 +23,7 @@
 //   - blobranger.go: a blob read in parts; referrers.go, referrers_lookup.go: Sigstore bundles as
 //     OCI referrers; addressed.go: the digests crane and oras address.
 //   - auth.go, prepare.go, transport.go: one authenticated, bounded transport per registry;
+//     scheme.go: a loopback registry's scheme, raced and remembered;
 //     diagnose.go, missing.go: failures said in the user's terms.
 package ocistore
 
@@ -56,6 +57,9 @@ type Options struct {
 	// PlainHTTP speaks plain HTTP to the registry, as oras's --plain-http does. mur never does
 	// so on its own off loopback: credentials would cross the network in the clear.
 	PlainHTTP bool
+	// Schemes, when set, remembers across commands which loopback registries speak plain HTTP,
+	// so that their ping sends no TLS hello first (scheme.go); nil remembers nothing.
+	Schemes *Schemes
 	// Pool, when set, shares one authenticated transport per registry among the stores opened
 	// with it; nil gives the store its own.
 	Pool *Pool

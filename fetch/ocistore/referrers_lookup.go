@@ -22,17 +22,17 @@ import (
 )
 
 // A pull looks for every artifact's bundles right after resolving it, beside the download. Two
-// things keep those look-ups to one request each on a registry without the referrers API
+// things keep those look-ups to one round trip each on a registry without the referrers API
 // (Debian's docker-registry answers 404): the manifest each resolve chose is remembered, so the
-// subject is not read again, and the first look-up's answer on the API is remembered for the
-// registry, so the others go straight to the fallback tag instead of asking the API first.
+// subject is not read again, and while the registry's answer on the API is unknown a look-up asks
+// the API and the fallback tag together, so that none waits for another's 404; the first answer
+// on the API is remembered for the registry, and later look-ups ask only what it has.
 
 // lookups is what one store's resolves and look-ups learned.
 type lookups struct {
 	mu       sync.Mutex
 	subjects map[string]v1.Descriptor // by subjectKey
 	api      apiVerdict
-	probe    chan struct{} // closed when the look-up asking the API first has its verdict
 }
 
 type apiVerdict int
@@ -63,65 +63,62 @@ func (l *lookups) knownSubject(repo, tag string, layer digest.Digest) (v1.Descri
 	return sub, ok
 }
 
-// askAPI says whether a look-up asks the referrers API: yes while the registry's answer is
-// unknown (the first look-up asks it, the others wait for its verdict) or once it answered.
-// A look-up told to probe must call settle.
-func (l *lookups) askAPI(ctx context.Context) (ask, probe bool, err error) {
-	for {
-		l.mu.Lock()
-		switch {
-		case l.api != apiUnknown:
-			v := l.api
-			l.mu.Unlock()
-			return v == apiPresent, false, nil
-		case l.probe == nil:
-			l.probe = make(chan struct{})
-			l.mu.Unlock()
-			return true, true, nil
-		}
-		wait := l.probe
-		l.mu.Unlock()
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return false, false, ctx.Err()
-		}
-	}
+func (l *lookups) verdict() apiVerdict {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.api
 }
 
-// settle ends a probe: v is what the API answered, apiUnknown when it could not tell (the next
-// look-up asks again).
-func (l *lookups) settle(v apiVerdict) {
+// learn records what the registry answered on the referrers API.
+func (l *lookups) learn(present bool) {
 	l.mu.Lock()
-	l.api = v
-	close(l.probe)
-	l.probe = nil
-	l.mu.Unlock()
+	defer l.mu.Unlock()
+	l.api = apiAbsent
+	if present {
+		l.api = apiPresent
+	}
 }
 
 // referrerIndex lists the manifests that refer to sub in repository r: from the referrers API
 // when the registry has it, else from the fallback tag sha256-<hex>. No index is no referrers.
 func (s *registryStore) referrerIndex(ctx context.Context, r name.Repository, sub v1.Descriptor, what string) ([]v1.Descriptor, error) {
-	ask, probe, err := s.found.askAPI(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if ask {
+	switch s.found.verdict() {
+	case apiAbsent:
+		return s.fallbackTag(ctx, r, sub, what)
+	case apiPresent:
 		idx, present, err := s.referrersAPI(ctx, r, sub, what)
-		if probe {
-			switch {
-			case err != nil:
-				s.found.settle(apiUnknown)
-			case present:
-				s.found.settle(apiPresent)
-			default:
-				s.found.settle(apiAbsent)
-			}
-		}
 		if err != nil || present {
 			return idx, err
 		}
+		s.found.learn(false)
+		return s.fallbackTag(ctx, r, sub, what)
 	}
+	type tagged struct {
+		idx []v1.Descriptor
+		err error
+	}
+	tagCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	tag := make(chan tagged, 1)
+	go func() {
+		idx, err := s.fallbackTag(tagCtx, r, sub, what)
+		tag <- tagged{idx, err}
+	}()
+	idx, present, err := s.referrersAPI(ctx, r, sub, what)
+	if err != nil {
+		return nil, err
+	}
+	s.found.learn(present)
+	if present {
+		return idx, nil
+	}
+	t := <-tag
+	return t.idx, t.err
+}
+
+// fallbackTag reads the referrers index that registries without the API keep under the tag
+// sha256-<hex> of sub.
+func (s *registryStore) fallbackTag(ctx context.Context, r name.Repository, sub v1.Descriptor, what string) ([]v1.Descriptor, error) {
 	opts, err := s.pullOptions(ctx, r)
 	if err != nil {
 		return nil, s.classify(err, what)

@@ -74,8 +74,11 @@ func openRegistry(addr string, opt Options) (store.Store, error) {
 		base = newBaseTransport(timeout)
 	}
 	var rt http.RoundTripper = &httpsOnlyTransport{inner: base, host: host}
-	if opt.PlainHTTP {
+	switch {
+	case opt.PlainHTTP:
 		rt = &plainHTTPTransport{inner: base, host: host}
+	case isLoopback(hostOnly(host)):
+		rt = &schemeRace{inner: rt, host: host, schemes: opt.Schemes}
 	}
 	rt = &credentialGuard{inner: rt, host: host}
 	rt = retry.IdleTimeout(rt, timeout)

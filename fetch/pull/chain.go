@@ -21,7 +21,9 @@ import (
 // A store that stalls or fails at the network level is marked unhealthy for the rest of the
 // process (a circuit breaker), so it costs its timeout once, not once per artifact: the first
 // artifact to ask a store whose health is unknown asks alone while the others wait for its
-// verdict. Which store answered, and why each one before it did not, goes into the result and
+// verdict. For a registry that first question is its ping (Prepare), which every artifact needs
+// answered anyway; the manifests are then all asked at once, and the first network failure among
+// them marks the store down for whatever asks after it. Which store answered, and why each one before it did not, goes into the result and
 // the pull records. Whichever store answers, its bytes are checked against the digest, and
 // against the lock's pin, as any store's are: a mirror can serve nothing else.
 

@@ -324,15 +324,18 @@ func (p *Puller) fromStore(ctx context.Context, st fstore.Store, req Request, ve
 		return nil, err
 	}
 	if pr, ok := st.(preparer); ok && probe {
-		// The probe readies the store for the whole pull (one ping, one token), then its own
-		// resolve decides the store's health: a registry that pings but fails its manifests is
-		// asked once, not once per artifact. The others then resolve all at once.
-		if err := pr.Prepare(ctx, p.pullNames(req.Name)); err != nil {
-			h.verdict(ctx, st, err)
+		// The probe readies the store for the whole pull (one ping, one token), and that first
+		// answer is the store's verdict: every artifact's manifest is then asked at once, none
+		// waiting a round trip for another's. A registry that pings but fails its manifests is
+		// marked down by the first failure to come back (h.failed), for what asks after it.
+		err := pr.Prepare(ctx, p.pullNames(req.Name))
+		h.verdict(ctx, st, err)
+		if err != nil {
 			h.failed(ctx, st, err)
 			release()
 			return nil, err
 		}
+		probe = false
 	}
 	desc, movedTo, err := p.resolveAt(ctx, st, req, version, pin)
 	if probe {

@@ -302,7 +302,8 @@ func BenchmarkProject20(b *testing.B) {
 // artifacts of about 800 KB against 20 `oras pull` processes 4 at a time through the same proxy,
 // and 100 artifacts alone. The proxy's request log of each mur run says where its time goes:
 // when the first request left, when the manifests and the blobs were all in, how many requests
-// over how many connections; each as the median over the rounds.
+// over how many connections, and how many round trips lie before the first blob byte and before
+// the last blob request (roundTrips); each as the median over the rounds.
 func BenchmarkProjectRTT(b *testing.B) {
 	b.Run("20", func(b *testing.B) { benchProjectRTT(b, 20, true) })
 	b.Run("100", func(b *testing.B) { benchProjectRTT(b, 100, false) })
@@ -342,6 +343,9 @@ func benchProjectRTT(b *testing.B, n int, withOras bool) {
 			phases[k] = append(phases[k], v)
 		}
 		phases["requests"] = append(phases["requests"], time.Duration(len(proxy.Log())))
+		first, last := roundTrips(proxy.Log(), proxy.Options().RTT)
+		phases["round-trips-first-blob"] = append(phases["round-trips-first-blob"], time.Duration(first))
+		phases["round-trips-last-blob"] = append(phases["round-trips-last-blob"], time.Duration(last))
 		phases["connections"] = append(phases["connections"], time.Duration(proxy.Connections()))
 	}}}
 	var orasCPU []time.Duration
@@ -365,7 +369,7 @@ func benchProjectRTT(b *testing.B, n int, withOras bool) {
 	b.ReportMetric(float64(inflateAll(b, wasm, n).Microseconds())/1000, "inflate-one-core-ms")
 	for k, v := range phases {
 		med := median(v)
-		if k == "requests" || k == "connections" {
+		if k == "requests" || k == "connections" || strings.HasPrefix(k, "round-trips") {
 			b.ReportMetric(float64(med), "mur-"+k)
 			continue
 		}
