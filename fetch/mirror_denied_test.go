@@ -26,6 +26,7 @@ type readOnlyMirror struct {
 	reg     *registrytest.Registry
 	refused atomic.Int32 // the status of a refused write; 0 accepts writes
 	allowed string       // a write whose path holds it is accepted all the same
+	headFor string       // a HEAD whose path holds it is answered 403
 	mu      sync.Mutex
 	methods map[string]int
 }
@@ -37,6 +38,10 @@ func startReadOnlyMirror(t *testing.T) *readOnlyMirror {
 			m.mu.Lock()
 			m.methods[r.Method]++
 			m.mu.Unlock()
+			if m.headFor != "" && r.Method == http.MethodHead && strings.Contains(r.URL.Path, m.headFor) {
+				w.WriteHeader(http.StatusForbidden)
+				return
+			}
 			status := int(m.refused.Load())
 			if status != 0 && r.Method != http.MethodGet && r.Method != http.MethodHead && (m.allowed == "" || !strings.Contains(r.URL.Path, m.allowed)) {
 				code := "UNSUPPORTED"
@@ -205,5 +210,43 @@ func TestWriteThroughRefusedAfterAnAcceptedWrite(t *testing.T) {
 	}
 	if len(warned) != 1 {
 		t.Fatalf("warned %q; want one line for both refusals", warned)
+	}
+}
+
+// A bundle whose presence can't be learned is not written blind: the look's failure is the
+// write-through's.
+func TestWriteThroughBundleLookFails(t *testing.T) {
+	src := layoutStore(t)
+	m := startReadOnlyMirror(t)
+	mirror := openStore(t, m.addr(), ocistore.Options{})
+	p := pack(t, "grep", "1.2.0", 470)
+	path := t.TempDir() + "/grep-1.2.0.mur.zip"
+	writeFile(t, path, p.zip)
+	item, err := publish.FromFile(path, "acme", "any")
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, pub := ecdsaKey(t)
+	local := &sigstore.Local{}
+	hint, err := publish.Sign(context.Background(), local, &item, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := publish.Push(context.Background(), src, item); err != nil {
+		t.Fatal(err)
+	}
+	m.headFor = "/manifests/sha256:"
+	w := newWorld(t)
+	pl := w.mirroring(mirror, src)
+	pl.Provenance.Verifier = local
+	pl.Provenance.Policy = func(string) config.ProvenancePolicy {
+		return config.ProvenancePolicy{Mode: config.ProvenanceRequire, Trust: provenance.Trust{Keys: []provenance.TrustedKey{{Hint: hint, PEM: pub}}}}
+	}
+	res := w.mustPull(pl, req(grep, "1.2.0"))[0]
+	if res.Mirror == nil || res.Mirror.Pushed || res.Mirror.Token != string(errs.Denied) || !strings.Contains(res.Mirror.Error, "bundle") {
+		t.Fatalf("mirror %+v", res.Mirror)
+	}
+	if found, err := mirror.(store.BundleFinder).Bundles(context.Background(), grep, "1.2.0", p.digest()); err != nil || len(found) != 0 {
+		t.Fatalf("the bundle was written without a look: %d, %v", len(found), err)
 	}
 }
