@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/fetch/proxytest"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -176,4 +178,71 @@ func TestFleetPullThroughCache(t *testing.T) {
 			t.Errorf("latest through the cache with its upstream down: %s", r)
 		}
 	})
+}
+
+// TestFleetPullThroughCacheFanOut measures docs/fleets.md's advice to warm a cache once per new
+// lock: machines that pull at once through a cold cache each pass their miss through to the
+// upstream (distribution also downloads the blob once more for itself), while behind a cache one
+// `mur warm` filled, the same fan-out costs the upstream no download of the payload.
+func TestFleetPullThroughCacheFanOut(t *testing.T) {
+	scenario(t, "a pull-through cache: a cold fan-out passes its misses upstream, a warmed one does not")
+	const machines = 6
+	upstream := registrytest.Start(t)
+	counted := proxytest.Start(t, upstream.Addr(), proxytest.Options{})
+	upAddr := "oci://" + upstream.Addr() + "/murmur"
+	zip := artifacttest.File(t, t.TempDir(), "hello", "1.0.0", artifacttest.Module(2<<20, 990))
+	payload := digest.Digest(fileDigest(t, zip))
+	newWorld(t).ok("push", zip, "--scope", "acme", "--store", upAddr)
+	blobPath := "/v2/murmur/acme/hello/blobs/" + payload.String()
+
+	fanOut := func(cache *registrytest.Registry, lockBytes string) {
+		t.Helper()
+		var ws []*world
+		var cmds []*exec.Cmd
+		for range machines {
+			w := newWorld(t)
+			w.write("murmur.yaml", capsuleYAML("acme/hello@1.0.0"))
+			w.stores("oci://" + cache.Addr() + "/murmur")
+			if lockBytes != "" {
+				w.write("murmur.lock", lockBytes)
+			}
+			c := w.cmd("pull", "--no-precompile")
+			var stderr strings.Builder
+			c.Stderr = &stderr
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			ws, cmds = append(ws, w), append(cmds, c)
+		}
+		for i, c := range cmds {
+			if err := c.Wait(); err != nil {
+				t.Fatalf("machine %d: %v: %s", i, err, c.Stderr)
+			}
+			if e := ws[i].lock().Find("acme/hello"); e == nil {
+				t.Fatalf("machine %d pinned nothing", i)
+			}
+		}
+	}
+
+	cold := registrytest.StartPullThrough(t, counted.URL())
+	fanOut(cold, "")
+	coldGETs := counted.Requests(blobPath)
+
+	warmed := registrytest.StartPullThrough(t, counted.URL())
+	warmer := newWorld(t)
+	warmer.write("murmur.yaml", capsuleYAML("acme/hello@1.0.0"))
+	warmer.stores("oci://" + warmed.Addr() + "/murmur")
+	warmer.ok("pull", "--no-precompile")
+	warmed.WaitStored(t, payload)
+	before := counted.Requests(blobPath)
+	fanOut(warmed, warmer.lockBytes())
+	warmGETs := counted.Requests(blobPath) - before
+	t.Logf("%d machines at once, 2 MiB payload: %d upstream GETs of it through a cold cache; %d to warm a cache, then %d for the fan-out",
+		machines, coldGETs, before-coldGETs, warmGETs)
+	if warmGETs != 0 {
+		t.Errorf("the warmed cache passed %d downloads of the payload upstream, want 0", warmGETs)
+	}
+	if coldGETs < 2 {
+		t.Errorf("the cold cache passed %d downloads upstream, want at least its own and one machine's", coldGETs)
+	}
 }
