@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 
@@ -135,8 +136,20 @@ func (s *registryStore) AttachBundle(ctx context.Context, n ref.Name, version st
 	if err != nil {
 		return err
 	}
-	opts := s.options(ctx)
 	what := fmt.Sprintf("attaching the bundle of %s@%s", n, version)
+	// The referrer manifest is a function of the subject and the bundle, so one HEAD tells
+	// whether an earlier push (or the registry a pull-through cache serves) holds it already:
+	// then nothing is written, and a registry that refuses writes is never asked to.
+	readOpts, err := s.pullOptions(ctx, r)
+	if err != nil {
+		return s.classify(err, what)
+	}
+	if _, err := remote.Head(r.Digest(sha256Hash(raw).String()), readOpts...); err == nil {
+		return nil
+	} else if err := s.classify(err, what); !errors.Is(err, errs.NotFound) {
+		return err
+	}
+	opts := s.options(ctx)
 	if err := remote.WriteLayer(r, static.NewLayer(emptyConfig, types.MediaType(emptyConfigType)), opts...); err != nil {
 		return s.classify(err, what)
 	}

@@ -190,6 +190,10 @@ func (s *registryStore) classify(err error, what string) error {
 			return errs.Wrap(err, errs.NotFound, "%s: not found in the registry; check the name and version, or push it there first", what)
 		case te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden || codes[transport.UnauthorizedErrorCode] || codes[transport.DeniedErrorCode]:
 			return errs.Wrap(err, errs.Denied, "%s: the registry refused access (HTTP %d); log in with `docker login %s` or check the credentials in the docker config", what, te.StatusCode, s.host)
+		case te.StatusCode == http.StatusMethodNotAllowed:
+			// Debian's docker-registry answers every write with 405 UNSUPPORTED when it runs as a
+			// pull-through cache (proxy:), as do read-only registries: no retry or login helps.
+			return errs.Wrap(err, errs.Denied, "%s: the registry at %s does not accept writes (HTTP %d): it is read-only, or a pull-through cache; push to the registry it serves instead", what, s.host, te.StatusCode)
 		case codes[transport.DigestInvalidErrorCode] || codes[transport.SizeInvalidErrorCode]:
 			return errs.Wrap(err, errs.Integrity, "%s: the registry found that the uploaded bytes do not match their digest or size (%s)", what, oneLine(te.Error()))
 		case te.StatusCode == http.StatusTooManyRequests || te.StatusCode >= 500:

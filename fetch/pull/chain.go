@@ -56,6 +56,7 @@ func skippedOf(place string, err error) Skipped {
 type StoreHealth struct {
 	mu     sync.Mutex
 	stores map[string]*storeState
+	writes mirrorWrites // what each mirror said to this process's first write (mirror_denied.go)
 }
 
 type storeState struct {

@@ -28,6 +28,11 @@ import (
 //     so the next pull or warm tries again. With MirrorRequired the push's failure is the
 //     command's, after the artifact is committed and pinned locally: the pull itself is whole,
 //     and running the command again retries the push.
+//   - A push looks before it writes: the tag, each blob, each bundle's manifest. A mirror that
+//     holds the artifact already (a pull-through cache of the store it came from, another
+//     machine's write-through) is written nothing.
+//   - A mirror that refuses writes (405 from a pull-through cache, 403) is denied, said once per
+//     command, and asked nothing more by it (mirror_denied.go).
 //   - --offline pulls push nothing (mirroring is network use).
 //   - The mirror is the operator's choice, not the project's. A mirror that only a project's
 //     .murmur/config.yaml names (a cloned repository could name anyone's registry) never receives
@@ -117,8 +122,21 @@ func (p *Puller) writeThrough(ctx context.Context, req Request, res *Result, m *
 		Name: req.Name, Version: res.Version, Platform: res.Platform, Digest: d, Size: res.Size,
 		Title: artifact.FileName(req.Name.Name, res.Version),
 	}
-	err := publish.Push(ctx, p.Mirror.Store, publish.Item{CAS: p.CAS, Desc: desc})
-	if err == nil {
+	writes := &p.InitHealth().writes
+	probe, refused, err := writes.enter(ctx, addr)
+	if err == nil && refused == nil {
+		// The store looks before it writes (the tag, each blob, each bundle's manifest), so a
+		// mirror that holds all of it already is written nothing and can refuse nothing.
+		err = publish.Push(ctx, p.Mirror.Store, publish.Item{CAS: p.CAS, Desc: desc})
+		if errs.TokenOf(err) == errs.Denied {
+			refused, err = err, nil
+		}
+		if writes.settle(addr, probe, refused) && !p.Mirror.Required {
+			// One line for the command; with mirror_required each artifact's failure says it.
+			p.Warnf("the mirror %s refused a write: %s; nothing more is written through to it by this command (the next pull or warm tries again); a pull-through cache, or a registry you may only read, belongs under stores:, not mirror: (docs/fleets.md)", addr, errs.Message(refused))
+		}
+	}
+	if err == nil && refused == nil {
 		m.add(d)
 		res.Mirror = &MirrorPush{Store: addr, Pushed: true}
 		// A record that can't be written costs one more push, which finds the blob there.
@@ -126,6 +144,15 @@ func (p *Puller) writeThrough(ctx context.Context, req Request, res *Result, m *
 			Time: p.now().UTC(), Ref: req.Asked, Name: req.Name.String(), Version: res.Version, Platform: res.Platform,
 			Digest: d, Size: res.Size, Source: addr, Transferred: res.Size, Outcome: cas.OutcomeMirrored,
 		})
+		return nil
+	}
+	if refused != nil {
+		// Said once for the command (above); the result still tells --json which were not written.
+		res.Mirror = &MirrorPush{Store: addr, Error: errs.Message(refused), Token: string(errs.Denied)}
+		if p.Mirror.Required {
+			return errs.Wrap(refused, errs.Denied, "%s@%s is pulled and pinned here, but the mirror %s refuses writes (%s); mirror_required is set, so this fails the command: give these credentials push access to the mirror, or name a registry that accepts pushes (a pull-through cache is a store, not a mirror)",
+				req.Name, res.Version, addr, errs.Message(refused))
+		}
 		return nil
 	}
 	res.Mirror = &MirrorPush{Store: addr, Error: errs.Message(err), Token: string(errs.TokenOf(err))}

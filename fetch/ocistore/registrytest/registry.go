@@ -35,9 +35,10 @@ const Binary = "/usr/bin/docker-registry"
 
 // Registry is a running registry that a test talks to at Addr.
 type Registry struct {
-	addr string
-	once sync.Once
-	stop func()
+	addr    string
+	once    sync.Once
+	stop    func()
+	storage string // the real registry's storage root; "" in process
 }
 
 // Addr is the registry's host:port on the loopback interface.
@@ -173,7 +174,7 @@ http:
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return &Registry{addr: addr, stop: kill}, nil
+	return &Registry{addr: addr, stop: kill, storage: filepath.Join(dir, "storage")}, nil
 }
 
 func freePort() (int, error) {
