@@ -41,7 +41,10 @@ func TestTrustRuleForKeyedBundles(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, teamPub := ecdsaKey(t)
-	teamHint := "team-key"
+	teamHint, err := provenance.KeyHint([]byte(teamPub), "") // an entry's hint is its key's fingerprint
+	if err != nil {
+		t.Fatal(err)
+	}
 	policy := func(mode string, keys ...provenance.TrustedKey) func(string) config.ProvenancePolicy {
 		return func(string) config.ProvenancePolicy {
 			return config.ProvenancePolicy{Mode: mode, Trust: provenance.Trust{Keys: keys}}
@@ -63,7 +66,7 @@ func TestTrustRuleForKeyedBundles(t *testing.T) {
 	// require: refused, and a scope that trusts another key says so.
 	w2 := newWorld(t)
 	pl2 := w2.puller(st)
-	pl2.Provenance.Verifier, pl2.Provenance.Policy = local, policy(config.ProvenanceRequire, provenance.TrustedKey{Hint: teamHint, PEM: teamPub})
+	pl2.Provenance.Verifier, pl2.Provenance.Policy = local, policy(config.ProvenanceRequire, provenance.TrustedKey{PEM: teamPub})
 	before := w2.state()
 	_, err = w2.pull(pl2, req(grep, "1.2.0"))
 	if !errors.Is(err, errs.ProvenanceUnverifiable) || !strings.Contains(err.Error(), "scope acme trusts "+teamHint) || !strings.Contains(err.Error(), "rotated") {

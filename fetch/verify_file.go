@@ -39,10 +39,10 @@ type VerifyFileInput struct {
 
 // VerifiedFile is what VerifyFile proved.
 type VerifiedFile struct {
-	File       string           `json:"file"`
-	Digest     digest.Digest    `json:"digest"`
-	Bundle     string           `json:"bundle"`
-	Provenance provenance.Facts `json:"provenance"`
+	File       string            `json:"file"`
+	Digest     digest.Digest     `json:"digest"`
+	Bundle     string            `json:"bundle"`
+	Provenance *provenance.Facts `json:"provenance"` // nil until verified
 }
 
 // VerifyFile checks in.File against the bundle in.Bundle: the file's digest must be the
@@ -92,7 +92,7 @@ func VerifyFile(ctx context.Context, in VerifyFileInput) (VerifiedFile, error) {
 	if err != nil {
 		return out, err
 	}
-	out.Provenance = facts
+	out.Provenance = &facts
 	return out, nil
 }
 
@@ -152,6 +152,9 @@ func hashFile(path string) (digest.Digest, []byte, error) {
 
 // String is the one line `mur verify FILE --bundle B` prints.
 func (v VerifiedFile) String() string {
+	if v.Provenance == nil {
+		return fmt.Sprintf("%s %s: not verified", v.File, v.Digest)
+	}
 	f := v.Provenance
 	if f.Kind == provenance.KindKey {
 		return fmt.Sprintf("%s %s: verified against %s, signed by key %s", v.File, v.Digest, v.Bundle, f.Signer)

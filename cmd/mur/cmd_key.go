@@ -124,8 +124,8 @@ func yamlScalar(s string) string {
 	return s
 }
 
-// siblingPublicKey is NAME.pub beside a NAME.key, when it is the public half of priv's key;
-// "" otherwise (push then prints the key inline).
+// siblingPublicKey is NAME.pub beside a NAME.key, when it is the key that hint names; ""
+// otherwise (push then prints the public key inline).
 func siblingPublicKey(keyPath string, hint string) string {
 	if !strings.HasSuffix(keyPath, ".key") {
 		return ""
@@ -135,7 +135,7 @@ func siblingPublicKey(keyPath string, hint string) string {
 	if err != nil {
 		return ""
 	}
-	if h, err := provenance.KeyHint(data, hint); err != nil || h != hint {
+	if _, err := provenance.KeyHint(data, hint); err != nil { // another key's .pub, or no key
 		return ""
 	}
 	if abs, err := filepath.Abs(pub); err == nil {

@@ -23,7 +23,7 @@ func verifyCmd() *command {
 	return &command{
 		name:  "verify",
 		args:  "[FILE.mur.zip --bundle B (--owner-id N --repo-id M | --key K.pub)]",
-		short: "check murmur.lock against the CAS, tools/ and the compiled cache, or a packed file against its bundle",
+		short: "check murmur.lock against the CAS and tools/, or a packed file against its bundle",
 		long: `Re-hashes every blob murmur.lock pins (using every core), checks the staged tools/
 against their digests, the compiled cache and the owner pins it can check offline, and that
 murmur.lock follows murmur.yaml. One line per problem; exit 1 if there is any. A blob whose

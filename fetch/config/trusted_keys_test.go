@@ -72,7 +72,7 @@ func TestTrustedKeysPEMFileAndHints(t *testing.T) {
 		"a made-up hint":  {"scopes:\n  acme:\n    trusted_keys:\n      - {pem_file: keys/team.pub, hint: team}\n", []string{"scopes.acme.trusted_keys[0]", `hint "team" does not name this key`}},
 		"the private key": {"trusted_keys:\n  - pem_file: keys/team.key\n", []string{"private key, where the public key is needed"}},
 		"a symlink":       {"trusted_keys:\n  - pem_file: keys/link.pub\n", []string{"is a symlink", "regular file"}},
-		"too big":         {"trusted_keys:\n  - pem_file: keys/big.pub\n", []string{"over 65536 bytes"}},
+		"too big":         {"trusted_keys:\n  - pem_file: keys/big.pub\n", []string{"over 65536 bytes, far more than a public key holds"}},
 		"missing":         {"trusted_keys:\n  - pem_file: keys/gone.pub\n", []string{"keys/gone.pub can't be read", "no such file", "home's folder"}},
 		"both":            {"trusted_keys:\n  - {pem_file: keys/team.pub, pem: x}\n", []string{"once"}},
 		"neither":         {"trusted_keys:\n  - {hint: " + hexHint + "}\n", []string{"pem_file: KEY.pub or as pem"}},

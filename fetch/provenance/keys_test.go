@@ -180,6 +180,9 @@ func TestWriteKeyPair(t *testing.T) {
 		if st.Mode().Perm() != 0o600 {
 			t.Fatalf("%s has mode %v, want 0600", kp.Private, st.Mode().Perm())
 		}
+		if st := must(os.Stat(kp.Public)); st.Mode().Perm() != 0o644 {
+			t.Fatalf("%s has mode %v, want 0644: anyone may read a public key", kp.Public, st.Mode().Perm())
+		}
 		priv := must(ParsePrivateKey(must(os.ReadFile(kp.Private))))
 		pub := must(os.ReadFile(kp.Public))
 		want := must(PublicPEM(priv.Public()))

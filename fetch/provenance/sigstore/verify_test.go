@@ -54,6 +54,7 @@ func TestVerifyMintedBundles(t *testing.T) {
 				}
 			}
 			stranger := provenancetest.NewCA(t, org)
+			asked := func(e *Expect) { e.Asked = "--owner-id and --repo-id"; e.Scope = "" }
 			cases := []tc{
 				{name: "wrong owner id", bundle: mintWith(func(l *provenancetest.Leaf) {
 					l.OwnerID = "55"
@@ -84,6 +85,18 @@ func TestVerifyMintedBundles(t *testing.T) {
 					return c.Mint(t, provenancetest.Statement(zipDigest.Encoded(), "https://in-toto.io/attestation/release/v0.1"), provenancetest.GoodLeaf())
 				}, token: errs.ProvenanceMismatch, says: "not SLSA provenance v1"},
 				{name: "not a bundle", bundle: func() []byte { return []byte(`{"mediaType":"text/plain"}`) }, token: errs.ProvenanceUnverifiable, says: "not a Sigstore bundle"},
+				// mur verify FILE --bundle: the ids were asked on the command line, and no lock
+				// or scope is named.
+				{name: "asked: wrong owner id", bundle: mintWith(func(l *provenancetest.Leaf) { l.OwnerID = "55" }), expect: asked,
+					token: errs.ProvenanceMismatch, says: "was attested by repository 7654321 (acme/murmur-tools), owner 55; --owner-id and --repo-id ask for owner 1234567, repository 7654321"},
+				{name: "asked: self-hosted runner", bundle: mintWith(func(l *provenancetest.Leaf) { l.Runner = "self-hosted" }), expect: asked,
+					token: errs.ProvenanceMismatch, says: `built on a "self-hosted" runner, not a GitHub-hosted one; a self-hosted runner is as trustworthy as whoever controls it, and a consumer's pull refuses it unless`},
+				{name: "asked: signer workflow", bundle: func() []byte { return good },
+					expect: func(e *Expect) {
+						asked(e)
+						e.SignerWorkflow = "https://github.com/acme/murmur-tools/.github/workflows/nightly.yml"
+					},
+					token: errs.ProvenanceMismatch, says: "which does not start with --signer-workflow https://github.com/acme/murmur-tools/.github/workflows/nightly.yml ("},
 			}
 			for _, k := range cases {
 				t.Run(k.name, func(t *testing.T) {
@@ -101,6 +114,9 @@ func TestVerifyMintedBundles(t *testing.T) {
 					}
 					if !strings.Contains(err.Error(), k.says) {
 						t.Fatalf("err = %v\nwant it to say %q", err, k.says)
+					}
+					if e.Asked != "" && (strings.Contains(err.Error(), "murmur.lock") || strings.Contains(err.Error(), "scope")) {
+						t.Fatalf("err = %v\nnames a lock or a scope that has nothing to do with a file checked alone", err)
 					}
 				})
 			}
