@@ -150,10 +150,17 @@ func TestWriteThroughDeniedOncePerCommand(t *testing.T) {
 			if len(warned) != 1 || !strings.Contains(warned[0], mirror.String()) || !strings.Contains(warned[0], "stores:, not mirror:") {
 				t.Fatalf("warned %q, want one line naming the mirror", warned)
 			}
+			notTried := 0
 			for _, r := range res {
 				if r.Mirror == nil || r.Mirror.Pushed || r.Mirror.Token != string(errs.Denied) || len(r.Warnings) != 0 {
 					t.Fatalf("result %+v (mirror %+v)", r, r.Mirror)
 				}
+				if strings.HasPrefix(r.Mirror.Error, "not tried: the mirror refused an earlier write of this command: ") {
+					notTried++
+				}
+			}
+			if notTried != len(reqs)-1 {
+				t.Fatalf("%d results say they were not tried, want all but the refused one", notTried)
 			}
 			if n := m.writes(); n != 1 {
 				t.Fatalf("the refusing mirror was sent %d writes for %d artifacts, want 1", n, len(reqs))
@@ -243,7 +250,7 @@ func TestWriteThroughBundleLookFails(t *testing.T) {
 		return config.ProvenancePolicy{Mode: config.ProvenanceRequire, Trust: provenance.Trust{Keys: []provenance.TrustedKey{{Hint: hint, PEM: pub}}}}
 	}
 	res := w.mustPull(pl, req(grep, "1.2.0"))[0]
-	if res.Mirror == nil || res.Mirror.Pushed || res.Mirror.Token != string(errs.Denied) || !strings.Contains(res.Mirror.Error, "bundle") {
+	if res.Mirror == nil || res.Mirror.Pushed || res.Mirror.Token != string(errs.Denied) || !strings.Contains(res.Mirror.Error, "bundle") || strings.Contains(res.Mirror.Error, "push again") {
 		t.Fatalf("mirror %+v", res.Mirror)
 	}
 	if found, err := mirror.(store.BundleFinder).Bundles(context.Background(), grep, "1.2.0", p.digest()); err != nil || len(found) != 0 {

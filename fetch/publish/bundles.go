@@ -31,7 +31,11 @@ func attachBundles(ctx context.Context, dst fstore.Store, it Item, extra [][]byt
 		}
 		seen[digest.FromBytes(b)] = true
 		if err := at.AttachBundle(ctx, it.Desc.Name, it.Desc.Version, it.Desc.Digest, b); err != nil {
-			return errs.Wrap(err, errs.TokenOf(err), "%s@%s was pushed to %s, but its provenance bundle was not attached: %s; push again", it.Desc.Name, it.Desc.Version, dst, errs.Message(err))
+			next := "; push again"
+			if errs.TokenOf(err) == errs.Denied {
+				next = "" // pushing again meets the same refusal; the message says what to do
+			}
+			return errs.Wrap(err, errs.TokenOf(err), "%s@%s was pushed to %s, but its provenance bundle was not attached: %s%s", it.Desc.Name, it.Desc.Version, dst, errs.Message(err), next)
 		}
 	}
 	return nil

@@ -124,12 +124,13 @@ func (p *Puller) writeThrough(ctx context.Context, req Request, res *Result, m *
 	}
 	writes := &p.InitHealth().writes
 	probe, refused, err := writes.enter(ctx, addr)
+	own := false // this artifact's own write was refused, not an earlier one
 	if err == nil && refused == nil {
 		// The store looks before it writes (the tag, each blob, each bundle's manifest), so a
 		// mirror that holds all of it already is written nothing and can refuse nothing.
 		err = publish.Push(ctx, p.Mirror.Store, publish.Item{CAS: p.CAS, Desc: desc})
 		if errs.TokenOf(err) == errs.Denied {
-			refused, err = err, nil
+			refused, err, own = err, nil, true
 		}
 		if writes.settle(addr, probe, refused) && !p.Mirror.Required {
 			// One line for the command; with mirror_required each artifact's failure says it.
@@ -148,7 +149,11 @@ func (p *Puller) writeThrough(ctx context.Context, req Request, res *Result, m *
 	}
 	if refused != nil {
 		// Said once for the command (above); the result still tells --json which were not written.
-		res.Mirror = &MirrorPush{Store: addr, Error: errs.Message(refused), Token: string(errs.Denied)}
+		msg := errs.Message(refused)
+		if !own {
+			msg = "not tried: the mirror refused an earlier write of this command: " + msg
+		}
+		res.Mirror = &MirrorPush{Store: addr, Error: msg, Token: string(errs.Denied)}
 		if p.Mirror.Required {
 			return errs.Wrap(refused, errs.Denied, "%s@%s is pulled and pinned here, but the mirror %s refuses writes (%s); mirror_required is set, so this fails the command: give these credentials push access to the mirror, or name a registry that accepts pushes (a pull-through cache is a store, not a mirror)",
 				req.Name, res.Version, addr, errs.Message(refused))
