@@ -5,6 +5,7 @@ import (
 	"crypto/sha512"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -150,32 +151,39 @@ func TestMurVerifiesCosignBundles(t *testing.T) {
 	if _, err := x509.ParsePKIXPublicKey(block.Bytes); err != nil || hint != base64.StdEncoding.EncodeToString(fp[:]) {
 		t.Fatalf("cosign's hint %q is not the base64 SHA-256 of cosign.pub's key (%v)", hint, err)
 	}
-	// Once trusted_keys matches a key's fingerprint in hex too, hex.EncodeToString(fp[:]) as
-	// the hint belongs here as a second case.
-	roots, err := mustEmbedded(t).WithKeys([]TrustedKey{{Hint: hint, PEM: string(pub)}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := Expect{Artifact: "acme/grep@1.2.0", Scope: "acme"}
-	facts, err := Verify(b, digest.FromBytes(blob), want, roots)
-	if err != nil {
-		t.Fatalf("mur refuses cosign's bundle: %v\n%s", err, b)
-	}
-	if facts.Kind != KindKey || facts.Signer != hint {
-		t.Fatalf("facts %+v, want a key signature by %s", facts, hint)
-	}
-	if _, err := Verify(b, digest.FromBytes([]byte("another artifact")), want, roots); !errors.Is(err, errs.ProvenanceMismatch) {
-		t.Fatalf("cosign's bundle for another artifact: %v, want provenance-mismatch", err)
+	// trusted_keys may name the key by cosign's base64 fingerprint or by mur's hex one; the
+	// bundle's own hint (base64) is what the lock records either way.
+	for _, named := range []string{hint, hex.EncodeToString(fp[:])} {
+		roots, err := mustEmbedded(t).WithKeys([]TrustedKey{{Hint: named, PEM: string(pub)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		facts, err := Verify(b, digest.FromBytes(blob), want, roots)
+		if err != nil {
+			t.Fatalf("mur refuses cosign's bundle with trusted_keys hint %s: %v\n%s", named, err, b)
+		}
+		if facts.Kind != KindKey || facts.Signer != hint {
+			t.Fatalf("facts %+v, want a key signature by %s", facts, hint)
+		}
+		if _, err := Verify(b, digest.FromBytes([]byte("another artifact")), want, roots); !errors.Is(err, errs.ProvenanceMismatch) {
+			t.Fatalf("cosign's bundle for another artifact: %v, want provenance-mismatch", err)
+		}
 	}
 	otherPub, err := PublicKeyPEM(ecdsaPEM(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	impostor, err := mustEmbedded(t).WithKeys([]TrustedKey{{Hint: hint, PEM: otherPub}})
+	// Another key under cosign's hint is refused when trusted_keys is read, before any bundle.
+	if _, err := mustEmbedded(t).WithKeys([]TrustedKey{{Hint: hint, PEM: otherPub}}); !errors.Is(err, errs.InvalidConfig) {
+		t.Fatalf("another key under cosign's hint: %v, want invalid-config", err)
+	}
+	// Another key under its own name does not verify cosign's bundle.
+	other, err := mustEmbedded(t).WithKeys([]TrustedKey{{PEM: otherPub}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Verify(b, digest.FromBytes(blob), want, impostor); !errors.Is(err, errs.ProvenanceMismatch) {
-		t.Fatalf("cosign's bundle under another key with its hint: %v, want provenance-mismatch", err)
+	if _, err := Verify(b, digest.FromBytes(blob), want, other); err == nil {
+		t.Fatal("cosign's bundle verified under a key that did not sign it")
 	}
 }
