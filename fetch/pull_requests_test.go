@@ -23,7 +23,8 @@ func (bearerLogin) Resolve(authn.Resource) (authn.Authenticator, error) {
 // token's scopes): one ping and one token for all 20 repositories, one manifest by tag per
 // artifact and no tag list (every version is exact), one blob each, and no request sent without
 // the token it needs. With a verifier, each artifact's provenance look-up adds its fallback tag
-// (docker-registry has no referrers API, which the first look-up alone asks), under the same token.
+// (docker-registry has no referrers API, which only the look-ups sent before its first 404 ask),
+// under the same token.
 func TestPullOf20CostsOnePingAndOneToken(t *testing.T) {
 	reg := registrytest.StartBearer(t)
 	addr := "oci://" + reg.Addr() + "/murmur"

@@ -24,9 +24,10 @@ func (p *Puller) wantsBundles(req Request, pin pinned) bool {
 	return mode != config.ProvenanceOff && (p.Provenance.Verifier != nil || pin.provenance != nil)
 }
 
-// startBundles starts the look-up of desc's bundles at st, or returns nil when st holds none or
-// the pull will not ask. It takes a metadata slot, like any other metadata request.
-func (p *Puller) startBundles(ctx context.Context, st store.Store, req Request, pin pinned, desc store.Descriptor) *bundleLookup {
+// startBundles starts the look-up of desc's bundles at st once after is closed, or returns nil
+// when st holds none or the pull will not ask. It takes a metadata slot, like any other metadata
+// request.
+func (p *Puller) startBundles(ctx context.Context, st store.Store, req Request, pin pinned, desc store.Descriptor, after <-chan struct{}) *bundleLookup {
 	bf, ok := st.(store.BundleFinder)
 	if !ok || !p.wantsBundles(req, pin) {
 		return nil
@@ -35,6 +36,12 @@ func (p *Puller) startBundles(ctx context.Context, st store.Store, req Request, 
 	l := &bundleLookup{done: make(chan struct{}), cancel: cancel}
 	go func() {
 		defer close(l.done)
+		select {
+		case <-after:
+		case <-ctx.Done():
+			l.err = ctx.Err()
+			return
+		}
 		release, err := p.metaSlot(ctx)
 		if err != nil {
 			l.err = err

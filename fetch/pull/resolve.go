@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"net/http/httptrace"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/opencontainers/go-digest"
 
@@ -351,7 +353,14 @@ func (p *Puller) fromStore(ctx context.Context, st fstore.Store, req Request, ve
 	if desc.Platform == "" {
 		desc.Platform = ref.PlatformAny
 	}
-	lookup := p.startBundles(ctx, st, req, pin, desc)
+	// The look-up waits until the blob's request has its connection: sent first, it would take
+	// the connection the manifest's answer just freed, and the blob would pay a new one's
+	// handshake on the pull's critical path.
+	blobAsked := make(chan struct{})
+	var askOnce sync.Once
+	asked := func() { askOnce.Do(func() { close(blobAsked) }) }
+	defer asked()
+	lookup := p.startBundles(ctx, st, req, pin, desc, blobAsked)
 	defer func() {
 		if outErr != nil {
 			lookup.stop()
@@ -364,11 +373,14 @@ func (p *Puller) fromStore(ctx context.Context, st fstore.Store, req Request, ve
 		return got, err
 	}
 	key, known := p.moduleKey(desc.Digest)
-	release, err = p.jobSlot(ctx, desc.Size)
-	if err != nil {
-		return nil, err
+	release, free := p.tryJobSlot(desc.Size)
+	if !free {
+		asked() // the blob waits for room; its look-up need not
+		if release, err = p.jobSlot(ctx, desc.Size); err != nil {
+			return nil, err
+		}
 	}
-	w, xfer, stream, err := p.download(ctx, st, req, desc, key)
+	w, xfer, stream, err := p.download(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { asked() }}), st, req, desc, key)
 	if stream == nil {
 		release()
 	}

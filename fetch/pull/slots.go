@@ -48,6 +48,14 @@ func (p *Puller) jobSlot(ctx context.Context, size int64) (func(), error) {
 	return p.run.jobs.Take(ctx, size)
 }
 
+// tryJobSlot takes room for a download of size bytes if there is room now.
+func (p *Puller) tryJobSlot(size int64) (func(), bool) {
+	if p.run == nil {
+		return func() {}, true
+	}
+	return p.run.jobs.TryTake(size)
+}
+
 func take(ctx context.Context, slots chan struct{}) (func(), error) {
 	select {
 	case slots <- struct{}{}:

@@ -8,15 +8,18 @@ import (
 	"github.com/murmur-nexus/mur/fetch/proxytest"
 )
 
-// roundTrips reads a pull's request log through a proxy with round trip rtt as a chain of round
+// roundTrips reads a pull's request log through a proxy with round trip rtt as chains of round
 // trips: a request costs one, and one more when it opened its connection (the handshake), on top
-// of the longest chain among the requests whose answers were in before it left the client. The
-// log's Start is when a request left the client (the proxy delays it after that) and End when
-// its answer was in; an answer stamped up to rtt/4 after a request left still counts as in, for
-// the proxy stamps End once its handler returns, a moment after the client has the bytes. first
-// is the chain of the earliest blob request, which ends with the blob's first byte: the critical
-// path before any payload moves; last is that of the blob request that left last, which also
-// counts the waits for a download slot.
+// of the longest chain among the requests it could have waited for: those answered before it
+// left the client, for the registry as a whole (the ping, a token) or for its own repository (a
+// blob's manifest). On a loaded machine other artifacts' answers come in at any moment, and
+// counting them would make every chain as long as the pull. The log's Start is when a request
+// left the client (the proxy delays it after that) and End when its answer was in; an answer
+// stamped up to rtt/4 after a request left still counts as in, for the proxy stamps End once its
+// handler returns, a moment after the client has the bytes. first is the chain of the earliest
+// blob request, which ends with the blob's first byte: the critical path before any payload
+// moves; last is the longest chain of a blob request, which also counts the waits for a
+// download slot.
 func roundTrips(log []proxytest.Logged, rtt time.Duration) (first, last int) {
 	seen := map[int]bool{}
 	depth := make([]int, len(log))
@@ -28,7 +31,7 @@ func roundTrips(log []proxytest.Logged, rtt time.Duration) (first, last int) {
 		}
 		before := 0
 		for j := range i {
-			if !log[j].End.After(sent) {
+			if q := repository(log[j].Path); (q == "" || q == repository(r.Path)) && !log[j].End.After(sent) {
 				before = max(before, depth[j])
 			}
 		}
@@ -41,6 +44,20 @@ func roundTrips(log []proxytest.Logged, rtt time.Duration) (first, last int) {
 		}
 	}
 	return first, last
+}
+
+// repository is the repository a registry request is about, "" for the registry as a whole.
+func repository(path string) string {
+	rest, ok := strings.CutPrefix(path, "/v2/")
+	if !ok {
+		return ""
+	}
+	for _, kind := range []string{"/manifests/", "/blobs/", "/referrers/", "/tags/"} {
+		if i := strings.LastIndex(rest, kind); i > 0 {
+			return rest[:i]
+		}
+	}
+	return ""
 }
 
 // The chain of a cold pull at 20 ms: the ping on a new connection (2), the manifests at once,
@@ -64,5 +81,10 @@ func TestRoundTripsFollowsTheChain(t *testing.T) {
 	log[4].Start = at(55)
 	if first, last := roundTrips(log, rtt); first != 3 || last != 4 {
 		t.Errorf("with a manifest that did not wait for the ping: %d and %d; want 3 and 4", first, last)
+	}
+	// Another artifact's answer that came in before a blob left is not on the blob's path.
+	log[1].End = at(50)
+	if first, last := roundTrips(log, rtt); first != 3 || last != 4 {
+		t.Errorf("with another artifact's manifest in before the blob left: %d and %d; want 3 and 4", first, last)
 	}
 }

@@ -54,6 +54,18 @@ func (s *Slots) Take(ctx context.Context, size int64) (func(), error) {
 	return func() { s.sem.Release(n) }, nil
 }
 
+// TryTake takes room for a download of size bytes if there is room now.
+func (s *Slots) TryTake(size int64) (func(), bool) {
+	if s == nil {
+		return func() {}, true
+	}
+	n := share(size)
+	if !s.sem.TryAcquire(n) {
+		return nil, false
+	}
+	return func() { s.sem.Release(n) }, true
+}
+
 // tryWhole takes a whole slot for an extra connection if one is free now.
 func (s *Slots) tryWhole() bool { return s == nil || s.sem.TryAcquire(SlotBytes) }
 
