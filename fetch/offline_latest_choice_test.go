@@ -162,3 +162,25 @@ func TestOfflineLatestWithItsListGone(t *testing.T) {
 	_, err = w.pull(w.at(time.Hour, true, "linux-x86_64"), req(grep, ref.Latest))
 	errtest.WantToken(t, err, errs.Offline, "acme/grep@latest is not in the cache")
 }
+
+// When the listed version was pulled more than once with different bytes (served by two stores), offline latest takes the blob of the newest pull, as an online pull would.
+func TestOfflineLatestTakesTheNewestPullOfTheVersion(t *testing.T) {
+	w := newOfflineWorld(t)
+	first, second := pack(t, "grep", "1.1.0", 101), pack(t, "grep", "1.1.0", 102)
+	push(t, w.st, grep, "1.1.0", "any", first)
+	w.mustPull(w.at(0, false, "linux-x86_64"), req(grep, ref.Latest))
+	os.Remove(w.proj.LockPath())
+	// Another store holds other bytes under the same version (a store refuses to replace them).
+	elsewhere := networked(layoutStore(t))
+	push(t, elsewhere, grep, "1.1.0", "any", second)
+	again := w.at(time.Minute, false, "linux-x86_64")
+	again.Stores = []fstore.Store{elsewhere}
+	if res := w.mustPull(again, req(grep, "1.1.0")); res[0].Digest != second.digest().String() {
+		t.Fatalf("the republished version: %+v", res[0])
+	}
+	os.Remove(w.proj.LockPath())
+	res := w.mustPull(w.at(time.Hour, true, "linux-x86_64"), req(grep, ref.Latest))
+	if res[0].Version != "1.1.0" || res[0].Digest != second.digest().String() {
+		t.Fatalf("offline latest: %+v; want the newest pull's blob %s", res[0], second.digest())
+	}
+}

@@ -3,6 +3,7 @@ package fetch_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -75,5 +76,51 @@ func TestStoreCarriesAGitHubAttestation(t *testing.T) {
 				t.Fatalf("entry %+v", e)
 			}
 		})
+	}
+}
+
+// The bundle murmur.lock records, when this machine kept it, proves the pinned bytes again
+// without any place holding it: a refetch of a pinned blob after the publisher removed its
+// attestation passes on the kept bundle, and the lock stays as it was.
+func TestRefetchProvenByTheKeptBundle(t *testing.T) {
+	w := newProvWorld(t, "GitHub, Inc.")
+	w.attest(t, provenancetest.GoodLeaf(), true)
+	w.mustPull(w.puller(""), req(grep, "1.2.0"))
+	lockBefore := w.state().lock
+	if err := os.Remove(w.cas.Path(w.d)); err != nil {
+		t.Fatal(err)
+	}
+	w.fake.RemoveAttestations("acme", "murmur-artifacts", w.d.String())
+	res := w.mustPull(w.puller(config.ProvenanceRequire), req(grep, "1.2.0"))
+	if res[0].CacheHit || !w.cas.Has(w.d) {
+		t.Fatalf("the blob was not fetched again: %+v", res[0])
+	}
+	if after := w.state().lock; after != lockBefore {
+		t.Fatalf("murmur.lock changed:\n%s\n---\n%s", lockBefore, after)
+	}
+}
+
+// Without the kept bundle, a place that serves the recorded bundle among others has it tried
+// first: the lock keeps its record rather than move to another bundle that also verifies.
+func TestRefetchPrefersTheRecordedBundle(t *testing.T) {
+	w := newProvWorld(t, "GitHub, Inc.")
+	recorded := w.attest(t, provenancetest.GoodLeaf(), true)
+	w.mustPull(w.puller(""), req(grep, "1.2.0"))
+	lockBefore := w.state().lock
+	bd := digest.FromBytes(recorded)
+	for _, d := range []digest.Digest{w.d, bd} {
+		if err := os.Remove(w.cas.Path(d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.fake.RemoveAttestations("acme", "murmur-artifacts", w.d.String())
+	w.attest(t, provenancetest.GoodLeaf(), true) // another bundle that verifies, served first
+	w.fake.AddAttestation("acme", "murmur-artifacts", w.d.String(), recorded, true)
+	w.mustPull(w.puller(""), req(grep, "1.2.0"))
+	if after := w.state().lock; after != lockBefore {
+		t.Fatalf("murmur.lock changed:\n%s\n---\n%s", lockBefore, after)
+	}
+	if !w.cas.Has(bd) {
+		t.Fatal("the recorded bundle was not kept again")
 	}
 }

@@ -10,8 +10,12 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/fetch/provenance"
+	"github.com/murmur-nexus/mur/fetch/provenance/sigstore"
 	"github.com/murmur-nexus/mur/fetch/provenance/sigstore/provenancetest"
+	"github.com/murmur-nexus/mur/fetch/publish"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
@@ -59,5 +63,48 @@ func TestWarmTakesOnlyTheRecordedBundle(t *testing.T) {
 	found, err := layout.(store.BundleFinder).Bundles(ctx, grep, "1.2.0", w.d)
 	if err != nil || len(found) != 1 || digest.FromBytes(found[0]) != bd {
 		t.Fatalf("the layout's bundles: %d, %v", len(found), err)
+	}
+}
+
+// A store that carries the bundle beside the artifact (a team registry, a layout) is asked for it
+// as a source is: warm puts the recorded bundle back from there.
+func TestWarmFetchesTheRecordedBundleFromAStore(t *testing.T) {
+	ctx := context.Background()
+	p := pack(t, "grep", "1.2.0", 81)
+	path := filepath.Join(t.TempDir(), "grep-1.2.0.mur.zip")
+	writeFile(t, path, p.zip)
+	item, err := publish.FromFile(path, "acme", "any")
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, pub := ecdsaKey(t)
+	local := &sigstore.Local{}
+	hint, err := publish.Sign(ctx, local, &item, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := openStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "layout"), ocistore.Options{})
+	if err := publish.Push(ctx, st, item); err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld(t)
+	pl := w.puller(st)
+	pl.Provenance.Verifier = local
+	pl.Provenance.Policy = func(string) config.ProvenancePolicy {
+		return config.ProvenancePolicy{Mode: config.ProvenanceRequire, Trust: provenance.Trust{Keys: []provenance.TrustedKey{{Hint: hint, PEM: pub}}}}
+	}
+	w.mustPull(pl, req(grep, "1.2.0"))
+	bd := digest.Digest(w.readLock().Find("acme/grep").Provenance.Bundle)
+	if bd != digest.FromBytes(item.Bundles[0]) {
+		t.Fatalf("recorded bundle %s", bd)
+	}
+	if err := os.Remove(w.cas.Path(bd)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fetch.Warm(ctx, fetch.WarmInput{Project: w.proj, Lock: w.readLock(), Puller: pl}); err != nil {
+		t.Fatal(err)
+	}
+	if !w.cas.Has(bd) {
+		t.Fatal("warm did not fetch the recorded bundle from the store")
 	}
 }
