@@ -61,11 +61,12 @@ func (p *Puller) RecordedBundle(ctx context.Context, req Request, e *lock.Entry,
 			}
 		}
 	}
-	where := "no place that can hold bundles"
+	msg := "murmur.lock records the bundle " + recorded.String() + " for " + what + ", and this cache does not hold it"
 	if len(asked) > 0 {
-		where = strings.Join(asked, ", ")
+		msg = "murmur.lock records the bundle " + recorded.String() + " for " + what + ", and neither this cache nor " + strings.Join(asked, ", ") + " holds it"
+	} else {
+		msg += ", nor does any place of the chain that can hold bundles"
 	}
-	msg := "murmur.lock records the bundle " + recorded.String() + " for " + what + ", and neither this cache nor " + where + " holds it"
 	if len(why) > 0 {
 		msg += " (" + strings.Join(why, "; ") + ")"
 	}
