@@ -288,14 +288,21 @@ func TestRotatedKeyVerifiesAfterRefreshNotBefore(t *testing.T) {
 	}
 }
 
-// A keyed bundle needs no instance: its verify never refreshes, so a team registry's pull never
-// waits on Sigstore's TUF repository.
-func TestKeyedBundleNeverRefreshes(t *testing.T) {
+// Only a bundle with a certificate needs an instance: a keyed bundle, or something that is no
+// bundle, never refreshes, so a team registry's pull never waits on Sigstore's TUF repository.
+func TestOnlyCertifiedBundlesRefresh(t *testing.T) {
 	w := newTUFWorld(t)
+	for _, b := range []string{`{"verificationMaterial":{"publicKey":{"hint":"x"}}}`, `{"verificationMaterial":{}}`, `not json`} {
+		var l Local
+		resp := l.answer(context.Background(), provenance.Request{Op: "verify", Bundle: []byte(b), Digest: zipDigest, Expect: acmeExpect(), Roots: &w.cache})
+		if resp.Token == "" || w.gh.Requests()+w.pg.Requests() != 0 {
+			t.Fatalf("%s reached the TUF repositories (%d requests): %+v", b, w.gh.Requests()+w.pg.Requests(), resp)
+		}
+	}
 	var l Local
-	resp := l.answer(context.Background(), provenance.Request{Op: "verify", Bundle: []byte(`{"verificationMaterial":{"publicKey":{"hint":"x"}}}`), Digest: zipDigest, Expect: acmeExpect(), Roots: &w.cache})
-	if resp.Token == "" || w.gh.Requests()+w.pg.Requests() != 0 {
-		t.Fatalf("a keyed bundle reached the TUF repositories (%d requests): %+v", w.gh.Requests()+w.pg.Requests(), resp)
+	l.answer(context.Background(), provenance.Request{Op: "verify", Bundle: []byte(`{"verificationMaterial":{"x509CertificateChain":{"certificates":[]}}}`), Digest: zipDigest, Expect: acmeExpect(), Roots: &w.cache})
+	if w.gh.Requests() == 0 {
+		t.Fatal("a bundle with a certificate chain did not refresh")
 	}
 }
 
