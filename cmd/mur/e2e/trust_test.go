@@ -102,4 +102,8 @@ func TestUnreachableTUFRepositoryWarnsOnce(t *testing.T) {
 	if !strings.Contains(r.stderr, "checking against the root TUF delivered on") {
 		t.Fatalf("the warning does not say what was used instead: %s", r)
 	}
+	r = w.fails("network", "trust", "refresh")
+	if !strings.Contains(r.stdout, "github: not refreshed; still using the root TUF delivered on ") || !strings.Contains(r.stdout, "public-good: not refreshed;") {
+		t.Fatalf("a refresh that can't reach the repositories: %s", r)
+	}
 }
