@@ -377,3 +377,24 @@ func TestUnansweredRefreshIsBounded(t *testing.T) {
 		t.Fatalf("roots after a hanging refresh: %s", r.describe())
 	}
 }
+
+// Two commands that find a refresh due at once fetch once: the second, holding the lock after
+// the first, finds the cache fresh. mur trust refresh fetches whatever the cache says.
+func TestRefreshOnUseRechecksUnderTheLock(t *testing.T) {
+	w := newTUFWorld(t)
+	insts, err := instanceCaches(&w.cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gh := insts[1]
+	if _, err := gh.refresh(t.Context(), false); err != nil {
+		t.Fatal(err)
+	}
+	served := w.gh.Requests()
+	if _, err := gh.refresh(t.Context(), false); err != nil || w.gh.Requests() != served {
+		t.Fatalf("a refresh on use right after another fetched again (%d requests, then %d): %v", served, w.gh.Requests(), err)
+	}
+	if _, err := gh.refresh(t.Context(), true); err != nil || w.gh.Requests() == served {
+		t.Fatalf("a forced refresh did not fetch: %v", err)
+	}
+}

@@ -46,7 +46,7 @@ func CachedRoots(ctx context.Context, cache *provenance.RootsCache) (*Roots, []s
 			if !c.state().due(now) {
 				continue
 			}
-			if _, err := c.refresh(ctx); err != nil {
+			if _, err := c.refresh(ctx, false); err != nil {
 				_, src := c.inUse()
 				notes = append(notes, fmt.Sprintf("%s; checking against the %s; 'mur trust refresh' tries again", errs.Message(err), describeSource(c, src)))
 			}
@@ -88,7 +88,7 @@ func RefreshRoots(ctx context.Context, cache *provenance.RootsCache, budget time
 	var out []provenance.RootStatus
 	var first error
 	for _, c := range insts {
-		st, err := c.refresh(ctx)
+		st, err := c.refresh(ctx, true)
 		if err != nil {
 			st.Error = errs.Message(err)
 			if st.Source == "cache" {
