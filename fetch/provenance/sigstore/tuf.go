@@ -152,6 +152,11 @@ func (c instanceCache) refresh(ctx context.Context, force bool) (status provenan
 		return status, errs.Wrap(err, errs.IO, "can't lock %s's trusted root cache in %s: %v", c.src.instance, c.dir, err)
 	}
 	defer unlock()
+	// Under the lock, a staging folder left behind is a killed refresh's.
+	left, _ := filepath.Glob(filepath.Join(c.dir, ".refresh-*"))
+	for _, d := range left {
+		os.RemoveAll(d)
+	}
 	st := c.state()
 	if !force && !st.due(time.Now()) {
 		return status, nil

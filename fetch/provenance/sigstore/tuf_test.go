@@ -391,10 +391,17 @@ func TestRefreshOnUseRechecksUnderTheLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	served := w.gh.Requests()
+	killed := filepath.Join(gh.dir, ".refresh-123")
+	if err := os.MkdirAll(filepath.Join(killed, "tuf"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := gh.refresh(t.Context(), false); err != nil || w.gh.Requests() != served {
 		t.Fatalf("a refresh on use right after another fetched again (%d requests, then %d): %v", served, w.gh.Requests(), err)
 	}
 	if _, err := gh.refresh(t.Context(), true); err != nil || w.gh.Requests() == served {
 		t.Fatalf("a forced refresh did not fetch: %v", err)
+	}
+	if _, err := os.Stat(killed); !os.IsNotExist(err) {
+		t.Fatalf("a killed refresh's staging folder is still there: %v", err)
 	}
 }
