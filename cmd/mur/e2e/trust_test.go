@@ -73,6 +73,21 @@ func TestTrustRefreshThroughTheBinary(t *testing.T) {
 	if !strings.Contains(r.stdout, "root TUF delivered on "+time.Now().UTC().Format("2006-01-02")) {
 		t.Fatalf("trust show: %s", r)
 	}
+
+	// The home's trusted_root replaces every root, and trust show says so.
+	w.writeHome("roots.json", string(rotated.TrustedRootJSON(t)))
+	cfg := readFile(t, filepath.Join(w.home, "config.yaml"))
+	w.writeHome("config.yaml", "trusted_root: roots.json\n"+string(cfg))
+	r = w.ok("trust", "show", "--json")
+	var shown struct {
+		TrustedRoot string `json:"trusted_root"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &shown); err != nil || shown.TrustedRoot != filepath.Join(w.home, "roots.json") {
+		t.Fatalf("trust show --json with trusted_root: %v\n%s", err, r.stdout)
+	}
+	if r = w.ok("trust", "show"); !strings.Contains(r.stdout, "trusted_root "+filepath.Join(w.home, "roots.json")+" replaces both") {
+		t.Fatalf("trust show with trusted_root: %s", r)
+	}
 }
 
 // A day after the last refresh, with the repositories unreachable, a pull still verifies against
