@@ -122,11 +122,10 @@ type Helper struct {
 	// Warn receives the helper's notes, each once per Helper; nil drops them.
 	Warn func(msg string)
 
-	noted map[string]bool
-
 	mu     sync.Mutex
 	proc   *process // nil until the first request, and again after an interrupted one
 	broken error
+	noted  map[string]bool // the notes Warn has had
 }
 
 // process is one running mur-provenance. Its pipes are os.Pipe files, which take deadlines,

@@ -87,6 +87,12 @@ func standIn(mode string) {
 			answer(`{"protocol":4,"version":"v9.9.9","features":["attest-v3"]}`)
 		case n == 0:
 			answer(helloOK)
+		case mode == "notes":
+			answer(`{"facts":{"kind":"github-attestation","signer":"x"},"notes":["github's roots were not refreshed"]}`)
+		case mode == "roots":
+			answer(`{"roots":[{"instance":"github","source":"cache","summary":"1 CA","changed":false,"error":"down"}],"token":"network","msg":"github's TUF repository can't be reached"}`)
+		case mode == "no-roots":
+			answer(`{}`)
 		case mode == "mute": // answers the hello only
 		case mode == "extra":
 			answer(`{"facts":{"kind":"key","signer":"x"},"surprise":true}`)
@@ -308,4 +314,32 @@ func readPID(t *testing.T, mark string) int {
 		t.Fatal(fmt.Errorf("pid file: %w", err))
 	}
 	return pid
+}
+
+// A note the helper attaches to its answers (a refresh of the trusted roots that failed) reaches
+// Warn once per command, however many bundles carry it.
+func TestHelperSaysEachNoteOnce(t *testing.T) {
+	h := helper(t, "notes")
+	var said []string
+	h.Warn = func(msg string) { said = append(said, msg) }
+	for range 3 {
+		if _, err := h.Verify(context.Background(), realBundle(t), realSubject, realExpect(), provenance.Trust{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(said) != 1 || said[0] != "github's roots were not refreshed" {
+		t.Fatalf("notes said: %q", said)
+	}
+}
+
+// A refresh reports every instance even when one failed, with the failure's token; an answer
+// without statuses is refused rather than shown as nothing to report.
+func TestHelperRefreshRoots(t *testing.T) {
+	st, err := helper(t, "roots").RefreshRoots(context.Background(), provenance.RootsCache{Dir: t.TempDir()})
+	errtest.WantToken(t, err, errs.Network, "can't be reached")
+	if len(st) != 1 || st[0].Instance != "github" || st[0].Error != "down" {
+		t.Fatalf("statuses: %+v", st)
+	}
+	_, err = helper(t, "no-roots").ShowRoots(context.Background(), provenance.RootsCache{Dir: t.TempDir()})
+	errtest.WantToken(t, err, errs.Internal, "without a status of the roots")
 }

@@ -77,13 +77,14 @@ func (h *Helper) roots(ctx context.Context, op string, cache RootsCache) ([]Root
 	if err != nil {
 		return nil, err
 	}
-	if err := resp.Err(); err != nil {
-		return nil, err
-	}
 	if len(resp.Roots) == 0 {
+		if err := resp.Err(); err != nil {
+			return nil, err
+		}
 		return nil, errs.New(errs.Internal, "%s answered %s without a status of the roots", HelperName, op)
 	}
-	return resp.Roots, nil
+	// A refresh that failed for one instance still reports every one.
+	return resp.Roots, resp.Err()
 }
 
 // note hands each note to Warn, once per Helper: every verify of a command may carry the same.

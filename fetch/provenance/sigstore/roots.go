@@ -16,9 +16,10 @@ import (
 	"github.com/murmur-nexus/mur/internal/safefile"
 )
 
-// The trusted roots mur ships: Sigstore's public-good instance and GitHub's own. mur never asks
-// TUF for them at run time; scripts/refresh-trusted-roots.sh updates these files from
-// `gh attestation trusted-root`, and `trusted_root: FILE` replaces them for one project.
+// The trusted roots mur ships: Sigstore's public-good instance and GitHub's own. They are the
+// fallback of the roots refreshed through TUF (tuf.go), used offline and before the first
+// refresh; scripts/refresh-trusted-roots.sh updates these files from `gh attestation
+// trusted-root`, and the home's `trusted_root: FILE` replaces all of them.
 var (
 	//go:embed roots/public-good.json
 	publicGoodRoot []byte

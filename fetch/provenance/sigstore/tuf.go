@@ -139,8 +139,9 @@ func (c instanceCache) inUse() ([]byte, string) {
 
 // refresh fetches the instance's trusted root through TUF, within ctx's deadline, and keeps it
 // with its metadata. A refresh that fails leaves the cache as it was: the metadata is updated
-// in a copy that replaces the cached one only once the target is verified and parses.
-func (c instanceCache) refresh(ctx context.Context) (status provenance.RootStatus, err error) {
+// in a copy that replaces the cached one only once the target is verified and parses. Unless
+// forced, it does nothing when another process refreshed while this one waited for the lock.
+func (c instanceCache) refresh(ctx context.Context, force bool) (status provenance.RootStatus, err error) {
 	old, oldSource := c.inUse()
 	status = provenance.RootStatus{Instance: c.src.instance, Source: oldSource, Summary: summary(old), Repository: c.src.url}
 	if err := atomicfile.MkdirPrivate(c.dir); err != nil {
@@ -151,7 +152,15 @@ func (c instanceCache) refresh(ctx context.Context) (status provenance.RootStatu
 		return status, errs.Wrap(err, errs.IO, "can't lock %s's trusted root cache in %s: %v", c.src.instance, c.dir, err)
 	}
 	defer unlock()
+	// Under the lock, a staging folder left behind is a killed refresh's.
+	left, _ := filepath.Glob(filepath.Join(c.dir, ".refresh-*"))
+	for _, d := range left {
+		os.RemoveAll(d)
+	}
 	st := c.state()
+	if !force && !st.due(time.Now()) {
+		return status, nil
+	}
 	st.Attempted = time.Now()
 	defer func() {
 		data, _ := json.Marshal(st)

@@ -288,14 +288,21 @@ func TestRotatedKeyVerifiesAfterRefreshNotBefore(t *testing.T) {
 	}
 }
 
-// A keyed bundle needs no instance: its verify never refreshes, so a team registry's pull never
-// waits on Sigstore's TUF repository.
-func TestKeyedBundleNeverRefreshes(t *testing.T) {
+// Only a bundle with a certificate needs an instance: a keyed bundle, or something that is no
+// bundle, never refreshes, so a team registry's pull never waits on Sigstore's TUF repository.
+func TestOnlyCertifiedBundlesRefresh(t *testing.T) {
 	w := newTUFWorld(t)
+	for _, b := range []string{`{"verificationMaterial":{"publicKey":{"hint":"x"}}}`, `{"verificationMaterial":{}}`, `not json`} {
+		var l Local
+		resp := l.answer(context.Background(), provenance.Request{Op: "verify", Bundle: []byte(b), Digest: zipDigest, Expect: acmeExpect(), Roots: &w.cache})
+		if resp.Token == "" || w.gh.Requests()+w.pg.Requests() != 0 {
+			t.Fatalf("%s reached the TUF repositories (%d requests): %+v", b, w.gh.Requests()+w.pg.Requests(), resp)
+		}
+	}
 	var l Local
-	resp := l.answer(context.Background(), provenance.Request{Op: "verify", Bundle: []byte(`{"verificationMaterial":{"publicKey":{"hint":"x"}}}`), Digest: zipDigest, Expect: acmeExpect(), Roots: &w.cache})
-	if resp.Token == "" || w.gh.Requests()+w.pg.Requests() != 0 {
-		t.Fatalf("a keyed bundle reached the TUF repositories (%d requests): %+v", w.gh.Requests()+w.pg.Requests(), resp)
+	l.answer(context.Background(), provenance.Request{Op: "verify", Bundle: []byte(`{"verificationMaterial":{"x509CertificateChain":{"certificates":[]}}}`), Digest: zipDigest, Expect: acmeExpect(), Roots: &w.cache})
+	if w.gh.Requests() == 0 {
+		t.Fatal("a bundle with a certificate chain did not refresh")
 	}
 }
 
@@ -368,5 +375,33 @@ func TestUnansweredRefreshIsBounded(t *testing.T) {
 	}
 	if !strings.Contains(r.describe(), "github: root this mur embeds") {
 		t.Fatalf("roots after a hanging refresh: %s", r.describe())
+	}
+}
+
+// Two commands that find a refresh due at once fetch once: the second, holding the lock after
+// the first, finds the cache fresh. mur trust refresh fetches whatever the cache says.
+func TestRefreshOnUseRechecksUnderTheLock(t *testing.T) {
+	w := newTUFWorld(t)
+	insts, err := instanceCaches(&w.cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gh := insts[1]
+	if _, err := gh.refresh(t.Context(), false); err != nil {
+		t.Fatal(err)
+	}
+	served := w.gh.Requests()
+	killed := filepath.Join(gh.dir, ".refresh-123")
+	if err := os.MkdirAll(filepath.Join(killed, "tuf"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gh.refresh(t.Context(), false); err != nil || w.gh.Requests() != served {
+		t.Fatalf("a refresh on use right after another fetched again (%d requests, then %d): %v", served, w.gh.Requests(), err)
+	}
+	if _, err := gh.refresh(t.Context(), true); err != nil || w.gh.Requests() == served {
+		t.Fatalf("a forced refresh did not fetch: %v", err)
+	}
+	if _, err := os.Stat(killed); !os.IsNotExist(err) {
+		t.Fatalf("a killed refresh's staging folder is still there: %v", err)
 	}
 }

@@ -46,7 +46,7 @@ func CachedRoots(ctx context.Context, cache *provenance.RootsCache) (*Roots, []s
 			if !c.state().due(now) {
 				continue
 			}
-			if _, err := c.refresh(ctx); err != nil {
+			if _, err := c.refresh(ctx, false); err != nil {
 				_, src := c.inUse()
 				notes = append(notes, fmt.Sprintf("%s; checking against the %s; 'mur trust refresh' tries again", errs.Message(err), describeSource(c, src)))
 			}
@@ -88,7 +88,7 @@ func RefreshRoots(ctx context.Context, cache *provenance.RootsCache, budget time
 	var out []provenance.RootStatus
 	var first error
 	for _, c := range insts {
-		st, err := c.refresh(ctx)
+		st, err := c.refresh(ctx, true)
 		if err != nil {
 			st.Error = errs.Message(err)
 			if st.Source == "cache" {
@@ -123,10 +123,10 @@ func ShowRoots(cache *provenance.RootsCache) ([]provenance.RootStatus, error) {
 
 // verifyCached is Verify for a request that may carry the TUF cache: an attestation checked
 // against the embedded roots (no trusted_root file, no roots of a test's own) is checked
-// against the cache's instead, refreshed first when due. A keyed bundle needs no instance, so
-// it never starts a refresh.
+// against the cache's instead, refreshed first when due. Only a bundle with a certificate needs
+// an instance: a keyed bundle, or one that is no bundle at all, never starts a refresh.
 func (l *Local) verifyCached(ctx context.Context, req provenance.Request) (provenance.Facts, []string, error) {
-	if req.Roots == nil || req.Trust.RootFile != "" || l.Roots != nil || keyed(req.Bundle) {
+	if req.Roots == nil || req.Trust.RootFile != "" || l.Roots != nil || !certified(req.Bundle) {
 		facts, err := l.Verify(ctx, req.Bundle, req.Digest, req.Expect, req.Trust)
 		return facts, nil, err
 	}
@@ -155,14 +155,15 @@ func (l *Local) verifyCached(ctx context.Context, req provenance.Request) (prove
 	return facts, notes, err
 }
 
-// keyed reports whether bundle is signed by a bare key rather than a certificate.
-func keyed(bundle []byte) bool {
+// certified reports whether bundle carries a certificate, which a Sigstore instance must anchor.
+func certified(bundle []byte) bool {
 	var b struct {
 		VerificationMaterial struct {
-			PublicKey json.RawMessage `json:"publicKey"`
+			Certificate json.RawMessage `json:"certificate"`
+			Chain       json.RawMessage `json:"x509CertificateChain"`
 		} `json:"verificationMaterial"`
 	}
-	return json.Unmarshal(bundle, &b) == nil && len(b.VerificationMaterial.PublicKey) > 0
+	return json.Unmarshal(bundle, &b) == nil && (len(b.VerificationMaterial.Certificate) > 0 || len(b.VerificationMaterial.Chain) > 0)
 }
 
 // rootsAnswer answers refresh-roots and show-roots.
