@@ -280,7 +280,7 @@ func (c countingStore) Push(ctx context.Context, desc fstore.Descriptor, payload
 		c.p.event(fetch.Event{Name: c.name, Phase: fetch.PhaseFailed})
 		return err
 	}
-	c.p.event(fetch.Event{Name: c.name, Phase: fetch.PhaseDone, Bytes: desc.Size, Total: desc.Size, From: c.String(), Elapsed: time.Since(start)})
+	c.p.event(fetch.Event{Name: c.name, Phase: fetch.PhaseDone, Bytes: desc.Size, Total: desc.Size, From: c.String(), Elapsed: time.Since(start), Moved: desc.Size})
 	return nil
 }
 

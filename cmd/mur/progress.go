@@ -52,9 +52,11 @@ type artifactLine struct {
 	upload       bool          // a push: "to" the store, not "from" it
 	compileStart time.Time     // when compiling began; zero when it did not
 	compileTook  time.Duration // once done
-	// resumed is where the download continued what an earlier pull kept: the rate counts only
-	// the bytes after it. kept is what a failed download left for the next pull.
-	resumed, kept int64
+	// resumed is how much of what an earlier pull kept the download used: the rate counts only
+	// the bytes after it. kept is what a failed download left for the next pull. net is what
+	// came over the network, once done. One count each, the same in the stopped pull's message,
+	// the resume's note, the summary and the pull records.
+	resumed, kept, net int64
 }
 
 // phaseUpload is a push's transfer; fetch has no such phase, since it only pulls.
@@ -168,7 +170,7 @@ func (p *progress) event(ev fetch.Event) {
 	if ev.Bytes > 0 || ev.Phase == fetch.PhaseFetch || ev.Phase == phaseUpload {
 		l.bytes = ev.Bytes
 	}
-	if ev.Phase == fetch.PhaseFetch {
+	if ev.Phase == fetch.PhaseFetch || ev.Phase == fetch.PhaseDone {
 		l.resumed = ev.Resumed
 	}
 	if ev.Phase == fetch.PhaseFailed {
@@ -178,7 +180,7 @@ func (p *progress) event(ev fetch.Event) {
 		l.from = termtext.Foreign(ev.From)
 	}
 	if ev.Phase == fetch.PhaseDone || ev.Phase == fetch.PhaseCached {
-		l.bytes, l.total = ev.Bytes, ev.Bytes
+		l.bytes, l.total, l.net = ev.Bytes, ev.Bytes, ev.Moved
 		l.elapsed = ev.Elapsed
 		if l.elapsed <= 0 {
 			l.elapsed = now.Sub(l.start)
@@ -411,12 +413,13 @@ func (p *progress) finish(err error) {
 		p.redraw(now)
 	}
 	var fetched, cached, failed, other int
-	var bytes int64
+	var bytes, resumed int64
 	for _, l := range p.lines {
 		switch l.phase {
 		case fetch.PhaseDone:
 			fetched++
-			bytes += l.bytes
+			bytes += l.net
+			resumed += l.resumed
 		case fetch.PhaseCached:
 			cached++
 		case fetch.PhaseFailed:
@@ -434,7 +437,11 @@ func (p *progress) finish(err error) {
 	}
 	verb := map[string]string{"pull": "fetched", "warm": "fetched", "push": "pushed"}[p.verb]
 	var parts []string
-	if fetched > 0 {
+	if fetched > 0 && resumed > 0 {
+		// The bytes counted are those that moved in this command; what an earlier pull kept
+		// is said apart, as its message and the resume's note said it.
+		parts = append(parts, fmt.Sprintf("%d %s (%s over the network, %s resumed)", fetched, verb, cas.FormatSize(bytes), cas.FormatSize(resumed)))
+	} else if fetched > 0 {
 		parts = append(parts, fmt.Sprintf("%d %s (%s)", fetched, verb, cas.FormatSize(bytes)))
 	}
 	for _, c := range []struct {

@@ -16,7 +16,8 @@ import (
 const mib = 1 << 20
 
 // A resumed download's rate counts the bytes this pull moved, not the whole blob, and its lines
-// say where it resumed.
+// say where it resumed; the summary counts the bytes that moved and says, apart, the ones
+// resumed: the same count the note gave.
 func TestProgressRateAfterResume(t *testing.T) {
 	var out bytes.Buffer
 	t0 := time.Unix(1000, 0)
@@ -31,10 +32,12 @@ func TestProgressRateAfterResume(t *testing.T) {
 	if got := p.transferStatus(l, "downloading", 2*time.Second, 200); !strings.Contains(got, "81.0 MiB/100.0 MiB 9.5 MiB/s resuming at 62.0 MiB") {
 		t.Errorf("status %q: want the rate over the 19 MiB moved and the resume point", got)
 	}
-	p.event(fetch.Event{Name: "acme/big", Phase: fetch.PhaseDone, Bytes: 100 * mib, Elapsed: 2 * time.Second})
+	p.event(fetch.Event{Name: "acme/big", Phase: fetch.PhaseDone, Bytes: 100 * mib, Elapsed: 2 * time.Second, Resumed: 62 * mib, Moved: 38 * mib})
+	p.finish(nil)
 	for _, want := range []string{
 		"acme/big: downloading from oci://r/m, resuming at 62.0 MiB\n",
 		"acme/big: done 100.0 MiB in 2s (19.0 MiB/s, resumed at 62.0 MiB) from oci://r/m\n",
+		"pull: 1 artifact: 1 fetched (38.0 MiB over the network, 62.0 MiB resumed) in ",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("log %q lacks %q", out.String(), want)
@@ -132,7 +135,7 @@ func TestProgressEscapesWhatCameFromOutside(t *testing.T) {
 			p.now, p.started = func() time.Time { return t0 }, t0
 			p.expect([]string{name})
 			p.event(fetch.Event{Name: name, Phase: fetch.PhaseFetch, Total: mib, From: hostileStore})
-			p.event(fetch.Event{Name: name, Phase: fetch.PhaseDone, Bytes: mib, Elapsed: time.Second})
+			p.event(fetch.Event{Name: name, Phase: fetch.PhaseDone, Bytes: mib, Elapsed: time.Second, Moved: mib})
 			p.finish(nil)
 			if c := rawControl(t, out.String()); c != "" {
 				t.Fatalf("a raw %s reached the progress output: %q", c, out.String())

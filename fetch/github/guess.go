@@ -45,7 +45,7 @@ func notReachable(err error, scope, label string) error {
 	// label does not.
 	var ue *url.Error
 	errors.As(err, &ue)
-	return errs.Wrap(err, errs.Network, "scope %s is mapped to no source, and its default %s did not answer (asked once, not retried): %v; if the scope has a GitHub source, map it under sources: in config.yaml (%s: github:OWNER/REPO)", scope, label, ue.Err, scope)
+	return errs.Wrap(err, errs.Network, "%s did not answer (asked once: scope %s is mapped to no source, and this is only its default): %v", label, scope, ue.Err)
 }
 
 // Guess reports whether scope's source is only the default guess: no sources: entry maps it.

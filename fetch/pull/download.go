@@ -84,7 +84,7 @@ func (p *Puller) download(ctx context.Context, st store.Store, req Request, desc
 		return nil, transfer{}, nil, err
 	}
 	kept, _ := w.Resumed()
-	f := download.New(w, desc.Digest, desc.Size, st.String(), p.options(), p.progress(req.Name.String(), desc.Size, st.String(), kept.Offset))
+	f := download.New(w, desc.Digest, desc.Size, st.String(), p.options(), p.progress(req.Name.String(), desc.Size, st.String(), kept.Held))
 	var stream *stage.Stream
 	if w.Held() == 0 {
 		if stream = stage.NewStream(req.stageTo, req.Name, desc.Digest, key); stream != nil {
@@ -178,7 +178,7 @@ func (p *Puller) newSourceScratch(w *cas.Writer, s store.Sourced, name string) *
 	return &sourceScratch{
 		w: w, digest: s.Digest, from: s.Origin,
 		pw: download.Progress{W: w, Report: p.progress(name, s.Size, "source", 0)},
-		f:  download.New(w, s.Digest, s.Size, s.Origin, p.options(), p.progress(name, s.Size, s.Origin, kept.Offset)),
+		f:  download.New(w, s.Digest, s.Size, s.Origin, p.options(), p.progress(name, s.Size, s.Origin, kept.Held)),
 	}
 }
 

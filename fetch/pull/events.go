@@ -26,10 +26,11 @@ type Event struct {
 	Total   int64
 	From    string
 	Elapsed time.Duration // since this artifact's pull began
-	// Resumed, while bytes arrive, is where this download continued what an earlier pull kept:
-	// Bytes-Resumed is what moved. Kept, on failure, is what stays in the CAS for the next pull
-	// to continue.
-	Resumed, Kept int64
+	// Kept, on failure, is what stays in the CAS for the next pull to continue. Resumed, while
+	// bytes arrive and when done, is how much of what an earlier pull kept this one used: the
+	// same count (Result.Resumed). Moved, when done, is what came over the network in this pull
+	// (Result.Transferred); with Resumed it makes the blob, unless the download started over.
+	Resumed, Kept, Moved int64
 }
 
 func (p *Puller) emit(ev Event) {

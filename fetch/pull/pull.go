@@ -367,7 +367,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 		p.emit(Event{Name: res.Name, Phase: PhaseCompile, Bytes: res.Size, Total: res.Size, From: res.Origin})
 		return res, nil
 	}
-	p.emit(Event{Name: res.Name, Phase: PhaseDone, Bytes: res.Size, Total: res.Size, From: res.Origin, Elapsed: fetchTook})
+	p.emit(Event{Name: res.Name, Phase: PhaseDone, Bytes: res.Size, Total: res.Size, From: res.Origin, Elapsed: fetchTook, Resumed: res.Resumed, Moved: res.Transferred})
 	return res, nil
 }
 
@@ -381,5 +381,5 @@ func (p *Puller) compile(ctx context.Context, res *Result) {
 			res.Warnings = append(res.Warnings, "not precompiled: "+err.Error())
 		}
 	}
-	p.emit(Event{Name: res.Name, Phase: PhaseDone, Bytes: res.Size, Total: res.Size, From: res.Origin, Elapsed: res.took})
+	p.emit(Event{Name: res.Name, Phase: PhaseDone, Bytes: res.Size, Total: res.Size, From: res.Origin, Elapsed: res.took, Resumed: res.Resumed, Moved: res.Transferred})
 }

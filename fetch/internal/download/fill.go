@@ -136,8 +136,10 @@ type Tee interface {
 
 // Transfer is what filling one blob did, for the pull's result and records.
 type Transfer struct {
-	Bytes   int64    // bytes received in this fill
-	Resumed int64    // bytes an earlier pull had kept, which this one continued after
+	Bytes int64 // bytes received in this fill
+	// Resumed is how many bytes an earlier pull kept that this one used, pieces beyond the start
+	// included: what the stopped pull called kept, and where progress starts.
+	Resumed int64
 	Conns   int      // connections used at most
 	Notes   []string // restarts and why
 }
@@ -171,7 +173,7 @@ type Filler struct {
 func New(w *cas.Writer, d digest.Digest, size int64, from string, opt Options, progress func(n int64)) *Filler {
 	f := &Filler{opt: opt, w: w, dg: d, size: size, from: from, progress: progress, began: time.Now()}
 	if rs, ok := w.Resumed(); ok {
-		f.xfer.Resumed, f.kept = rs.Offset, rs.Held
+		f.xfer.Resumed, f.kept = rs.Held, rs.Held
 		f.xfer.Notes = append(f.xfer.Notes, fmt.Sprintf("continued a download an earlier pull left at %d of %d bytes (%d held)", rs.Offset, size, rs.Held))
 	}
 	return f
@@ -217,7 +219,8 @@ func (f *Filler) received(n int64) {
 	f.lastByte.Store(time.Now().UnixNano())
 	f.evMu.Lock()
 	defer f.evMu.Unlock()
-	if f.lastE == 0 || now-f.lastE >= 1<<20 || now == f.size {
+	// The last byte is always reported, resumed or not, so that progress ends at the blob's size.
+	if f.lastE == 0 || now-f.lastE >= 1<<20 || f.xfer.Resumed+now >= f.size {
 		f.lastE = now
 		if f.progress != nil {
 			f.progress(min(f.xfer.Resumed+now, f.size))
@@ -239,6 +242,8 @@ func (f *Filler) run(ctx context.Context) error {
 		kept, _ := f.w.Resumed()
 		switch {
 		case f.oneStream || f.size < f.opt.parallelMin() || f.opt.connections() < 2:
+			// One stream continues after the kept start only.
+			f.xfer.Resumed = min(f.xfer.Resumed, kept.Offset)
 			err = f.stream(ctx, nil, false)
 		case kept.Held > kept.Offset || f.opt.hooks().PiecesFirst:
 			// Pieces beyond the start were kept: only pieces can use them.

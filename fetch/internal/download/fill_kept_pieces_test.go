@@ -43,3 +43,46 @@ func TestFillRestartsForDamagedKeptPieces(t *testing.T) {
 		t.Fatalf("notes %q, want the restart said", notes)
 	}
 }
+
+// Good pieces an earlier fill kept beyond the start count as resumed, all of them: the number a
+// stopped pull called kept is the one the next pull resumes with, its progress starts from, and
+// its transfer leaves out.
+func TestFillResumesEveryKeptPiece(t *testing.T) {
+	data, d := blob(4 << 20)
+	store := newStore(t)
+	w := ingest(t, store, d, int64(len(data)))
+	w.SetValidator(`"a"`)
+	p, err := w.Parts(int64(len(data)), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.WriteAt(data[2<<20:3<<20], 2<<20); err != nil {
+		t.Fatal(err)
+	}
+	held := w.Held()
+	w.Keep()
+	w.Close()
+
+	w = ingest(t, store, d, int64(len(data)))
+	defer w.Close()
+	if rs, ok := w.Resumed(); !ok || rs.Offset != 0 || rs.Held != held || held != 1<<20 {
+		t.Fatalf("resumed %+v, %v: the test wants a kept piece of %d bytes beyond the start only", rs, ok, held)
+	}
+	var first, last int64 = -1, -1
+	f := New(w, d, int64(len(data)), "mem", Options{Connections: 4, ParallelMin: 1 << 20, Chunk: 512 << 10}, func(n int64) {
+		if first < 0 {
+			first = n
+		}
+		last = n
+	})
+	if err := f.Fill(context.Background(), &memRanger{data: data, etag: `"a"`}); err != nil {
+		t.Fatal(err)
+	}
+	x := f.Transfer()
+	if x.Resumed != held || x.Bytes != int64(len(data))-held {
+		t.Fatalf("resumed %d and received %d bytes, want %d kept and the other %d", x.Resumed, x.Bytes, held, int64(len(data))-held)
+	}
+	if first <= held || last != int64(len(data)) {
+		t.Fatalf("progress went from %d to %d, want it past the %d kept bytes from the first report, and to %d", first, last, held, len(data))
+	}
+}
