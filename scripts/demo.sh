@@ -37,8 +37,9 @@ run "$mur" pack notes -o notes-1.0.0.mur.zip
 
 step "make a signing key; the home trusts it for scope demo and requires provenance there"
 mkdir -p "$MURMUR_HOME"
-printf '$ go run ./testdata/demo/keygen %s demo > %s\n' "$work/demo" "$MURMUR_HOME/config.yaml"
-(cd "$root" && go run ./testdata/demo/keygen "$work/demo" demo) > "$MURMUR_HOME/config.yaml"
+printf '$ mur key generate demo --scope demo > %s\n' "$MURMUR_HOME/config.yaml"
+"$mur" key generate demo --scope demo > "$MURMUR_HOME/config.yaml"
+printf '    provenance: require\n' >> "$MURMUR_HOME/config.yaml"
 run cat "$MURMUR_HOME/config.yaml"
 
 step "push it, signed, to an OCI layout store"
