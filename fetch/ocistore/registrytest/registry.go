@@ -36,12 +36,17 @@ const Binary = "/usr/bin/docker-registry"
 // Registry is a running registry that a test talks to at Addr.
 type Registry struct {
 	addr string
+	pid  int // the registry process's, 0 for one in this process
 	once sync.Once
 	stop func()
 }
 
 // Addr is the registry's host:port on the loopback interface.
 func (r *Registry) Addr() string { return r.addr }
+
+// PID is the registry process's id, for benchmarks that read its CPU time; 0 for a registry
+// that runs in this process.
+func (r *Registry) PID() int { return r.pid }
 
 // URL is http://Addr.
 func (r *Registry) URL() string { return "http://" + r.addr }
@@ -173,7 +178,7 @@ http:
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return &Registry{addr: addr, stop: kill}, nil
+	return &Registry{addr: addr, pid: cmd.Process.Pid, stop: kill}, nil
 }
 
 func freePort() (int, error) {
