@@ -24,9 +24,9 @@ import (
 //     order as the bytes from its start come in, when one connection turns out slow.
 //
 // A large blob starts as one stream, the fastest way on a fast link (no second copy, no reading
-// back to hash): where one connection brings less than fastLink after splitAfter, which is what a
-// server or CDN capping each connection looks like, the stream stops where it is and the rest is
-// fetched in pieces over several connections. A kept download that already holds pieces beyond
+// back to hash): where the link, not the hashing and writing, holds the stream back (conns.go),
+// which is what a server or CDN capping each connection looks like, the stream stops where it is
+// and the rest is fetched in pieces over as many connections as can help. A kept download that already holds pieces beyond
 // its start goes straight to pieces.
 //
 // Only a 206 whose Content-Range is exactly the range asked for is taken as a piece (Answer); a
