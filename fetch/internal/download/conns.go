@@ -23,7 +23,7 @@ const (
 	headroom = 2
 	// judgeFrom is how much the taker must have taken before its pace is trusted: the first
 	// chunks go through an idle pipeline at whatever pace a free core gives.
-	judgeFrom = 8 << 20
+	judgeFrom = 4 << 20
 	// steadyFor is how long every judgment must have called for more connections before the
 	// stream is split: on a loaded machine the process can wait a while for a core, which a
 	// judgment reads as a slow link, once.
