@@ -1,9 +1,6 @@
 package download
 
-import (
-	"cmp"
-	"time"
-)
+import "time"
 
 // How many connections a large blob is fetched over. It starts as one stream, the cheapest way:
 // no second request, no reading back to hash. Once the stream has run splitAfter it is judged
@@ -88,7 +85,7 @@ func (c *countingWriter) splitNow() bool {
 		if h.SplitWhen(c.n, elapsed) {
 			conns = c.f.opt.connections()
 		}
-	case elapsed < cmp.Or(h.JudgeAfter, splitAfter) || c.n < judgeFrom:
+	case elapsed < splitAfter || c.n < judgeFrom:
 		return false // too early to tell
 	default:
 		// The link's pace from the first chunk on: the wait for that one is the request's, and

@@ -74,8 +74,6 @@ type Hooks struct {
 	// SplitWhen, when set, replaces the rule that splits a slow stream (Connections): true
 	// splits it over Options.Connections.
 	SplitWhen func(n int64, elapsed time.Duration) bool
-	// JudgeAfter, when above 0, replaces splitAfter: how long a stream runs before it is judged.
-	JudgeAfter time.Duration
 	// Judged, when set, is told every judgment of a stream: the connections the rule chose.
 	Judged func(conns int)
 	// PiecesFirst skips the single stream a large blob starts with.
