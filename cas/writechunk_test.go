@@ -73,3 +73,21 @@ func TestIngestWritesInSmallCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// An ingest's pace is unknown until both stages took bytes, then the bytes a second they went at.
+func TestIngestPace(t *testing.T) {
+	s := openStore(t)
+	w, err := s.NewWriter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if p := w.Pace(); p != 0 {
+		t.Fatalf("an ingest that took nothing has pace %v", p)
+	}
+	w.Write(patternBytes(5, 3<<20))
+	w.Digest() // waits for both stages
+	if p := w.Pace(); p <= 0 {
+		t.Fatalf("an ingest that took 3 MiB has pace %v", p)
+	}
+}

@@ -67,6 +67,8 @@ type Writer struct {
 	res *resumable
 	// parts is set while the blob is written at offsets (see parts.go).
 	parts *Parts
+
+	hashPace, writePace pace // the two stages' work, timed (Pace)
 }
 
 // NewWriter starts an ingest. The temporary file is flock-held for the Writer's whole life, so
@@ -113,7 +115,9 @@ func newWriter(s *Store, f *os.File, h hash.Hash, size int64, res *resumable) *W
 func (w *Writer) hashLoop() {
 	defer w.workers.Done()
 	for c := range w.hashq {
+		start := time.Now()
 		w.hash.Write(c.buf[:c.n])
+		w.hashPace.add(c.n, start)
 		w.release(c)
 	}
 }
@@ -134,6 +138,7 @@ func (w *Writer) writeLoop(start int64) {
 		}
 	}()
 	for c := range w.writeq {
+		start := time.Now()
 		if w.err() == nil {
 			if _, err := atomicfile.Write(w.f, c.buf[:c.n]); err != nil {
 				w.mu.Lock()
@@ -162,6 +167,7 @@ func (w *Writer) writeLoop(start int64) {
 				}(w.f, flushing)
 			}
 		}
+		w.writePace.add(c.n, start)
 		w.release(c)
 	}
 }

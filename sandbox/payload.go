@@ -45,8 +45,9 @@ func LoadPayload(ctx context.Context, store *cas.Store, d digest.Digest, payload
 		return nil, nil, err
 	}
 	if kept != "" && atomicfile.MkdirPrivate(payloadDir) == nil {
-		// Best effort: a payload that can't be kept is inflated again next time.
-		_ = atomicfile.WriteFile(kept, wasm, 0o600)
+		// Best effort: a payload that can't be kept is inflated again next time, and one a
+		// crash lost or cut short fails its CRC-32 check and is too.
+		_ = atomicfile.WriteCache(kept, wasm, 0o600)
 	}
 	return wasm, a, nil
 }

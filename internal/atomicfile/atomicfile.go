@@ -146,6 +146,33 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	return f.Commit()
 }
 
+// WriteCache writes data to path whole or not at all, without making it durable: for a file
+// derived from verified bytes that its reader checks again (a kept payload, checked against its
+// zip's CRC-32), which a power cut may lose or leave short but never half-replaced by another.
+// Two fsyncs would cost a cold run more than writing the file does.
+func WriteCache(path string, data []byte, perm os.FileMode) error {
+	f, err := Create("", path, perm)
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	if err := f.Chmod(perm); err != nil {
+		return err
+	}
+	if err := f.File.Close(); err != nil {
+		return err
+	}
+	f.done = true
+	if err := os.Rename(f.Name(), path); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return nil
+}
+
 // SyncDir fsyncs a folder, so that a rename into it survives a power cut.
 func SyncDir(dir string) error {
 	d, err := os.Open(dir)

@@ -90,3 +90,36 @@ func TestChunkedWriteReportsItsFailure(t *testing.T) {
 		}
 	}
 }
+
+// WriteCache replaces a file whole, with the mode asked, and leaves no temporary file; where it
+// can't, it fails and leaves nothing.
+func TestWriteCacheReplacesWhole(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "kept.wasm")
+	if err := WriteCache(p, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte{7}, 3*WriteChunk+1)
+	if err := WriteCache(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(p)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back %d bytes, %v; want the %d written", len(got), err, len(data))
+	}
+	if st, _ := os.Stat(p); st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v, want 0600", st.Mode().Perm())
+	}
+	assertNoTemps(t, dir)
+	if err := WriteCache(filepath.Join(dir, "missing", "x"), data, 0o600); err == nil {
+		t.Fatal("a write into a missing folder succeeded")
+	}
+	if err := os.Mkdir(filepath.Join(dir, "taken"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "taken", "x"), nil, 0o600)
+	if err := WriteCache(filepath.Join(dir, "taken"), data, 0o600); err == nil {
+		t.Fatal("a write over a folder that holds a file succeeded")
+	}
+	assertNoTemps(t, dir)
+}

@@ -24,9 +24,9 @@ import (
 //     order as the bytes from its start come in, when one connection turns out slow.
 //
 // A large blob starts as one stream, the fastest way on a fast link (no second copy, no reading
-// back to hash): where one connection brings less than fastLink after splitAfter, which is what a
-// server or CDN capping each connection looks like, the stream stops where it is and the rest is
-// fetched in pieces over several connections. A kept download that already holds pieces beyond
+// back to hash): where the link, not the hashing and writing, holds the stream back (conns.go),
+// which is what a server or CDN capping each connection looks like, the stream stops where it is
+// and the rest is fetched in pieces over as many connections as can help. A kept download that already holds pieces beyond
 // its start goes straight to pieces.
 //
 // Only a 206 whose Content-Range is exactly the range asked for is taken as a piece (Answer); a
@@ -48,12 +48,6 @@ const (
 	// maxResumes bounds how often one transfer continues after a break: a link that breaks
 	// this often is better reported.
 	maxResumes = 5
-	// splitAfter and fastLink: a large blob's single stream that brings less than fastLink
-	// bytes a second, measured after splitAfter, is split over several connections. A loopback
-	// or LAN registry streams faster than that; a connection capped by a server or a CDN, or a
-	// long-haul link, does not.
-	splitAfter = 250 * time.Millisecond
-	fastLink   = 128 << 20
 )
 
 // Options are the knobs of a fill.
@@ -77,8 +71,11 @@ type Options struct {
 type Hooks struct {
 	// HashLast hashes a parallel download once it is whole, not as it grows.
 	HashLast bool
-	// SplitWhen, when set, replaces the rule that splits a slow stream.
+	// SplitWhen, when set, replaces the rule that splits a slow stream (Connections): true
+	// splits it over Options.Connections.
 	SplitWhen func(n int64, elapsed time.Duration) bool
+	// Judged, when set, is told every judgment of a stream: the connections the rule chose.
+	Judged func(conns int)
 	// PiecesFirst skips the single stream a large blob starts with.
 	PiecesFirst bool
 }
@@ -109,18 +106,6 @@ func (o Options) hooks() Hooks {
 		return Hooks{}
 	}
 	return *o.Hooks
-}
-
-// SlowLink reports whether a stream that brought n bytes in elapsed should be split.
-func SlowLink(n int64, elapsed time.Duration) bool {
-	return elapsed >= splitAfter && float64(n) < fastLink*elapsed.Seconds()
-}
-
-func (o Options) slowLink(n int64, elapsed time.Duration) bool {
-	if h := o.hooks(); h.SplitWhen != nil {
-		return h.SplitWhen(n, elapsed)
-	}
-	return SlowLink(n, elapsed)
 }
 
 // errSplit stops a large blob's single stream so that the rest is fetched in pieces.
@@ -166,6 +151,8 @@ type Filler struct {
 	lastByte  atomic.Int64
 	oneStream bool
 	kept      int64 // bytes an earlier pull kept, from the start and beyond; 0 once started over
+	// conns is how many connections the judgment of the stream chose, 0 before any.
+	conns int
 }
 
 // New prepares the fill of ingest w with blob d of size bytes from the store or source named
@@ -397,6 +384,14 @@ type countingWriter struct {
 	split bool
 	start time.Time
 	n     int64
+	// teeBusy is the time the tee took over the bytes, which the stream waited for.
+	teeBusy time.Duration
+	first   time.Time // when the first bytes were taken
+	firstN  int64     // bytes taken before them
+	// wantSince is when the judgments began to call for more connections, wantFewest the
+	// fewest they called for since (steady).
+	wantSince  time.Time
+	wantFewest int
 }
 
 // The ingest and the writers before it take a read-ahead's buffers whole (Body.WriteTo).
@@ -412,7 +407,9 @@ func (c *countingWriter) WriteBuffer(b *[]byte, n int) (*[]byte, error) {
 		return b, errSplit
 	}
 	if c.f.tee != nil {
+		start := time.Now()
 		c.f.tee.Write((*b)[:n]) // before the ingest owns the buffer; a failed ingest ends the stream
+		c.teeBusy += time.Since(start)
 	}
 	nb, err := c.w.WriteBuffer(b, n)
 	if err != nil {
@@ -422,15 +419,6 @@ func (c *countingWriter) WriteBuffer(b *[]byte, n int) (*[]byte, error) {
 	c.n += int64(n)
 	c.f.received(int64(n))
 	return nb, nil
-}
-
-// splitNow stops a stream that proved slow, so that the rest is fetched in pieces.
-func (c *countingWriter) splitNow() bool {
-	if c.split && c.f.opt.slowLink(c.n, time.Since(c.start)) {
-		c.err = errSplit
-		return true
-	}
-	return false
 }
 
 func (c *countingWriter) Write(b []byte) (int, error) {
@@ -443,7 +431,9 @@ func (c *countingWriter) Write(b []byte) (int, error) {
 	if err != nil {
 		c.err = err
 	} else if c.f.tee != nil {
+		start := time.Now()
 		c.f.tee.Write(b[:n]) // takes every byte; a stream that gave up only counts
+		c.teeBusy += time.Since(start)
 	}
 	return n, err
 }

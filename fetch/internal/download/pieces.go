@@ -124,7 +124,7 @@ func (pf *pieces) run(ctx context.Context, first cas.Span, part Part) error {
 func (pf *pieces) grow(ctx context.Context) {
 	pf.mu.Lock()
 	defer pf.mu.Unlock()
-	for pf.err == nil && len(pf.queue) > 0 && pf.workers < pf.f.opt.connections() {
+	for pf.err == nil && len(pf.queue) > 0 && pf.workers < pf.f.connections() {
 		if !pf.slots.tryWhole() {
 			return
 		}

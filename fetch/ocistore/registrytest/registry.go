@@ -36,6 +36,7 @@ const Binary = "/usr/bin/docker-registry"
 // Registry is a running registry that a test talks to at Addr.
 type Registry struct {
 	addr    string
+	pid     int // the registry process's, 0 for one in this process
 	once    sync.Once
 	stop    func()
 	storage string // the real registry's storage root; "" in process
@@ -43,6 +44,10 @@ type Registry struct {
 
 // Addr is the registry's host:port on the loopback interface.
 func (r *Registry) Addr() string { return r.addr }
+
+// PID is the registry process's id, for benchmarks that read its CPU time; 0 for a registry
+// that runs in this process.
+func (r *Registry) PID() int { return r.pid }
 
 // URL is http://Addr.
 func (r *Registry) URL() string { return "http://" + r.addr }
@@ -174,7 +179,7 @@ http:
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return &Registry{addr: addr, stop: kill, storage: filepath.Join(dir, "storage")}, nil
+	return &Registry{addr: addr, pid: cmd.Process.Pid, stop: kill, storage: filepath.Join(dir, "storage")}, nil
 }
 
 func freePort() (int, error) {
