@@ -18,7 +18,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -82,15 +81,6 @@ func runTimed(b *testing.B, c *exec.Cmd) {
 // cpuOf is the CPU time, user and system, that the finished process c took.
 func cpuOf(c *exec.Cmd) time.Duration {
 	return c.ProcessState.UserTime() + c.ProcessState.SystemTime()
-}
-
-// childrenCPU is the CPU, user and system, of every child process this one has waited for.
-func childrenCPU(tb testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // procCPU is the CPU, user and system, that the running process pid has taken so far, from
@@ -256,15 +246,6 @@ func interleaveOn(b *testing.B, registry int, cs ...contender) {
 			b.ReportMetric(float64(median(reg[j]).Microseconds())/1000, c.name+"-registry-cpu-ms")
 		}
 	}
-}
-
-// selfCPU is the CPU, user and system, this process has taken so far.
-func selfCPU(tb testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // reportSpread reports the median, fastest and slowest of runs as metrics named after who.
