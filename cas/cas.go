@@ -233,18 +233,5 @@ func pathErr(err error, doing, path string) error {
 	default:
 		hint = "check the disk and the folder's permissions"
 	}
-	return errs.Wrap(err, errs.IO, "%s %s failed: %v; %s", doing, path, unwrapPathErr(err), hint)
-}
-
-// unwrapPathErr drops the path from an *fs.PathError, which the sentence names already.
-func unwrapPathErr(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	var le *os.LinkError
-	if errors.As(err, &le) {
-		return le.Err
-	}
-	return err
+	return errs.Wrap(err, errs.IO, "%s %s failed: %v; %s", doing, path, errs.OSCause(err), hint)
 }

@@ -58,7 +58,7 @@ func GC(ctx context.Context, in GCInput) (GCReport, error) {
 	rep := GCReport{Roots: []string{}, PrunedRoots: []string{}, Staging: []string{}, Warnings: []string{}}
 	for _, p := range in.KeepLocks {
 		if _, err := os.Stat(p); err != nil {
-			return rep, errs.Wrap(err, errs.Usage, "--keep %s: %v; give the path of a murmur.lock", p, unwrapPathErr(err))
+			return rep, errs.Wrap(err, errs.Usage, "--keep %s: %v; give the path of a murmur.lock", p, errs.OSCause(err))
 		}
 	}
 	now := in.Now
@@ -133,12 +133,4 @@ func GC(ctx context.Context, in GCInput) (GCReport, error) {
 		rep.Staging = append(rep.Staging, stage.Sweep(stage.Tools{Project: dir}, now, in.DryRun)...)
 	}
 	return rep, nil
-}
-
-func unwrapPathErr(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }

@@ -119,21 +119,13 @@ func openLocal(path, what string) (*os.File, error) {
 		return nil, errs.Wrap(err, errs.NotFound, "%s %s does not exist", what, path)
 	}
 	if err != nil {
-		return nil, errs.Wrap(err, errs.IO, "can't read %s %s: %v", what, path, unwrapPathError(err))
+		return nil, errs.Wrap(err, errs.IO, "can't read %s %s: %v", what, path, errs.OSCause(err))
 	}
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
 		f.Close()
 		return nil, errs.New(errs.Usage, "%s %s is not a regular file", what, path)
 	}
 	return f, nil
-}
-
-func unwrapPathError(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
 
 // hashFile is the file's SHA-256, as a digest, and its SHA-512 (an Ed25519 bundle signs that).

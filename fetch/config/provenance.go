@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -424,9 +423,5 @@ func readKeyFile(path string) ([]byte, error) {
 	case errors.Is(err, safefile.ErrTooLarge):
 		return nil, fmt.Errorf("%s is over %d bytes, far more than a public key holds, so mur did not read it; name the KEY.pub that mur key generate or openssl pkey -pubout wrote", path, maxKeyFile)
 	}
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		err = pe.Err
-	}
-	return nil, fmt.Errorf("%s can't be read: %v; fix the path (a relative one is read from the home's folder)", path, err)
+	return nil, fmt.Errorf("%s can't be read: %v; fix the path (a relative one is read from the home's folder)", path, errs.OSCause(err))
 }

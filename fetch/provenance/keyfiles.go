@@ -51,7 +51,7 @@ func WriteKeyPair(name, kind string) (KeyPair, error) {
 func writeNew(path string, data []byte, perm os.FileMode) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
-		return errs.Wrap(err, errs.IO, "can't write %s: %v", path, unwrapPathErr(err))
+		return errs.Wrap(err, errs.IO, "can't write %s: %v", path, errs.OSCause(err))
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp)
@@ -72,19 +72,7 @@ func writeNew(path string, data []byte, perm os.FileMode) error {
 	case errors.Is(err, fs.ErrExist):
 		return errs.Wrap(err, errs.Usage, "%s already exists, and mur key generate never overwrites a key; choose another NAME", path)
 	case err != nil:
-		return errs.Wrap(err, errs.IO, "can't write %s: %v", path, unwrapPathErr(err))
+		return errs.Wrap(err, errs.IO, "can't write %s: %v", path, errs.OSCause(err))
 	}
 	return nil
-}
-
-func unwrapPathErr(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	var le *os.LinkError
-	if errors.As(err, &le) {
-		return le.Err
-	}
-	return err
 }

@@ -16,10 +16,10 @@ func MkdirPrivate(dir string) error {
 		return nil
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return errs.Wrap(err, errs.IO, "can't create %s: %v; check that its parent is writable and the disk is not full", dir, unwrapPath(err))
+		return errs.Wrap(err, errs.IO, "can't create %s: %v; check that its parent is writable and the disk is not full", dir, errs.OSCause(err))
 	}
 	if err := os.Chmod(dir, 0o700); err != nil {
-		return errs.Wrap(err, errs.IO, "can't set %s to mode 0700: %v", dir, unwrapPath(err))
+		return errs.Wrap(err, errs.IO, "can't set %s to mode 0700: %v", dir, errs.OSCause(err))
 	}
 	return nil
 }
@@ -30,11 +30,4 @@ func MkdirPrivate(dir string) error {
 func Within(p, dir string) bool {
 	rel, err := filepath.Rel(dir, p)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
-}
-
-func unwrapPath(err error) error {
-	if pe, ok := err.(*os.PathError); ok {
-		return pe.Err
-	}
-	return err
 }

@@ -7,6 +7,8 @@ package errs
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 )
 
 // Token is the machine-readable class of an error. A Token is itself an error, so that
@@ -93,4 +95,19 @@ func Message(err error) string {
 		return e.Msg
 	}
 	return err.Error()
+}
+
+// OSCause is the system's own error beneath an *fs.PathError or *os.LinkError ("permission
+// denied", "file exists"), or err itself: mur's sentences name the path already, and the
+// wrapper would print it a second time.
+func OSCause(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
 }

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -27,5 +30,24 @@ func TestTokenSurvivesWrapping(t *testing.T) {
 	}
 	if got := TokenOf(errors.New("plain")); got != Internal {
 		t.Fatalf("TokenOf(plain) = %q", got)
+	}
+}
+
+// A sentence that names the path already prints the system's cause alone.
+func TestOSCause(t *testing.T) {
+	_, err := os.Open(filepath.Join(t.TempDir(), "absent"))
+	if got := OSCause(err); got != fs.ErrNotExist && got.Error() != "no such file or directory" {
+		t.Fatalf("OSCause(%v) = %v, want the bare cause", err, got)
+	}
+	if got := OSCause(err); strings.Contains(got.Error(), "absent") {
+		t.Fatalf("OSCause(%v) = %v still names the path", err, got)
+	}
+	link := &os.LinkError{Op: "rename", Old: "a", New: "b", Err: fs.ErrExist}
+	if got := OSCause(fmt.Errorf("wrapped: %w", link)); got != fs.ErrExist {
+		t.Fatalf("OSCause of a LinkError = %v, want %v", got, fs.ErrExist)
+	}
+	plain := errors.New("plain")
+	if got := OSCause(plain); got != plain {
+		t.Fatalf("OSCause(plain) = %v, want it unchanged", got)
 	}
 }

@@ -33,7 +33,7 @@ func ReadProject(path string, max int64, tooBig errs.Token) ([]byte, error) {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, err
 	}
-	return nil, errs.Wrap(err, errs.IO, "can't read %s: %v", path, unwrapPath(err))
+	return nil, errs.Wrap(err, errs.IO, "can't read %s: %v", path, errs.OSCause(err))
 }
 
 // refuseLinkedParent refuses a project file inside a symlinked .murmur/.
@@ -48,12 +48,4 @@ func refuseLinkedParent(path string) error {
 	}
 	target, _ := os.Readlink(dir)
 	return errs.New(errs.Denied, "%s is a symlink to %s, and mur never follows a project's .murmur/ through a symlink, which a cloned repository could point anywhere; replace it with a real folder (removing the symlink leaves its target untouched)", dir, target)
-}
-
-func unwrapPath(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }

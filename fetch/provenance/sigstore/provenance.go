@@ -114,11 +114,11 @@ func verifyAttestation(b *bundle.Bundle, leaf *x509.Certificate, sum []byte, art
 			want.OwnerID, want.RepoID, want.Scope)
 	}
 	if facts.Runner != githubHosted && !want.AllowSelfHosted && want.Asked != "" {
-		return facts, errs.New(errs.ProvenanceMismatch, "%s was built on a %q runner, not a GitHub-hosted one; a self-hosted runner is as trustworthy as whoever controls it, and a pull refuses it unless the consumer's config.yaml sets allow_self_hosted: true for the scope",
+		return facts, errs.New(errs.ProvenanceMismatch, "%s was built on a %q runner, not a GitHub-hosted one; a self-hosted runner is as trustworthy as whoever controls it, and a consumer's pull refuses it unless their config.yaml sets allow_self_hosted: true",
 			want.Artifact, clean(orNone(facts.Runner)))
 	}
 	if facts.Runner != githubHosted && !want.AllowSelfHosted {
-		return facts, errs.New(errs.ProvenanceMismatch, "%s was built on a %q runner, not a GitHub-hosted one; a self-hosted runner is as trustworthy as whoever controls it. Set allow_self_hosted: true for scope %s in .murmur/config.yaml if that is expected",
+		return facts, errs.New(errs.ProvenanceMismatch, "%s was built on a %q runner, not a GitHub-hosted one; a self-hosted runner is as trustworthy as whoever controls it. Set allow_self_hosted: true for scope %s in $MURMUR_HOME/config.yaml if that is expected (a project's config.yaml can't loosen the home's policy)",
 			want.Artifact, clean(orNone(facts.Runner)), want.Scope)
 	}
 	if want.SignerWorkflow != "" && !workflowPrefix(facts.Signer, want.SignerWorkflow) {

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 
 	"github.com/sigstore/sigstore-go/pkg/root"
 	"github.com/sigstore/sigstore-go/pkg/verify"
@@ -81,7 +80,7 @@ func LoadRoots(path string) (*Roots, error) {
 	case errors.Is(err, safefile.ErrTooLarge):
 		return nil, errs.Wrap(err, errs.InvalidConfig, "trusted_root %s is over %d bytes, far more than a Sigstore trusted root holds, so mur did not read it; check what the file is", path, maxRootFile)
 	case err != nil:
-		return nil, errs.Wrap(err, errs.InvalidConfig, "trusted_root %s can't be read: %v; fix the path in .murmur/config.yaml", path, unwrapPath(err))
+		return nil, errs.Wrap(err, errs.InvalidConfig, "trusted_root %s can't be read: %v; fix the path in .murmur/config.yaml", path, errs.OSCause(err))
 	}
 	r := &Roots{source: "trusted_root " + path}
 	type doc struct {
@@ -129,14 +128,6 @@ func notARoot(raw []byte, first int) string {
 		return fmt.Sprintf("the JSON at line %d has not the mediaType %s", first, root.TrustedRootMediaType01)
 	}
 	return ""
-}
-
-func unwrapPath(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
 
 // NewRoots builds Roots from trusted material already in memory: for tests, and for callers that

@@ -75,7 +75,7 @@ func tufSources(cache *provenance.RootsCache) ([]tufSource, error) {
 		}
 		data, err := safefile.ReadFile(r.Root, maxRootFile)
 		if err != nil {
-			return nil, errs.Wrap(err, errs.InvalidConfig, "tuf_repositories.%s.root %s can't be read as a regular file of at most %d bytes: %v; fix the path in $MURMUR_HOME/config.yaml", r.Instance, r.Root, maxRootFile, unwrapPath(err))
+			return nil, errs.Wrap(err, errs.InvalidConfig, "tuf_repositories.%s.root %s can't be read as a regular file of at most %d bytes: %v; fix the path in $MURMUR_HOME/config.yaml", r.Instance, r.Root, maxRootFile, errs.OSCause(err))
 		}
 		srcs[i].url, srcs[i].tufRoot = r.URL, data
 	}
