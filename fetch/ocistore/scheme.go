@@ -139,8 +139,9 @@ type schemeRace struct {
 
 // pinged is what a raced ping learned of plain HTTP, once done is closed.
 type pinged struct {
-	done     chan struct{}
-	plainErr error // why plain HTTP did not answer well; nil when it did or was not asked
+	done      chan struct{}
+	plainErr  error          // why plain HTTP did not answer well; nil when it did or was not asked
+	plainResp *http.Response // plain HTTP's own answer, body unread, when it is the registry's word
 }
 
 // errPingAnswered answers go-containerregistry's own HTTP ping when the race already settled.
@@ -216,6 +217,13 @@ func (t *schemeRace) RoundTrip(req *http.Request) (*http.Response, error) {
 		case <-req.Context().Done():
 			return nil, req.Context().Err()
 		}
+		t.mu.Lock()
+		resp := last.plainResp
+		last.plainResp = nil // one reader: go-containerregistry's one HTTP ping
+		t.mu.Unlock()
+		if resp != nil {
+			return resp, nil
+		}
 		if last.plainErr != nil {
 			return nil, last.plainErr
 		}
@@ -239,13 +247,12 @@ func (t *schemeRace) ping(req *http.Request, p *pinged) (*http.Response, error) 
 		if r.good() {
 			return r.keep()
 		}
-		p.plainErr = r.failure()
-		r.close()
 		// It stopped speaking plain HTTP (a TLS server answers it with 400), or is not there.
 		resp, err := t.inner.RoundTrip(req)
 		if err == nil && resp.StatusCode != http.StatusBadRequest {
 			t.schemes.remember(t.host, false)
 		}
+		t.settlePlain(p, r, err != nil)
 		return resp, err
 	}
 	results := make(chan raced, 2)
@@ -255,7 +262,7 @@ func (t *schemeRace) ping(req *http.Request, p *pinged) (*http.Response, error) 
 		cancels[scheme] = cancel
 		go func() { results <- t.over(req.Clone(ctx), scheme, cancel) }()
 	}
-	var secure raced
+	var secure, plain raced
 	for i := range 2 {
 		r := <-results
 		if r.good() {
@@ -273,13 +280,27 @@ func (t *schemeRace) ping(req *http.Request, p *pinged) (*http.Response, error) 
 		if r.scheme == "https" {
 			secure = r
 		} else {
-			p.plainErr = r.failure()
-			r.close()
+			plain = r
 		}
 	}
 	// Neither answered well: HTTPS's answer is the one go-containerregistry reports, beside
 	// the plain one it then asks for (and gets from p).
+	t.settlePlain(p, plain, secure.err != nil)
 	return secure.keep()
+}
+
+// settlePlain tells p how plain HTTP fared when it did not answer well. When TLS failed at the
+// connection, the server speaks plain HTTP and its 400 is its real answer, with the body that
+// says why: go-containerregistry's HTTP ping then gets that answer itself. Otherwise only the
+// reason is kept.
+func (t *schemeRace) settlePlain(p *pinged, plain raced, tlsFailed bool) {
+	if tlsFailed && plain.err == nil {
+		plain.resp.Body = &cancelBody{ReadCloser: plain.resp.Body, cancel: plain.cancel}
+		p.plainResp = plain.resp
+		return
+	}
+	p.plainErr = plain.failure()
+	plain.close()
 }
 
 // over sends r, a ping of its own whose context cancel ends, in scheme.
