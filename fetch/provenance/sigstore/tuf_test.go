@@ -1,6 +1,7 @@
 package sigstore
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -142,7 +143,13 @@ func TestRefreshRefusesExpiredAndTamperedMetadata(t *testing.T) {
 			w.gh.Publish([]byte(`{"mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1", "certificateAuthorities": [{"certChain": {"certificates": [{"rawBytes": "AAAA"}]}}]}`))
 		}, "does not parse as a Sigstore trusted root"},
 		"tampered target": {func(w *tufWorld, t *testing.T) {
-			w.gh.Tamper(provenancetest.NewCA(t, "GitHub, Inc.").TrustedRootJSON(t), provenancetest.NewCA(t, "GitHub, Inc.").TrustedRootJSON(t))
+			// The served bytes keep the published length (another CA's root may be a byte longer,
+			// which TUF refuses for its length before its hash), so that the hash is what refuses.
+			published := provenancetest.NewCA(t, "GitHub, Inc.").TrustedRootJSON(t)
+			served := bytes.Clone(published)
+			i := bytes.LastIndex(served, []byte(`"rawBytes": "`)) + len(`"rawBytes": "`)
+			served[i] ^= 0x01
+			w.gh.Tamper(published, served)
 		}, "hash verification failed - mismatch for algorithm sha256"},
 	} {
 		t.Run(name, func(t *testing.T) {
