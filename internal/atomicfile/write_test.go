@@ -6,30 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
-)
 
-// writeCalls is how many write system calls this process has made, from /proc/self/io.
-func writeCalls(t *testing.T) int {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/io")
-	if err != nil {
-		t.Skipf("no write count here: %v", err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "syscw: "); ok {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Skip("no syscw in /proc/self/io")
-	return 0
-}
+	"github.com/murmur-nexus/mur/internal/atomicfile/atomicfiletest"
+)
 
 // A large write reaches the kernel WriteChunk bytes at a time, whole and in place, through each
 // of the three ways in.
@@ -52,9 +32,9 @@ func TestLargeWritesGoInChunks(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Abort()
-			before := writeCalls(t)
+			before := atomicfiletest.WriteCalls(t)
 			n, err := c.write(f)
-			calls := writeCalls(t) - before
+			calls := atomicfiletest.WriteCalls(t) - before
 			if n != len(data) || err != nil {
 				t.Fatalf("wrote %d of %d bytes: %v", n, len(data), err)
 			}
