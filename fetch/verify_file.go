@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+	"syscall"
 
 	"github.com/opencontainers/go-digest"
 
@@ -113,19 +114,43 @@ func readLocal(path string, max int64, what string) ([]byte, error) {
 	return data, nil
 }
 
+// openLocal opens a file named on the command line. A symlink the user named is followed, but
+// anything other than a regular file is refused before it is opened, and the open does not
+// block: a FIFO put in its place meanwhile would otherwise hang the command until a writer came.
 func openLocal(path, what string) (*os.File, error) {
-	f, err := os.Open(path)
+	st, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, errs.Wrap(err, errs.NotFound, "%s %s does not exist", what, path)
+	}
+	if err == nil && !st.Mode().IsRegular() {
+		return nil, errs.New(errs.Usage, "%s %s is not a regular file (it is %s); name the file itself", what, path, kindOf(st.Mode()))
+	}
+	var f *os.File
+	if err == nil {
+		f, err = os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	}
 	if err != nil {
 		return nil, errs.Wrap(err, errs.IO, "can't read %s %s: %v", what, path, errs.OSCause(err))
 	}
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
 		f.Close()
-		return nil, errs.New(errs.Usage, "%s %s is not a regular file", what, path)
+		return nil, errs.New(errs.Usage, "%s %s is not a regular file; name the file itself", what, path)
 	}
 	return f, nil
+}
+
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a folder"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return "not a plain file"
 }
 
 // hashFile is the file's SHA-256, as a digest, and its SHA-512 (an Ed25519 bundle signs that).
