@@ -123,10 +123,13 @@ func TestSplitUsesTheConnectionsChosen(t *testing.T) {
 	if w.Pace() <= 0 {
 		t.Fatalf("the ingest has no pace after taking %d bytes", w.Size())
 	}
+	// 4 MiB in 8 s, half a MiB a second, judged to want more connections for as long as it
+	// takes: an ingest hashing under the race detector on a loaded machine is still far more than
+	// the 6 MiB a second that three connections' headroom asks.
+	const took = 8 * time.Second
 	stream := func(teeBusy time.Duration) *countingWriter {
-		ago := time.Now().Add(-2 * time.Second)
-		// 16 MiB in 2 s, judged to want more connections for as long as it takes.
-		return &countingWriter{w: w, f: f, split: true, start: ago, first: ago, n: 32 << 20, teeBusy: teeBusy,
+		ago := time.Now().Add(-took)
+		return &countingWriter{w: w, f: f, split: true, start: ago, first: ago, n: judgeFrom, teeBusy: teeBusy,
 			wantSince: time.Now().Add(-steadyFor), wantFewest: 8}
 	}
 	c := stream(0)
@@ -135,7 +138,7 @@ func TestSplitUsesTheConnectionsChosen(t *testing.T) {
 	}
 	// The same stream behind a tee that takes as long as the stream did is not split: the tee
 	// is the slower.
-	c = stream(2 * time.Second)
+	c = stream(took)
 	if c.splitNow() || c.err != nil {
 		t.Fatalf("a stream held back by its tee was split: %v", c.err)
 	}
