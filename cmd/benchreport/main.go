@@ -256,6 +256,9 @@ func main() {
 		fmt.Printf("- Parse and write back a 1,000-entry murmur.lock: %s.\n", dur(m.nsPerOp))
 	}
 	fmt.Println()
+	fmt.Println("Profiles and measurements made by hand, which explain these rows (where the CPU goes, the write")
+	fmt.Println("path, the protocol's floor, the cold run), are in [docs/performance.md](docs/performance.md).")
+	fmt.Println()
 	fmt.Println("## Raw results")
 	fmt.Println()
 	fmt.Println("```")
