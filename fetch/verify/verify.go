@@ -146,7 +146,7 @@ func Run(ctx context.Context, in Input) (*Report, error) {
 	}
 	rep.Blobs = len(blobs)
 
-	// Re-hash every pinned blob and read it as an artifact, one per core. When the pins checked
+	// Re-hash every pinned blob and read its zip directory, one per core. When the pins checked
 	// are this machine's, a blob that checks out has its tools/ checked by the same worker, while
 	// the process is busy anyway, instead of in a second pass after the last blob.
 	bad := make([]error, len(blobs))
