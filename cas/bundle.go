@@ -154,8 +154,12 @@ func (store *Store) Import(ctx context.Context, r io.Reader, name string, check 
 				if src.err != nil {
 					return rep, errs.Wrap(src.err, errs.InvalidBundle, "%s is damaged or truncated inside %s: %v; nothing of that blob was admitted; export it again", name, hdr.Name, src.err)
 				}
+				if refused != nil && !errors.Is(refused, errs.InvalidArtifact) {
+					// Not the blob's fault (a setting the check needs is wrong): it is not blamed.
+					return rep, errs.Wrap(refused, errs.TokenOf(refused), "%s: entry %s can't be checked: %s; nothing of that blob was admitted", name, hdr.Name, errs.Message(refused))
+				}
 				if refused != nil {
-					return rep, errs.Wrap(refused, errs.InvalidBundle, "%s: entry %s hashes to its name, but %s; nothing of that blob was admitted; the bundle was made from a damaged blob or forged: export it again from a home where 'mur verify' passes", name, hdr.Name, errs.Message(refused))
+					return rep, errs.Wrap(refused, errs.InvalidBundle, "%s: entry %s hashes to its name but is a damaged packed artifact (%s); nothing of that blob was admitted, and the blobs before it stay. A pull refuses such an artifact too, so the bundle was made around mur's checks or forged: pull the artifact from its store instead", name, hdr.Name, errs.Message(refused))
 				}
 				if errors.Is(err, errs.Integrity) {
 					return rep, errs.Wrap(err, errs.InvalidBundle, "%s: entry %s does not hash to its name (%s); nothing of it was admitted; the bundle is damaged or forged", name, hdr.Name, errs.Message(err))

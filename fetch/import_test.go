@@ -129,7 +129,7 @@ func TestImportWithABadCeilingAdmitsNoArtifact(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = dst.Import(context.Background(), bytes.NewReader(b), "b.tar.zst", fetch.CheckImportedBlob)
-	if !errors.Is(err, errs.InvalidConfig) || dst.Has(ds[0]) {
+	if !errors.Is(err, errs.InvalidConfig) || errs.TokenOf(err) != errs.InvalidConfig || strings.Contains(err.Error(), "damaged") || dst.Has(ds[0]) {
 		t.Fatalf("want an invalid-config refusal and nothing admitted, got %v", err)
 	}
 }
