@@ -101,8 +101,11 @@ type ImportReport struct {
 
 // Import verifies and admits every blob of a bundle. It refuses unknown paths, oversized
 // entries and digest mismatches; blobs admitted before a refusal are whole and verified, and
-// stay (they are content-addressed, so they can't be wrong).
-func (store *Store) Import(ctx context.Context, r io.Reader, name string) (*ImportReport, error) {
+// stay (they are content-addressed, so they can't be wrong). check, when not nil, looks at each
+// new blob once it hashes to its name and before it is visible; its refusal refuses the bundle
+// there. The caller supplies it because what a blob must hold (a packed artifact's entries, whose
+// CRC-32 mur verify no longer re-checks) is not the CAS's to know.
+func (store *Store) Import(ctx context.Context, r io.Reader, name string, check func(blob ReaderAt) error) (*ImportReport, error) {
 	zr, err := zstd.NewReader(bufio.NewReaderSize(r, 1<<20), zstd.WithDecoderMaxMemory(bundleDecoderMemory), zstd.WithDecoderConcurrency(1))
 	if err != nil {
 		return nil, errs.Wrap(err, errs.InvalidBundle, "%s is not a zstd stream: %v", name, err)
@@ -142,9 +145,21 @@ func (store *Store) Import(ctx context.Context, r io.Reader, name string) (*Impo
 				continue
 			}
 			src := &readErr{r: tr}
-			if _, err := store.Ingest(ctx, src, hdr.Size, d); err != nil {
+			var refused error
+			var inspect func(ReaderAt) error
+			if check != nil {
+				inspect = func(blob ReaderAt) error { refused = check(blob); return refused }
+			}
+			if _, err := store.IngestChecked(ctx, src, hdr.Size, d, inspect); err != nil {
 				if src.err != nil {
 					return rep, errs.Wrap(src.err, errs.InvalidBundle, "%s is damaged or truncated inside %s: %v; nothing of that blob was admitted; export it again", name, hdr.Name, src.err)
+				}
+				if refused != nil && !errors.Is(refused, errs.InvalidArtifact) {
+					// Not the blob's fault (a setting the check needs is wrong): it is not blamed.
+					return rep, errs.Wrap(refused, errs.TokenOf(refused), "%s: entry %s can't be checked: %s; nothing of that blob was admitted", name, hdr.Name, errs.Message(refused))
+				}
+				if refused != nil {
+					return rep, errs.Wrap(refused, errs.InvalidBundle, "%s: entry %s hashes to its name but is a damaged packed artifact (%s); nothing of that blob was admitted, and the blobs before it stay. A pull refuses such an artifact too, so the bundle was made around mur's checks or forged: pull the artifact from its store instead", name, hdr.Name, errs.Message(refused))
 				}
 				if errors.Is(err, errs.Integrity) {
 					return rep, errs.Wrap(err, errs.InvalidBundle, "%s: entry %s does not hash to its name (%s); nothing of it was admitted; the bundle is damaged or forged", name, hdr.Name, errs.Message(err))

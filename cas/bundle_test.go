@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -46,7 +47,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 		t.Fatalf("export: %d %v", n, err)
 	}
 	dst := newStore(t)
-	rep, err := dst.Import(context.Background(), bytes.NewReader(buf.Bytes()), "b.tar.zst")
+	rep, err := dst.Import(context.Background(), bytes.NewReader(buf.Bytes()), "b.tar.zst", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 		t.Fatalf("records %+v", recs)
 	}
 	// Importing again admits nothing new.
-	rep, err = dst.Import(context.Background(), bytes.NewReader(buf.Bytes()), "b.tar.zst")
+	rep, err = dst.Import(context.Background(), bytes.NewReader(buf.Bytes()), "b.tar.zst", nil)
 	if err != nil || rep.Already != 2 || rep.Blobs != 0 || rep.Records != 0 || rep.RecordsAlready != 1 {
 		t.Fatalf("second import: %+v %v", rep, err)
 	}
@@ -71,7 +72,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 		t.Fatalf("a second import of the same bundle duplicated its records: %+v", recs)
 	}
 	// Nor does a bundle imported back into the home it came from.
-	rep, err = src.Import(context.Background(), bytes.NewReader(buf.Bytes()), "b.tar.zst")
+	rep, err = src.Import(context.Background(), bytes.NewReader(buf.Bytes()), "b.tar.zst", nil)
 	if err != nil || rep.Records != 0 || rep.RecordsAlready != 1 {
 		t.Fatalf("import into the source home: %+v %v", rep, err)
 	}
@@ -137,7 +138,7 @@ func TestImportRefusesHostileBundles(t *testing.T) {
 	for name, b := range cases {
 		t.Run(name, func(t *testing.T) {
 			s := newStore(t)
-			_, err := s.Import(context.Background(), bytes.NewReader(b), "evil.tar.zst")
+			_, err := s.Import(context.Background(), bytes.NewReader(b), "evil.tar.zst", nil)
 			if !errors.Is(err, errs.InvalidBundle) {
 				t.Fatalf("want invalid-bundle, got %v", err)
 			}
@@ -166,7 +167,7 @@ func TestImportRefusesTruncatedBundle(t *testing.T) {
 	}
 	cut := buf.Bytes()[:buf.Len()/2]
 	dst := newStore(t)
-	_, err := dst.Import(context.Background(), bytes.NewReader(cut), "cut.tar.zst")
+	_, err := dst.Import(context.Background(), bytes.NewReader(cut), "cut.tar.zst", nil)
 	if !errors.Is(err, errs.InvalidBundle) && !errors.Is(err, errs.Integrity) {
 		t.Fatalf("want invalid-bundle, got %v", err)
 	}
@@ -192,7 +193,7 @@ func TestImportRefusesZstdBomb(t *testing.T) {
 		t.Fatalf("bomb is %d bytes compressed; the test wants a small one", buf.Len())
 	}
 	s := newStore(t)
-	_, err := s.Import(context.Background(), bytes.NewReader(buf.Bytes()), "bomb.tar.zst")
+	_, err := s.Import(context.Background(), bytes.NewReader(buf.Bytes()), "bomb.tar.zst", nil)
 	if !errors.Is(err, errs.InvalidBundle) || !strings.Contains(err.Error(), "ceiling") {
 		t.Fatalf("want an invalid-bundle ceiling error, got %v", err)
 	}
@@ -200,7 +201,56 @@ func TestImportRefusesZstdBomb(t *testing.T) {
 
 func TestImportRefusesNonZstd(t *testing.T) {
 	s := newStore(t)
-	if _, err := s.Import(context.Background(), strings.NewReader("plain text, not a bundle"), "x"); err == nil {
+	if _, err := s.Import(context.Background(), strings.NewReader("plain text, not a bundle"), "x", nil); err == nil {
 		t.Fatal("accepted a non-zstd file")
+	}
+}
+
+// Import's check sees each new blob whole, once it hashes to its name, before it is visible: a
+// refusal refuses the bundle there, with nothing of that blob stored (not even its ingest file),
+// while the blobs admitted before it stay. Bytes that do not hash to their name never reach it.
+func TestImportCheckRefusesBeforeVisible(t *testing.T) {
+	entries := []entry{
+		{name: "blobs/sha256/" + hexOf("first"), body: []byte("first")},
+		{name: "blobs/sha256/" + hexOf("refused"), body: []byte("refused")},
+		{name: "blobs/sha256/" + hexOf("after"), body: []byte("after")},
+	}
+	var seen []string
+	check := func(blob cas.ReaderAt) error {
+		b := make([]byte, blob.Size())
+		if _, err := blob.ReadAt(b, 0); err != nil {
+			t.Fatalf("the check can't read the blob: %v", err)
+		}
+		seen = append(seen, string(b))
+		if string(b) == "refused" {
+			return errs.New(errs.InvalidArtifact, "its payload lies")
+		}
+		return nil
+	}
+	s := newStore(t)
+	rep, err := s.Import(context.Background(), bytes.NewReader(makeBundle(t, entries...)), "lie.tar.zst", check)
+	if !errors.Is(err, errs.InvalidBundle) {
+		t.Fatalf("want invalid-bundle, got %v", err)
+	}
+	for _, want := range []string{"lie.tar.zst", entries[1].name, "its payload lies", "nothing of that blob was admitted"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal does not say %q: %v", want, err)
+		}
+	}
+	if strings.Join(seen, ",") != "first,refused" || rep.Blobs != 1 {
+		t.Fatalf("the check saw %q; %d admitted", seen, rep.Blobs)
+	}
+	if !s.Has(digest.FromString("first")) || s.Has(digest.FromString("refused")) || s.Has(digest.FromString("after")) {
+		t.Fatal("want the blob before the refusal kept and nothing of the refused one or after it")
+	}
+	if left, _ := os.ReadDir(filepath.Join(s.Root(), "ingest")); len(left) != 0 {
+		t.Fatalf("the refused blob left %d files in ingest/", len(left))
+	}
+
+	seen = nil
+	forged := makeBundle(t, entry{name: "blobs/sha256/" + hexOf("expected"), body: []byte("refused")})
+	_, err = newStore(t).Import(context.Background(), bytes.NewReader(forged), "forged.tar.zst", check)
+	if !errors.Is(err, errs.InvalidBundle) || !strings.Contains(err.Error(), "does not hash to its name") || len(seen) != 0 {
+		t.Fatalf("a blob that is not its name reached the check (%q) or was not refused for its hash: %v", seen, err)
 	}
 }

@@ -622,6 +622,15 @@ func (w *Writer) Close() error {
 // Ingest streams r into the store and commits it against size and want (see Commit). Nothing is
 // visible unless every check passed.
 func (s *Store) Ingest(ctx context.Context, r io.Reader, size int64, want digest.Digest) (digest.Digest, error) {
+	return s.IngestChecked(ctx, r, size, want, nil)
+}
+
+// IngestChecked is Ingest that also lets check look at the stored bytes, once they are whole
+// and hash to want, before the blob becomes visible: a caller that knows what a blob must hold
+// (a cache import checks a packed artifact's entries, which the CAS knows nothing of) refuses it
+// there, and nothing of it is stored. check's error is returned as it is. Bytes that do not hash
+// to want are not shown to check: Commit's integrity error is the one that says what is wrong.
+func (s *Store) IngestChecked(ctx context.Context, r io.Reader, size int64, want digest.Digest, check func(blob ReaderAt) error) (digest.Digest, error) {
 	if want != "" {
 		if err := checkDigest(want); err != nil {
 			return "", err
@@ -641,6 +650,17 @@ func (s *Store) Ingest(ctx context.Context, r io.Reader, size int64, want digest
 			return "", err
 		}
 		return "", errs.Wrap(err, errs.IO, "reading the stream to ingest into %s failed after %d bytes: %v; nothing was stored, try again", s.root, w.size, err)
+	}
+	if check != nil && (size < 0 || size == w.size) && (want == "" || w.Digest() == want) {
+		blob, err := w.OpenRead()
+		if err != nil {
+			return "", err
+		}
+		err = check(blob)
+		blob.Close()
+		if err != nil {
+			return "", err
+		}
 	}
 	return w.Commit(ctx, size, want)
 }

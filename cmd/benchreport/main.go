@@ -105,7 +105,7 @@ func main() {
 		ok                                 func(float64) bool
 		unit                               string
 	}{
-		{"`mur verify` of 512 MiB (32 blobs, each read once for its hash and its zip directory) vs a single-core Go hash", "BenchmarkVerify", "mur", "go-serial", "≥ 1.75", func(r float64) bool { return r >= 1.75 }, "× speed"},
+		{"`mur verify` of 512 MiB (32 blobs, each read once for its hash and its zip's directory) vs a single-core Go hash", "BenchmarkVerify", "mur", "go-serial", "≥ 1.75", func(r float64) bool { return r >= 1.75 }, "× speed"},
 		{"`mur verify` of the same 512 MiB vs sha256sum", "BenchmarkVerify", "mur", "sha256sum", "> 1", func(r float64) bool { return r > 1 }, "× speed"},
 		{"cold `mur pull --no-precompile` of 20 artifacts of ~800 KB vs 20 `oras pull` processes, 4 at a time (loopback)", "BenchmarkProject20", "mur", "oras", "≥ 1.5", func(r float64) bool { return r >= 1.5 }, "× speed"},
 		{"cold `mur pull --no-precompile` of the same 20 over a 20 ms round trip vs 20 `oras pull` processes, 4 at a time, through the same proxy", "BenchmarkProjectRTT/20", "mur", "oras", "≥ 2.8", func(r float64) bool { return r >= 2.8 }, "× speed"},

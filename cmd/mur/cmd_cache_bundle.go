@@ -8,6 +8,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	"github.com/spf13/pflag"
 
+	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/lock"
@@ -97,7 +98,7 @@ func cacheImportCmd() *command {
 			if err != nil {
 				return err
 			}
-			rep, err := store.Import(e.ctx, f, args[0])
+			rep, err := store.Import(e.ctx, f, args[0], fetch.CheckImportedBlob)
 			if err != nil {
 				return err
 			}

@@ -317,7 +317,7 @@ func choosePayload(candidates, all []*zip.File) (*zip.File, error) {
 
 // sniff reads the payload's preamble to tell a component from a core module.
 func (a *Archive) sniff() error {
-	rc, err := a.OpenPayload()
+	rc, err := a.openPayload() // eight bytes: not an entry read EntryReads counts
 	if err != nil {
 		return err
 	}
@@ -335,6 +335,11 @@ func (a *Archive) sniff() error {
 // invalid-artifact as soon as the stream passes the decompression ceiling or its declared size,
 // at bad compressed data, or at the end when its CRC-32 does not match.
 func (a *Archive) OpenPayload() (io.ReadCloser, error) {
+	EntryReads.Add(1)
+	return a.openPayload()
+}
+
+func (a *Archive) openPayload() (io.ReadCloser, error) {
 	rc, err := a.payload.Open()
 	if err != nil {
 		return nil, errs.Wrap(err, errs.InvalidArtifact, "the payload %q of the packed artifact can't be opened (%v); download it again or %s", a.PayloadName, err, remedy)

@@ -16,7 +16,7 @@ import (
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
 )
 
-// checkStream reads z and checks it as one stream, the way `mur verify` does.
+// checkStream reads z and checks it as one stream, the way an admission (a pull, a cache import) does.
 func checkStream(t *testing.T, z []byte) error {
 	t.Helper()
 	a, err := read(z)

@@ -111,7 +111,7 @@ func zstdZip(t testing.TB, body, wasm []byte, size int64, crc int64) []byte {
 // readBoth reads z's payload both ways mur does: through the zip's reader (OpenPayload, as
 // `mur run` and staging from a blob do, with the size and CRC-32 held to the zip's record as
 // CheckPayload holds them), and as one stream from the file's first byte (CheckStream, as
-// `mur verify` does). It returns the payload and each way's error.
+// a pull or a cache import does). It returns the payload and each way's error.
 func readBoth(t *testing.T, z []byte) (payload []byte, opened, streamed error) {
 	t.Helper()
 	a, err := read(z)

@@ -46,8 +46,9 @@ var Docs = []TokenDoc{
 		"execute (exit status 126)."},
 	{InvalidConfig, "a config.yaml can't be read (a value of the wrong kind, a store address, a source, " +
 		"a trusted_keys entry), or MURMUR_MAX_ARTIFACT_DECOMPRESSED_BYTES is not a positive number."},
-	{InvalidBundle, "a bundle for mur cache import is damaged, truncated, or holds something that " +
-		"is not a blob. Nothing of the bad entry was admitted; export it again."},
+	{InvalidBundle, "a bundle for mur cache import is damaged, truncated, holds something that " +
+		"is not a blob, or holds a packed artifact whose entries are not what its zip records. " +
+		"Nothing of the bad entry was admitted; export it again."},
 	{Timeout, "a guest ran past its wall-time limit (limits.timeout_s or --timeout) and was stopped. " +
 		"mur run exits 124."},
 	{IO, "the local disk or file system failed: a read, write, rename or lock in the Murmur home, the " +

@@ -543,7 +543,7 @@ func BenchmarkWarmLockedPull20(b *testing.B) {
 }
 
 // BenchmarkVerify re-hashes 32 blobs of 16 MiB, alternately: `mur verify` (every core, each
-// blob read once for its hash and its zip's CRC-32s), a single-goroutine Go hash of the same files,
+// blob read once for its hash and its zip's directory), a single-goroutine Go hash of the same files,
 // and coreutils sha256sum.
 func BenchmarkVerify(b *testing.B) {
 	dir := b.TempDir()
