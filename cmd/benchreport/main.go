@@ -201,7 +201,10 @@ func main() {
 				fmt.Printf("; the %s `oras pull` processes took %.0f ms together", n, o)
 			}
 			if r, ok := v["mur-registry-cpu-ms"]; ok {
-				fmt.Printf("; the registry took %.0f ms serving mur (%.0f ms serving oras)", r, v["oras-registry-cpu-ms"])
+				fmt.Printf("; the registry took %.0f ms serving mur", r)
+				if o, ok := v["oras-registry-cpu-ms"]; ok {
+					fmt.Printf(" (%.0f ms serving oras)", o)
+				}
 			}
 			fmt.Print(".")
 		}
