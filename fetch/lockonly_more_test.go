@@ -12,7 +12,6 @@ import (
 	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/provenance"
-	"github.com/murmur-nexus/mur/fetch/provenance/sigstore"
 	"github.com/murmur-nexus/mur/fetch/publish"
 	"github.com/murmur-nexus/mur/lock"
 )
@@ -21,19 +20,7 @@ import (
 // its kind and its signer, with the bundle kept in the CAS.
 func TestLockRecordsTheProvenanceItVerified(t *testing.T) {
 	ctx := context.Background()
-	p := pack(t, "grep", "1.2.0", 91)
-	path := filepath.Join(t.TempDir(), "grep-1.2.0.mur.zip")
-	writeFile(t, path, p.zip)
-	item, err := publish.FromFile(path, "acme", "any")
-	if err != nil {
-		t.Fatal(err)
-	}
-	priv, pub := ecdsaKey(t)
-	local := &sigstore.Local{}
-	hint, err := publish.Sign(ctx, local, &item, priv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, item, local, hint, pub := signedGrep(t, 91)
 	st := openStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "layout"), ocistore.Options{})
 	if err := publish.Push(ctx, st, item); err != nil {
 		t.Fatal(err)

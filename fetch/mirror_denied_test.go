@@ -12,7 +12,6 @@ import (
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/fetch/provenance"
-	"github.com/murmur-nexus/mur/fetch/provenance/sigstore"
 	"github.com/murmur-nexus/mur/fetch/publish"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -85,19 +84,7 @@ func TestWriteThroughToAReadOnlyMirrorThatHoldsItWritesNothing(t *testing.T) {
 	src := layoutStore(t)
 	m := startReadOnlyMirror(t)
 	mirror := openStore(t, m.addr(), ocistore.Options{})
-	p := pack(t, "grep", "1.2.0", 431)
-	path := t.TempDir() + "/grep-1.2.0.mur.zip"
-	writeFile(t, path, p.zip)
-	item, err := publish.FromFile(path, "acme", "any")
-	if err != nil {
-		t.Fatal(err)
-	}
-	priv, pub := ecdsaKey(t)
-	local := &sigstore.Local{}
-	hint, err := publish.Sign(context.Background(), local, &item, priv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, item, local, hint, pub := signedGrep(t, 431)
 	for _, st := range []store.Store{src, mirror} {
 		if err := publish.Push(context.Background(), st, item); err != nil {
 			t.Fatal(err)
@@ -226,19 +213,7 @@ func TestWriteThroughBundleLookFails(t *testing.T) {
 	src := layoutStore(t)
 	m := startReadOnlyMirror(t)
 	mirror := openStore(t, m.addr(), ocistore.Options{})
-	p := pack(t, "grep", "1.2.0", 470)
-	path := t.TempDir() + "/grep-1.2.0.mur.zip"
-	writeFile(t, path, p.zip)
-	item, err := publish.FromFile(path, "acme", "any")
-	if err != nil {
-		t.Fatal(err)
-	}
-	priv, pub := ecdsaKey(t)
-	local := &sigstore.Local{}
-	hint, err := publish.Sign(context.Background(), local, &item, priv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, item, local, hint, pub := signedGrep(t, 470)
 	if err := publish.Push(context.Background(), src, item); err != nil {
 		t.Fatal(err)
 	}

@@ -36,6 +36,27 @@ func ecdsaKey(t *testing.T) (priv []byte, pub string) {
 	return priv, pub
 }
 
+// signedGrep packs acme/grep@1.2.0 from seed and signs it with a fresh P-256 key, as mur push
+// --sign-key does: the packed artifact, the item to push, the local verifier that checks it, and
+// the key's hint and public PEM for trusted_keys.
+func signedGrep(t *testing.T, seed uint64) (packed, publish.Item, *sigstore.Local, string, string) {
+	t.Helper()
+	p := pack(t, "grep", "1.2.0", seed)
+	path := t.TempDir() + "/grep-1.2.0.mur.zip"
+	writeFile(t, path, p.zip)
+	item, err := publish.FromFile(path, "acme", "any")
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, pub := ecdsaKey(t)
+	local := &sigstore.Local{}
+	hint, err := publish.Sign(context.Background(), local, &item, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, item, local, hint, pub
+}
+
 // A team store: a keyed bundle pushed as an OCI referrer (the sha256-<hex> fallback tag on a
 // registry without the referrers API; an index.json entry in a layout) is found by the
 // manifest's digest and verified against trusted_keys; the write-through mirror copies it.
@@ -56,19 +77,7 @@ func storeAddr(t *testing.T, kind string) string {
 }
 
 func keyedBundleThroughReferrers(t *testing.T, st store.Store, newMirror func() store.Store) {
-	p := pack(t, "grep", "1.2.0", 19)
-	path := t.TempDir() + "/grep-1.2.0.mur.zip"
-	writeFile(t, path, p.zip)
-	item, err := publish.FromFile(path, "acme", "any")
-	if err != nil {
-		t.Fatal(err)
-	}
-	priv, pub := ecdsaKey(t)
-	local := &sigstore.Local{}
-	hint, err := publish.Sign(context.Background(), local, &item, priv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, item, local, hint, pub := signedGrep(t, 19)
 	if err := publish.Push(context.Background(), st, item); err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/provenance"
-	"github.com/murmur-nexus/mur/fetch/provenance/sigstore"
 	"github.com/murmur-nexus/mur/fetch/provenance/sigstore/provenancetest"
 	"github.com/murmur-nexus/mur/fetch/publish"
 	"github.com/murmur-nexus/mur/fetch/store"
@@ -70,19 +69,7 @@ func TestWarmTakesOnlyTheRecordedBundle(t *testing.T) {
 // as a source is: warm puts the recorded bundle back from there.
 func TestWarmFetchesTheRecordedBundleFromAStore(t *testing.T) {
 	ctx := context.Background()
-	p := pack(t, "grep", "1.2.0", 81)
-	path := filepath.Join(t.TempDir(), "grep-1.2.0.mur.zip")
-	writeFile(t, path, p.zip)
-	item, err := publish.FromFile(path, "acme", "any")
-	if err != nil {
-		t.Fatal(err)
-	}
-	priv, pub := ecdsaKey(t)
-	local := &sigstore.Local{}
-	hint, err := publish.Sign(ctx, local, &item, priv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, item, local, hint, pub := signedGrep(t, 81)
 	st := openStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "layout"), ocistore.Options{})
 	if err := publish.Push(ctx, st, item); err != nil {
 		t.Fatal(err)
