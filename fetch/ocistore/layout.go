@@ -19,6 +19,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/safefile"
 )
 
 // AnnotationRefName names what an index.json entry of a layout is: acme/grep:1.2.0. One layout
@@ -33,8 +34,9 @@ const maxManifestBytes = 4 << 20
 
 // layoutStore is a store in an OCI image-layout folder.
 type layoutStore struct {
-	addr string // oci-layout:PATH as configured
-	dir  string // PATH, absolute
+	addr  string // oci-layout:PATH as configured
+	dir   string // PATH, absolute
+	index indexCache
 }
 
 func openLayout(addr string) (store.Store, error) {
@@ -72,10 +74,13 @@ type indexEntry struct {
 	Annotations  map[string]string `json:"annotations,omitempty"`
 }
 
+// layoutIndex is index.json as read. Its slices are shared by every reader of one reading
+// (indexCache) and never changed; top is each reader's own, for writeIndex changes it.
 type layoutIndex struct {
 	top       map[string]json.RawMessage
 	manifests []json.RawMessage
-	entries   []indexEntry // parallel to manifests
+	entries   []indexEntry   // parallel to manifests
+	byRef     map[string]int // the last entry of each ref name
 }
 
 // readIndex reads index.json; a missing one is an empty index, with exists false.
@@ -89,6 +94,13 @@ func (s *layoutStore) readIndex() (layoutIndex, bool, error) {
 		return layoutIndex{}, false, errs.Wrap(err, errs.IO, "%s: reading index.json: %v", s.addr, err)
 	}
 	defer f.Close()
+	stamp := ""
+	if fi, err := f.Stat(); err == nil {
+		stamp = safefile.Stamp(fi)
+	}
+	if idx, ok := s.index.get(stamp); ok {
+		return idx, true, nil
+	}
 	raw, err := io.ReadAll(io.LimitReader(f, 64<<20))
 	if err != nil {
 		return layoutIndex{}, false, errs.Wrap(err, errs.IO, "%s: reading index.json: %v", s.addr, err)
@@ -109,14 +121,19 @@ func (s *layoutStore) readIndex() (layoutIndex, bool, error) {
 		}
 		idx.entries = append(idx.entries, e)
 	}
+	idx.byRef = make(map[string]int, len(idx.entries))
+	for i, e := range idx.entries {
+		if r := e.Annotations[AnnotationRefName]; r != "" {
+			idx.byRef[r] = i // the last entry of a ref name is the one that counts
+		}
+	}
+	s.index.put(stamp, idx)
 	return idx, true, nil
 }
 
 func (idx layoutIndex) find(refName string) (indexEntry, bool) {
-	for i := len(idx.entries) - 1; i >= 0; i-- {
-		if idx.entries[i].Annotations[AnnotationRefName] == refName {
-			return idx.entries[i], true
-		}
+	if i, ok := idx.byRef[refName]; ok {
+		return idx.entries[i], true
 	}
 	return indexEntry{}, false
 }
