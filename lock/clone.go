@@ -11,12 +11,7 @@ import (
 func (l *Lock) Clone() *Lock {
 	c := &Lock{Scopes: maps.Clone(l.Scopes), Artifacts: slices.Clone(l.Artifacts), Warnings: slices.Clone(l.Warnings)}
 	for i := range c.Artifacts {
-		e := &c.Artifacts[i]
-		e.SHA256.Platforms = maps.Clone(e.SHA256.Platforms)
-		if e.Provenance != nil {
-			p := *e.Provenance
-			e.Provenance = &p
-		}
+		c.Artifacts[i] = c.Artifacts[i].clone()
 	}
 	return c
 }

@@ -174,35 +174,41 @@ func Read(path string) (*Lock, error) {
 // nothing can write the lock there either: fn then runs on the lock as it is, and only a change
 // is an error, so that a pull with nothing to do succeeds without writing.
 func Update(ctx context.Context, path string, fn func(*Lock) error) error {
+	_, err := UpdateFile(ctx, path, fn)
+	return err
+}
+
+// UpdateFile is Update that also reports whether it wrote the file.
+func UpdateFile(ctx context.Context, path string, fn func(*Lock) error) (wrote bool, err error) {
 	unlock, err := lockedfile.Lock(ctx, GuardPath(path))
 	if errs.TokenOf(err) == errs.Denied {
-		return err
+		return false, err
 	}
 	readOnly := errors.Is(err, syscall.EROFS)
 	if err != nil && !readOnly {
-		return errs.Wrap(err, errs.IO, "can't lock %s for writing: %v", path, err)
+		return false, errs.Wrap(err, errs.IO, "can't lock %s for writing: %v", path, err)
 	}
 	if readOnly {
-		return updateReadOnly(path, fn, errs.Wrap(err, errs.IO, "can't lock %s for writing: %v; this change to it needs a writable checkout", path, err))
+		return false, updateReadOnly(path, fn, errs.Wrap(err, errs.IO, "can't lock %s for writing: %v; this change to it needs a writable checkout", path, err))
 	}
 	defer unlock()
 	data, changed, err := apply(path, fn)
 	if err != nil || !changed {
-		return err
+		return false, err
 	}
 	// fn may have edited the fields directly; a lock that mur itself could not read back would
 	// stop every later command, so it is never written.
 	if _, err := Parse(data, path); err != nil {
-		return errs.Wrap(err, errs.Internal, "refusing to write %s, because the change would make it unreadable: %s; this is a bug in mur, please report it", path, errs.Message(err))
+		return false, errs.Wrap(err, errs.Internal, "refusing to write %s, because the change would make it unreadable: %s; this is a bug in mur, please report it", path, errs.Message(err))
 	}
 	perm := os.FileMode(0o644)
 	if fi, err := os.Stat(path); err == nil {
 		perm = fi.Mode().Perm()
 	}
 	if err := atomicfile.WriteFile(path, data, perm); err != nil {
-		return errs.Wrap(err, errs.IO, "can't write %s: %v; check that its folder is writable and the disk is not full", path, err)
+		return false, errs.Wrap(err, errs.IO, "can't write %s: %v; check that its folder is writable and the disk is not full", path, err)
 	}
-	return nil
+	return true, nil
 }
 
 // Find returns the entry for name, or nil.

@@ -29,7 +29,13 @@ func Unchanged(ctx context.Context, path string, fn func(*Lock) error) error {
 		return err
 	}
 	if !bytes.Equal(before, l.Marshal()) {
-		return errs.New(errs.LockMismatch, "%s would change (a pin or an owner pin it lacks), and --locked writes nothing\nrun 'mur lock' to pin what murmur.yaml declares, then commit murmur.lock", path)
+		return WouldChange(path)
 	}
 	return nil
+}
+
+// WouldChange is the lock-mismatch error of a --locked command that would change the lock at
+// path.
+func WouldChange(path string) error {
+	return errs.New(errs.LockMismatch, "%s would change (a pin or an owner pin it lacks), and --locked writes nothing\nrun 'mur lock' to pin what murmur.yaml declares, then commit murmur.lock", path)
 }
