@@ -67,3 +67,9 @@ func HoldStreams() func() {
 
 // SlotBytes is what one --jobs slot is worth (download.Slots).
 const SlotBytes = download.SlotBytes
+
+// CountLockWrites counts p's writes of murmur.lock from now on.
+func CountLockWrites(p *Puller) *atomic.Int64 {
+	p.lockWrites = new(atomic.Int64)
+	return p.lockWrites
+}

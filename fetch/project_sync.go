@@ -155,6 +155,7 @@ func (p *Puller) PullProject(ctx context.Context, proj pull.Project, in Intent, 
 	}
 	// After a failure nothing is pruned: the next pull, which succeeds, does it.
 	tr, terr := writeLock(ctx, proj, in.Path, Transition{Declare: done, Prune: err == nil})
+	p.wrote(tr)
 	rep.Removed = tr.Removed
 	if rep.Removed == nil {
 		rep.Removed = []string{}

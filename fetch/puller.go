@@ -3,6 +3,7 @@ package fetch
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 
 	"github.com/opencontainers/go-digest"
 
@@ -55,6 +56,8 @@ type Puller struct {
 	Evict func(ctx context.Context, d digest.Digest, dryRun bool) []string
 	// Locked pins nothing: a pull that would change murmur.lock fails with lock-mismatch.
 	Locked bool
+
+	lockWrites *atomic.Int64 // counts the pull's writes of murmur.lock, when set (export_test.go)
 }
 
 // Pull pulls reqs through the pipeline into proj, pinning them in its murmur.lock (or, outside a

@@ -51,6 +51,7 @@ type Transition struct {
 // Transitioned is what a transition changed besides the pins it was handed.
 type Transitioned struct {
 	Removed []string // pins pruned, in name order
+	Wrote   bool     // murmur.lock was written
 }
 
 // next is the rule: the lock to write, and the entries to declare in murmur.yaml, given the lock
@@ -152,7 +153,7 @@ func sameBytes(a, b *lock.Entry) bool {
 // is what another command may have just written; its declarations are written before the lock.
 func writeLock(ctx context.Context, proj Project, manifestPath string, t Transition) (Transitioned, error) {
 	var out Transitioned
-	err := lock.Update(ctx, proj.LockPath(), func(l *lock.Lock) error {
+	wrote, err := lock.UpdateFile(ctx, proj.LockPath(), func(l *lock.Lock) error {
 		if len(t.Undeclare) > 0 {
 			if err := editIn(manifestPath, func(data []byte) ([]byte, error) {
 				var err error
@@ -183,6 +184,7 @@ func writeLock(ctx context.Context, proj Project, manifestPath string, t Transit
 		out.Removed = removed
 		return nil
 	})
+	out.Wrote = wrote
 	if err != nil {
 		return out, err
 	}
@@ -272,7 +274,15 @@ func (p *Puller) lockWriter(manifestPath string, declare map[string]bool) pull.L
 		return nil // the pipeline checks, and writes nothing
 	}
 	return func(ctx context.Context, proj Project, fn func(*lock.Lock) error) error {
-		_, err := writeLock(ctx, proj, manifestPath, Transition{Pin: fn, Declare: declare})
+		tr, err := writeLock(ctx, proj, manifestPath, Transition{Pin: fn, Declare: declare})
+		p.wrote(tr)
 		return err
+	}
+}
+
+// wrote counts a write of murmur.lock, for the tests that hold a pull to a few.
+func (p *Puller) wrote(tr Transitioned) {
+	if tr.Wrote && p.lockWrites != nil {
+		p.lockWrites.Add(1)
 	}
 }

@@ -13,21 +13,25 @@ import (
 // Group commit. Each request of a pull resolves, downloads and checks its payload on its own, and
 // then hands its commit to the pull's committer. While a commit runs, the requests that finish
 // meanwhile queue, and the next commit takes them all: their fresh blobs are fsynced together
-// (cas.SyncAll), and one update of murmur.lock pins every one that passes, renaming its blob into
-// the CAS under the lock's file lock and fsyncing the CAS's folder once. So a project whose
-// artifacts arrive together costs a few lock writes and fsync rounds rather than one of each per
-// artifact, one after another; an artifact that arrives alone (a small one beside a large one)
-// is committed at once, without waiting for the rest. A blob appears only once the lock will pin
-// it, the lock names only durable blobs, and a request that fails its lock check or its commit
-// changes nothing and leaves the others alone.
+// (cas.SyncAll), every pin is checked against the lock the pull holds (ledger.go), and the blobs
+// that pass are renamed into the CAS with one fsync of its folder. So a project whose artifacts
+// arrive together costs a few fsync rounds rather than one per artifact, one after another; an
+// artifact that arrives alone (a small one beside a large one) is committed at once, without
+// waiting for the rest. murmur.lock itself is written once, when the pull ends (ledger.go). A
+// blob appears only once it is durable and its pin passed, the lock names only committed blobs,
+// and a request that fails its lock check or its commit changes nothing and leaves the others
+// alone.
 
 // commitItem is one request's share of a commit.
 type commitItem struct {
-	w     *cas.Writer // the fresh blob's ingest; nil for a payload the CAS held
-	size  int64
-	want  digest.Digest
-	apply func(l *lock.Lock) error // the request's change to murmur.lock
-	err   error
+	w    *cas.Writer // the fresh blob's ingest; nil for a payload the CAS held
+	size int64
+	want digest.Digest
+	pin  *pinChange // the request's change to murmur.lock
+	err  error
+	// mismatch fails a --locked request whose pin would change the lock, once its blob, which
+	// passed the pin's checks, is committed.
+	mismatch error
 }
 
 // group is a group commit: run takes everything submitted while the previous run was busy.
@@ -64,19 +68,25 @@ func (g *group[T]) submit(x T) {
 	<-mine
 }
 
-// commitOf hands it to the pull's committer, or commits it alone outside of a pull.
+// commitOf hands it to the pull's committer, or, outside of a pull, commits it alone and writes
+// its pin at once.
 func (p *Puller) commitOf(ctx context.Context, proj Project, it *commitItem) error {
 	if p.run != nil {
 		p.run.commits.submit(it)
 		return it.err
 	}
-	p.commitAll(ctx, proj, []*commitItem{it})
+	led := &ledger{}
+	p.commitAll(ctx, proj, led, []*commitItem{it})
+	if it.err == nil {
+		p.flush(ctx, proj, led)
+		it.err = led.failure(it.pin.name.String())
+	}
 	return it.err
 }
 
-// commitAll makes the items' fresh blobs durable together, then pins every item that passes in
-// one update of murmur.lock, committing its blob under the lock's file lock.
-func (p *Puller) commitAll(ctx context.Context, proj Project, items []*commitItem) {
+// commitAll makes the items' fresh blobs durable together, checks every item's pin against the
+// lock the pull holds, commits the blobs of those that pass, and notes their pins in led.
+func (p *Puller) commitAll(ctx context.Context, proj Project, led *ledger, items []*commitItem) {
 	var ws []*cas.Writer
 	var fresh []*commitItem
 	for _, it := range items {
@@ -87,50 +97,53 @@ func (p *Puller) commitAll(ctx context.Context, proj Project, items []*commitIte
 	for i, err := range cas.SyncAll(ws) {
 		fresh[i].err = err
 	}
-	err := p.writeLock(ctx, proj, func(l *lock.Lock) error {
-		base := l.Clone()
-		pin := func(it *commitItem) {
-			before := l.Clone()
-			if err := it.apply(l); err != nil {
-				*l = *before
-				it.err = err
-			}
-		}
+	held, heldErr := p.heldLock(proj, led)
+	var changes []*lock.Change
+	pin := func() {
 		for _, it := range items {
-			if it.err == nil {
-				pin(it)
+			if it.err != nil {
+				continue
+			}
+			if heldErr != nil {
+				it.err = heldErr
+				continue
+			}
+			ch, mismatch, err := p.tryPin(proj, held, it.pin)
+			it.err, it.mismatch = err, mismatch
+			if ch != nil {
+				changes = append(changes, ch)
 			}
 		}
-		var commits []cas.Commit
-		var committing []*commitItem
-		for _, it := range items {
-			if it.err == nil && it.w != nil {
-				commits = append(commits, cas.Commit{Writer: it.w, Size: it.size, Want: it.want})
-				committing = append(committing, it)
-			}
+	}
+	pin()
+	var commits []cas.Commit
+	var committing []*commitItem
+	for _, it := range items {
+		if it.err == nil && it.w != nil {
+			commits = append(commits, cas.Commit{Writer: it.w, Size: it.size, Want: it.want})
+			committing = append(committing, it)
 		}
-		failed := false
-		for i, err := range p.CAS.CommitAll(ctx, commits) {
-			if err != nil {
-				committing[i].err, failed = err, true
-			}
+	}
+	failed := false
+	for i, err := range p.CAS.CommitAll(ctx, commits) {
+		if err != nil {
+			committing[i].err, failed = err, true
 		}
-		if failed {
-			// Pin only what is in the CAS: again from the lock as it was, without the failures.
-			*l = *base
-			for _, it := range items {
-				if it.err == nil {
-					pin(it)
-				}
-			}
+	}
+	if failed {
+		// Pin only what is in the CAS: again from the lock as it was, without the failures.
+		for i := len(changes) - 1; i >= 0; i-- {
+			changes[i].Undo()
 		}
-		return nil
-	})
-	if err != nil {
-		for _, it := range items {
-			if it.err == nil {
-				it.err = err
-			}
+		changes = nil
+		pin()
+	}
+	for _, it := range items {
+		if it.err == nil && it.mismatch != nil {
+			it.err = it.mismatch
+		}
+		if it.err == nil && !p.CASOnly && p.Lock != nil {
+			led.note(it.pin)
 		}
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
-	"github.com/murmur-nexus/mur/lock"
 )
 
 // cacheHit pins and stages a payload the CAS already holds, and records a cache hit: 0 bytes
@@ -162,40 +161,13 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 		}
 		res.Provenance = got.verified.record()
 	}
-	item := &commitItem{size: res.Size, want: d, apply: func(l *lock.Lock) error {
-		if got.newPin != nil {
-			// Another process may have pinned the scope since this pull read the lock.
-			if cur, ok := l.Pin(req.Name.Scope); ok {
-				if err := cur.CheckOwner(req.Name.Scope, got.newPin.Source, got.newPin.OwnerID); err != nil {
-					return err
-				}
-			} else if err := l.SetPin(req.Name.Scope, *got.newPin); err != nil {
-				return err
-			}
-		}
-		plat := res.Platform
-		if e := l.Find(req.Name.String()); e != nil && len(e.SHA256.Platforms) > 0 && plat == ref.PlatformAny && p.TargetPlatform() != ref.PlatformAny {
-			// The entry already pins per platform (a mixed fleet): a store's "any" payload is
-			// what this platform runs, so it is pinned under this platform's own key.
-			plat = p.TargetPlatform()
-		}
-		if err := l.Upsert(req.Name.String(), res.Version, plat, hex, "operator", req.Update); err != nil {
-			return err
-		}
-		// A --locked pull changes nothing: what it verified satisfies the pin either way.
-		if got.verified != nil && p.Lock != nil {
-			if err := l.SetProvenance(req.Name.String(), got.verified.lockEntry()); err != nil {
-				return err
-			}
-		}
-		return nil
-	}}
+	item := &commitItem{size: res.Size, want: d, pin: p.pinOf(req, res, got, hex)}
 	if fresh {
 		item.w = got.w
 	}
-	// Under the lock's own file lock, with the pull's other payloads ready by then: the blob
-	// appears only once the lock will pin it (pull_batch.go).
-	if fresh || got.newPin != nil || got.verified != nil || p.CASOnly || !p.pinHolds(proj, req.Name.String(), item.apply) {
+	// With the pull's other payloads ready by then: the blob appears only once its pin passed
+	// (batch.go), and the pull writes the pin into murmur.lock when it ends (ledger.go).
+	if fresh || got.newPin != nil || got.verified != nil || p.CASOnly || !p.pinHolds(proj, item.pin) {
 		if err := p.commitOf(ctx, proj, item); err != nil {
 			prepared.Discard()
 			return err
@@ -225,6 +197,17 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 	}
 	p.record(ctx, req, res, start, nil)
 	return nil
+}
+
+// pinOf is the change to murmur.lock that pins what res pulled.
+func (p *Puller) pinOf(req Request, res *Result, got *fetched, hex string) *pinChange {
+	c := &pinChange{name: req.Name, version: res.Version, platform: res.Platform, hex: hex, target: p.TargetPlatform(), update: req.Update, owner: got.newPin}
+	// A --locked pull changes nothing: what it verified satisfies the pin either way.
+	if got.verified != nil && p.Lock != nil {
+		e := got.verified.lockEntry()
+		c.provenance = &e
+	}
+	return c
 }
 
 func (p *Puller) precompile(ctx context.Context, d digest.Digest) error {

@@ -2,7 +2,6 @@ package pull
 
 import (
 	"context"
-	"reflect"
 	"sync"
 	"time"
 
@@ -59,22 +58,15 @@ func (p *Puller) registerRoot(ctx context.Context, lockPath string) error {
 	return nil
 }
 
-// pinHolds reports whether apply, a request's change to murmur.lock, would leave its entry as the
-// pull found it: a warm pull of pinned artifacts then has nothing to commit, and takes no file
-// lock and no fresh reading of the lock for it.
-func (p *Puller) pinHolds(proj Project, name string, apply func(*lock.Lock) error) bool {
+// pinHolds reports whether c, a request's change to murmur.lock, would leave its entry and its
+// scope's owner pin as the pull found them: a warm pull of pinned artifacts then has nothing to
+// commit, and takes no file lock for it. It tries c on a copy of those two alone, not of the
+// lock, which every request of the pull reads.
+func (p *Puller) pinHolds(proj Project, c *pinChange) bool {
 	l, err := p.readLock(proj)
-	if err != nil || l == nil {
+	if err != nil || l == nil || l.Find(c.name.String()) == nil {
 		return false
 	}
-	before := l.Find(name)
-	if before == nil {
-		return false
-	}
-	c := l.Clone()
-	if apply(c) != nil {
-		return false
-	}
-	after := c.Find(name)
-	return after != nil && reflect.DeepEqual(*before, *after) && reflect.DeepEqual(l.Scopes, c.Scopes)
+	ch, err := c.try(l.Part(c.name.String(), c.name.Scope))
+	return err == nil && !ch.Changed()
 }

@@ -5,13 +5,14 @@
 // precompiles. It learns of murmur.lock only through the LockWriter it is handed, and takes its
 // limits as fields, never from the context.
 //
-// Files: pull.go (Puller, Pull, one request); options.go (its options, by concern); run.go (what one Pull shares); resolve.go and
-// source.go (the places asked and what each answered); meta.go (resolving from metadata alone, for
-// mur lock); download.go, download_bound.go, kept.go (the seam to fetch/internal/download);
-// chain.go (when a failing store falls through, and store health); commit.go, batch.go, once.go
-// (checking, group commits, what a pull does once); slots.go (the bounds on what is in flight);
-// provenance.go, bundles_early.go, warm_bundles.go (Sigstore bundles at pull); mirror.go (the
-// write-through mirror); offline_latest.go ("latest" offline); events.go (progress).
+// Files: pull.go (Puller, Pull, one request); options.go (its options, by concern); run.go (what
+// one Pull shares); resolve.go and source.go (the places asked and what each answered); meta.go
+// (resolving from metadata alone, for mur lock); download.go, download_bound.go, kept.go (the
+// seam to fetch/internal/download); chain.go (when a failing store falls through, and store
+// health); commit.go, batch.go, ledger.go, once.go (checking, group commits, the one write of
+// murmur.lock, what a pull does once); slots.go (the bounds on what is in flight); provenance.go,
+// bundles_early.go, warm_bundles.go (Sigstore bundles at pull); mirror.go (the write-through
+// mirror); offline_latest.go ("latest" offline); events.go (progress).
 package pull
 
 import (
@@ -223,8 +224,9 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 	for i, r := range reqs {
 		names[i] = r.Name
 	}
-	p = p.with(&run{meta: make(chan struct{}, p.metaJobs()), jobs: download.NewSlots(jobs), names: names})
-	p.run.commits = &group[*commitItem]{run: func(items []*commitItem) { p.commitAll(ctx, proj, items) }}
+	p = p.with(&run{meta: make(chan struct{}, p.metaJobs()), jobs: download.NewSlots(jobs), names: names, pins: &ledger{}})
+	p.run.commits = &group[*commitItem]{run: func(items []*commitItem) { p.commitAll(ctx, proj, p.run.pins, items) }}
+	pinned := p.pinOnInterrupt(ctx, proj)
 	p.run.records = &group[cas.Record]{run: func(rs []cas.Record) {
 		// A record that can't be written must not undo a pull that is complete.
 		_ = p.CAS.AppendRecords(rs)
@@ -261,6 +263,8 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 		}(i)
 	}
 	wg.Wait()
+	pinned()
+	p.pinFailures(results, errList)
 	close(compiles)
 	<-compiled
 	lease.Release()

@@ -412,7 +412,7 @@ func (p *Puller) fromStore(ctx context.Context, st fstore.Store, req Request, ve
 			st, w.Size(), w.Digest(), req.Name, desc.Version, desc.Digest, desc.Size)
 	}
 	// The bytes are right: their fsync runs while the payload is checked and staged, and the
-	// commit waits for it (pull_batch.go).
+	// commit waits for it (batch.go).
 	w.SyncSoon()
 	a, err := checkPacked(w, w.Size(), req.Name, desc.Version, st.String(), errs.Integrity)
 	if err != nil {

@@ -1,6 +1,8 @@
 package pull
 
 import (
+	"context"
+
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch/internal/download"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -17,7 +19,42 @@ type run struct {
 	names   []ref.Name      // every artifact of the pull, for a store to prepare for (preparer)
 	once    pullOnce
 	commits *group[*commitItem]
+	pins    *ledger // what the commits pinned, until the pull writes murmur.lock
 	records *group[cas.Record]
+}
+
+// pinOnInterrupt writes what the pull's commits pinned into murmur.lock as soon as ctx is
+// cancelled, so that Ctrl-C loses nothing that committed, however long the rest takes to wind
+// down. The func it returns writes what they pinned since, once every request is over.
+func (p *Puller) pinOnInterrupt(ctx context.Context, proj Project) (end func()) {
+	over, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-ctx.Done():
+			p.flush(ctx, proj, p.run.pins)
+		case <-over:
+		}
+	}()
+	return func() {
+		close(over)
+		<-watched
+		p.flush(ctx, proj, p.run.pins)
+	}
+}
+
+// pinFailures fails the requests whose pins the flush could not write: their blobs are in the
+// CAS, but murmur.lock does not name them.
+func (p *Puller) pinFailures(results []Result, errList []error) {
+	for i := range results {
+		if errList[i] != nil {
+			continue
+		}
+		if err := p.run.pins.failure(results[i].Name); err != nil {
+			results[i].Error, results[i].Err, errList[i] = err.Error(), err, err
+			p.emit(Event{Name: results[i].Name, Phase: PhaseFailed})
+		}
+	}
 }
 
 // with is a copy of p that carries r.

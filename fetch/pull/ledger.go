@@ -1,0 +1,187 @@
+package pull
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/safefile"
+	"github.com/murmur-nexus/mur/lock"
+)
+
+// murmur.lock is written once per pull. Each group commit (batch.go) checks its artifacts' pins
+// against the lock as the pull holds it in memory (read once, with the pins of the pull's earlier
+// commits), renames the blobs that pass into the CAS, and notes their pins in the pull's ledger.
+// When the pull ends, or at once when it is interrupted, the ledger is flushed: one transition
+// under the lock's file lock (the LockWriter) re-reads murmur.lock and murmur.yaml there and
+// applies every noted pin in one pass, so that a concurrent writer loses nothing and a pin that
+// no longer fits (another process pinned another version meanwhile) fails alone. Until then the
+// pull's lease keeps the committed blobs from gc. After a kill -9 between a commit and the
+// flush the blobs stay in the CAS, unpinned: the lease dies with the process, and the next pull
+// resolves to blobs the CAS holds and pins them without a download (or 'mur cache gc' removes
+// them once they are older than --older-than).
+
+// pinChange is one artifact's pin: all a committed artifact keeps until the flush.
+type pinChange struct {
+	name              ref.Name
+	version, platform string
+	hex               string
+	target            string // the platform the pull is for
+	update            bool
+	owner             *lock.ScopePin   // the scope's owner pin, from a source pull
+	provenance        *lock.Provenance // the verified bundle to record
+}
+
+// apply pins c in l.
+func (c *pinChange) apply(l *lock.Lock) error {
+	name := c.name.String()
+	if c.owner != nil {
+		// Another process may have pinned the scope since this pull read the lock.
+		if cur, ok := l.Pin(c.name.Scope); ok {
+			if err := cur.CheckOwner(c.name.Scope, c.owner.Source, c.owner.OwnerID); err != nil {
+				return err
+			}
+		} else if err := l.SetPin(c.name.Scope, *c.owner); err != nil {
+			return err
+		}
+	}
+	plat := c.platform
+	if e := l.Find(name); e != nil && len(e.SHA256.Platforms) > 0 && plat == ref.PlatformAny && c.target != ref.PlatformAny {
+		// The entry already pins per platform (a mixed fleet): a store's "any" payload is
+		// what this platform runs, so it is pinned under this platform's own key.
+		plat = c.target
+	}
+	if err := l.Upsert(name, c.version, plat, c.hex, lock.OriginOperator, c.update); err != nil {
+		return err
+	}
+	if c.provenance != nil {
+		return l.SetProvenance(name, *c.provenance)
+	}
+	return nil
+}
+
+// try applies c to l, or leaves l as it was and says why not.
+func (c *pinChange) try(l *lock.Lock) (*lock.Change, error) {
+	return l.Try(c.name.String(), c.name.Scope, c.apply)
+}
+
+// ledger is what a pull's commits pinned and murmur.lock does not say yet.
+type ledger struct {
+	// held is the lock as the pull's commits left it, read from murmur.lock as stamp was; only
+	// the committer touches these.
+	held    *lock.Lock
+	heldErr error
+	stamp   string
+
+	mu      sync.Mutex
+	pending []*pinChange
+	failed  map[string]error // pins a flush could not write, by artifact name
+
+	flushing sync.Mutex // one flush at a time
+}
+
+func (led *ledger) note(c *pinChange) {
+	led.mu.Lock()
+	led.pending = append(led.pending, c)
+	led.mu.Unlock()
+}
+
+// failure is why the flush could not pin name, or nil.
+func (led *ledger) failure(name string) error {
+	led.mu.Lock()
+	defer led.mu.Unlock()
+	return led.failed[name]
+}
+
+// heldLock is the lock the pull's commits check their pins against: murmur.lock as read, with
+// the pins the pull noted and has not written. It is read again only when another process wrote
+// it since (its stamp changed), so that a pin it made meanwhile is checked before a blob commits,
+// and otherwise once per pull. A pull outside a project has none.
+func (p *Puller) heldLock(proj Project, led *ledger) (*lock.Lock, error) {
+	if p.CASOnly {
+		return nil, nil
+	}
+	stamp := "absent"
+	if fi, err := os.Stat(proj.LockPath()); err == nil {
+		stamp = safefile.Stamp(fi)
+	}
+	if led.held != nil && stamp != "" && stamp == led.stamp {
+		return led.held, nil
+	}
+	l, err := lock.Read(proj.LockPath())
+	led.held, led.heldErr, led.stamp = l, err, stamp
+	if err != nil {
+		return nil, err
+	}
+	led.mu.Lock()
+	defer led.mu.Unlock()
+	for _, c := range led.pending {
+		_, _ = c.try(l) // one that no longer fits fails in the flush, which says so
+	}
+	return l, nil
+}
+
+// tryPin checks c against held and keeps it there. Outside a project the pin is checked against
+// an empty lock and kept nowhere. Under --locked (no LockWriter) a pin that would change the
+// lock is not kept, and mismatch says so: its blob passed the pin's checks, so it may still
+// commit, as a cache entry for the pull that follows 'mur lock'.
+func (p *Puller) tryPin(proj Project, held *lock.Lock, c *pinChange) (ch *lock.Change, mismatch, err error) {
+	if p.CASOnly {
+		_, err := c.try(&lock.Lock{Scopes: map[string]lock.ScopePin{}})
+		return nil, nil, err
+	}
+	if ch, err = c.try(held); err != nil {
+		return nil, nil, err
+	}
+	if p.Lock == nil && ch.Changed() {
+		ch.Undo()
+		return nil, lock.WouldChange(proj.LockPath()), nil
+	}
+	return ch, nil, nil
+}
+
+// flush writes what the ledger noted into murmur.lock, through the pull's LockWriter. It is
+// safe to call at any time and again: each call writes what was noted since the last, if
+// anything was. ctx's cancellation does not stop it: an interrupted pull still pins what it
+// committed.
+func (p *Puller) flush(ctx context.Context, proj Project, led *ledger) {
+	led.flushing.Lock()
+	defer led.flushing.Unlock()
+	led.mu.Lock()
+	pins := led.pending
+	led.pending = nil
+	led.mu.Unlock()
+	if len(pins) == 0 || p.CASOnly || p.Lock == nil {
+		return
+	}
+	failed := map[string]error{}
+	err := p.Lock(context.WithoutCancel(ctx), proj, func(l *lock.Lock) error {
+		clear(failed)
+		for _, c := range pins {
+			if _, err := c.try(l); err != nil {
+				failed[c.name.String()] = err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		for _, c := range pins {
+			failed[c.name.String()] = err
+		}
+	} else {
+		// Registered again after the write, as before it (commit.go), before the lease ends.
+		lockPath, _ := filepath.Abs(proj.LockPath())
+		_ = p.registerRoot(context.WithoutCancel(ctx), lockPath)
+	}
+	led.mu.Lock()
+	defer led.mu.Unlock()
+	for name, err := range failed {
+		if led.failed == nil {
+			led.failed = map[string]error{}
+		}
+		led.failed[name] = errs.Wrap(err, errs.TokenOf(err), "%s is in the cache, but murmur.lock could not pin it: %s", name, errs.Message(err))
+	}
+}
