@@ -162,7 +162,9 @@ func (s *Store) OpenResumable(ctx context.Context, info ResumeInfo) (*Writer, er
 		f.Close()
 		return nil, err
 	}
-	return newWriter(s, f, h, offset, res), nil
+	w := newWriter(s, f, h, offset, res)
+	w.expect = info.Size
+	return w, nil
 }
 
 // adopt reads the record an earlier ingest left and re-hashes the bytes it vouches for into h.

@@ -48,10 +48,13 @@ type Writer struct {
 	cur       *chunk
 	free      chan *chunk
 	allocated int
-	hashq     chan *chunk
-	writeq    chan *chunk
-	inflight  sync.WaitGroup // chunks dispatched and not yet released
-	workers   sync.WaitGroup
+	// expect is the blob's size when it is known (-1 when not): its chunks are sized to it, so a
+	// blob of a few KiB takes a few KiB of buffers, not chunkCount MiB.
+	expect   int64
+	hashq    chan *chunk
+	writeq   chan *chunk
+	inflight sync.WaitGroup // chunks dispatched and not yet released
+	workers  sync.WaitGroup
 
 	mu   sync.Mutex
 	werr error // the first error of the file writer goroutine
@@ -105,6 +108,7 @@ func newWriter(s *Store, f *os.File, h hash.Hash, size int64, res *resumable) *W
 		hashq:  make(chan *chunk, chunkCount),
 		writeq: make(chan *chunk, chunkCount),
 		synced: -1,
+		expect: -1,
 	}
 	w.workers.Add(2)
 	go w.hashLoop()
@@ -213,7 +217,11 @@ func (w *Writer) chunk() *chunk {
 	default:
 		if w.allocated < chunkCount {
 			w.allocated++
-			w.cur = &chunk{buf: *bufpool.Get(chunkSize)}
+			size := chunkSize
+			if w.expect >= 0 {
+				size = bufpool.Class(max(w.expect-w.size, 0), chunkSize)
+			}
+			w.cur = &chunk{buf: *bufpool.Get(size)}
 		} else {
 			w.cur = <-w.free
 		}
@@ -298,6 +306,11 @@ func (w *Writer) WriteBuffer(b *[]byte, n int) (*[]byte, error) {
 		return b, err
 	}
 	c := w.chunk()
+	if cap(c.buf) != chunkSize {
+		// A chunk sized to a small blob: b's bytes are copied into it.
+		_, err := w.Write((*b)[:n])
+		return b, err
+	}
 	c.buf, *b = (*b)[:chunkSize], c.buf[:chunkSize]
 	c.n = n
 	w.size += int64(n)
@@ -306,6 +319,10 @@ func (w *Writer) WriteBuffer(b *[]byte, n int) (*[]byte, error) {
 	}
 	return b, nil
 }
+
+// Expect tells the writer the blob's size, n bytes in all (-1: not known), before its first
+// write, so that its buffers are no larger than the blob.
+func (w *Writer) Expect(n int64) { w.expect = n }
 
 // ChunkSize is the size of the buffers WriteBuffer takes without a copy.
 const ChunkSize = chunkSize

@@ -88,6 +88,7 @@ func (p *Puller) download(ctx context.Context, st store.Store, req Request, desc
 	var stream *stage.Stream
 	if w.Held() == 0 {
 		if stream = stage.NewStream(req.stageTo, req.Name, desc.Digest, key); stream != nil {
+			stream.Expect(desc.Size)
 			f.SetTee(stream)
 		}
 	}
@@ -138,9 +139,11 @@ func (p *Puller) downloadStream(ctx context.Context, st store.Store, req Request
 	if err != nil {
 		return nil, transfer{}, nil, err
 	}
+	w.Expect(desc.Size)
 	stream := stage.NewStream(req.stageTo, req.Name, desc.Digest, key)
 	var sink io.Writer = w
 	if stream != nil {
+		stream.Expect(desc.Size)
 		sink = io.MultiWriter(w, stream)
 	}
 	if _, err := download.Stream(sink, rc, bound, p.progress(req.Name.String(), desc.Size, st.String(), 0)); err != nil {

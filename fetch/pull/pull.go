@@ -243,9 +243,12 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 	}()
 	mirrored := p.mirrorState()
 	var wg sync.WaitGroup
+	workers := p.workers()
 	for i := range reqs {
 		wg.Add(1)
+		workers <- struct{}{}
 		go func(i int) {
+			defer func() { <-workers }()
 			defer wg.Done()
 			res, err := p.pullOne(ctx, proj, reqs[i], lease)
 			if err == nil {
@@ -275,6 +278,14 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 		}
 	}
 	return results, nil
+}
+
+// workers bounds the requests a pull works on at once to what can move: every metadata request
+// and every download its slots hold. The rest wait their turn as no more than an index, instead of
+// as a goroutine each, whose stack (tens of KiB once it has resolved) a pull of 1,000 artifacts
+// held all at once.
+func (p *Puller) workers() chan struct{} {
+	return make(chan struct{}, p.metaJobs()+p.run.jobs.Most())
 }
 
 func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *cas.Lease) (res Result, err error) {

@@ -50,16 +50,17 @@ var FollowHook atomic.Pointer[func()]
 
 // streamStage follows a blob's bytes from its first one, as an io.Writer beside the CAS ingest.
 type Stream struct {
-	tools *Tools // nil when the payload is only checked
-	name  ref.Name
-	d     digest.Digest
-	file  *os.File  // the unnamed file the payload is written to; nil when it is only checked
-	key   hash.Hash // fed the payload, when the compiled cache wants its key; may be nil
-	full  chan []byte
-	free  chan []byte
-	seen  int64 // bytes written to it
-	made  int   // buffers made so far
-	off   atomic.Bool
+	tools   *Tools // nil when the payload is only checked
+	name    ref.Name
+	d       digest.Digest
+	file    *os.File  // the unnamed file the payload is written to; nil when it is only checked
+	key     hash.Hash // fed the payload, when the compiled cache wants its key; may be nil
+	full    chan []byte
+	free    chan []byte
+	seen    int64 // bytes written to it
+	made    int   // buffers made so far
+	bufSize int   // their size: streamChunk, or the blob's size rounded up when smaller
+	off     atomic.Bool
 
 	slots   chan struct{} // inflateSlots when the stream began
 	done    chan struct{}
@@ -134,10 +135,14 @@ func NewStream(tools *Tools, name ref.Name, d digest.Digest, key hash.Hash) *Str
 		}
 	}
 	s := &Stream{tools: tools, name: name, d: d, file: f, key: key, full: make(chan []byte, streamBuffers), free: make(chan []byte, streamBuffers),
-		slots: inflateSlots, done: make(chan struct{})}
+		slots: inflateSlots, done: make(chan struct{}), bufSize: streamChunk}
 	go s.follow()
 	return s
 }
+
+// Expect tells the stream the blob's size, n bytes (-1: not known), before its first Write, so
+// that its buffers are no larger than the blob.
+func (s *Stream) Expect(n int64) { s.bufSize = bufpool.Class(n, streamChunk) }
 
 // buffer takes a free buffer, or makes one while fewer than streamBuffers exist: a small blob
 // needs only one.
@@ -149,7 +154,7 @@ func (s *Stream) buffer() []byte {
 	}
 	if s.made < streamBuffers {
 		s.made++
-		return *bufpool.Get(streamChunk)
+		return *bufpool.Get(s.bufSize)
 	}
 	return <-s.free
 }

@@ -67,6 +67,24 @@ func Get(size int) *[]byte {
 	return &b
 }
 
+// minClass is the smallest buffer Class gives.
+const minClass = 4 << 10
+
+// Class is the size of buffer to stream about n bytes through, at most most bytes: the power of
+// two from 4 KiB up that holds n, or most when n is not known (<0) or is more. A pull of many
+// small blobs then takes a few KiB for each one in flight instead of a megabyte, and the few
+// sizes keep the pool's buffers reusable.
+func Class(n int64, most int) int {
+	if n < 0 || n >= int64(most) {
+		return most
+	}
+	c := minClass
+	for int64(c) < n {
+		c <<= 1
+	}
+	return min(c, most)
+}
+
 // Put gives b back; nothing may use it afterwards.
 func Put(b *[]byte) {
 	if b == nil || cap(*b) == 0 {

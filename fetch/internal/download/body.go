@@ -64,7 +64,8 @@ const (
 // WriteTo is what io.Copy uses. It reads ahead in a goroutine, so that receiving the blob
 // overlaps with the caller's hashing and writing instead of alternating with it; on a cold pull
 // those are the two costs that matter, and they sit on different cores. Memory stays at
-// readAheadChunks × readAheadChunk whatever the blob's size.
+// readAheadChunks × readAheadChunk whatever the blob's size, and at one buffer the size of the
+// blob (rounded up to a power of two) for a blob smaller than readAheadChunk.
 //
 // The buffers are bufpool's, whose memory nothing else reclaims, so every one goes back on every
 // path. The reading goroutine gives them back once WriteTo has returned: on a failure it may
@@ -98,7 +99,12 @@ func (b *Body) WriteTo(w io.Writer) (int64, error) {
 			}
 		}()
 		// Buffers are lent by bufpool as the read-ahead needs them: a small blob is read whole
-		// into one, which the next blob of the pull reuses instead of clearing a fresh one.
+		// into one no larger than it (bufpool.Class), which the next blob of the pull reuses
+		// instead of clearing a fresh one.
+		size := readAheadChunk
+		if b.want >= 0 {
+			size = bufpool.Class(b.want-b.got, readAheadChunk)
+		}
 		made := 0
 		for {
 			select {
@@ -106,7 +112,7 @@ func (b *Body) WriteTo(w io.Writer) (int64, error) {
 			default:
 				if made < readAheadChunks {
 					made++
-					held = *bufpool.Get(readAheadChunk)
+					held = *bufpool.Get(size)
 					break
 				}
 				select {

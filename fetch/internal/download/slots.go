@@ -22,14 +22,19 @@ const (
 
 // Slots are a pull's job slots; a nil *Slots bounds nothing.
 type Slots struct {
-	sem *semaphore.Weighted
+	sem  *semaphore.Weighted
+	jobs int
 }
 
 // NewSlots makes jobs slots: at least one, and at most maxJobs, so that their bytes add up
 // without overflowing (a --jobs of 2^40 would make a negative budget no download fits in).
 func NewSlots(jobs int) *Slots {
-	return &Slots{sem: semaphore.NewWeighted(int64(min(max(jobs, 1), maxJobs)) * SlotBytes)}
+	jobs = min(max(jobs, 1), maxJobs)
+	return &Slots{sem: semaphore.NewWeighted(int64(jobs) * SlotBytes), jobs: jobs}
 }
+
+// Most is how many downloads the slots hold at once at the most: that many of the smallest.
+func (s *Slots) Most() int { return s.jobs * (SlotBytes / minShare) }
 
 // maxJobs is more slots than any pull can use: a connection each.
 const maxJobs = 1 << 16
