@@ -121,7 +121,7 @@ func verifyAttestation(b *bundle.Bundle, leaf *x509.Certificate, sum []byte, art
 		return facts, errs.New(errs.ProvenanceMismatch, "%s was built on a %q runner, not a GitHub-hosted one; a self-hosted runner is as trustworthy as whoever controls it. Set allow_self_hosted: true for scope %s in $MURMUR_HOME/config.yaml if that is expected (a project's config.yaml can't loosen the home's policy)",
 			want.Artifact, clean(orNone(facts.Runner)), want.Scope)
 	}
-	if want.SignerWorkflow != "" && !workflowPrefix(facts.Signer, want.SignerWorkflow) {
+	if want.SignerWorkflow != "" && !provenance.WorkflowPrefix(facts.Signer, want.SignerWorkflow) {
 		who := "the signer_workflow " + clean(want.SignerWorkflow) + " that scope " + want.Scope + " requires"
 		if want.Asked != "" {
 			who = "--signer-workflow " + clean(want.SignerWorkflow)
@@ -130,21 +130,6 @@ func verifyAttestation(b *bundle.Bundle, leaf *x509.Certificate, sum []byte, art
 			want.Artifact, clean(facts.Signer), who)
 	}
 	return facts, nil
-}
-
-// workflowPrefix reports whether prefix names san or what it lies under: an owner, a
-// repository, a workflow file, or a workflow at any ref. The prefix must end where a path
-// segment or the ref does, since https://github.com/acme/gre would otherwise admit every
-// workflow of acme/grep-evil.
-func workflowPrefix(san, prefix string) bool {
-	if !strings.HasPrefix(san, prefix) {
-		return false
-	}
-	if len(san) == len(prefix) || strings.HasSuffix(prefix, "/") || strings.HasSuffix(prefix, "@") {
-		return true
-	}
-	next := san[len(prefix)]
-	return next == '/' || next == '@'
 }
 
 // classify turns sigstore-go's verification error into mur's tokens. A missing or unknown
