@@ -19,12 +19,12 @@ import (
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
-// helperEnv makes the test binary, re-executed with it set, serve as mur-provenance: the pulls
-// below check their bundles in another process, as mur's do.
-const helperEnv = "MUR_FETCH_TEST_PROVENANCE_HELPER"
+// helperEnv makes the test binary, re-executed with it set to serve, serve as mur-provenance:
+// the pulls below check their bundles in another process, as mur's do.
+const helperEnv = "ATTEST_TEST_HELPER"
 
 func init() {
-	if os.Getenv(helperEnv) == "" {
+	if os.Getenv(helperEnv) != "serve" {
 		return
 	}
 	if err := sigstore.Serve(context.Background(), os.Stdin, os.Stdout); err != nil {

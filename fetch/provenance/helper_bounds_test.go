@@ -17,19 +17,17 @@ import (
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
 )
 
-// boundsEnv switches the test binary, re-executed as mur-provenance, into a helper that pushes
-// against a bound of the protocol. It is read before TestMain, so that helper_test.go's own
-// stand-ins are left as they are.
-const boundsEnv = "MUR_PROVENANCE_TEST_BOUNDS"
-
 // terminalAttack is what a helper (or anything it links) might write to its standard error: an
 // OSC 52 that sets the clipboard, a screen clear, a carriage return that rewrites the line, a C1
 // CSI, and a byte that is not UTF-8.
 const terminalAttack = "mur-provenance: \x1b]52;c;ZXZpbA==\x07 look\r\x1b[2Jfake line \u009b31m \xff\n"
 
+// init makes the test binary, re-executed as mur-provenance in one of the modes below (see
+// helper), a helper that pushes against a bound of the protocol. It runs before TestMain, which
+// plays every other mode.
 func init() {
-	switch os.Getenv(boundsEnv) {
-	case "":
+	switch os.Getenv("ATTEST_TEST_HELPER") {
+	default:
 		return
 	case "noisy": // a terminal attack and then 8 MiB on stderr, and then it serves
 		os.Stderr.WriteString(terminalAttack)
@@ -47,13 +45,6 @@ func init() {
 		sc.Scan()
 	}
 	os.Exit(0)
-}
-
-// boundsHelper is helper's process in one of the modes above, which take it over before
-// TestMain reads helper's own.
-func boundsHelper(t *testing.T, mode string) *provenance.Helper {
-	t.Setenv(boundsEnv, mode)
-	return helper(t, mode)
 }
 
 // syncBuffer is a bytes.Buffer that the helper's stderr copier may write while the test reads.
@@ -79,7 +70,7 @@ func (s *syncBuffer) String() string {
 // megabytes there is still read, so it never blocks, and its answers still come.
 func TestHelperStderrIsEscapedAndBounded(t *testing.T) {
 	var stderr syncBuffer
-	h := boundsHelper(t, "noisy")
+	h := helper(t, "noisy")
 	h.Stderr = &stderr
 	if _, err := h.Verify(context.Background(), realBundle(t), realSubject, realExpect(), provenance.Trust{}); err != nil {
 		t.Fatalf("a helper that writes 8 MiB to stderr: %v", err)
@@ -105,7 +96,7 @@ func TestHelperStderrIsEscapedAndBounded(t *testing.T) {
 // An answer line longer than 16 MiB is refused as it is read, before it is held whole, and the
 // verification fails closed.
 func TestHelperRefusesAnOverlongAnswer(t *testing.T) {
-	h := boundsHelper(t, "huge-answer")
+	h := helper(t, "huge-answer")
 	_, err := h.Verify(context.Background(), realBundle(t), realSubject, realExpect(), provenance.Trust{})
 	errtest.WantToken(t, err, errs.ProvenanceUnverifiable, "it answered a line of more than 16777216 bytes", "nothing was accepted unverified")
 }
