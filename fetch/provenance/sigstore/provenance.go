@@ -53,11 +53,11 @@ func Verify(bundleJSON []byte, artifact digest.Digest, want Expect, roots *Roots
 	var b bundle.Bundle
 	if err := b.UnmarshalJSON(bundleJSON); err != nil {
 		return Facts{}, errs.Wrap(err, errs.ProvenanceUnverifiable, "the provenance bundle of %s is not a Sigstore bundle (%s); the publisher must attach a valid bundle v0.3",
-			want.Artifact, clean(err.Error()))
+			want.Artifact, sigstoreMessage(err))
 	}
 	vc, err := b.VerificationContent()
 	if err != nil {
-		return Facts{}, errs.Wrap(err, errs.ProvenanceUnverifiable, "the provenance bundle of %s has no usable verification material: %s", want.Artifact, clean(err.Error()))
+		return Facts{}, errs.Wrap(err, errs.ProvenanceUnverifiable, "the provenance bundle of %s has no usable verification material: %s", want.Artifact, sigstoreMessage(err))
 	}
 	if vc.Certificate() == nil {
 		return verifyKeyed(&b, vc, sum, want, roots)
