@@ -3,6 +3,7 @@ package pull_test
 import (
 	"context"
 	"fmt"
+	"hash"
 	"io"
 	"sync"
 	"testing"
@@ -113,8 +114,9 @@ func TestPullDownloadsAtMostASlotOfSmallOnes(t *testing.T) {
 
 // A payload downloaded and not yet followed (inflated and checked) still holds its share of
 // --jobs: a pull whose downloads outrun its CPU keeps at most a slot's worth of them in memory,
-// however many artifacts it has. With the streams held, eight small downloads fill the one slot
-// and no ninth starts.
+// however many artifacts it has. With the streams held (the compiled cache's key, which each
+// stream feeds the payload as it follows it, takes no byte until released), eight small
+// downloads fill the one slot and no ninth starts.
 func TestPullHoldsASlotUntilThePayloadIsFollowed(t *testing.T) {
 	w := pulltest.NewWorld(t)
 	st := pulltest.LayoutStore(t)
@@ -122,18 +124,16 @@ func TestPullHoldsASlotUntilThePayloadIsFollowed(t *testing.T) {
 	g := newOpenGate(st, 0)
 	pl := w.Puller(g)
 	pl.Limits.Jobs = 1
-	release := holdStreams()
-	released := false
-	defer func() {
-		if !released {
-			release()
-		}
-	}()
+	hold := make(chan struct{})
+	release := sync.OnceFunc(func() { close(hold) })
+	defer release()
+	pl.Compile.Precompile = func(context.Context, []byte) error { return nil }
+	pl.Compile.Cache = &heldCompiled{hold: hold}
 	done := make(chan error, 1)
 	go func() { _, err := w.Pull(pl, reqs...); done <- err }()
 	perSlot := int(download.SlotBytes / (1 << 20))
 	for range perSlot {
-		<-g.opened
+		pulltest.Within(t, g.opened, "download of a slot's share")
 	}
 	select {
 	case <-g.opened:
@@ -141,10 +141,28 @@ func TestPullHoldsASlotUntilThePayloadIsFollowed(t *testing.T) {
 	case <-time.After(slowdown.Scale(300 * time.Millisecond)):
 	}
 	release()
-	released = true
-	if err := <-done; err != nil {
+	if err := pulltest.Within(t, done, "end of the pull"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// heldCompiled is a compiled cache whose key hashes take no byte until hold is closed: a payload
+// stream, which feeds the key as it follows the download, waits there.
+type heldCompiled struct {
+	fakeCompiled
+	hold chan struct{}
+}
+
+func (c *heldCompiled) ModuleKey() hash.Hash { return heldHash{c.fakeCompiled.ModuleKey(), c.hold} }
+
+type heldHash struct {
+	hash.Hash
+	hold chan struct{}
+}
+
+func (h heldHash) Write(p []byte) (int, error) {
+	<-h.hold
+	return h.Hash.Write(p)
 }
 
 // A blob of a slot's worth or more takes a whole slot: under --jobs 1, two of them download one

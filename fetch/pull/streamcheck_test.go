@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
 	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
@@ -26,7 +27,7 @@ func TestPullChecksThePayloadAsItArrives(t *testing.T) {
 				pl = parallelPuller(w, st, 4, 4)
 			}
 			pl.CASOnly = c.casOnly
-			before, lent := stage.PayloadRereads.Load(), bufpool.Lent()
+			before, lent := pull.PayloadRereads(), bufpool.Lent()
 			res := w.MustPull(pl, pulltest.Req(grep, "1.0.0"))[0]
 			pulltest.BuffersBack(t, lent)
 			if res.Digest != p.Digest().String() || !w.CAS.Has(p.Digest()) {
@@ -35,7 +36,7 @@ func TestPullChecksThePayloadAsItArrives(t *testing.T) {
 			if c.pieces && res.Connections < 2 {
 				t.Fatalf("fetched over %d connection, want pieces", res.Connections)
 			}
-			if n := stage.PayloadRereads.Load() - before; n != 0 {
+			if n := pull.PayloadRereads() - before; n != 0 {
 				t.Errorf("the pull read %d payload back from its blob", n)
 			}
 			if !c.casOnly {
@@ -59,13 +60,13 @@ func TestPullCASOnlyRefusesAPayloadThatLies(t *testing.T) {
 		pulltest.Push(t, st, grep, "1.0.0", "any", p)
 		pl := w.Puller(st)
 		pl.CASOnly = true
-		before, lent := stage.PayloadRereads.Load(), bufpool.Lent()
+		before, lent := pull.PayloadRereads(), bufpool.Lent()
 		_, err := w.Pull(pl, pulltest.Req(grep, "1.0.0"))
 		pulltest.BuffersBack(t, lent)
 		if !errors.Is(err, errs.InvalidArtifact) || w.CAS.Has(p.Digest()) {
 			t.Fatalf("stored %v: pull = %v, blob kept %v; want invalid-artifact and nothing kept", stored, err, w.CAS.Has(p.Digest()))
 		}
-		if n := stage.PayloadRereads.Load() - before; n != 1 {
+		if n := pull.PayloadRereads() - before; n != 1 {
 			t.Errorf("stored %v: %d payloads read back, want the one the stream could not vouch for", stored, n)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/murmur-nexus/mur/fetch/internal/download"
 	"github.com/murmur-nexus/mur/fetch/pull"
-	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
@@ -53,15 +52,3 @@ func judgeFast(p *pull.Puller, asked *atomic.Int64) {
 // piecesFirst makes p fetch a large blob in pieces from the start, without the single stream
 // that comes first otherwise.
 func piecesFirst(p *pull.Puller) { hooksOf(p).PiecesFirst = true }
-
-// holdStreams keeps every payload stream from following its bytes until the returned func is
-// called; the test must call it.
-func holdStreams() func() {
-	hold := make(chan struct{})
-	wait := func() { <-hold }
-	stage.FollowHook.Store(&wait)
-	return func() {
-		stage.FollowHook.Store(nil)
-		close(hold)
-	}
-}

@@ -19,10 +19,10 @@ import (
 func TestStagingSwapTouchesNothingOutside(t *testing.T) {
 	for _, when := range []struct {
 		name string
-		hook *func()
+		hook func(func()) func()
 	}{
-		{"after the check", &stage.CheckedHook},
-		{"before the rename", &stage.InstallHook},
+		{"after the check", stage.OnChecked},
+		{"before the rename", stage.OnInstall},
 	} {
 		t.Run(when.name, func(t *testing.T) {
 			w := pulltest.NewWorld(t)
@@ -39,14 +39,13 @@ func TestStagingSwapTouchesNothingOutside(t *testing.T) {
 			scope := filepath.Join(w.Proj.ToolsDir(), "acme")
 			var once sync.Once
 			swapped := false
-			*when.hook = func() {
+			defer when.hook(func() {
 				once.Do(func() {
 					must(t, os.Rename(scope, scope+"-moved"))
 					must(t, os.Symlink(outside, scope))
 					swapped = true
 				})
-			}
-			defer func() { *when.hook = nil }()
+			})()
 
 			_, err := stage.Stage(w.Proj.Tools(), w.CAS, grep, d2)
 			if !swapped {
