@@ -27,6 +27,7 @@ import (
 // in the CAS or the lock: a blob appears only in the lock's update that pins it. Once the lock is
 // free, the commits (grouped, pull_batch.go) pin them all, each blob in the CAS.
 func TestPullCommitsUnderTheLock(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	st := pulltest.LayoutStore(t)
 	var reqs []fpull.Request
@@ -82,6 +83,7 @@ func TestPullCommitsUnderTheLock(t *testing.T) {
 // A request of the batch that fails the lock's check changes nothing, and the others of the same
 // commit are pinned and in the CAS.
 func TestPullBatchKeepsFailuresApart(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	st := pulltest.LayoutStore(t)
 	a, b, c := ref.Name{Scope: "acme", Name: "one"}, ref.Name{Scope: "acme", Name: "two"}, ref.Name{Scope: "acme", Name: "three"}
@@ -145,6 +147,7 @@ func (r *resolveBarrier) Resolve(ctx context.Context, n ref.Name, version, platf
 
 // Every request of a pull resolves at once, whatever Jobs: Jobs bounds the downloads only.
 func TestPullResolvesEveryRequestAtOnce(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	st := pulltest.LayoutStore(t)
 	reqs := pulltest.PushMany(t, st, "meta", 6, 0, 400)

@@ -14,6 +14,7 @@ import (
 // conflict with the lock, even with fallback: any-error: the chain must not pass the pull on to
 // the next store as if the first had merely failed.
 func TestChainStopsAtATagMovedAwayFromThePin(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	pinned, moved := pulltest.Pack(t, "grep", "1.0.0", 651), pulltest.Pack(t, "grep", "1.0.0", 652)
 	good, hostile := pulltest.LayoutStore(t), pulltest.LayoutStore(t)

@@ -87,6 +87,7 @@ func allReqs() []fpull.Request {
 // store costs one timeout in the whole run, the 503 one its retries once, and the wrong bytes
 // are refused with integrity, naming the store that served them.
 func TestChainAnyError(t *testing.T) {
+	t.Parallel()
 	c := newChainWorld(t)
 	w := pulltest.NewWorld(t)
 	pl := w.Puller(c.stores()...)
@@ -134,6 +135,7 @@ func TestChainAnyError(t *testing.T) {
 // With the default fallback, a 503 stops the chain: the good store after it is not asked, and
 // the error says how to let it fall through.
 func TestChainNotFoundStopsAtAFailure(t *testing.T) {
+	t.Parallel()
 	c := newChainWorld(t)
 	w := pulltest.NewWorld(t)
 	before := w.State()
@@ -148,6 +150,7 @@ func TestChainNotFoundStopsAtAFailure(t *testing.T) {
 
 // Wrong bytes stop a not-found chain too, with integrity.
 func TestChainNotFoundStopsAtWrongBytes(t *testing.T) {
+	t.Parallel()
 	c := newChainWorld(t)
 	w := pulltest.NewWorld(t)
 	_, err := w.Pull(w.Puller(c.wrong, c.good), pulltest.Req(grep, "1.0.0"))
@@ -156,6 +159,7 @@ func TestChainNotFoundStopsAtWrongBytes(t *testing.T) {
 
 // Not found falls through with either fallback, and the skip says so.
 func TestChainNotFoundFallsThrough(t *testing.T) {
+	t.Parallel()
 	c := newChainWorld(t)
 	w := pulltest.NewWorld(t)
 	empty := pulltest.OpenStore(t, pulltest.FaultyAddr(registrytest.StartFaulty(t)), ocistore.Options{})
@@ -168,6 +172,7 @@ func TestChainNotFoundFallsThrough(t *testing.T) {
 // A pinned pull takes the pinned bytes from any store in the chain, and a mirror that serves
 // other bytes under the pinned name is refused as any store is.
 func TestChainPinnedDigestFromAMirror(t *testing.T) {
+	t.Parallel()
 	c := newChainWorld(t)
 	w := pulltest.NewWorld(t)
 	w.MustPull(w.Puller(c.good), pulltest.Req(grep, "1.0.0"))
@@ -184,6 +189,7 @@ func TestChainPinnedDigestFromAMirror(t *testing.T) {
 // A store healthy at its first request is not asked to prove it again; a failure mid-run marks
 // it down for the rest of the run.
 func TestStoreHealthMarksDownMidRun(t *testing.T) {
+	t.Parallel()
 	c := newChainWorld(t)
 	w := pulltest.NewWorld(t)
 	pl := w.Puller(c.good)
@@ -203,6 +209,7 @@ func TestStoreHealthMarksDownMidRun(t *testing.T) {
 }
 
 func TestParseFallback(t *testing.T) {
+	t.Parallel()
 	for _, s := range []string{"not-found", "any-error"} {
 		if f, err := store.ParseFallback(s); err != nil || string(f) != s {
 			t.Errorf("%s: %v %v", s, f, err)
@@ -216,6 +223,7 @@ func TestParseFallback(t *testing.T) {
 // A pinned pull from a store that does not answer costs one timeout: the blob is not asked for
 // after the tag went unanswered.
 func TestChainPinnedSilentStoreCostsOneTimeout(t *testing.T) {
+	t.Parallel()
 	c := newChainWorld(t)
 	w := pulltest.NewWorld(t)
 	w.MustPull(w.Puller(c.good), pulltest.Req(grep, "1.0.0"))

@@ -7,12 +7,14 @@ import (
 	"hash"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 
 	fpull "github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/slowdown"
 )
 
 // fakeCompiled is a compiled cache keyed by the payload's plain SHA-256, which remembers keys by
@@ -90,6 +92,7 @@ func (e *events) phases(name string) []fpull.Phase {
 // compiled cache holds already: only the other two are read back and compiled, each shows the
 // compiling phase before done, and the first goes straight to done.
 func TestPullCompilesOnlyWhatIsMissing(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	st := pulltest.LayoutStore(t)
 	var names []ref.Name
@@ -138,6 +141,7 @@ func TestPullCompilesOnlyWhatIsMissing(t *testing.T) {
 // blobs into an empty CAS hashes no payload and asks the compiled cache with the keys it
 // remembered, compiling exactly what the cache still lacks.
 func TestPullRemembersPayloadKeys(t *testing.T) {
+	t.Parallel()
 	st := pulltest.LayoutStore(t)
 	var reqs []fpull.Request
 	var pks []pulltest.Packed
@@ -191,6 +195,7 @@ func equalPhases(a, b []fpull.Phase) bool {
 // artifact's download is in: with one job, the second download could not start if the compile
 // held the job.
 func TestPullCompilesBesideDownloads(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	st := pulltest.LayoutStore(t)
 	first, second := ref.Name{Scope: "acme", Name: "first"}, ref.Name{Scope: "acme", Name: "second"}
@@ -210,7 +215,12 @@ func TestPullCompilesBesideDownloads(t *testing.T) {
 	pl.Compile.Precompile = func(ctx context.Context, wasm []byte) error {
 		calls++
 		if calls == 1 {
-			<-secondIn // the second artifact was downloaded, checked, pinned while this waited
+			// The second artifact is downloaded, checked and pinned while this waits.
+			select {
+			case <-secondIn:
+			case <-time.After(slowdown.Scale(30 * time.Second)):
+				t.Error("the second artifact never reached its compile while the first's waited")
+			}
 		}
 		return nil
 	}

@@ -97,6 +97,7 @@ const maxHostileRequests = 4
 // 416) ends the ranged attempt at once: the blob comes as one stream, after a bounded number of
 // requests. One that refuses the stream too fails the pull with integrity, naming the store.
 func TestRangedHostileRegistryIsBounded(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{offByOne, starTotal, refuse416, every416} {
 		t.Run(mode, func(t *testing.T) {
 			reg := registrytest.Start(t)
@@ -129,6 +130,7 @@ func TestRangedHostileRegistryIsBounded(t *testing.T) {
 
 // The same for a GitHub release asset, whose storage host answers ranges wrongly.
 func TestSourceHostileRangesAreBounded(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{offByOne, starTotal, refuse416, every416} {
 		t.Run(mode, func(t *testing.T) {
 			fake := githubtest.New(t)

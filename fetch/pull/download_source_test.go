@@ -44,6 +44,7 @@ const assetLink = "/acme/murmur-artifacts/releases/download/v1.0.0/grep-1.0.0.mu
 // A download a killed pull kept is continued from GitHub's storage with a fresh redirect (the
 // links the killed process had are long expired), and only the rest is served.
 func TestSourceContinuesAKeptDownload(t *testing.T) {
+	t.Parallel()
 	w, fake, px, p := sourceWorld(t, 1<<20, false)
 	kept := len(p.Zip) / 2
 	keep(w, p, kept, "github:acme/murmur-artifacts", "")
@@ -60,6 +61,7 @@ func TestSourceContinuesAKeptDownload(t *testing.T) {
 // A signed link that expires mid-download is replaced by a fresh redirect when the body breaks
 // off and the download continues.
 func TestSourceExpiredLinkMidDownload(t *testing.T) {
+	t.Parallel()
 	w, fake, px, p := sourceWorld(t, 1<<20, false)
 	// The link expires as the body breaks off, whatever the machine's speed.
 	px.Set(proxytest.Options{PathContains: objectPath(fake), BytesPerSecond: 2 << 20, Fault: proxytest.Cut, After: 400_000, Times: 1, OnFault: fake.ExpireLinks})
@@ -90,6 +92,7 @@ func TestSourceExpiredLinkMidDownload(t *testing.T) {
 
 // Storage that ignores Range makes the pull start over, with a note.
 func TestSourceStorageIgnoringRange(t *testing.T) {
+	t.Parallel()
 	w, fake, px, p := sourceWorld(t, 1<<20, false)
 	keep(w, p, len(p.Zip)/2, "github:acme/murmur-artifacts", "")
 	px.Set(proxytest.Options{IgnoreRange: true})
@@ -102,6 +105,7 @@ func TestSourceStorageIgnoringRange(t *testing.T) {
 // A large asset is fetched over several connections from one redirect: a private repository
 // spends one API download on it, not one per piece.
 func TestSourceParallelOneRedirect(t *testing.T) {
+	t.Parallel()
 	for _, private := range []bool{false, true} {
 		w, fake, px, p := sourceWorld(t, 1<<20, private)
 		px.Set(proxytest.Options{PathContains: objectPath(fake), BytesPerSecond: 8 << 20})

@@ -75,6 +75,7 @@ func lastRecord(w *pulltest.World) cas.Record {
 
 // A download a killed pull kept is continued with a Range request, and only the rest is served.
 func TestRangedContinuesAKeptDownload(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.Start(t)
 	px := proxytest.Start(t, reg.Addr(), proxytest.Options{})
 	st := pulltest.OpenStore(t, "oci://"+px.Addr()+"/murmur", ocistore.Options{})
@@ -105,6 +106,7 @@ func TestRangedContinuesAKeptDownload(t *testing.T) {
 
 // A body that breaks off mid-transfer is continued within the same pull.
 func TestRangedBrokenBodyContinues(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.StartFaulty(t)
 	px := proxytest.Start(t, reg.Addr(), proxytest.Options{})
 	st := pulltest.OpenStore(t, "oci://"+px.Addr()+"/murmur", ocistore.Options{})
@@ -127,6 +129,7 @@ func TestRangedBrokenBodyContinues(t *testing.T) {
 
 // A server that ignores Range makes the pull start over, and says so in the records.
 func TestRangedServerIgnoringRangeStartsOver(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.Start(t)
 	px := proxytest.Start(t, reg.Addr(), proxytest.Options{})
 	st := pulltest.OpenStore(t, "oci://"+px.Addr()+"/murmur", ocistore.Options{})
@@ -149,6 +152,7 @@ func TestRangedServerIgnoringRangeStartsOver(t *testing.T) {
 
 // A kept download whose bytes were damaged since is started over, not blamed on the store.
 func TestRangedDamagedKeptBytesStartOver(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.StartFaulty(t)
 	st := pulltest.OpenStore(t, "oci://"+reg.Addr()+"/murmur", ocistore.Options{})
 	p := pulltest.PackSized(t, "grep", "1.0.0", 200_000, 204)
@@ -252,6 +256,7 @@ func rangeWorld(t *testing.T, size int, etag string) (*pulltest.World, rangeStor
 // If-Range with the ETag the kept bytes came with: a server whose content changed answers with
 // the whole blob, and the pull starts over.
 func TestRangedETagChangedStartsOver(t *testing.T) {
+	t.Parallel()
 	w, st, p := rangeWorld(t, 300_000, `"new"`)
 	keep(w, p, 100_000, st.String(), `"old"`)
 	res := w.MustPull(w.Puller(st), pulltest.Req(grep, "1.0.0"))[0]
@@ -262,6 +267,7 @@ func TestRangedETagChangedStartsOver(t *testing.T) {
 
 // The same with a server that ignores If-Range: its 206 with another ETag is not spliced on.
 func TestRangedIgnoredIfRangeStartsOver(t *testing.T) {
+	t.Parallel()
 	w, st, p := rangeWorld(t, 300_000, `"new"`)
 	st.srv.ignoreIf = true
 	keep(w, p, 100_000, st.String(), `"old"`)
@@ -273,6 +279,7 @@ func TestRangedIgnoredIfRangeStartsOver(t *testing.T) {
 
 // A matching ETag continues.
 func TestRangedSameETagContinues(t *testing.T) {
+	t.Parallel()
 	w, st, p := rangeWorld(t, 300_000, `"same"`)
 	keep(w, p, 100_000, st.String(), `"same"`)
 	res := w.MustPull(w.Puller(st), pulltest.Req(grep, "1.0.0"))[0]
@@ -284,6 +291,7 @@ func TestRangedSameETagContinues(t *testing.T) {
 // A 206 whose Content-Range is not the range asked for is never written: the pull starts over
 // with a request for the whole blob.
 func TestRangedWrongContentRangeStartsOver(t *testing.T) {
+	t.Parallel()
 	w, st, p := rangeWorld(t, 300_000, `"e"`)
 	st.srv.shiftRange = true
 	keep(w, p, 100_000, st.String(), "")
@@ -303,6 +311,7 @@ func parallelPuller(w *pulltest.World, st fstore.Store, conns, jobs int) *pull.P
 // A large blob starts as one stream; one that proves slow is split, and the rest comes in pieces
 // over several connections, continuing after what the stream wrote.
 func TestParallelSplitsASlowStream(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.Start(t)
 	px := proxytest.Start(t, reg.Addr(), proxytest.Options{})
 	st := pulltest.OpenStore(t, "oci://"+px.Addr()+"/murmur", ocistore.Options{})
@@ -331,6 +340,7 @@ func TestParallelSplitsASlowStream(t *testing.T) {
 
 // A fast stream is not split: one connection.
 func TestParallelFastStreamStaysOne(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.StartFaulty(t)
 	st := pulltest.OpenStore(t, "oci://"+reg.Addr()+"/murmur", ocistore.Options{})
 	p := pulltest.PackSized(t, "grep", "1.0.0", 2<<20, 215)
@@ -354,6 +364,7 @@ func TestParallelFastStreamStaysOne(t *testing.T) {
 
 // A large blob is fetched over several connections, each asking for pieces.
 func TestParallelRanges(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.Start(t)
 	px := proxytest.Start(t, reg.Addr(), proxytest.Options{})
 	st := pulltest.OpenStore(t, "oci://"+px.Addr()+"/murmur", ocistore.Options{})
@@ -378,6 +389,7 @@ func TestParallelRanges(t *testing.T) {
 
 // Each connection beyond a blob's first takes a job slot: --jobs bounds them all.
 func TestParallelBoundedByJobs(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.StartFaulty(t)
 	st := pulltest.OpenStore(t, "oci://"+reg.Addr()+"/murmur", ocistore.Options{})
 	p := pulltest.PackSized(t, "grep", "1.0.0", 1<<20, 207)
@@ -393,6 +405,7 @@ func TestParallelBoundedByJobs(t *testing.T) {
 
 // A server that does not serve ranges gets one stream, from its answer to the first piece.
 func TestParallelFallsBackToOneStream(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.Start(t)
 	px := proxytest.Start(t, reg.Addr(), proxytest.Options{IgnoreRange: true})
 	st := pulltest.OpenStore(t, "oci://"+px.Addr()+"/murmur", ocistore.Options{})
@@ -411,6 +424,7 @@ func TestParallelFallsBackToOneStream(t *testing.T) {
 
 // Pieces cut mid-way go back to the queue, and the blob completes.
 func TestParallelCutPiecesComplete(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.StartFaulty(t)
 	px := proxytest.Start(t, reg.Addr(), proxytest.Options{})
 	st := pulltest.OpenStore(t, "oci://"+px.Addr()+"/murmur", ocistore.Options{})
@@ -430,6 +444,7 @@ func TestParallelCutPiecesComplete(t *testing.T) {
 // A parallel download that fails keeps every piece it holds, and the next pull asks only for
 // the others.
 func TestParallelFailureKeepsPieces(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.StartFaulty(t)
 	px := proxytest.Start(t, reg.Addr(), proxytest.Options{})
 	st := pulltest.OpenStore(t, "oci://"+px.Addr()+"/murmur", ocistore.Options{Retries: -1})
@@ -465,6 +480,7 @@ func TestParallelFailureKeepsPieces(t *testing.T) {
 
 // Ctrl-C keeps the bytes too.
 func TestRangedInterruptKeeps(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.StartFaulty(t)
 	px := proxytest.Start(t, reg.Addr(), proxytest.Options{})
 	st := pulltest.OpenStore(t, "oci://"+px.Addr()+"/murmur", ocistore.Options{})
@@ -496,6 +512,7 @@ func TestRangedInterruptKeeps(t *testing.T) {
 
 // Wrong bytes are never kept: the next pull starts from nothing.
 func TestRangedWrongBytesNotKept(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.StartFaulty(t)
 	st := pulltest.OpenStore(t, "oci://"+reg.Addr()+"/murmur", ocistore.Options{})
 	p := pulltest.PackSized(t, "grep", "1.0.0", 200_000, 212)
@@ -518,6 +535,7 @@ func TestRangedWrongBytesNotKept(t *testing.T) {
 
 // A partial read of a kept download's record says what it holds, for anyone who looks.
 func TestRangedKeptRecordNamesItsStore(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.StartFaulty(t)
 	st := pulltest.OpenStore(t, "oci://"+reg.Addr()+"/murmur", ocistore.Options{Timeout: slowdown.Scale(300 * time.Millisecond), Retries: -1})
 	p := pulltest.PackSized(t, "grep", "1.0.0", 200_000, 213)
@@ -539,6 +557,7 @@ func TestRangedKeptRecordNamesItsStore(t *testing.T) {
 // Parallel too: a kept download whose ETag changed is started over, whether the server honours
 // If-Range (the probe gets the whole blob) or ignores it (the probe's 206 carries the new ETag).
 func TestParallelETagChangedStartsOver(t *testing.T) {
+	t.Parallel()
 	for _, ignoreIf := range []bool{false, true} {
 		w, st, p := rangeWorld(t, 1<<20, `"new"`)
 		st.srv.ignoreIf = ignoreIf
@@ -553,6 +572,7 @@ func TestParallelETagChangedStartsOver(t *testing.T) {
 // A server whose ETag changes in the middle of a parallel download: the pieces that come back
 // with the new one are not spliced on, and the blob is fetched again as one stream.
 func TestParallelETagChangesMidway(t *testing.T) {
+	t.Parallel()
 	w, st, p := rangeWorld(t, 1<<20, `"v1"`)
 	st.srv.ignoreIf = true
 	st.srv.flipAfter = 3
@@ -563,6 +583,7 @@ func TestParallelETagChangesMidway(t *testing.T) {
 }
 
 func TestSlowLinkRule(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		n       int64
 		elapsed time.Duration
@@ -624,6 +645,7 @@ func (b *gatedBody) Read(p []byte) (int, error) {
 // A registry's download feeds single-pass staging too, across a break it continues after: the
 // bytes still arrive in order from the blob's first one.
 func TestRangedStagesWhileDownloading(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.StartFaulty(t)
 	st := pulltest.OpenStore(t, "oci://"+reg.Addr()+"/murmur", ocistore.Options{})
 	wasm := artifacttest.Module(2<<20, 216)
@@ -645,10 +667,12 @@ func TestRangedStagesWhileDownloading(t *testing.T) {
 		}
 		done <- res
 	}()
-	<-g.paused
+	release := sync.OnceFunc(func() { close(g.release) })
+	defer release()
+	pulltest.Within(t, g.paused, "pause after the payload's last byte")
 	assertStagedUnseen(t, w, wasm)
-	close(g.release)
-	res := <-done
+	release()
+	res := pulltest.Within(t, done, "end of the pull")
 	if len(res) != 1 || res[0].Digest != p.Digest().String() || res[0].Transferred != int64(len(p.Zip)) {
 		t.Fatalf("result %+v", res)
 	}

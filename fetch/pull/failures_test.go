@@ -29,6 +29,7 @@ func (downSource) Fetch(context.Context, ref.Name, string, string, *lock.ScopePi
 }
 
 func TestEveryPlaceSaysWhyInOneMessage(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	st := pulltest.LayoutStore(t)
 	pulltest.Push(t, st, grep, "1.0.0", "any", pulltest.Pack(t, "grep", "1.0.0", 1))
@@ -45,6 +46,7 @@ func TestEveryPlaceSaysWhyInOneMessage(t *testing.T) {
 }
 
 func TestNoStoreAndSourceDown(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	p := w.Puller()
 	p.Source = downSource{}
@@ -55,6 +57,7 @@ func TestNoStoreAndSourceDown(t *testing.T) {
 // Advice about the source that was not asked bears on a not-found only: after a store that
 // could not answer, it would send the reader the wrong way.
 func TestSourcesHintOnlyForNotFound(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	stores := []fpull.Request{{Asked: "acme/grep@1.0.0", Name: grep, Version: "1.0.0", From: []string{fpull.FromStores}}}
 	_, err := w.Pull(w.Puller(pulltest.OpenStore(t, "oci://127.0.0.1:1/murmur", ocistore.Options{Retries: -1})), stores...)
@@ -80,6 +83,7 @@ type guessedSource struct{ downSource }
 func (guessedSource) Guess(string) bool { return true }
 
 func TestAllNotFoundIsNotFound(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	a, b := pulltest.LayoutStore(t), pulltest.LayoutStore(t)
 	_, err := w.Pull(w.Puller(a, b), fpull.Request{Asked: "acme/grep@2.0.0", Name: grep, Version: "2.0.0", From: []string{fpull.FromStores}})

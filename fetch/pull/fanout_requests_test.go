@@ -79,6 +79,7 @@ func isManifestByTag(r *http.Request) bool {
 // once, after the one ping: the registry holds back every manifest until all 20 were asked, which
 // a pull that waited for a first manifest's answer before asking the others could never satisfy.
 func TestPullOf20AsksEveryManifestAtOnce(t *testing.T) {
+	t.Parallel()
 	const n = 20
 	reg := registrytest.Start(t)
 	g, front := startGatedFront(t, reg.Addr(), n, isManifestByTag, isManifestByTag)

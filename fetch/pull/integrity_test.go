@@ -35,6 +35,7 @@ import (
 // latest resolves to the highest version the store holds, and the packed manifest is checked
 // against that version, not against the word "latest".
 func TestPullLatestFromStores(t *testing.T) {
+	t.Parallel()
 	f := registrytest.StartFaulty(t)
 	for name, st := range map[string]store.Store{"layout": pulltest.LayoutStore(t), "registry": pulltest.FaultyStore(t, f, ocistore.Options{})} {
 		t.Run(name, func(t *testing.T) {
@@ -60,6 +61,7 @@ func TestPullLatestFromStores(t *testing.T) {
 
 // Two projects on one home: the second resolves to a digest the CAS holds and downloads nothing.
 func TestPullReusesTheCASAcrossProjects(t *testing.T) {
+	t.Parallel()
 	st := &pulltest.OpenCounter{Store: pulltest.LayoutStore(t)}
 	p := pulltest.Pack(t, "grep", "1.0.0", 104)
 	pulltest.Push(t, st, grep, "1.0.0", "any", p)
@@ -92,6 +94,7 @@ func TestPullReusesTheCASAcrossProjects(t *testing.T) {
 // The same through a source: the index names a digest the CAS holds, and no asset is downloaded;
 // the scope's owner is still pinned.
 func TestPullReusesTheCASFromASource(t *testing.T) {
+	t.Parallel()
 	fake := githubtest.New(t)
 	fake.AddRepo("acme", "murmur-artifacts", 1234567, 7654321)
 	a := githubtest.Artifact{Name: "acme/grep", Version: "1.2.0", Release: "v1.2.0", Asset: "grep-1.2.0.mur.zip", Data: githubtest.PackArtifact("grep", "1.2.0")}
@@ -150,6 +153,7 @@ func endlessBlob(sent *atomic.Int64, contentLength int) registrytest.Fault {
 
 // A body longer than the manifest declares stops at the first byte too many and keeps nothing.
 func TestPullBodyBoundedByTheManifest(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name          string
 		contentLength int
@@ -202,6 +206,7 @@ func otherPlatformThan(host string) string {
 // Every payload check runs before the blob commits and before the lock is touched, whether the
 // pull stages tools/ (this machine's platform) or not, from a file and through a layout store.
 func TestPullChecksThePayloadBeforeCommitting(t *testing.T) {
+	t.Parallel()
 	for name, bad := range lyingPayloads(t) {
 		for _, plat := range []string{ref.HostPlatform(), otherPlatformThan(ref.HostPlatform())} {
 			for _, via := range []string{"file", "layout"} {
@@ -259,6 +264,7 @@ func (h *hookStore) Open(ctx context.Context, n ref.Name, d digest.Digest) (io.R
 
 // The lock's checks run before the blob commits: a conflict that appears mid-pull leaves no blob.
 func TestPullLockConflictLeavesNoBlob(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	layout := pulltest.LayoutStore(t)
 	w.Seeded(layout)
@@ -289,6 +295,7 @@ func TestPullLockConflictLeavesNoBlob(t *testing.T) {
 // Another process pins the scope to another owner while this pull downloads: the owner check
 // made under the lock refuses, and nothing of this pull stays.
 func TestPullOwnerPinnedMidPull(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	src := &pulltest.FakeSource{Source: "github:acme/murmur-artifacts", Owner: 1, Version: "1.2.0", Zip: githubtest.PackArtifact("grep", "1.2.0")}
 	theirs := lock.ScopePin{Source: "github:acme/murmur-artifacts", OwnerID: 2, RepoID: 43}
@@ -313,6 +320,7 @@ func TestPullOwnerPinnedMidPull(t *testing.T) {
 
 // config.yaml moves a pinned scope to another repository: the pull refuses before asking it.
 func TestPullOwnerCheckWhenTheConfigMovesAScope(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	lock.Update(context.Background(), w.Proj.LockPath(), func(l *lock.Lock) error {
 		return l.SetPin("acme", lock.ScopePin{Source: "github:acme/murmur-artifacts", OwnerID: 1, RepoID: 42})
@@ -332,6 +340,7 @@ func TestPullOwnerCheckWhenTheConfigMovesAScope(t *testing.T) {
 // A staged file left short (a crash while staging, which is not fsynced) is restaged by the next
 // pull, a cache hit.
 func TestPullRestagesAShortFile(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	st := pulltest.LayoutStore(t)
 	p := pulltest.Pack(t, "grep", "1.0.0", 109)
@@ -356,6 +365,7 @@ func TestPullRestagesAShortFile(t *testing.T) {
 // A manifest whose name annotation names another artifact is refused before its payload is read:
 // a store must not serve one tool's manifest as another's.
 func TestPullManifestNamingAnotherArtifact(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	dir := filepath.Join(t.TempDir(), "store")
 	st := pulltest.OpenStore(t, "oci-layout:"+dir, ocistore.Options{})

@@ -82,6 +82,7 @@ func (m *readOnlyMirror) requests() int {
 // cache of the store it came from) is looked at, not written: no machine's pull sends it a
 // single write, and so none is refused or warned about.
 func TestWriteThroughToAReadOnlyMirrorThatHoldsItWritesNothing(t *testing.T) {
+	t.Parallel()
 	src := pulltest.LayoutStore(t)
 	m := startReadOnlyMirror(t)
 	mirror := pulltest.OpenStore(t, m.addr(), ocistore.Options{})
@@ -122,6 +123,7 @@ func TestWriteThroughToAReadOnlyMirrorThatHoldsItWritesNothing(t *testing.T) {
 // as one line, and sent one write however many artifacts the command brings in. With
 // mirror_required every artifact fails with denied, after it is pinned here.
 func TestWriteThroughDeniedOncePerCommand(t *testing.T) {
+	t.Parallel()
 	for _, status := range []int{http.StatusMethodNotAllowed, http.StatusForbidden} {
 		t.Run(http.StatusText(status), func(t *testing.T) {
 			src := pulltest.LayoutStore(t)
@@ -183,6 +185,7 @@ func TestWriteThroughDeniedOncePerCommand(t *testing.T) {
 // A mirror that took a write and refuses later ones (credentials that may push to some
 // repositories only) is told once too, across the Pulls of one command (warm's platforms).
 func TestWriteThroughRefusedAfterAnAcceptedWrite(t *testing.T) {
+	t.Parallel()
 	src := pulltest.LayoutStore(t)
 	reqs := pulltest.PushMany(t, src, "tool", 3, 4096, 460)
 	m := startReadOnlyMirror(t)
@@ -211,6 +214,7 @@ func TestWriteThroughRefusedAfterAnAcceptedWrite(t *testing.T) {
 // A bundle whose presence can't be learned is not written blind: the look's failure is the
 // write-through's.
 func TestWriteThroughBundleLookFails(t *testing.T) {
+	t.Parallel()
 	src := pulltest.LayoutStore(t)
 	m := startReadOnlyMirror(t)
 	mirror := pulltest.OpenStore(t, m.addr(), ocistore.Options{})

@@ -38,6 +38,7 @@ func wantNotMirrored(t *testing.T, res pull.Result, mirror store.Store) {
 // fetched it or on a later cache hit; a mirror the operator chose (home config, --mirror) gets
 // it.
 func TestProjectMirrorNeverGetsWhatARegistryLoginFetched(t *testing.T) {
+	t.Parallel()
 	private := registrytest.StartInProcessBearer(t, nil)
 	src := pulltest.OpenStore(t, "oci://"+private.Addr()+"/murmur", ocistore.Options{Keychain: aliceKeychain{}})
 	p := pulltest.Pack(t, "grep", "1.0.0", 451)
@@ -66,6 +67,7 @@ func TestProjectMirrorNeverGetsWhatARegistryLoginFetched(t *testing.T) {
 
 // The same for a private GitHub repository fetched with GITHUB_TOKEN.
 func TestProjectMirrorNeverGetsAPrivateRelease(t *testing.T) {
+	t.Parallel()
 	w, fake, _, _ := sourceWorld(t, 4000, true)
 	_, mirror, _ := mirrorWorld(t)
 	pl := sourcePuller(w, fake)
@@ -75,6 +77,7 @@ func TestProjectMirrorNeverGetsAPrivateRelease(t *testing.T) {
 
 // A public artifact still goes to the project's mirror: the rule is about credentials.
 func TestProjectMirrorGetsPublicArtifacts(t *testing.T) {
+	t.Parallel()
 	w, fake, _, _ := sourceWorld(t, 4000, false)
 	_, mirror, _ := mirrorWorld(t)
 	pl := sourcePuller(w, fake)

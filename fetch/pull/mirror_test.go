@@ -32,6 +32,7 @@ func mirroring(w *pulltest.World, mirror store.Store, stores ...store.Store) *pu
 }
 
 func TestWriteThroughPushesWhatWasBroughtIn(t *testing.T) {
+	t.Parallel()
 	src, mirror, px := mirrorWorld(t)
 	p := pulltest.Pack(t, "grep", "1.0.0", 401)
 	pulltest.Push(t, src, grep, "1.0.0", "linux-x86_64", p)
@@ -58,6 +59,7 @@ func TestWriteThroughPushesWhatWasBroughtIn(t *testing.T) {
 
 // What the CAS held before a mirror was set is pushed on the next pull, once.
 func TestWriteThroughPushesCacheHitsNotYetMirrored(t *testing.T) {
+	t.Parallel()
 	src, mirror, _ := mirrorWorld(t)
 	p := pulltest.Pack(t, "grep", "1.0.0", 402)
 	pulltest.Push(t, src, grep, "1.0.0", "any", p)
@@ -74,6 +76,7 @@ func TestWriteThroughPushesCacheHitsNotYetMirrored(t *testing.T) {
 
 // An artifact pulled from the mirror itself is not pushed back.
 func TestWriteThroughSkipsWhatCameFromTheMirror(t *testing.T) {
+	t.Parallel()
 	src, mirror, px := mirrorWorld(t)
 	p := pulltest.Pack(t, "grep", "1.0.0", 403)
 	pulltest.Push(t, src, grep, "1.0.0", "any", p)
@@ -102,6 +105,7 @@ func TestWriteThroughSkipsWhatCameFromTheMirror(t *testing.T) {
 // A mirror that fails is a warning, and the next pull tries again; with MirrorRequired it fails
 // the command, after the artifact is pinned here.
 func TestWriteThroughFailure(t *testing.T) {
+	t.Parallel()
 	src := pulltest.LayoutStore(t)
 	p := pulltest.Pack(t, "grep", "1.0.0", 404)
 	pulltest.Push(t, src, grep, "1.0.0", "any", p)
@@ -126,6 +130,7 @@ func TestWriteThroughFailure(t *testing.T) {
 
 // An offline pull pushes nothing.
 func TestWriteThroughOffline(t *testing.T) {
+	t.Parallel()
 	src, mirror, px := mirrorWorld(t)
 	p := pulltest.Pack(t, "grep", "1.0.0", 405)
 	pulltest.Push(t, src, grep, "1.0.0", "any", p)

@@ -40,6 +40,7 @@ func (w *offlineWorld) at(d time.Duration, offline bool, platform string) *pull.
 // Offline "latest" takes the listed version's blob for the platform pulled for: a newer pull of
 // the same version for another platform does not stand in for it.
 func TestOfflineLatestKeepsToItsPlatform(t *testing.T) {
+	t.Parallel()
 	w := newOfflineWorld(t)
 	linux, mac := pulltest.Pack(t, "grep", "1.1.0", 31), pulltest.Pack(t, "grep", "1.1.0", 32)
 	pulltest.Push(t, w.st, grep, "1.0.0", "linux-x86_64", pulltest.Pack(t, "grep", "1.0.0", 30))
@@ -68,6 +69,7 @@ func TestOfflineLatestKeepsToItsPlatform(t *testing.T) {
 // A pull of latest that failed after its list was kept (here: its provenance was refused)
 // does not make that list the one offline "latest" chooses from.
 func TestOfflineLatestSkipsTheListOfAFailedPull(t *testing.T) {
+	t.Parallel()
 	w := newOfflineWorld(t)
 	v11 := pulltest.Pack(t, "grep", "1.1.0", 41)
 	pulltest.Push(t, w.st, grep, "1.1.0", "any", v11)
@@ -104,6 +106,7 @@ func TestOfflineLatestSkipsTheListOfAFailedPull(t *testing.T) {
 // The cached list is held to the digest its record names: a list file rewritten in the CAS
 // (here to name an older version the cache holds) is refused as integrity, not followed.
 func TestOfflineLatestHoldsTheListToItsDigest(t *testing.T) {
+	t.Parallel()
 	w := newOfflineWorld(t)
 	pulltest.Push(t, w.st, grep, "1.0.0", "any", pulltest.Pack(t, "grep", "1.0.0", 51))
 	pulltest.Push(t, w.st, grep, "1.1.0", "any", pulltest.Pack(t, "grep", "1.1.0", 52))
@@ -148,6 +151,7 @@ func TestOfflineLatestHoldsTheListToItsDigest(t *testing.T) {
 // A list its record names but the CAS no longer holds (a gc took it) is no list: offline latest
 // fails as it does with none cached, offline, not as damage.
 func TestOfflineLatestWithItsListGone(t *testing.T) {
+	t.Parallel()
 	w := newOfflineWorld(t)
 	pulltest.Push(t, w.st, grep, "1.1.0", "any", pulltest.Pack(t, "grep", "1.1.0", 61))
 	w.MustPull(w.at(0, false, "linux-x86_64"), pulltest.Req(grep, ref.Latest))
@@ -165,6 +169,7 @@ func TestOfflineLatestWithItsListGone(t *testing.T) {
 
 // When the listed version was pulled more than once with different bytes (served by two stores), offline latest takes the blob of the newest pull, as an online pull would.
 func TestOfflineLatestTakesTheNewestPullOfTheVersion(t *testing.T) {
+	t.Parallel()
 	w := newOfflineWorld(t)
 	first, second := pulltest.Pack(t, "grep", "1.1.0", 101), pulltest.Pack(t, "grep", "1.1.0", 102)
 	pulltest.Push(t, w.st, grep, "1.1.0", "any", first)

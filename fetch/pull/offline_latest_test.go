@@ -17,6 +17,7 @@ import (
 // from what was pulled: a version published since is not seen, and a listed version whose blob
 // is gone is an error that names it.
 func TestOfflineLatestFromCachedList(t *testing.T) {
+	t.Parallel()
 	st := pulltest.Networked(pulltest.LayoutStore(t)) // offline means this store is out of reach
 	v10, v11, v12 := pulltest.Pack(t, "grep", "1.0.0", 1), pulltest.Pack(t, "grep", "1.1.0", 2), pulltest.Pack(t, "grep", "1.2.0", 3)
 	pulltest.Push(t, st, grep, "1.0.0", "any", v10)

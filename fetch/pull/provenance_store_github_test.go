@@ -24,6 +24,7 @@ import (
 // records it; another owner pinned is a mismatch; with no owner pinned there is nothing to hold
 // the attestation to, and require refuses it as unverifiable.
 func TestStoreCarriesAGitHubAttestation(t *testing.T) {
+	t.Parallel()
 	src := pulltest.NewProvWorld(t, "GitHub, Inc.")
 	bundle := src.Attest(t, provenancetest.GoodLeaf(), true)
 	src.Fake.Close() // the store alone from here on
@@ -84,6 +85,7 @@ func TestStoreCarriesAGitHubAttestation(t *testing.T) {
 // without any place holding it: a refetch of a pinned blob after the publisher removed its
 // attestation passes on the kept bundle, and the lock stays as it was.
 func TestRefetchProvenByTheKeptBundle(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewProvWorld(t, "GitHub, Inc.")
 	w.Attest(t, provenancetest.GoodLeaf(), true)
 	w.MustPull(w.Puller(""), pulltest.Req(grep, "1.2.0"))
@@ -104,6 +106,7 @@ func TestRefetchProvenByTheKeptBundle(t *testing.T) {
 // Without the kept bundle, a place that serves the recorded bundle among others has it tried
 // first: the lock keeps its record rather than move to another bundle that also verifies.
 func TestRefetchPrefersTheRecordedBundle(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewProvWorld(t, "GitHub, Inc.")
 	recorded := w.Attest(t, provenancetest.GoodLeaf(), true)
 	w.MustPull(w.Puller(""), pulltest.Req(grep, "1.2.0"))

@@ -20,6 +20,7 @@ import (
 // registry without the referrers API; an index.json entry in a layout) is found by the
 // manifest's digest and verified against trusted_keys; the write-through mirror copies it.
 func TestKeyedBundleThroughRegistryReferrers(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"registry", "layout"} {
 		t.Run(kind, func(t *testing.T) {
 			st := pulltest.OpenStore(t, storeAddr(t, kind), ocistore.Options{})

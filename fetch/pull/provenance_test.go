@@ -22,6 +22,7 @@ import (
 )
 
 func TestPullVerifiesAndPinsProvenance(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		org    string
 		viaURL bool
@@ -74,6 +75,7 @@ func TestPullVerifiesAndPinsProvenance(t *testing.T) {
 // Each bad bundle fails the pull closed, with its token and nothing written, in the
 // GitHub-instance style (signed timestamp) and the public-good style (SCT and Rekor entry).
 func TestPullRefusesBadProvenance(t *testing.T) {
+	t.Parallel()
 	for _, org := range []string{"GitHub, Inc.", "sigstore.dev"} {
 		t.Run(org, func(t *testing.T) { pullRefusesBadProvenance(t, org) })
 	}
@@ -139,6 +141,7 @@ func mintLeaf(w *pulltest.ProvWorld, f func(*provenancetest.Leaf)) []byte {
 }
 
 func TestProvenancePolicy(t *testing.T) {
+	t.Parallel()
 	t.Run("prefer warns once and pulls", func(t *testing.T) {
 		w := pulltest.NewProvWorld(t, "GitHub, Inc.")
 		res := w.MustPull(w.Puller(""), pulltest.Req(grep, "1.2.0"))
@@ -180,6 +183,7 @@ func TestProvenancePolicy(t *testing.T) {
 // Once the lock records a verified bundle, every pull of the pin needs one: a teammate whose
 // CAS is empty can't be served the bytes without it, and --provenance=off is refused.
 func TestRecordedProvenanceCantBeDowngraded(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewProvWorld(t, "GitHub, Inc.")
 	w.Attest(t, provenancetest.GoodLeaf(), false)
 	w.MustPull(w.Puller(""), pulltest.Req(grep, "1.2.0"))

@@ -21,6 +21,7 @@ import (
 // points at another host gets no credential there, and the bundle that host serves (signed by a
 // CA nobody trusts) fails a pull under require closed, leaving no blob, pin or tools/.
 func TestProvenanceTokenStaysOnTheAPIBase(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewProvWorld(t, "GitHub, Inc.")
 	stranger := provenancetest.NewCA(t, "GitHub, Inc.")
 	forged := stranger.Mint(t, provenancetest.Statement(w.D.Encoded(), provenance.SLSAProvenanceV1), provenancetest.GoodLeaf())

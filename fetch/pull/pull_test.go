@@ -38,6 +38,7 @@ import (
 )
 
 func TestPullStagesLocksAndRecords(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	st := pulltest.LayoutStore(t)
 	p := pulltest.Pack(t, "grep", "1.0.0", 1)
@@ -111,6 +112,7 @@ func TestPullStagesLocksAndRecords(t *testing.T) {
 }
 
 func TestPullWrongBlobBytes(t *testing.T) {
+	t.Parallel()
 	f := registrytest.StartFaulty(t)
 	st := pulltest.FaultyStore(t, f, ocistore.Options{})
 	w := pulltest.NewWorld(t)
@@ -129,6 +131,7 @@ func TestPullWrongBlobBytes(t *testing.T) {
 }
 
 func TestPullShortBody(t *testing.T) {
+	t.Parallel()
 	f := registrytest.StartFaulty(t)
 	st := pulltest.FaultyStore(t, f, ocistore.Options{})
 	w := pulltest.NewWorld(t)
@@ -157,6 +160,7 @@ func TestPullShortBody(t *testing.T) {
 }
 
 func TestPullTransientFailuresRetried(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		code       int
 		retryAfter string
@@ -185,6 +189,7 @@ func TestPullTransientFailuresRetried(t *testing.T) {
 }
 
 func TestPullAlways503(t *testing.T) {
+	t.Parallel()
 	f := registrytest.StartFaulty(t)
 	st := pulltest.FaultyStore(t, f, ocistore.Options{Retries: 1})
 	w := pulltest.NewWorld(t)
@@ -198,6 +203,7 @@ func TestPullAlways503(t *testing.T) {
 }
 
 func TestPullStallIsBounded(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
 	f := registrytest.StartFaulty(t)
@@ -218,6 +224,7 @@ func TestPullStallIsBounded(t *testing.T) {
 }
 
 func TestPullBadManifests(t *testing.T) {
+	t.Parallel()
 	f := registrytest.StartFaulty(t)
 	st := pulltest.FaultyStore(t, f, ocistore.Options{})
 	w := pulltest.NewWorld(t)
@@ -245,6 +252,7 @@ func TestPullBadManifests(t *testing.T) {
 // TestPullTagMoved pins a digest, then finds the tag serving other bytes while the pinned blob is
 // gone from the CAS and from the store.
 func TestPullTagMoved(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	old := pulltest.Pack(t, "grep", "1.0.0", 9)
 	first := pulltest.LayoutStore(t)
@@ -282,6 +290,7 @@ func TestPullTagMoved(t *testing.T) {
 }
 
 func TestPullUnreachableRegistry(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -299,6 +308,7 @@ func TestPullUnreachableRegistry(t *testing.T) {
 
 // TestPullPackedIdentityMismatch: a store must not swap one tool for another.
 func TestPullPackedIdentityMismatch(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		what          string
 		name, version string
@@ -317,6 +327,7 @@ func TestPullPackedIdentityMismatch(t *testing.T) {
 }
 
 func TestPullLayoutTruncatedBlob(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	dir := filepath.Join(t.TempDir(), "store")
 	st := pulltest.OpenStore(t, "oci-layout:"+dir, ocistore.Options{})
@@ -343,6 +354,7 @@ func TestPullLayoutTruncatedBlob(t *testing.T) {
 }
 
 func TestPullVersionChange(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	st := pulltest.LayoutStore(t)
 	v1 := pulltest.Pack(t, "grep", "1.0.0", 13)
@@ -388,6 +400,7 @@ func TestPullVersionChange(t *testing.T) {
 // TestPullPlatforms: hashes for a new platform merge into the lock's platforms map, and an
 // "any" payload joins per-platform pins under the platform that pulled it.
 func TestPullPlatforms(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	st := pulltest.LayoutStore(t)
 	linux := pulltest.Pack(t, "grep", "1.0.0", 15)
@@ -460,6 +473,7 @@ func mustDigest(t *testing.T, l *lock.Lock, platform string) digest.Digest {
 }
 
 func TestPullOffline(t *testing.T) {
+	t.Parallel()
 	f := registrytest.StartFaulty(t)
 	st := pulltest.FaultyStore(t, f, ocistore.Options{})
 	p := pulltest.Pack(t, "grep", "1.0.0", 18)
@@ -509,6 +523,7 @@ func TestPullOffline(t *testing.T) {
 }
 
 func TestPullFileStore(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	p := pulltest.Pack(t, "grep", "1.0.0", 19)
 	file := filepath.Join(t.TempDir(), "grep-1.0.0.mur.zip")
@@ -561,6 +576,7 @@ func TestPullFileStore(t *testing.T) {
 }
 
 func TestPullJobs(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	st := pulltest.LayoutStore(t)
 	var reqs []fpull.Request
@@ -689,6 +705,7 @@ func (h *closeHook) Close() error {
 // TestPackedManifestDisagrees: the pipeline alone checks the packed murmur.yaml, for sources as
 // for stores; a source whose asset packs another name or version is an index-mismatch.
 func TestPackedManifestDisagrees(t *testing.T) {
+	t.Parallel()
 	art := func(data []byte) githubtest.Artifact {
 		return githubtest.Artifact{Name: "acme/grep", Version: "1.2.0", Release: "v1.2.0", Asset: "grep-1.2.0.mur.zip", Data: data}
 	}
@@ -721,6 +738,7 @@ func TestPackedManifestDisagrees(t *testing.T) {
 // TestPullRefusesSymlinkedTools: a pull whose tools/<scope> is a symlink is refused before it
 // fetches anything, and changes nothing: no blob, no lock, and the symlink's target as it was.
 func TestPullRefusesSymlinkedTools(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	st := pulltest.LayoutStore(t)
 	pulltest.Push(t, st, grep, "1.0.0", ref.PlatformAny, pulltest.Pack(t, "grep", "1.0.0", 38))

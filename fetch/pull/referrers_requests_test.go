@@ -27,6 +27,7 @@ import (
 // downloads, not after them: the registry holds back every blob until every artifact's fallback
 // tag was asked, which a pull that looked up bundles after each download could never satisfy.
 func TestPullOf20LooksUpReferrersBesideTheBlobs(t *testing.T) {
+	t.Parallel()
 	const waitAsked = time.Minute
 	reg := registrytest.Start(t)
 	const n = 20
@@ -123,6 +124,7 @@ func isFallbackTag(r *http.Request) bool {
 // tags were asked, which look-ups that waited for the first API answer could never satisfy. Once
 // the API answered 404, the next pull in the same command goes straight to the fallback tags.
 func TestReferrersAndFallbackTagAskedTogether(t *testing.T) {
+	t.Parallel()
 	const n = 20
 	reg := registrytest.Start(t)
 	g, front := startGatedFront(t, reg.Addr(), n, isFallbackTag, isReferrers)

@@ -27,6 +27,7 @@ func (bearerLogin) Resolve(authn.Resource) (authn.Authenticator, error) {
 // (docker-registry has no referrers API, which only the look-ups sent before its first 404 ask),
 // under the same token.
 func TestPullOf20CostsOnePingAndOneToken(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.StartBearer(t)
 	addr := "oci://" + reg.Addr() + "/murmur"
 	pusher := pulltest.OpenStore(t, addr, ocistore.Options{Keychain: bearerLogin{}})

@@ -83,6 +83,7 @@ func (b *openGateBody) Close() error {
 // --jobs bounds bytes in flight, not requests: six small artifacts download at once under
 // --jobs 1, each a round trip of its own rather than one after another.
 func TestPullDownloadsSmallArtifactsTogether(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	st := pulltest.LayoutStore(t)
 	reqs := pulltest.PushMany(t, st, "small", 6, 0, 600)
@@ -99,6 +100,7 @@ func TestPullDownloadsSmallArtifactsTogether(t *testing.T) {
 // twelve small artifacts go eight at a time. The gate holds the first eight until all eight are
 // in, which a bound that let more through would show as a ninth beside them.
 func TestPullDownloadsAtMostASlotOfSmallOnes(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	st := pulltest.LayoutStore(t)
 	reqs := pulltest.PushMany(t, st, "tiny", 12, 0, 650)
@@ -118,6 +120,7 @@ func TestPullDownloadsAtMostASlotOfSmallOnes(t *testing.T) {
 // stream feeds the payload as it follows it, takes no byte until released), eight small
 // downloads fill the one slot and no ninth starts.
 func TestPullHoldsASlotUntilThePayloadIsFollowed(t *testing.T) {
+	// Not parallel: its held streams keep the process's inflate slots from other pulls.
 	w := pulltest.NewWorld(t)
 	st := pulltest.LayoutStore(t)
 	reqs := pulltest.PushMany(t, st, "held", 12, 0, 660)
@@ -168,6 +171,7 @@ func (h heldHash) Write(p []byte) (int, error) {
 // A blob of a slot's worth or more takes a whole slot: under --jobs 1, two of them download one
 // after the other.
 func TestPullDownloadsLargeArtifactsJobsAtATime(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	st := pulltest.LayoutStore(t)
 	reqs := pulltest.PushMany(t, st, "large", 2, download.SlotBytes+1, 700)

@@ -16,6 +16,7 @@ import (
 // ingest's hasher reads back in order), into a project's tools/ or into the CAS alone. The pull
 // never reads it back from the blob afterwards.
 func TestPullChecksThePayloadAsItArrives(t *testing.T) {
+	// Not parallel: it counts the process's rereads and lent buffers.
 	for _, c := range []struct {
 		name            string
 		pieces, casOnly bool
@@ -51,6 +52,7 @@ func TestPullChecksThePayloadAsItArrives(t *testing.T) {
 // A payload whose CRC-32 is not what its zip records is refused outside a project too: the
 // streamed check does not vouch for it, and the check from the blob words the refusal.
 func TestPullCASOnlyRefusesAPayloadThatLies(t *testing.T) {
+	// Not parallel: it counts the process's rereads and lent buffers.
 	wasm := artifacttest.Module(200_000, 31)
 	spec := artifacttest.Spec{Name: "grep", Version: "1.0.0", Wasm: wasm}
 	for _, stored := range []bool{false, true} {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,6 +55,7 @@ func (g *gate) Read([]byte) (int, error) {
 // zip's central directory: the payload is already written, whole, in an unnamed file, and
 // tools/ does not exist until the blob is in, verified and pinned.
 func TestPullStagesWhileDownloading(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	wasm := artifacttest.Module(2<<20, 5)
 	spec := artifacttest.Spec{Name: "tool", Version: "1.0.0", Wasm: wasm}
@@ -72,11 +74,13 @@ func TestPullStagesWhileDownloading(t *testing.T) {
 		_, err := w.Pull(w.Puller(ps), pulltest.Req(n, "1.0.0"))
 		done <- err
 	}()
-	<-ps.paused
+	release := sync.OnceFunc(func() { close(ps.release) })
+	defer release()
+	pulltest.Within(t, ps.paused, "pause after the payload's last byte")
 	scopeDir := filepath.Join(w.Proj.ToolsDir(), "acme")
 	assertStagedUnseen(t, w, wasm)
-	close(ps.release)
-	if err := <-done; err != nil {
+	release()
+	if err := pulltest.Within(t, done, "end of the pull"); err != nil {
 		t.Fatal(err)
 	}
 	got, err := os.ReadFile(filepath.Join(scopeDir, "tool", "capsule.wasm"))
@@ -126,6 +130,7 @@ func unnamedFileIn(t *testing.T, dir string) []byte {
 // TestPullStreamedStageOfBadBytes serves the right zip but one wrong byte in the central
 // directory's tail: the digest fails, and nothing the stream staged stays.
 func TestPullStreamedStageOfBadBytes(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	n := ref.Name{Scope: "acme", Name: "tool"}
 	p := pulltest.Pack(t, "tool", "1.0.0", 11)

@@ -24,6 +24,7 @@ import (
 // artifact is pulled with a warning that names the key, under require it fails), and a bundle by
 // a trusted key that names other bytes is a mismatch under both.
 func TestTrustRuleForKeyedBundles(t *testing.T) {
+	t.Parallel()
 	st := pulltest.OpenStore(t, "oci-layout:"+t.TempDir(), ocistore.Options{})
 	p := pulltest.Pack(t, "grep", "1.2.0", 23)
 	path := t.TempDir() + "/grep-1.2.0.mur.zip"
@@ -104,6 +105,7 @@ func TestTrustRuleForKeyedBundles(t *testing.T) {
 // An attestation from a certificate authority nothing trusts proves nothing: under prefer the
 // artifact is pulled with a warning that names the authority, and the lock records no provenance.
 func TestUnanchoredAttestationCountsAsAbsentUnderPrefer(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewProvWorld(t, "GitHub, Inc.")
 	stranger := provenancetest.NewCA(t, "GitHub, Inc.")
 	w.Fake.AddAttestation("acme", "murmur-artifacts", w.D.String(), stranger.Mint(t, provenancetest.Statement(w.D.Encoded(), provenance.SLSAProvenanceV1), provenancetest.GoodLeaf()), false)
@@ -120,6 +122,7 @@ func TestUnanchoredAttestationCountsAsAbsentUnderPrefer(t *testing.T) {
 // by an anchored signer that names other bytes. Under prefer that is a mismatch, not an
 // unattested artifact, and nothing is written.
 func TestReplacedAssetsOldBundleIsAMismatch(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewProvWorld(t, "GitHub, Inc.")
 	old := w.CA.Mint(t, provenancetest.Statement(digest.FromString("the bytes first released").Encoded(), provenance.SLSAProvenanceV1), provenancetest.GoodLeaf())
 	w.Fake.AddAsset("acme", "murmur-artifacts", "v1.2.0", "grep-1.2.0.mur.zip"+github.BundleSuffix, old)

@@ -16,6 +16,7 @@ import (
 // murmur.lock once and never takes its file lock, which another process holds here for the whole
 // pull. A pull that committed each cache hit would wait on that lock until the ceiling.
 func TestWarmPinnedPullTakesNoLockFileLock(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.Start(t)
 	st := pulltest.OpenStore(t, "oci://"+reg.Addr()+"/murmur", ocistore.Options{})
 	reqs := pulltest.PushMany(t, st, "warm", 5, 0, 900)

@@ -17,6 +17,7 @@ import (
 // folder handles it holds (issue 22, item 7). The staging fails with denied, and the folder
 // outside, which holds a tool-shaped folder of the same name, is exactly as it was.
 func TestStagingSwapTouchesNothingOutside(t *testing.T) {
+	// Not parallel: the hooks are the package's.
 	for _, when := range []struct {
 		name string
 		hook func(func()) func()

@@ -28,6 +28,7 @@ func must(t *testing.T, err error) {
 }
 
 func TestStageWritesPlainCopies(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	p := pulltest.Pack(t, "grep", "1.0.0", 30)
 	d := w.Ingest(p)
@@ -78,6 +79,7 @@ func TestStageWritesPlainCopies(t *testing.T) {
 }
 
 func TestCheckStaged(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	p := pulltest.Pack(t, "grep", "1.0.0", 31)
 	d := w.Ingest(p)
@@ -138,6 +140,7 @@ func TestCheckStaged(t *testing.T) {
 }
 
 func TestStageReplacesStaleFolder(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	v1 := pulltest.Pack(t, "grep", "1.0.0", 33)
 	v2 := pulltest.PackAs(t, "grep", "2.0.0", "grep.wasm", 34)
@@ -195,6 +198,7 @@ func TestStageReplacesStaleFolder(t *testing.T) {
 }
 
 func TestStageIsIdempotent(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	d := w.Ingest(pulltest.Pack(t, "grep", "1.0.0", 35))
 	dir, err := stage.Stage(w.Proj.Tools(), w.CAS, grep, d)
@@ -218,6 +222,7 @@ func TestStageIsIdempotent(t *testing.T) {
 }
 
 func TestStageMissingBlobLeavesNothing(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	p := pulltest.Pack(t, "grep", "1.0.0", 36)
 	_, err := stage.Stage(w.Proj.Tools(), w.CAS, grep, p.Digest())
@@ -240,6 +245,7 @@ func TestStageMissingBlobLeavesNothing(t *testing.T) {
 // and removes what it finds, so it refuses, names the symlink and its target, and leaves the
 // target as it was.
 func TestStageNeverThroughASymlink(t *testing.T) {
+	t.Parallel()
 	for _, rel := range []string{"tools", "tools/acme", "tools/acme/grep", "tools/acme/.grep.lock"} {
 		t.Run(rel, func(t *testing.T) {
 			w := pulltest.NewWorld(t)
@@ -279,6 +285,7 @@ func TestStageNeverThroughASymlink(t *testing.T) {
 // TestStageRefusesAFileForAFolder: tools/<scope> that is a file is named as such, not reported
 // as a failure to create folders.
 func TestStageRefusesAFileForAFolder(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	d := w.Ingest(pulltest.Pack(t, "grep", "1.0.0", 39))
 	scopeDir := filepath.Join(w.Proj.ToolsDir(), "acme")

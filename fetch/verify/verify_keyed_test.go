@@ -41,6 +41,7 @@ func ed25519Key(t *testing.T) (priv []byte, pub string) {
 // bundle that speaks for none of the pinned digests, and a lock that records provenance when
 // there is no verifier to check it.
 func TestVerifyKeyedBundleOfAPlatformPin(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	priv, pub := ed25519Key(t)
 	local := &sigstore.Local{}

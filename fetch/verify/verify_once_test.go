@@ -48,6 +48,7 @@ func (w *verifyWorld) runCounting(t *testing.T) (*verify.Report, *pulltest.OpenC
 // verify's to find: stored, deflated or zstd, it checks out, which it would not if verify read the
 // entry (its checks refuse the CRC-32), and it stays in the CAS.
 func TestVerifyReadsNoEntryOfABlobThatHashesRight(t *testing.T) {
+	t.Parallel()
 	wasm := artifacttest.Module(1<<20, 11)
 	spec := artifacttest.Spec{Name: "planted", Version: "1.0.0", Wasm: wasm}
 	crc, size := crc32.ChecksumIEEE(wasm)^0x80, uint64(len(wasm))
@@ -80,6 +81,7 @@ func damageDirectory(b []byte) []byte {
 // A zip whose directory is damaged: as the pinned bytes it is not a valid artifact, with no
 // fetch; damaged on disk it hashes wrong, so it is moved to quarantine and the repair restores it.
 func TestVerifyDamagedZipDirectory(t *testing.T) {
+	t.Parallel()
 	t.Run("pinned", func(t *testing.T) {
 		w := newVerifyWorld(t)
 		d := w.pin(t, damageDirectory(artifacttest.Spec{Name: "planted", Version: "1.0.0"}.Zip()))

@@ -22,6 +22,7 @@ import (
 // not pass `mur verify` on the strength of a bundle that proves something else: the bundle
 // still verifies, and what it proves is held to what the lock says.
 func TestVerifyHoldsTheBundleToTheLocksRecord(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewProvWorld(t, "GitHub, Inc.")
 	w.Attest(t, provenancetest.GoodLeaf(), true)
 	w.MustPull(w.Puller(""), pulltest.Req(grep, "1.2.0"))
@@ -68,6 +69,7 @@ func TestVerifyHoldsTheBundleToTheLocksRecord(t *testing.T) {
 // The lock names the bundle; the CAS holds whatever blob has that digest. One over the bundle
 // bound is refused by its size, before it is read or hashed, and verify says so.
 func TestVerifyRefusesAnOversizedBundle(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewProvWorld(t, "GitHub, Inc.")
 	w.Attest(t, provenancetest.GoodLeaf(), true)
 	w.MustPull(w.Puller(""), pulltest.Req(grep, "1.2.0"))
@@ -97,6 +99,7 @@ func TestVerifyRefusesAnOversizedBundle(t *testing.T) {
 // signer_workflow set since the pull that the recorded signer is outside of is a problem, and
 // one the signer is inside of passes.
 func TestVerifyAppliesTheScopesPolicy(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewProvWorld(t, "GitHub, Inc.")
 	w.Attest(t, provenancetest.GoodLeaf(), true)
 	w.MustPull(w.Puller(""), pulltest.Req(grep, "1.2.0"))
@@ -136,6 +139,7 @@ func TestVerifyAppliesTheScopesPolicy(t *testing.T) {
 
 // mur verify re-verifies every recorded bundle offline and shows what it proves.
 func TestVerifyReVerifiesRecordedBundles(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewProvWorld(t, "GitHub, Inc.")
 	bundle := w.Attest(t, provenancetest.GoodLeaf(), true)
 	w.MustPull(w.Puller(""), pulltest.Req(grep, "1.2.0"))

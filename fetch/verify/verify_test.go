@@ -102,6 +102,7 @@ func (w *verifyWorld) quarantined(t *testing.T) []string {
 }
 
 func TestClean(t *testing.T) {
+	t.Parallel()
 	w := newVerifyWorld(t)
 	rep := w.run(t, w.input(t))
 	if rep.Blobs != 2 || rep.Tools != 2 || rep.Compiled != 0 {
@@ -113,6 +114,7 @@ func TestClean(t *testing.T) {
 }
 
 func TestMissingBlob(t *testing.T) {
+	t.Parallel()
 	w := newVerifyWorld(t)
 	d := w.digests["acme/grep"]
 	if err := os.Remove(w.CAS.Path(d)); err != nil {
@@ -147,6 +149,7 @@ func TestMissingBlob(t *testing.T) {
 }
 
 func TestCorruptBlob(t *testing.T) {
+	t.Parallel()
 	w := newVerifyWorld(t)
 	d := w.digests["acme/cat"]
 	path := w.CAS.Path(d)
@@ -185,6 +188,7 @@ func TestCorruptBlob(t *testing.T) {
 }
 
 func TestEditedTools(t *testing.T) {
+	t.Parallel()
 	w := newVerifyWorld(t)
 	n, _ := ref.ParseName("acme/grep")
 	dir := stage.StagedDir(w.Proj.Tools(), n)
@@ -225,6 +229,7 @@ func TestEditedTools(t *testing.T) {
 }
 
 func TestPins(t *testing.T) {
+	t.Parallel()
 	w := newVerifyWorld(t)
 	err := lock.Update(w.ctx, w.Proj.LockPath(), func(l *lock.Lock) error {
 		return l.SetPin("acme", lock.ScopePin{Source: "github:acme/murmur-tools", OwnerID: 11, RepoID: 22})
@@ -295,6 +300,7 @@ func (f *fakeCompiler) Precompile(ctx context.Context, wasm []byte) error {
 }
 
 func TestCompiledCache(t *testing.T) {
+	t.Parallel()
 	w := newVerifyWorld(t)
 	fc := &fakeCompiler{damaged: []string{"compiled/v1/aaa", "compiled/v1/bbb"}}
 	in := w.input(t)
@@ -349,6 +355,7 @@ func TestCompiledCache(t *testing.T) {
 // A component is checked and staged like any payload, but it is not a compiled module: verify
 // counts and precompiles only core modules, with --repair or without.
 func TestVerifyCountsComponentsApart(t *testing.T) {
+	t.Parallel()
 	w := newVerifyWorld(t)
 	n, _ := ref.ParseName("acme/comp")
 	blob := artifacttest.Spec{Name: n.Name, Version: "1.0.0", Wasm: []byte("\x00asm\x0d\x00\x01\x00")}.Zip()
@@ -382,6 +389,7 @@ func TestVerifyCountsComponentsApart(t *testing.T) {
 }
 
 func TestAllPlatforms(t *testing.T) {
+	t.Parallel()
 	host := ref.HostPlatform()
 	if host == ref.PlatformAny {
 		t.Skip("this machine has no platform tag")
@@ -503,6 +511,7 @@ func readFails(t *testing.T, w *verifyWorld, d digest.Digest) {
 // "(repaired)" only once the repaired blob checks out again: a blob that can't be read is moved
 // aside and fetched again, rather than found present and called repaired.
 func TestRepairOfAnUnreadableBlob(t *testing.T) {
+	t.Parallel()
 	w := newVerifyWorld(t)
 	d := w.digests["acme/grep"]
 	readFails(t, w, d)
@@ -524,6 +533,7 @@ func TestRepairOfAnUnreadableBlob(t *testing.T) {
 
 // A repair whose fetch succeeds but whose blob still does not check out is not repaired.
 func TestRepairIsCheckedAgain(t *testing.T) {
+	t.Parallel()
 	w := newVerifyWorld(t)
 	d := w.digests["acme/grep"]
 	os.Remove(w.CAS.Path(d))
@@ -562,6 +572,7 @@ func noManifest(t *testing.T, wasm []byte) []byte {
 // A blob that hashes to its name but is not a valid artifact is named as such, with the reason,
 // and no repair is attempted: the pinned bytes are what is wrong.
 func TestPlantedBlobIsNotAnArtifact(t *testing.T) {
+	t.Parallel()
 	wasm := artifacttest.Module(1000, 7)
 	for name, c := range map[string]struct {
 		blob   []byte
@@ -603,6 +614,7 @@ func TestPlantedBlobIsNotAnArtifact(t *testing.T) {
 // TestRepairNeverThroughASymlink: verify reports a tools/<scope> that is a symlink, and
 // --repair leaves it, and what it points at, alone instead of removing and restaging there.
 func TestRepairNeverThroughASymlink(t *testing.T) {
+	t.Parallel()
 	w := newVerifyWorld(t)
 	scopeDir := filepath.Join(w.Proj.ToolsDir(), "acme")
 	outside := filepath.Join(t.TempDir(), "acme")
@@ -636,6 +648,7 @@ func TestRepairNeverThroughASymlink(t *testing.T) {
 // GitHub owners are case-insensitive: with github:acme/tools pinned and github:Acme/tools
 // configured, the pull accepts the source, and verify agrees with it instead of reporting a pin.
 func TestPullAndVerifyAgreeOnTheOwnersCase(t *testing.T) {
+	t.Parallel()
 	w := pulltest.NewWorld(t)
 	lock.Update(context.Background(), w.Proj.LockPath(), func(l *lock.Lock) error {
 		return l.SetPin("acme", lock.ScopePin{Source: "github:acme/tools", OwnerID: 1, RepoID: 42})
