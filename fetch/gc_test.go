@@ -14,7 +14,7 @@ import (
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch"
-	fpull "github.com/murmur-nexus/mur/fetch/pull"
+	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
@@ -182,7 +182,7 @@ func TestPullLeasesWhatItBringsIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	type outcome struct {
-		res []fpull.Result
+		res []pull.Result
 		err error
 	}
 	done := make(chan outcome, 1)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/murmur-nexus/mur/fetch"
-	fpull "github.com/murmur-nexus/mur/fetch/pull"
+	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
 	"github.com/murmur-nexus/mur/internal/lockedfile"
 )
@@ -43,7 +43,7 @@ func TestStagingSweepTakesOnlyLeftovers(t *testing.T) {
 }
 
 // plantStaging makes a staging leftover in tools/acme/ and ages it past the grace.
-func plantStaging(t *testing.T, proj fpull.Project, name string) string {
+func plantStaging(t *testing.T, proj pull.Project, name string) string {
 	t.Helper()
 	dir := filepath.Join(proj.ToolsDir(), "acme", ".mur-tmp-"+name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {

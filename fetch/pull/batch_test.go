@@ -12,7 +12,7 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	fpull "github.com/murmur-nexus/mur/fetch/pull"
+	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -30,7 +30,7 @@ func TestPullCommitsUnderTheLock(t *testing.T) {
 	t.Parallel()
 	w := pulltest.NewWorld(t)
 	st := pulltest.LayoutStore(t)
-	var reqs []fpull.Request
+	var reqs []pull.Request
 	want := map[string]digest.Digest{}
 	for i := range 5 {
 		n := ref.Name{Scope: "acme", Name: fmt.Sprintf("batch%d", i)}

@@ -10,7 +10,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/fetch/proxytest"
-	fpull "github.com/murmur-nexus/mur/fetch/pull"
+	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -79,8 +79,8 @@ func (c *chainWorld) stores() []store.Store {
 	return []store.Store{c.silent, c.unavailable, c.wrong, c.good}
 }
 
-func allReqs() []fpull.Request {
-	return []fpull.Request{pulltest.Req(grep, "1.0.0"), pulltest.Req(pulltest.Seed, "1.0.0"), pulltest.Req(hola, "1.0.0")}
+func allReqs() []pull.Request {
+	return []pull.Request{pulltest.Req(grep, "1.0.0"), pulltest.Req(pulltest.Seed, "1.0.0"), pulltest.Req(hola, "1.0.0")}
 }
 
 // With fallback: any-error everywhere, the pull falls through to the good store; the silent

@@ -11,7 +11,7 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	fpull "github.com/murmur-nexus/mur/fetch/pull"
+	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/internal/slowdown"
@@ -62,11 +62,11 @@ func (f *fakeCompiled) RememberBlobKey(d digest.Digest, key []byte) {
 // events records a pull's events in order.
 type events struct {
 	mu   sync.Mutex
-	list []fpull.Event
-	on   func(fpull.Event)
+	list []pull.Event
+	on   func(pull.Event)
 }
 
-func (e *events) add(ev fpull.Event) {
+func (e *events) add(ev pull.Event) {
 	e.mu.Lock()
 	e.list = append(e.list, ev)
 	on := e.on
@@ -76,12 +76,12 @@ func (e *events) add(ev fpull.Event) {
 	}
 }
 
-func (e *events) phases(name string) []fpull.Phase {
+func (e *events) phases(name string) []pull.Phase {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []fpull.Phase
+	var out []pull.Phase
 	for _, ev := range e.list {
-		if ev.Name == name && ev.Phase != fpull.PhaseFetch {
+		if ev.Name == name && ev.Phase != pull.PhaseFetch {
 			out = append(out, ev.Phase)
 		}
 	}
@@ -125,10 +125,10 @@ func TestPullCompilesOnlyWhatIsMissing(t *testing.T) {
 			t.Error("compiled the payload the cache holds")
 		}
 	}
-	want := map[string][]fpull.Phase{
-		"acme/one":   {fpull.PhaseResolve, fpull.PhaseVerify, fpull.PhaseDone},
-		"acme/two":   {fpull.PhaseResolve, fpull.PhaseVerify, fpull.PhaseCompile, fpull.PhaseDone},
-		"acme/three": {fpull.PhaseResolve, fpull.PhaseVerify, fpull.PhaseCompile, fpull.PhaseDone},
+	want := map[string][]pull.Phase{
+		"acme/one":   {pull.PhaseResolve, pull.PhaseVerify, pull.PhaseDone},
+		"acme/two":   {pull.PhaseResolve, pull.PhaseVerify, pull.PhaseCompile, pull.PhaseDone},
+		"acme/three": {pull.PhaseResolve, pull.PhaseVerify, pull.PhaseCompile, pull.PhaseDone},
 	}
 	for name, phases := range want {
 		if got := ev.phases(name); !equalPhases(got, phases) {
@@ -143,7 +143,7 @@ func TestPullCompilesOnlyWhatIsMissing(t *testing.T) {
 func TestPullRemembersPayloadKeys(t *testing.T) {
 	t.Parallel()
 	st := pulltest.LayoutStore(t)
-	var reqs []fpull.Request
+	var reqs []pull.Request
 	var pks []pulltest.Packed
 	for i, name := range []string{"one", "two", "three"} {
 		n := ref.Name{Scope: "acme", Name: name}
@@ -179,7 +179,7 @@ func TestPullRemembersPayloadKeys(t *testing.T) {
 	}
 }
 
-func equalPhases(a, b []fpull.Phase) bool {
+func equalPhases(a, b []pull.Phase) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -203,8 +203,8 @@ func TestPullCompilesBesideDownloads(t *testing.T) {
 	pulltest.Push(t, st, second, "1.0.0", ref.PlatformAny, pulltest.Pack(t, "second", "1.0.0", 2))
 	secondIn := make(chan struct{})
 	var once sync.Once
-	ev := &events{on: func(e fpull.Event) {
-		if e.Name == "acme/second" && e.Phase == fpull.PhaseCompile {
+	ev := &events{on: func(e pull.Event) {
+		if e.Name == "acme/second" && e.Phase == pull.PhaseCompile {
 			once.Do(func() { close(secondIn) })
 		}
 	}}

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/murmur-nexus/mur/fetch/ocistore"
-	fpull "github.com/murmur-nexus/mur/fetch/pull"
+	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -59,7 +59,7 @@ func TestNoStoreAndSourceDown(t *testing.T) {
 func TestSourcesHintOnlyForNotFound(t *testing.T) {
 	t.Parallel()
 	w := pulltest.NewWorld(t)
-	stores := []fpull.Request{{Asked: "acme/grep@1.0.0", Name: grep, Version: "1.0.0", From: []string{fpull.FromStores}}}
+	stores := []pull.Request{{Asked: "acme/grep@1.0.0", Name: grep, Version: "1.0.0", From: []string{pull.FromStores}}}
 	_, err := w.Pull(w.Puller(pulltest.OpenStore(t, "oci://127.0.0.1:1/murmur", ocistore.Options{Retries: -1})), stores...)
 	if errs.TokenOf(err) != errs.Network || strings.Contains(errs.Message(err), "sources were not granted") {
 		t.Fatalf("a store that can't be reached: %v", err)
@@ -86,7 +86,7 @@ func TestAllNotFoundIsNotFound(t *testing.T) {
 	t.Parallel()
 	w := pulltest.NewWorld(t)
 	a, b := pulltest.LayoutStore(t), pulltest.LayoutStore(t)
-	_, err := w.Pull(w.Puller(a, b), fpull.Request{Asked: "acme/grep@2.0.0", Name: grep, Version: "2.0.0", From: []string{fpull.FromStores}})
+	_, err := w.Pull(w.Puller(a, b), pull.Request{Asked: "acme/grep@2.0.0", Name: grep, Version: "2.0.0", From: []string{pull.FromStores}})
 	errtest.WantToken(t, err, errs.NotFound, "acme/grep@2.0.0 was not found in any of the 2 places asked:", "\n  not-found: "+a.String(), "\n  not-found: "+b.String())
 	if strings.Contains(errs.Message(err), "no store is configured") {
 		t.Fatalf("two stores were configured: %s", errs.Message(err))

@@ -20,7 +20,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/github/githubtest"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
-	fpull "github.com/murmur-nexus/mur/fetch/pull"
+	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
 	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/fetch/store"
@@ -45,7 +45,7 @@ func TestPullLatestFromStores(t *testing.T) {
 			v2 := pulltest.Pack(t, "grep", "1.10.0", 102)
 			pulltest.Push(t, st, grep, "1.10.0", "any", v2)
 			pulltest.Push(t, st, grep, "1.10.0-rc.1", "any", pulltest.Pack(t, "grep", "1.10.0-rc.1", 103))
-			res := w.MustPull(w.Puller(st), fpull.Request{Asked: "acme/grep", Name: grep, Version: ref.Latest})
+			res := w.MustPull(w.Puller(st), pull.Request{Asked: "acme/grep", Name: grep, Version: ref.Latest})
 			if got := res[0]; got.Version != "1.10.0" || got.Digest != v2.Digest().String() {
 				t.Fatalf("latest resolved to %s %s, want 1.10.0 %s", got.Version, got.Digest, v2.Digest())
 			}
@@ -72,7 +72,7 @@ func TestPullReusesTheCASAcrossProjects(t *testing.T) {
 	}
 	second := pulltest.NewWorld(t)
 	second.CAS = first.CAS
-	res := second.MustPull(second.Puller(st), fpull.Request{Asked: "acme/grep", Name: grep, Version: ref.Latest})
+	res := second.MustPull(second.Puller(st), pull.Request{Asked: "acme/grep", Name: grep, Version: ref.Latest})
 	if st.Opens.Load() != 1 {
 		t.Fatalf("the second project's pull downloaded the blob the CAS holds (%d opens)", st.Opens.Load())
 	}
@@ -229,7 +229,7 @@ func TestPullChecksThePayloadBeforeCommitting(t *testing.T) {
 					}
 					p := w.Puller(st)
 					p.Platform = plat
-					_, err := w.Pull(p, fpull.Request{Asked: "x", Name: n, Version: "1.0.0"})
+					_, err := w.Pull(p, pull.Request{Asked: "x", Name: n, Version: "1.0.0"})
 					errtest.WantToken(t, err, errs.InvalidArtifact, "capsule.wasm", "nothing was written")
 					w.AssertUnchanged(before)
 					w.AssertFailedRecord(n, errs.InvalidArtifact)

@@ -13,11 +13,16 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
+	"github.com/murmur-nexus/mur/fetch/internal/download"
+	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
 	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
+	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/internal/slowdown"
 )
@@ -161,4 +166,84 @@ func (s *corruptingStore) Open(ctx context.Context, n ref.Name, d digest.Digest)
 	}
 	b[len(b)-3] ^= 1
 	return io.NopCloser(bytes.NewReader(b)), nil
+}
+
+// gatedStore is a registry whose first blob answer stops at pauseAt bytes, waits for release and
+// then breaks off, as a connection that drops does.
+type gatedStore struct {
+	rangedStore
+	pauseAt int64
+	paused  chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (g *gatedStore) Ranger(ctx context.Context, n ref.Name, d digest.Digest, size int64) (download.Ranger, error) {
+	r, err := g.rangedStore.Ranger(ctx, n, d, size)
+	if err != nil {
+		return nil, err
+	}
+	return rangerFunc(func(ctx context.Context, off, end int64, validator string) (download.Part, error) {
+		p, err := r.Open(ctx, off, end, validator)
+		if err == nil {
+			g.once.Do(func() { p.Body = &gatedBody{ReadCloser: p.Body, g: g, left: g.pauseAt - off} })
+		}
+		return p, err
+	}), nil
+}
+
+type gatedBody struct {
+	io.ReadCloser
+	g    *gatedStore
+	left int64
+}
+
+func (b *gatedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		close(b.g.paused)
+		<-b.g.release
+		return 0, errs.Wrap(io.ErrUnexpectedEOF, errs.Network, "the connection dropped")
+	}
+	n, err := b.ReadCloser.Read(p[:min(int64(len(p)), b.left)])
+	b.left -= int64(n)
+	return n, err
+}
+
+// A registry's download feeds single-pass staging too, across a break it continues after: the
+// bytes still arrive in order from the blob's first one.
+func TestRangedStagesWhileDownloading(t *testing.T) {
+	t.Parallel()
+	reg := registrytest.StartFaulty(t)
+	st := pulltest.OpenStore(t, "oci://"+reg.Addr()+"/murmur", ocistore.Options{})
+	wasm := artifacttest.Module(2<<20, 216)
+	spec := artifacttest.Spec{Name: "grep", Version: "1.0.0", Wasm: wasm}
+	p := pulltest.Packed{Zip: spec.Zip(), Wasm: wasm, YAML: spec.Manifest()}
+	pulltest.Push(t, st, grep, "1.0.0", "any", p)
+	a, err := artifact.Read(bytes.NewReader(p.Zip), int64(len(p.Zip)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, _, csize, _ := a.PayloadEntry()
+	g := &gatedStore{rangedStore: st.(rangedStore), pauseAt: off + csize, paused: make(chan struct{}), release: make(chan struct{})}
+	w := pulltest.NewWorld(t)
+	done := make(chan []pull.Result, 1)
+	go func() {
+		res, err := w.Pull(w.Puller(g), pulltest.Req(grep, "1.0.0"))
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	release := sync.OnceFunc(func() { close(g.release) })
+	defer release()
+	pulltest.Within(t, g.paused, "pause after the payload's last byte")
+	assertStagedUnseen(t, w, wasm)
+	release()
+	res := pulltest.Within(t, done, "end of the pull")
+	if len(res) != 1 || res[0].Digest != p.Digest().String() || res[0].Transferred != int64(len(p.Zip)) {
+		t.Fatalf("result %+v", res)
+	}
+	if err := stage.CheckStaged(w.Proj.Tools(), grep, p.Digest()); err != nil {
+		t.Fatal(err)
+	}
 }
