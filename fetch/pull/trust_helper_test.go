@@ -1,6 +1,6 @@
 //go:build unix
 
-package fetch_test
+package pull_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/provenance/sigstore"
 	"github.com/murmur-nexus/mur/fetch/provenance/sigstore/provenancetest"
 	"github.com/murmur-nexus/mur/fetch/publish"
+	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
@@ -49,8 +50,8 @@ func helperVerifier(t *testing.T) *provenance.Helper {
 // trusts proves nothing, so prefer pulls on the digest with a warning naming the key, and require
 // refuses; the same bundle with its key trusted is verified and recorded.
 func TestTrustRuleThroughTheHelper(t *testing.T) {
-	_, item, _, hint, pub := signedGrep(t, 31)
-	st := openStore(t, "oci-layout:"+t.TempDir(), ocistore.Options{})
+	_, item, _, hint, pub := pulltest.SignedGrep(t, 31)
+	st := pulltest.OpenStore(t, "oci-layout:"+t.TempDir(), ocistore.Options{})
 	if err := publish.Push(context.Background(), st, item); err != nil {
 		t.Fatal(err)
 	}
@@ -61,31 +62,31 @@ func TestTrustRuleThroughTheHelper(t *testing.T) {
 		}
 	}
 
-	w := newWorld(t)
-	pl := w.puller(st)
+	w := pulltest.NewWorld(t)
+	pl := w.Puller(st)
 	pl.Provenance.Verifier, pl.Provenance.Policy = h, policy(config.ProvenancePrefer)
-	res := w.mustPull(pl, req(grep, "1.2.0"))
+	res := w.MustPull(pl, pulltest.Req(grep, "1.2.0"))
 	if len(res[0].Warnings) != 1 || !strings.HasPrefix(res[0].Warnings[0], "no-provenance: ") || !strings.Contains(res[0].Warnings[0], "signed by key "+hint) {
 		t.Fatalf("prefer: warnings %q, want one no-provenance warning naming key %s", res[0].Warnings, hint)
 	}
-	if e := w.readLock().Find("acme/grep"); e == nil || e.Provenance != nil {
+	if e := w.ReadLock().Find("acme/grep"); e == nil || e.Provenance != nil {
 		t.Fatalf("prefer: the lock recorded an unanchored bundle: %+v", e)
 	}
 
-	w = newWorld(t)
-	pl = w.puller(st)
+	w = pulltest.NewWorld(t)
+	pl = w.Puller(st)
 	pl.Provenance.Verifier, pl.Provenance.Policy = h, policy(config.ProvenanceRequire)
-	before := w.state()
-	if _, err := w.pull(pl, req(grep, "1.2.0")); !errors.Is(err, errs.ProvenanceUnverifiable) || !strings.Contains(err.Error(), hint) {
+	before := w.State()
+	if _, err := w.Pull(pl, pulltest.Req(grep, "1.2.0")); !errors.Is(err, errs.ProvenanceUnverifiable) || !strings.Contains(err.Error(), hint) {
 		t.Fatalf("require: %v, want provenance-unverifiable naming key %s", err, hint)
 	}
-	w.assertUnchanged(before)
+	w.AssertUnchanged(before)
 
-	w = newWorld(t)
-	pl = w.puller(st)
+	w = pulltest.NewWorld(t)
+	pl = w.Puller(st)
 	pl.Provenance.Verifier, pl.Provenance.Policy = h, policy(config.ProvenanceRequire, provenance.TrustedKey{PEM: pub})
-	w.mustPull(pl, req(grep, "1.2.0"))
-	if e := w.readLock().Find("acme/grep"); e == nil || e.Provenance == nil || e.Provenance.Signer != hint {
+	w.MustPull(pl, pulltest.Req(grep, "1.2.0"))
+	if e := w.ReadLock().Find("acme/grep"); e == nil || e.Provenance == nil || e.Provenance.Signer != hint {
 		t.Fatalf("a trusted key: lock entry %+v, want provenance by key %s", e, hint)
 	}
 }
@@ -96,45 +97,45 @@ func TestTrustRuleThroughTheHelper(t *testing.T) {
 func TestConfigPolicyThroughAPull(t *testing.T) {
 	selfHosted := func(l *provenancetest.Leaf) { l.Runner = "self-hosted" }
 	for _, allow := range []bool{true, false} {
-		w := newProvWorld(t, "GitHub, Inc.")
-		w.fake.AddAttestation("acme", "murmur-artifacts", w.d.String(), mintLeaf(w, selfHosted), false)
+		w := pulltest.NewProvWorld(t, "GitHub, Inc.")
+		w.Fake.AddAttestation("acme", "murmur-artifacts", w.D.String(), mintLeaf(w, selfHosted), false)
 		home := filepath.Join(t.TempDir(), "config.yaml")
 		text := "scopes:\n  acme:\n    allow_self_hosted: false\n"
 		if allow {
 			text = "scopes:\n  acme:\n    allow_self_hosted: true\n"
 		}
 		writeFile(t, home, []byte(text))
-		cfg, err := config.Load(home, w.proj.Dir)
+		cfg, err := config.Load(home, w.Proj.Dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := w.puller("")
+		p := w.Puller("")
 		p.Provenance.Policy = cfg.ProvenanceFor
-		_, err = w.pull(p, req(grep, "1.2.0"))
+		_, err = w.Pull(p, pulltest.Req(grep, "1.2.0"))
 		switch {
 		case allow && err != nil:
 			t.Fatalf("allow_self_hosted: true in the home: %v", err)
-		case allow && (w.readLock().Find("acme/grep").Provenance == nil):
+		case allow && (w.ReadLock().Find("acme/grep").Provenance == nil):
 			t.Fatal("allow_self_hosted: true in the home: the attestation was not recorded")
 		case !allow && (!errors.Is(err, errs.ProvenanceMismatch) || !strings.Contains(err.Error(), "self-hosted")):
 			t.Fatalf("without allow_self_hosted: %v, want provenance-mismatch naming the runner", err)
 		}
 	}
 
-	w := newProvWorld(t, "GitHub, Inc.")
-	if err := os.Mkdir(filepath.Join(w.proj.Dir, ".murmur"), 0o755); err != nil {
+	w := pulltest.NewProvWorld(t, "GitHub, Inc.")
+	if err := os.Mkdir(filepath.Join(w.Proj.Dir, ".murmur"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(w.proj.Dir, config.ProjectFile), []byte("provenance: require\nscopes:\n  acme:\n    signer_workflow: https://github.com/acme/murmur-tools/.github/workflows/release.yml@\n"))
-	cfg, err := config.Load("", w.proj.Dir)
+	writeFile(t, filepath.Join(w.Proj.Dir, config.ProjectFile), []byte("provenance: require\nscopes:\n  acme:\n    signer_workflow: https://github.com/acme/murmur-tools/.github/workflows/release.yml@\n"))
+	cfg, err := config.Load("", w.Proj.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := w.puller("")
+	p := w.Puller("")
 	p.Provenance.Policy = cfg.ProvenanceFor
-	before := w.state()
-	if _, err := w.pull(p, req(grep, "1.2.0")); !errors.Is(err, errs.ProvenanceMissing) {
+	before := w.State()
+	if _, err := w.Pull(p, pulltest.Req(grep, "1.2.0")); !errors.Is(err, errs.ProvenanceMissing) {
 		t.Fatalf("the project's require, with no bundle: %v, want provenance-missing", err)
 	}
-	w.assertUnchanged(before)
+	w.AssertUnchanged(before)
 }
