@@ -69,8 +69,12 @@ func checkTlogEntry(b *bundle.Bundle, e *tlog.Entry, material root.TrustedMateri
 		}
 	}
 	if _, err := verify.VerifyTlogEntry(oneEntry{b, e}, material, 1, false); err != nil {
+		why := sigstoreMessage(err)
+		if strings.Contains(why, "does not match expected root") {
+			why = "its inclusion proof does not lead to the root that the log's checkpoint signs" // not the two roots, byte by byte
+		}
 		return errs.Wrap(err, errs.ProvenanceMismatch, "the transparency-log entry of %s does not verify: %s; the bundle was changed after it was logged",
-			want.Artifact, sigstoreMessage(err))
+			want.Artifact, why)
 	}
 	return nil
 }

@@ -93,7 +93,7 @@ func TestKeyedBundleProofsAreVerified(t *testing.T) {
 		{name: "logged", bundle: logged},
 		{name: "stamped", bundle: stamped},
 		{name: "logged and stamped", bundle: ca.Stamp(t, logged)},
-		{"corrupted inclusion proof", edit(logged, flipRootHash), errs.ProvenanceMismatch, "the transparency-log entry of acme/grep@1.2.0 does not verify"},
+		{"corrupted inclusion proof", edit(logged, flipRootHash), errs.ProvenanceMismatch, "the transparency-log entry of acme/grep@1.2.0 does not verify: its inclusion proof does not lead to the root that the log's checkpoint signs"},
 		{"corrupted SET", edit(logged, flipSET), errs.ProvenanceMismatch, "the signed entry timestamp (SET) of the transparency-log entry of acme/grep@1.2.0 does not verify"},
 		{"a good entry and a corrupted one", edit(ca.LogKeyed(t, logged, pub), func(pb *protobundle.Bundle) {
 			pb.VerificationMaterial.TlogEntries[1].LogIndex = 1

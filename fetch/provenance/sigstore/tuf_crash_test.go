@@ -287,3 +287,22 @@ func TestRefreshRecordsTheMetadataExpiry(t *testing.T) {
 		t.Fatal("the recorded expiry does not make a refresh due once it has passed")
 	}
 }
+
+// A new generation never lands on the one in use, even when the staging folder's random part is
+// the one the generation in use took from its own.
+func TestCommitNeverReplacesAGeneration(t *testing.T) {
+	w := newTUFWorld(t)
+	gh := w.github(t)
+	for _, d := range []string{".refresh-777", "gen-777/tuf"} {
+		if err := os.MkdirAll(filepath.Join(w.ghDir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	name, err := gh.commit(filepath.Join(w.ghDir, ".refresh-777"), githubRoot)
+	if err != nil || name != "gen-777-2" {
+		t.Fatalf("commit: %q, %v; want gen-777-2 beside gen-777", name, err)
+	}
+	if _, err := os.Stat(filepath.Join(w.ghDir, "gen-777", "tuf")); err != nil {
+		t.Fatalf("the generation in use was touched: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package sigstore
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -192,7 +193,15 @@ func (c instanceCache) commit(stage string, data []byte) (string, error) {
 	if err := syncTree(stage); err != nil {
 		return fail(err)
 	}
+	// The staging folder's random part names the generation, unless the generation in use
+	// happens to have it (its own staging name was freed by its rename); the lock is held.
 	name := genPrefix + strings.TrimPrefix(filepath.Base(stage), ".refresh-")
+	for i := 2; ; i++ {
+		if _, err := os.Lstat(filepath.Join(c.dir, name)); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		name = fmt.Sprintf("%s%s-%d", genPrefix, strings.TrimPrefix(filepath.Base(stage), ".refresh-"), i)
+	}
 	if err := os.Rename(stage, filepath.Join(c.dir, name)); err != nil {
 		return fail(err)
 	}
