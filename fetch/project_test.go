@@ -9,6 +9,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/pull"
+	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
@@ -88,7 +89,7 @@ func (o *openRecorder) store(addr string, plain bool) (fstore.Store, error) {
 	if s, ok := o.stores[addr]; ok {
 		return s, nil
 	}
-	s := layoutStore(o.t)
+	s := pulltest.LayoutStore(o.t)
 	o.stores[addr] = s
 	return s, nil
 }
@@ -154,32 +155,42 @@ func TestWorkspacePuller(t *testing.T) {
 	}
 }
 
-// verify --repair fetches through the same assembly as pull: what it brings in is written through
-// to the mirror, and it fetches over the connections it was given.
-func TestVerifyRepairWritesThroughTheWorkspacePuller(t *testing.T) {
-	w := newVerifyWorld(t)
-	d := w.digests["acme/grep"]
-	if err := os.Remove(w.cas.Path(d)); err != nil {
-		t.Fatal(err)
+// Which mirror is the project's own: one only .murmur/config.yaml names.
+func TestConfigSaysWhoseMirrorItIs(t *testing.T) {
+	home := t.TempDir() + "/config.yaml"
+	proj := t.TempDir()
+	write := func(p, s string) {
+		must(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		must(t, os.WriteFile(p, []byte(s), 0o644))
 	}
+	write(proj+"/.murmur/config.yaml", "mirror: oci://evil.example/murmur\n")
+	c, err := config.Load(home, proj)
+	if err != nil || c.Mirror != "oci://evil.example/murmur" || !c.MirrorFromProject {
+		t.Fatalf("project only: %+v, %v", c, err)
+	}
+	write(home, "mirror: oci://evil.example/murmur\n")
+	if c, err = config.Load(home, proj); err != nil || c.MirrorFromProject {
+		t.Fatalf("named by both: %+v, %v", c, err)
+	}
+	write(home, "mirror: oci://team.example/murmur\n")
+	if c, err = config.Load(home, proj); err != nil || c.Mirror != "oci://evil.example/murmur" || !c.MirrorFromProject {
+		t.Fatalf("the home names another: %+v, %v", c, err)
+	}
+}
+
+// The Puller of a command marks the mirror as the project's only when --mirror did not name
+// one: --mirror is the operator's choice, as the home's config is.
+func TestWorkspacePullerMarksAProjectsMirror(t *testing.T) {
+	ws := &fetch.Workspace{Project: pull.Project{Dir: t.TempDir()}, Config: &config.Config{
+		Mirror: "oci://evil.example/m", MirrorFromProject: true,
+	}}
 	rec := newOpenRecorder(t)
-	rec.stores["oci://team.example/murmur"] = w.layout
-	ws := &fetch.Workspace{Project: w.proj, Config: &config.Config{Stores: []string{"oci://team.example/murmur"}, Mirror: "oci://mirror.example/murmur"}}
-	repair, err := ws.Puller(fetch.PullerOptions{CAS: w.cas, Connections: 3, Open: rec.openers()})
-	if err != nil {
-		t.Fatal(err)
+	pl, err := ws.Puller(fetch.PullerOptions{Connections: 1, Open: rec.openers()})
+	if err != nil || !pl.Mirror.FromProject {
+		t.Fatalf("the project's mirror: %v, from project %v", err, pl != nil && pl.Mirror.FromProject)
 	}
-	in := w.input(t)
-	in.Repair = repair
-	rep := w.run(t, in)
-	if rep.Unrepaired() != 0 || rep.RepairedCount() != 1 {
-		t.Fatalf("repair: %+v", rep.Problems)
-	}
-	got, err := rec.stores["oci://mirror.example/murmur"].Resolve(w.ctx, grep, "1.0.0", "any")
-	if err != nil || got.Digest != d {
-		t.Fatalf("the mirror holds %+v, %v; want the repaired blob written through", got, err)
-	}
-	if in.Repair.Limits.Connections != 3 {
-		t.Fatalf("the repair fetched over %d connections, want 3", in.Repair.Limits.Connections)
+	pl, err = ws.Puller(fetch.PullerOptions{Mirror: "oci://evil.example/m", Connections: 1, Open: rec.openers()})
+	if err != nil || pl.Mirror.FromProject {
+		t.Fatalf("--mirror naming it: %v, from project %v", err, pl != nil && pl.Mirror.FromProject)
 	}
 }

@@ -12,7 +12,8 @@ import (
 	"time"
 
 	"github.com/murmur-nexus/mur/fetch"
-	fpull "github.com/murmur-nexus/mur/fetch/pull"
+	"github.com/murmur-nexus/mur/fetch/pull"
+	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
 )
 
 // BenchmarkColdPullScale pulls N small artifacts from an OCI layout into an empty CAS and
@@ -23,8 +24,8 @@ import (
 func BenchmarkColdPullScale(b *testing.B) {
 	for _, n := range []int{100, 1000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			st := layoutStore(b)
-			reqs := pushMany(b, st, "scale", n, 0, 7000)
+			st := pulltest.LayoutStore(b)
+			reqs := pulltest.PushMany(b, st, "scale", n, 0, 7000)
 			var cpu time.Duration
 			var peak uint64
 			var writes int64
@@ -44,7 +45,7 @@ func BenchmarkColdPullScale(b *testing.B) {
 				b.StopTimer()
 				peak = max(peak, heap.max())
 				writes += counted.Load()
-				os.RemoveAll(filepath.Dir(w.proj.Dir))
+				os.RemoveAll(filepath.Dir(w.Proj.Dir))
 				b.StartTimer()
 			}
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*n), "cpu-ns/artifact")
@@ -71,7 +72,7 @@ type heapPeak struct {
 	s    []metrics.Sample
 }
 
-func (h *heapPeak) sample(fpull.Event) {
+func (h *heapPeak) sample(pull.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.s == nil {
