@@ -34,10 +34,13 @@ func pool(size int) *sync.Pool {
 
 // lent counts the slab buffers out on loan: a path that drops one instead of giving it back
 // loses its memory for the process's life, which tests find with Lent.
-var lent atomic.Int64
+var lent, lentBytes atomic.Int64
 
 // Lent is how many buffers of hugeMin bytes or more are lent and not yet given back.
 func Lent() int64 { return lent.Load() }
+
+// LentBytes is the size of those buffers, in all: memory a pull holds outside the Go heap.
+func LentBytes() int64 { return lentBytes.Load() }
 
 // slabbed are the free buffers carved from slabs, by size. Unlike a sync.Pool's, they are not
 // dropped at a garbage collection: nothing else would reuse their memory.
@@ -54,6 +57,7 @@ func Get(size int) *[]byte {
 		return b
 	}
 	lent.Add(1)
+	lentBytes.Add(int64(size))
 	slabbed.mu.Lock()
 	if l := slabbed.free[size]; len(l) > 0 {
 		b := l[len(l)-1]
@@ -96,6 +100,7 @@ func Put(b *[]byte) {
 		return
 	}
 	lent.Add(-1)
+	lentBytes.Add(-int64(size))
 	slabbed.mu.Lock()
 	if slabbed.free == nil {
 		slabbed.free = map[int][]*[]byte{}
