@@ -56,6 +56,8 @@ type registryAuth struct {
 	auth   authn.Authenticator
 	shared http.RoundTripper // anonymous or Basic: one for all repositories
 	repos  map[string]*repoAuth
+
+	referrers apiProbe // whether the registry has the referrers API, asked once (referrers_lookup.go)
 }
 
 type repoAuth struct {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"net/http/httptrace"
 	"slices"
 	"strings"
 	"sync"
@@ -353,9 +352,11 @@ func (p *Puller) fromStore(ctx context.Context, st fstore.Store, req Request, ve
 	if desc.Platform == "" {
 		desc.Platform = ref.PlatformAny
 	}
-	// The look-up waits until the blob's request has its connection: sent first, it would take
-	// the connection the manifest's answer just freed, and the blob would pay a new one's
-	// handshake on the pull's critical path.
+	// The look-up waits until the blob is in, and then takes the connection the blob's answer
+	// freed: sent first, it would take the connection the manifest's answer just freed, and the
+	// blob would pay a new one's handshake on the pull's critical path; sent beside the blob, it
+	// would open a second connection for every artifact. A blob that waits for a job slot does
+	// not hold its look-up back: that one takes the manifest's connection meanwhile.
 	blobAsked := make(chan struct{})
 	var askOnce sync.Once
 	asked := func() { askOnce.Do(func() { close(blobAsked) }) }
@@ -380,7 +381,8 @@ func (p *Puller) fromStore(ctx context.Context, st fstore.Store, req Request, ve
 			return nil, err
 		}
 	}
-	w, xfer, stream, err := p.download(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { asked() }}), st, req, desc, key)
+	w, xfer, stream, err := p.download(ctx, st, req, desc, key)
+	asked()
 	if stream == nil {
 		release()
 	}
