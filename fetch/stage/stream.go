@@ -56,6 +56,7 @@ type Stream struct {
 	seen    int64 // bytes written to it
 	made    int   // buffers made so far
 	bufSize int   // their size: streamChunk, or the blob's size rounded up when smaller
+	size    int64 // the blob's size, -1 when not known
 	off     atomic.Bool
 
 	slots   chan struct{} // inflateSlots when the stream began
@@ -131,14 +132,14 @@ func NewStream(tools *Tools, name ref.Name, d digest.Digest, key hash.Hash) *Str
 		}
 	}
 	s := &Stream{tools: tools, name: name, d: d, file: f, key: key, full: make(chan []byte, streamBuffers), free: make(chan []byte, streamBuffers),
-		slots: inflateSlots, done: make(chan struct{}), bufSize: streamChunk}
+		slots: inflateSlots, done: make(chan struct{}), bufSize: streamChunk, size: -1}
 	go s.follow()
 	return s
 }
 
 // Expect tells the stream the blob's size, n bytes (-1: not known), before its first Write, so
 // that its buffers are no larger than the blob.
-func (s *Stream) Expect(n int64) { s.bufSize = bufpool.Class(n, streamChunk) }
+func (s *Stream) Expect(n int64) { s.size, s.bufSize = n, bufpool.Class(n, streamChunk) }
 
 // buffer takes a free buffer, or makes one while fewer than streamBuffers exist: a small blob
 // needs only one.
@@ -268,7 +269,11 @@ func (s *Stream) follow() {
 			cr.buf = nil
 		}
 	}()
-	br, release := artifact.NewStreamReader(cr)
+	// Expect comes before any Write: once the first bytes are here, the blob's size is known.
+	if _, err := cr.Read(nil); err != nil {
+		return
+	}
+	br, release := artifact.NewStreamReaderFor(cr, s.size)
 	defer release()
 	pos := func() int64 { return cr.n - int64(br.Buffered()) }
 	limit, err := artifact.MaxDecompressed()

@@ -16,16 +16,43 @@ import (
 // the CPU's cache when the hash, the inflate and the CRC-32 pass over it, one after another.
 const StreamBuffer = 128 << 10
 
-var streamReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, StreamBuffer) }}
+// streamReaders pool the buffered readers by size: StreamBuffer, and each power of two below it
+// down to minStreamBuffer, for streams that are smaller (a pull of many small artifacts follows
+// dozens at once).
+var streamReaders [streamClasses]sync.Pool
+
+const (
+	minStreamBuffer = 4 << 10
+	streamClasses   = 6 // 4 KiB to StreamBuffer
+)
+
+func init() {
+	for i := range streamReaders {
+		size := minStreamBuffer << i
+		streamReaders[i].New = func() any { return bufio.NewReaderSize(nil, size) }
+	}
+}
 
 // NewStreamReader returns a buffered reader of r and the function that gives it back; the reader
 // must not be used after that.
-func NewStreamReader(r io.Reader) (*bufio.Reader, func()) {
-	br := streamReaders.Get().(*bufio.Reader)
+func NewStreamReader(r io.Reader) (*bufio.Reader, func()) { return NewStreamReaderFor(r, -1) }
+
+// NewStreamReaderFor is NewStreamReader for a stream of n bytes (-1: not known), whose buffer is
+// no larger than the stream rounded up to a power of two.
+func NewStreamReaderFor(r io.Reader, n int64) (*bufio.Reader, func()) {
+	class := streamClasses - 1
+	if n >= 0 {
+		class = 0
+		for class < streamClasses-1 && int64(minStreamBuffer)<<class < n {
+			class++
+		}
+	}
+	pool := &streamReaders[class]
+	br := pool.Get().(*bufio.Reader)
 	br.Reset(r)
 	return br, func() {
 		br.Reset(nil)
-		streamReaders.Put(br)
+		pool.Put(br)
 	}
 }
 
