@@ -28,7 +28,6 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/cas"
-	"github.com/murmur-nexus/mur/fetch/internal/download"
 	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -217,20 +216,8 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 		stage.Sweep(proj.Tools(), p.now(), false)
 	}
 	p.InitHealth()
-	// Every request resolves at once, up to the metadata bound; its bytes wait for one of the
-	// jobs slots, which bound the downloads (slots.go). Commits and records are grouped
-	// (batch.go). All of it is this pull's own, handed down as the run of a copy of p.
-	names := make([]ref.Name, len(reqs))
-	for i, r := range reqs {
-		names[i] = r.Name
-	}
-	p = p.with(&run{meta: make(chan struct{}, p.metaJobs()), jobs: download.NewSlots(jobs), names: names, pins: &ledger{}})
-	p.run.commits = &group[*commitItem]{run: func(items []*commitItem) { p.commitAll(ctx, proj, p.run.pins, items) }}
+	p = p.begin(ctx, proj, reqs, jobs)
 	pinned := p.pinOnInterrupt(ctx, proj)
-	p.run.records = &group[cas.Record]{run: func(rs []cas.Record) {
-		// A record that can't be written must not undo a pull that is complete.
-		_ = p.CAS.AppendRecords(rs)
-	}}
 	// Payloads are compiled one after another as their downloads finish, beside the downloads
 	// still running: each compile spreads over every core by itself, and holds no --jobs slot.
 	compiles := make(chan int, len(reqs))

@@ -23,6 +23,24 @@ type run struct {
 	records *group[cas.Record]
 }
 
+// begin is a copy of p that carries the run of a pull of reqs. Every request resolves at once,
+// up to the metadata bound; its bytes wait for one of the jobs slots, which bound the downloads
+// (slots.go). Commits and records are grouped (batch.go), and the commits' pins are written once
+// (ledger.go). All of it is this pull's own, handed down as the run of a copy of p.
+func (p *Puller) begin(ctx context.Context, proj Project, reqs []Request, jobs int) *Puller {
+	names := make([]ref.Name, len(reqs))
+	for i, r := range reqs {
+		names[i] = r.Name
+	}
+	p = p.with(&run{meta: make(chan struct{}, p.metaJobs()), jobs: download.NewSlots(jobs), names: names, pins: &ledger{}})
+	p.run.commits = &group[*commitItem]{run: func(items []*commitItem) { p.commitAll(ctx, proj, p.run.pins, items) }}
+	p.run.records = &group[cas.Record]{run: func(rs []cas.Record) {
+		// A record that can't be written must not undo a pull that is complete.
+		_ = p.CAS.AppendRecords(rs)
+	}}
+	return p
+}
+
 // pinOnInterrupt writes what the pull's commits pinned into murmur.lock as soon as ctx is
 // cancelled, so that Ctrl-C loses nothing that committed, however long the rest takes to wind
 // down. The func it returns writes what they pinned since, once every request is over.
