@@ -43,6 +43,11 @@ const (
 	PhaseFailed  = pull.PhaseFailed
 )
 
+// WaitForPins waits until every pull of this process has written into murmur.lock what it
+// committed, or until ctx ends, and reports whether they all had: the last thing a command does
+// when Ctrl-C came and it could not wind down in time, so that what finished stays pinned.
+func WaitForPins(ctx context.Context) bool { return pull.WaitForPins(ctx) }
+
 // Puller is the pull pipeline (fetch/pull) as the project verbs drive it: the pipeline brings
 // artifacts into the CAS and stages them, and the verbs decide what murmur.yaml and murmur.lock
 // become (transition.go) and what the cache keeps afterwards.

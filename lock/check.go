@@ -88,6 +88,12 @@ func (e *Entry) pinsFor(platform string) bool {
 	return ok
 }
 
+// WouldChange is the lock-mismatch error of a --locked command that would change the lock at
+// path.
+func WouldChange(path string) error {
+	return errs.New(errs.LockMismatch, "%s would change (a pin or an owner pin it lacks), and --locked writes nothing\nrun 'mur lock' to pin what murmur.yaml declares, then commit murmur.lock", path)
+}
+
 // MismatchError is the lock-mismatch error for ms, one line per difference, and the fix on the
 // last line; nil when ms is empty.
 func MismatchError(ms []Mismatch) error {

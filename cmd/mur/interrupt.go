@@ -20,6 +20,11 @@ const exitInterrupted = 130
 // stretches it as it stretches the wind-down, so the scripts see the command's own message.
 const interruptGrace = 150 * time.Millisecond
 
+// pinGrace is how long, past interruptGrace, a command still waits for a pull to write into
+// murmur.lock what it had committed (fetch.WaitForPins): a write of a few milliseconds, unless
+// another process holds the lock's file lock.
+const pinGrace = 5 * time.Second
+
 // notifyInterrupt returns a context that the first SIGINT or SIGTERM cancels, and the function
 // that releases its signal handling.
 //

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/slowdown"
@@ -23,6 +24,11 @@ import (
 
 func main() {
 	ctx, stop := notifyInterrupt(context.Background(), slowdown.Scale(interruptGrace), func() {
+		// A pull writes what it committed into murmur.lock as soon as Ctrl-C comes; that write is
+		// not cut short, unless it takes longer than pinGrace (another process holds the lock).
+		wait, cancel := context.WithTimeout(context.Background(), slowdown.Scale(pinGrace))
+		fetch.WaitForPins(wait)
+		cancel()
 		fmt.Fprintf(os.Stderr, "\nmur: %s: %s\n", errs.TokenOf(graceMessage()), errs.Message(graceMessage()))
 		os.Exit(exitInterrupted)
 	})

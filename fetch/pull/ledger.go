@@ -78,6 +78,7 @@ type ledger struct {
 
 	mu      sync.Mutex
 	pending []*pinChange
+	owes    bool             // pending is counted in owed
 	failed  map[string]error // pins a flush could not write, by artifact name
 
 	flushing sync.Mutex // one flush at a time
@@ -86,7 +87,57 @@ type ledger struct {
 func (led *ledger) note(c *pinChange) {
 	led.mu.Lock()
 	led.pending = append(led.pending, c)
+	if !led.owes {
+		led.owes = true
+		owed.add()
+	}
 	led.mu.Unlock()
+}
+
+// owed counts the ledgers of this process that noted pins murmur.lock does not have yet.
+var owed debts
+
+type debts struct {
+	mu   sync.Mutex
+	n    int
+	paid chan struct{} // closed when n comes back to 0
+}
+
+func (d *debts) add() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.n == 0 {
+		d.paid = make(chan struct{})
+	}
+	d.n++
+}
+
+func (d *debts) done() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.n--; d.n == 0 {
+		close(d.paid)
+	}
+}
+
+// WaitForPins waits until every pull of this process has written into murmur.lock what its
+// commits pinned (a pull interrupted by Ctrl-C writes it at once), or until ctx ends; it reports
+// whether they all had. A command that exits after Ctrl-C without waiting for its wind-down
+// waits for this, so that what finished stays pinned.
+func WaitForPins(ctx context.Context) bool {
+	owed.mu.Lock()
+	if owed.n == 0 {
+		owed.mu.Unlock()
+		return true
+	}
+	paid := owed.paid
+	owed.mu.Unlock()
+	select {
+	case <-paid:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // failure is why the flush could not pin name, or nil.
@@ -178,6 +229,10 @@ func (p *Puller) flush(ctx context.Context, proj Project, led *ledger) {
 	}
 	led.mu.Lock()
 	defer led.mu.Unlock()
+	if led.owes && len(led.pending) == 0 {
+		led.owes = false
+		owed.done()
+	}
 	for name, err := range failed {
 		if led.failed == nil {
 			led.failed = map[string]error{}

@@ -17,6 +17,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
+	"github.com/murmur-nexus/mur/internal/lockedfile"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/internal/slowdown"
 	"github.com/murmur-nexus/mur/lock"
@@ -227,4 +228,55 @@ func TestLateConflictFailsAloneAndLosesNothing(t *testing.T) {
 		t.Error("the other process's own pin was lost")
 	}
 	assertPinned(t, w, reqs[1:])
+}
+
+// WaitForPins, what mur waits for before it exits after Ctrl-C, holds while an interrupted pull
+// has pins to write: here another process holds murmur.lock, so the write waits, and so does
+// WaitForPins, until that process lets go; then the pins are in the lock. Not parallel: the
+// pins it waits for are the whole process's.
+func TestWaitForPinsHoldsUntilTheInterruptWrite(t *testing.T) {
+	st := pulltest.LayoutStore(t)
+	done := pulltest.PushMany(t, st, "owed", 2, 0, 9970)
+	held := pulltest.PushMany(t, st, "stuck", 1, 0, 9980)
+	stuck := &stuckStore{Store: st, stuck: map[string]bool{held[0].Name.String(): true}, entered: make(chan string, 1), release: make(chan struct{})}
+	w := pulltest.NewWorld(t)
+	unlock, err := lockedfile.Lock(context.Background(), lock.GuardPath(w.Proj.LockPath()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl := w.Puller(stuck)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	finished := make(chan struct{}, len(done))
+	pl.Report.Events = func(ev pull.Event) {
+		if ev.Phase == pull.PhaseDone {
+			finished <- struct{}{}
+		}
+	}
+	pulled := make(chan error, 1)
+	go func() {
+		_, err := pl.Pull(ctx, w.Proj, append(append([]pull.Request(nil), done...), held...))
+		pulled <- err
+	}()
+	pulltest.Within(t, stuck.entered, "the held download")
+	for range done {
+		pulltest.Within(t, finished, "a finished artifact")
+	}
+	cancel()
+	give, stopWaiting := context.WithCancel(context.Background())
+	waited := make(chan bool, 1)
+	go func() { waited <- pull.WaitForPins(give) }()
+	stopWaiting()
+	if pulltest.Within(t, waited, "WaitForPins, given up") {
+		t.Fatal("WaitForPins reported every pin written while the lock's write still waited for the file lock")
+	}
+	unlock()
+	deadline, stop := context.WithTimeout(context.Background(), slowdown.Scale(30*time.Second))
+	defer stop()
+	if !pull.WaitForPins(deadline) {
+		t.Fatal("WaitForPins still waited once the lock was free")
+	}
+	assertPinned(t, w, done)
+	close(stuck.release)
+	pulltest.Within(t, pulled, "the pull's end")
 }

@@ -13,22 +13,11 @@ func (p *Puller) stages() bool {
 	return !p.CASOnly && p.TargetPlatform() == ref.HostPlatform()
 }
 
-// LockWriter changes murmur.lock: fn is one group commit's change to the lock as read under its
-// file lock, and the writer decides what of it is kept.
+// LockWriter changes murmur.lock: fn is a pull's change to the lock as read under its file lock
+// (every pin its commits made, applied once, when it ends: ledger.go), and the writer decides
+// what of it is kept. A Puller without one (--locked) writes nothing, and a pin that would change
+// the lock fails with lock-mismatch.
 type LockWriter func(ctx context.Context, proj Project, fn func(*lock.Lock) error) error
-
-// writeLock hands fn to p.Lock. Without one it is a check that changes nothing (--locked); outside
-// a project it runs on a throwaway lock, so that the pin's checks still run and the blob is still
-// committed only after them, but no murmur.lock is written.
-func (p *Puller) writeLock(ctx context.Context, proj Project, fn func(*lock.Lock) error) error {
-	switch {
-	case p.CASOnly:
-		return fn(&lock.Lock{Scopes: map[string]lock.ScopePin{}})
-	case p.Lock == nil:
-		return lock.Unchanged(ctx, proj.LockPath(), fn)
-	}
-	return p.Lock(ctx, proj, fn)
-}
 
 // localOnly is p with only its stores on disk (oci-layout: folders and packed files), no source
 // and no mirror, for a pull with the network off; nil when p has no such store.
