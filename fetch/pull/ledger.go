@@ -13,8 +13,9 @@ import (
 )
 
 // murmur.lock is written once per pull. Each group commit (batch.go) checks its artifacts' pins
-// against the lock as the pull holds it in memory (read once, with the pins of the pull's earlier
-// commits), renames the blobs that pass into the CAS, and notes their pins in the pull's ledger.
+// against the lock as the pull holds it in memory (read once, and again only when another process
+// wrote it since, with the pins of the pull's earlier commits), renames the blobs that pass into
+// the CAS, and notes their pins in the pull's ledger.
 // When the pull ends, or at once when it is interrupted, the ledger is flushed: one transition
 // under the lock's file lock (the LockWriter) re-reads murmur.lock and murmur.yaml there and
 // applies every noted pin in one pass, so that a concurrent writer loses nothing and a pin that
