@@ -67,7 +67,7 @@ func OpenProject(start, homeConfig string) (*Workspace, error) {
 	w := &Workspace{Project: pull.Project{Dir: dir}}
 	mpath := filepath.Join(dir, manifest.FileName)
 	if _, err := os.Stat(mpath); err == nil {
-		c, err := manifest.Load(mpath)
+		c, err := loadIntent(mpath) // stable: not the half an editor is saving
 		if err != nil {
 			return nil, err
 		}

@@ -198,7 +198,7 @@ func TestNext(t *testing.T) {
 				c = capsule(t, tt.yaml)
 			}
 			before := tt.old.Clone()
-			got, decl, removed, err := next(tt.old, c, !tt.unclean, tt.t)
+			got, decl, pr, err := next(tt.old, intentRead{capsule: c, clean: !tt.unclean}, tt.t)
 			if !reflect.DeepEqual(tt.old, before) {
 				t.Errorf("next changed the lock it was handed")
 			}
@@ -221,8 +221,8 @@ func TestNext(t *testing.T) {
 			if strings.Join(ds, " ") != strings.Join(tt.declared, " ") {
 				t.Errorf("declared %v, want %v", ds, tt.declared)
 			}
-			if strings.Join(removed, " ") != strings.Join(tt.removed, " ") {
-				t.Errorf("removed %v, want %v", removed, tt.removed)
+			if strings.Join(pr.removed, " ") != strings.Join(tt.removed, " ") {
+				t.Errorf("removed %v, want %v", pr.removed, tt.removed)
 			}
 		})
 	}
