@@ -217,6 +217,7 @@ func (w *Workspace) Puller(o PullerOptions) (*Puller, error) {
 		// project names never receives what was fetched with credentials (mirror.go).
 		p.Mirror.Store, p.Mirror.Required = m, w.Config.MirrorRequired
 		p.Mirror.FromProject = w.Config.MirrorFromProject && o.Mirror == ""
+		p.Mirror.ProjectStores = w.Config.ProjectStores
 	}
 	return p, nil
 }
