@@ -141,7 +141,8 @@ func (p *Puller) writeThrough(ctx context.Context, req Request, res *Result, m *
 		if p.InitHealth().writes.firstTime(addr, "not the project's") {
 			p.Warnf("not written through to the mirror %s, which only this project's .murmur/config.yaml names: %s@%s (and any other such artifact of this command) came from a store of your own (your home's config.yaml, --store or a file) rather than from one the project names or a public source; a cloned project does not choose where they go: name the mirror in $MURMUR_HOME/config.yaml or pass --mirror to write them through", addr, req.Name, res.Version)
 		}
-		res.Mirror = &MirrorPush{Store: addr, Error: "not written: it came from a store of your own, and only this project's config names the mirror"}
+		// Told once, above; --json shows each artifact kept back, with the policy's token.
+		res.Mirror = &MirrorPush{Store: addr, Error: "not written: it came from a store of your own, and only this project's config names the mirror", Token: string(errs.Denied)}
 		return nil
 	}
 	desc := fstore.Descriptor{
