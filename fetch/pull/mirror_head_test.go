@@ -12,6 +12,7 @@ import (
 
 	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/fetch/provenance/sigstore"
 	"github.com/murmur-nexus/mur/fetch/publish"
@@ -146,4 +147,34 @@ func TestWriteThroughBundleLookServerErrorWritesTheBundle(t *testing.T) {
 			t.Fatalf("%s: %d bundles in the mirror, %v", reqs[i].Name, len(found), err)
 		}
 	}
+}
+
+// The real thing: distribution as a pull-through cache of a registry holding the artifacts under
+// other bundles, named as mirror. One line for the command, and no retries of the look.
+func TestWriteThroughToAPullThroughCacheHoldingOtherBundles(t *testing.T) {
+	t.Parallel()
+	items, reqs, prov := signedTools(t, 3, 520)
+	src := pulltest.LayoutStore(t)
+	pushAll(t, src, items, true)
+	upstream := registrytest.StartInProcess(t, nil)
+	others, _, _ := signedTools(t, 3, 520) // the same artifacts, signed with another key
+	pushAll(t, pulltest.OpenStore(t, "oci://"+upstream.Addr()+"/murmur", ocistore.Options{}), others, true)
+	cache := registrytest.StartPullThrough(t, upstream.URL())
+	mirror := pulltest.OpenStore(t, "oci://"+cache.Addr()+"/murmur", ocistore.Options{})
+
+	w := pulltest.NewWorld(t)
+	pl := mirroring(w, mirror, src)
+	pl.Provenance = prov
+	var warned []string
+	var mu sync.Mutex
+	pl.Report.Warn = func(msg string) { mu.Lock(); warned = append(warned, msg); mu.Unlock() }
+	for _, r := range w.MustPull(pl, reqs...) {
+		if r.Mirror == nil || r.Mirror.Pushed || r.Mirror.Token != string(errs.Denied) || len(r.Warnings) != 0 {
+			t.Fatalf("%s: mirror %+v, warnings %q", r.Name, r.Mirror, r.Warnings)
+		}
+	}
+	if len(warned) != 1 || strings.Contains(warned[0], "was pushed") {
+		t.Fatalf("warned %q, want one line", warned)
+	}
+	t.Log(warned[0])
 }
