@@ -166,7 +166,7 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 	// Inside a project its tools run from here, so a pull compiles them; outside one, compiling
 	// would be most of the pull's time for nothing that runs.
 	if !f.noPrecompile && (p.capsule != nil || f.precompile) {
-		runner, err := sandbox.New(e.ctx, p.runnerOptions(func(s string) { e.Progress("mur: warning: %s", s) }))
+		runner, err := sandbox.New(e.ctx, p.runnerOptions(e.warning))
 		if err == nil {
 			defer closeRunner(e, runner)
 			puller.Compile.Precompile = interruptible(runner.Precompile)
@@ -206,19 +206,14 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 			Removed  []string     `json:"removed"`
 		}{out, rep.Moved, rep.Declared, rep.Removed}, err)
 	}
-	// A store that failed other than by lacking the artifact is worth a line, once per
-	// command: the chain fell through it (fallback: any-error). One that served bad bytes is
-	// told even under -q: the user must hear of it.
+	// A store that failed other than by lacking the artifact is worth a warning, once per
+	// command: the chain fell through it (fallback: any-error).
 	warned := map[string]bool{}
 	for _, r := range rep.Results {
 		for _, s := range r.Skipped {
 			if s.Token != "not-found" && !warned[s.Place] {
 				warned[s.Place] = true
-				if s.IntegrityFailure() {
-					e.Warn("%s: skipped %s: %s: %s", r.Name, s.Place, s.Token, s.Reason)
-				} else {
-					e.Progress("mur: warning: %s: skipped %s: %s: %s", r.Name, s.Place, s.Token, s.Reason)
-				}
+				e.Warn("%s: skipped %s: %s: %s", r.Name, s.Place, s.Token, s.Reason)
 			}
 		}
 	}
@@ -259,17 +254,17 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 				continue
 			}
 			if strings.HasPrefix(w, "stale-index: ") { // names the artifact itself, after its token
-				e.Progress("mur: warning: %s", w)
+				e.Warn("%s", w)
 				continue
 			}
 			if e.ctx.Err() == nil { // a compile cut short by Ctrl-C is not worth a warning
-				e.Progress("mur: warning: %s: %s", r.Name, w)
+				e.Warn("%s: %s", r.Name, w)
 			}
 		}
 	}
 	if e.ctx.Err() == nil {
 		for _, w := range fetch.UnsignedWarnings(rep.Results) {
-			e.Progress("mur: warning: %s", w)
+			e.Warn("%s", w)
 		}
 	}
 	if s := fetch.IntegritySummary(rep.Results); s != "" {

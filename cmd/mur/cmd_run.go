@@ -83,7 +83,7 @@ func runArtifact(e *env, artifact string, guestArgs []string, workdir string, ti
 	if in := p.intent(); in != nil {
 		// Without --locked a run still runs what the lock pins, and says what does not follow.
 		for _, m := range in.Mismatches(l, "") {
-			e.Progress("mur: warning: lock-mismatch: %s; run 'mur pull' (or 'mur lock'), then commit murmur.lock", m)
+			e.Warn("lock-mismatch: %s; run 'mur pull' (or 'mur lock'), then commit murmur.lock", m)
 		}
 	}
 	plan, err := sandbox.BuildPlan(sandbox.PlanInput{
@@ -114,7 +114,7 @@ func runArtifact(e *env, artifact string, guestArgs []string, workdir string, ti
 	if err != nil {
 		return fail(sandbox.StatusRunnerFailed, err)
 	}
-	opt := p.runnerOptions(e.SandboxWarning)
+	opt := p.runnerOptions(e.warning)
 	opt.GuestWritable = plan.Writable()
 	runner, err := sandbox.New(e.ctx, opt)
 	if err != nil {

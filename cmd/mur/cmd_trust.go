@@ -144,6 +144,6 @@ func (e *env) trustingVerifier(h Home, cfg *config.Config) *provenance.Helper {
 	v := e.verifier()
 	c := rootsCache(e, h, cfg)
 	v.Roots = &c
-	v.Warn = func(msg string) { e.Progress("mur: warning: %s", msg) }
+	v.Warn = e.warning
 	return v
 }

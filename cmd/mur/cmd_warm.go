@@ -75,7 +75,7 @@ mur warm --mirror oci://registry.internal:5000/murmur   # the fleet's warming ma
 				From:   func(name string) ([]string, error) { return p.InstallFrom(name, nil) },
 				Puller: puller, Intent: p.intent(),
 			}
-			runner, err := sandbox.New(e.ctx, p.runnerOptions(func(s string) { e.Progress("mur: warning: %s", s) }))
+			runner, err := sandbox.New(e.ctx, p.runnerOptions(e.warning))
 			if err != nil {
 				return err
 			}

@@ -57,11 +57,11 @@ func (e *env) openProject() (*project, error) {
 		}
 	}
 	for _, msg := range w.Warnings {
-		e.Progress("mur: warning: %s", msg)
+		e.warning(msg)
 	}
 	if w.Capsule != nil {
 		for _, g := range w.Capsule.GrantWarnings {
-			e.SandboxWarning(g)
+			e.warning(g)
 		}
 	}
 	return &project{Workspace: w, capsule: w.Capsule, cfg: w.Config, home: h}, nil
@@ -95,7 +95,7 @@ func (p *project) puller(e *env, f storeFlags, o fetch.PullerOptions) (*fetch.Pu
 	o.WorkDir, _ = os.Getwd()
 	o.Offline = e.Offline()
 	o.Verifier = e.trustingVerifier(p.home, p.cfg)
-	o.Warn = func(msg string) { e.Progress("mur: warning: %s", msg) }
+	o.Warn = e.warning
 	o.Evict = func(ctx context.Context, d digest.Digest, dryRun bool) []string {
 		return sandbox.Evict(ctx, p.home.Compiled(), o.CAS, d, dryRun)
 	}
