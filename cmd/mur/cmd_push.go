@@ -65,15 +65,16 @@ mur push grep-1.2.0.mur.zip --scope acme --sign-key team.key --store oci://regis
 			if err := checkPlatform(&platform, false); err != nil {
 				return err
 			}
-			if e.Offline() {
-				return errs.New(errs.Offline, "mur push needs the network to reach %s, and --offline or MUR_OFFLINE forbids it", store)
+			store = fstore.CleanStoreAddress(store)
+			if err := fstore.ValidateStoreAddress(store); err != nil {
+				return err
+			}
+			if e.Offline() && !strings.HasPrefix(store, fstore.SchemeOCILayout) {
+				// A layout folder is no network: offline, push writes it as warm --layout does.
+				return errs.New(errs.Offline, "mur push needs the network to reach %s, and --offline or MUR_OFFLINE forbids it; an oci-layout:PATH store needs none", store)
 			}
 			p, err := e.openProject()
 			if err != nil {
-				return err
-			}
-			store = fstore.CleanStoreAddress(store)
-			if err := fstore.ValidateStoreAddress(store); err != nil {
 				return err
 			}
 			opt := storeOptions()
