@@ -111,13 +111,9 @@ func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, 
 		if op, ok := l.Pin(r.Name.Scope); ok {
 			owner = &op
 		}
-		var recorded *lock.Provenance
-		if e != nil {
-			recorded = e.Provenance
-		}
 		// The new version's provenance is checked from metadata as a pull checks it: a pin
 		// that recorded provenance moves only with a bundle that verified (transition.go).
-		m, err := p.PinFromMeta(ctx, r, target, owner, recorded)
+		m, err := p.PinFromMeta(ctx, r, target, owner, e)
 		if err != nil {
 			return rep, err
 		}

@@ -29,7 +29,9 @@ type pinned struct {
 	platform string
 	owner    *lock.ScopePin
 	// provenance is what the entry recorded: from then on a verified bundle is required.
-	provenance *lock.Provenance
+	// provenanceOf is the version it was recorded for, the entry's.
+	provenance   *lock.Provenance
+	provenanceOf string
 }
 
 func (p *Puller) readPin(ctx context.Context, proj Project, req Request) (pinned, error) {
@@ -48,7 +50,7 @@ func (p *Puller) readPin(ctx context.Context, proj Project, req Request) (pinned
 	if e == nil {
 		return pin, nil
 	}
-	pin.provenance = e.Provenance
+	pin.provenance, pin.provenanceOf = e.Provenance, e.ResolvedVersion
 	if req.Update {
 		// An update re-resolves, also at the pinned version: the lock-conflict for a moved tag
 		// tells the user to run exactly that, so the old digest must not be enforced here.
