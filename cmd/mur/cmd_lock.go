@@ -23,15 +23,18 @@ func lockCmd() *command {
 from metadata alone: a registry's manifest, a layout's index.json, a GitHub source's index. It
 downloads no payload and stages no tools/; the next pull checks the bytes against the pin. A
 latest entry stays at its pin unless --bump; an entry whose version changed moves; a pin no
-entry declares is dropped (when no REF is named). --check changes nothing and fails with
+entry declares is dropped (when no REF is named). --bump NAME also moves an exact entry named to
+the newest release, in murmur.yaml as well as murmur.lock, and says so ("declared NAME@VERSION
+in murmur.yaml"), as 'mur pull --update' does. --check changes nothing and fails with
 lock-mismatch when murmur.lock does not follow murmur.yaml.`,
 		examples: `mur lock
 mur lock --check                        # CI: fail if murmur.lock does not follow murmur.yaml
 mur lock --bump                         # move latest entries to the newest version
+mur lock --bump acme/grep               # move acme/grep to the newest version, in murmur.yaml too
 mur lock acme/grep --dry-run --json
 mur lock forget-scope acme`,
 		flags: func(fs *pflag.FlagSet) {
-			fs.BoolVar(&bump, "bump", false, "move latest entries to the newest version")
+			fs.BoolVar(&bump, "bump", false, "move latest entries to the newest version; with REFs, the exact entries named too, in murmur.yaml as well")
 			fs.BoolVar(&dry, "dry-run", false, "resolve and report, write nothing")
 			fs.BoolVar(&chk, "check", false, "only check that murmur.lock follows murmur.yaml; no network, no writes")
 			fs.StringVar(&f.platform, "platform", "", "platform to pin for (default: this machine's)")
@@ -110,6 +113,13 @@ func runLock(e *env, f *pullFlags, args []string, bump, dryRun, check bool) erro
 		}
 	}
 	if err == nil {
+		for _, d := range rep.Declared {
+			if dryRun {
+				fmt.Fprintf(e.stdout, "would declare %s in %s\n", d, in.Path)
+			} else {
+				fmt.Fprintf(e.stdout, "declared %s in %s\n", d, in.Path)
+			}
+		}
 		switch {
 		case dryRun:
 			fmt.Fprintf(e.stdout, "dry run: %s was not changed\n", p.LockPath())
