@@ -184,6 +184,7 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 		err = pullOtherPlatforms(e, p, puller, reqs, rep)
 	}
 	pr.finish(err)
+	err, covered := commandFailure(e, rep.Results, err)
 	out := toResultsJSON(rep.Results)
 	for i, r := range rep.Results {
 		if r.Error == "" && r.Digest != "" && p.capsule == nil {
@@ -217,19 +218,7 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 			}
 		}
 	}
-	// Each failed artifact gets its own line, with its own token and reason; the first
-	// failure is the command's error, printed last.
-	if e.ctx.Err() == nil {
-		for _, r := range rep.Results {
-			if r.Err != nil && r.Err != err {
-				msg := errs.Message(r.Err)
-				if !strings.Contains(msg, r.Name) {
-					msg = r.Name + ": " + msg
-				}
-				fmt.Fprintf(e.stderr, "mur: %s: %s\n", errs.TokenOf(r.Err), msg)
-			}
-		}
-	}
+	printFailures(e, rep.Results, err, covered)
 	for _, m := range rep.Moved {
 		fmt.Fprintln(e.stdout, m.String())
 	}

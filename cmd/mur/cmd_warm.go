@@ -90,6 +90,9 @@ mur warm --mirror oci://registry.internal:5000/murmur   # the fleet's warming ma
 			}
 			rep, err := fetch.Warm(e.ctx, in)
 			pr.finish(err)
+			if rep != nil {
+				err, _ = commandFailure(e, rep.Results, err)
+			}
 			if rep != nil && !e.g.json {
 				if s := fetch.IntegritySummary(rep.Results); s != "" {
 					e.Warn("%s", s)

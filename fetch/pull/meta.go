@@ -111,7 +111,8 @@ func (p *Puller) resolveMeta(ctx context.Context, req Request, version string, o
 		}
 		failures = append(failures, err)
 	}
-	return fstore.Descriptor{}, nil, nil, allFailed(what, req.Name.Scope, from, len(p.Stores) > 0, asked, failures)
+	hints := chainHints(p.mappedSource(req.Name.Scope, owner != nil), from, len(p.Stores) > 0, failures)
+	return fstore.Descriptor{}, nil, nil, allFailed(what, hints, asked, failures)
 }
 
 // ResolveMeta is what version of req resolves to at its places, from metadata alone, and the
