@@ -22,10 +22,9 @@ declares already moves to the version asked for, with its pin.`,
 mur add acme/grep@1.2.0 acme/sed@4.9.0
 mur add --json acme/grep`,
 		flags: func(fs *pflag.FlagSet) {
-			fs.StringVar(&f.platform, "platform", "", "platform to pull for (default: this machine's)")
+			f.platform.registerPins(fs, "pull for", true)
 			f.stores.register(fs, "add a store for this command")
-			fs.IntVar(&f.jobs, "jobs", 4, "downloads in flight, as slots of 8 MiB of blob (small artifacts share one and download together); also bounds their connections")
-			fs.IntVar(&f.connections, "connections", fetch.DefaultConnections, "connections one large blob is fetched over")
+			f.download.register(fs, true)
 			fs.BoolVar(&f.noPrecompile, "no-precompile", false, "don't compile wasm payloads after pulling")
 		},
 		run: func(e *env, args []string) error {

@@ -37,7 +37,7 @@ mur lock forget-scope acme`,
 			fs.BoolVar(&bump, "bump", false, "move latest entries to the newest version; with REFs, the exact entries named too, in murmur.yaml as well")
 			fs.BoolVar(&dry, "dry-run", false, "resolve and report, write nothing")
 			fs.BoolVar(&chk, "check", false, "only check that murmur.lock follows murmur.yaml; no network, no writes")
-			fs.StringVar(&f.platform, "platform", "", "platform to pin for (default: this machine's)")
+			f.platform.registerPins(fs, "pin for", false)
 			fs.StringSliceVar(&f.from, "from", nil, "narrow install.from: stores, sources")
 			f.stores.register(fs, "add a store for this command")
 		},
@@ -58,7 +58,7 @@ mur lock forget-scope acme --json`,
 }
 
 func runLock(e *env, f *pullFlags, args []string, bump, dryRun, check bool) error {
-	if err := checkPlatform(&f.platform, false); err != nil {
+	if err := f.platform.check(); err != nil {
 		return err
 	}
 	p, l, err := e.openLocked()
@@ -73,7 +73,7 @@ func runLock(e *env, f *pullFlags, args []string, bump, dryRun, check bool) erro
 		if len(args) > 0 || bump || dryRun {
 			return usagef("--check takes no REF, --bump or --dry-run: it checks the whole lock and changes nothing")
 		}
-		ms := in.Mismatches(l, f.platform)
+		ms := in.Mismatches(l, f.platform.value)
 		if e.g.json {
 			return jsonThen(e, struct {
 				Mismatches []lock.Mismatch `json:"mismatches"`
@@ -96,7 +96,7 @@ func runLock(e *env, f *pullFlags, args []string, bump, dryRun, check bool) erro
 	if err != nil {
 		return err
 	}
-	puller, err := p.puller(e, f.stores, fetch.PullerOptions{CAS: store, Platform: f.platform, Connections: 1})
+	puller, err := p.puller(e, f.stores, fetch.PullerOptions{CAS: store, Platform: f.platform.value, Connections: 1})
 	if err != nil {
 		return err
 	}

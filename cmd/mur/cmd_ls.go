@@ -96,8 +96,7 @@ mur info --json acme/grep`,
 				for i, r := range info.Records {
 					recs[i] = toRecordJSON(r)
 				}
-				return e.JSON(infoJSON{Name: info.Name, Requested: info.Requested, Locked: info.Locked, Source: info.Source,
-					Pins: info.Pins, Provenance: info.Provenance, Records: recs})
+				return e.JSON(infoJSON{ArtifactInfo: *info, Records: recs})
 			}
 			printInfo(e, info)
 			return nil
@@ -105,15 +104,10 @@ mur info --json acme/grep`,
 	}
 }
 
-// infoJSON is mur info --json: the pull records in cache records' shape.
+// infoJSON is mur info --json: what fetch.Info found, the pull records in cache records' shape.
 type infoJSON struct {
-	Name       string          `json:"name"`
-	Requested  string          `json:"requested"`
-	Locked     string          `json:"locked"`
-	Source     string          `json:"source"`
-	Pins       []fetch.Listed  `json:"pins"`
-	Provenance *cas.Provenance `json:"provenance"`
-	Records    []recordJSON    `json:"records"`
+	fetch.ArtifactInfo
+	Records []recordJSON `json:"records"`
 }
 
 func printInfo(e *env, info *fetch.ArtifactInfo) {

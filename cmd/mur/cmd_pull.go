@@ -19,12 +19,11 @@ import (
 )
 
 type pullFlags struct {
-	platform     string
+	platform     platformFlag
 	update       bool
 	from         []string
 	stores       storeFlags
-	jobs         int
-	connections  int
+	download     downloadFlags
 	noPrecompile bool
 	precompile   bool // outside a project, where nothing runs what a pull brings
 	provenance   string
@@ -34,18 +33,18 @@ type pullFlags struct {
 }
 
 func (f *pullFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.platform, "platform", "", "platform to pull for, or all: every platform murmur.lock pins (default: this machine's)")
+	f.platform.registerPins(fs, "pull for", true)
 	fs.BoolVar(&f.update, "update", false, "move the lock to the version asked for")
 	fs.StringSliceVar(&f.from, "from", nil, "narrow install.from for this pull: stores, sources")
 	f.stores.register(fs, "add a store for this command")
-	fs.IntVar(&f.jobs, "jobs", 4, "downloads in flight, as slots of 8 MiB of blob (small artifacts share one and download together); also bounds their connections")
-	f.stores.registerDownload(fs, &f.connections)
+	f.download.register(fs, true)
+	f.stores.registerMirror(fs)
 	fs.BoolVar(&f.noPrecompile, "no-precompile", false, "don't compile wasm payloads after pulling")
 	fs.BoolVar(&f.precompile, "precompile", false, "compile wasm payloads outside a project too (inside one it is the default)")
 	fs.StringVar(&f.provenance, "provenance", "", "provenance policy for this command, over every scope's: require, prefer or off")
 	fs.BoolVar(&f.locked, "locked", false, "fail with lock-mismatch if murmur.lock does not follow murmur.yaml; write neither")
 	fs.BoolVar(&f.frozen, "frozen", false, "--locked and --offline")
-	fs.StringVarP(&f.output, "output", "o", "", "also write each pulled .mur.zip into this folder")
+	registerOutput(fs, &f.output, "", "also write each pulled .mur.zip into this folder")
 }
 
 func pullCmd() *command {
@@ -93,7 +92,7 @@ func runPull(e *env, f *pullFlags, args []string) error {
 // pullWith is mur pull, and mur add when add is set: the REFs are then declared, moving entries
 // murmur.yaml already has.
 func pullWith(e *env, f *pullFlags, args []string, add bool) error {
-	if err := checkPlatform(&f.platform, true); err != nil {
+	if err := f.platform.check(); err != nil {
 		return err
 	}
 	if f.precompile && f.noPrecompile {
@@ -102,9 +101,9 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 	// --platform all means what it means to warm and verify: every platform murmur.lock pins.
 	// The pull itself is this machine's (it syncs the lock and stages tools/); the other pinned
 	// platforms' blobs follow into the CAS.
-	allPlatforms := f.platform == "all"
+	allPlatforms := f.platform.value == "all"
 	if allPlatforms {
-		f.platform = ""
+		f.platform.value = ""
 	}
 	if f.provenance != "" {
 		if err := config.ValidProvenanceMode(f.provenance); err != nil {
@@ -149,7 +148,7 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 	}
 	pr := newProgress(e.stderr, e.g.quiet || e.g.json, "pull").watch(e)
 	puller, err := p.puller(e, f.stores, fetch.PullerOptions{
-		CAS: store, Files: files, Platform: f.platform, Jobs: f.jobs, Connections: f.connections, Events: pr.event,
+		CAS: store, Files: files, Platform: f.platform.value, Jobs: f.download.jobs, Connections: f.download.connections, Events: pr.event,
 		Provenance: f.provenance,
 	})
 	if err == nil {

@@ -25,7 +25,7 @@ func pushCmd() *command {
 	var (
 		store     string
 		scope     string
-		platform  string
+		platform  platformFlag
 		plainHTTP bool
 		signKey   string
 	)
@@ -51,7 +51,7 @@ mur push grep-1.2.0.mur.zip --scope acme --sign-key team.key --store oci://regis
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&store, "store", "", "the store: oci://HOST[:PORT]/PREFIX or oci-layout:PATH (required)")
 			fs.StringVar(&scope, "scope", "", "the scope to publish a file under")
-			fs.StringVar(&platform, "platform", ref.PlatformAny, "the payload's platform")
+			platform.registerPayload(fs)
 			fs.BoolVar(&plainHTTP, "plain-http", false, "speak plain HTTP to the --store registry (never automatic off loopback)")
 			fs.StringVar(&signKey, "sign-key", "", "sign with this ECDSA P-256 or Ed25519 private key (PEM, as 'mur key generate' writes it) and attach the Sigstore bundle as a referrer")
 		},
@@ -62,7 +62,7 @@ mur push grep-1.2.0.mur.zip --scope acme --sign-key team.key --store oci://regis
 			if store == "" {
 				return usagef("mur push needs --store oci://HOST[:PORT]/PREFIX or --store oci-layout:PATH")
 			}
-			if err := checkPlatform(&platform, false); err != nil {
+			if err := platform.check(); err != nil {
 				return err
 			}
 			store = fstore.CleanStoreAddress(store)
@@ -89,7 +89,7 @@ mur push grep-1.2.0.mur.zip --scope acme --sign-key team.key --store oci://regis
 					return err
 				}
 			}
-			pu := &pusher{e: e, p: p, dst: dst, scope: scope, platform: platform, key: key, several: len(args) > 1}
+			pu := &pusher{e: e, p: p, dst: dst, scope: scope, platform: platform.value, key: key, several: len(args) > 1}
 			pr := newProgress(e.stderr, e.g.quiet || e.g.json, "push").watch(e)
 			pu.pr = pr
 			results := make([]pushResult, len(args))

@@ -180,9 +180,9 @@ func (f *storeFlags) register(fs *pflag.FlagSet, usage string) {
 	fs.BoolVar(&f.plainHTTP, "plain-http", false, "speak plain HTTP to the --store (and --mirror) registries (mur never does off loopback on its own)")
 }
 
-// registerDownload adds --connections and --mirror, for the commands that bring artifacts in.
-func (f *storeFlags) registerDownload(fs *pflag.FlagSet, connections *int) {
-	fs.IntVar(connections, "connections", fetch.DefaultConnections, "connections one large blob is fetched over, when its server serves ranges (1: one stream)")
+// registerMirror adds --mirror, for the commands that bring artifacts in and may write them
+// through.
+func (f *storeFlags) registerMirror(fs *pflag.FlagSet) {
 	fs.StringVar(&f.mirror, "mirror", "", "write every artifact brought in from elsewhere through to this registry (oci://HOST[:PORT]/PREFIX)")
 }
 

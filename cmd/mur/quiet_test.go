@@ -56,11 +56,21 @@ func TestQuietKeepsWarnings(t *testing.T) {
 // Every warning goes through env.Warn, which -q never silences; none through Progress, which it
 // does.
 func TestNoWarningTakesProgress(t *testing.T) {
+	bad := regexp.MustCompile(`Progress\(\s*"mur: warning|Progress\(\s*"warning`)
+	eachSourceLine(t, func(file string, n int, line string) {
+		if bad.MatchString(line) {
+			t.Errorf("%s:%d: a warning printed through Progress, which -q silences; use e.Warn: %s", file, n, strings.TrimSpace(line))
+		}
+	})
+}
+
+// eachSourceLine calls fn with every line of this package's code, tests left out.
+func eachSourceLine(t *testing.T, fn func(file string, n int, line string)) {
+	t.Helper()
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad := regexp.MustCompile(`Progress\(\s*"mur: warning|Progress\(\s*"warning`)
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
 			continue
@@ -70,9 +80,7 @@ func TestNoWarningTakesProgress(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, line := range strings.Split(string(b), "\n") {
-			if bad.MatchString(line) {
-				t.Errorf("%s:%d: a warning printed through Progress, which -q silences; use e.Warn: %s", f, i+1, strings.TrimSpace(line))
-			}
+			fn(f, i+1, line)
 		}
 	}
 }
