@@ -264,6 +264,9 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 	for _, d := range rep.Declared {
 		fmt.Fprintf(e.stdout, "declared %s in %s\n", d, p.capsule.Path)
 	}
+	if err == nil && (add || len(rep.Declared) > 0) {
+		warnStoresNotKept(e, p, f.stores.stores)
+	}
 	for _, name := range rep.Removed {
 		fmt.Fprintf(e.stdout, "removed %s: murmur.yaml no longer declares it, so its murmur.lock entry and tools/ folder are gone ('mur cache gc' may free its blob)\n", name)
 	}

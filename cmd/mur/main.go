@@ -146,6 +146,7 @@ func (x *exitCode) Unwrap() error { return x.err }
 
 func commands() []*command {
 	return []*command{
+		initCmd(),
 		pullCmd(),
 		addCmd(),
 		rmCmd(),
