@@ -87,6 +87,7 @@ mur info acme/grep --bundle-out grep.sigstore.json --store oci://registry.intern
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&bundleOut, "bundle-out", "", "write the pin's Sigstore bundle to this file (from the CAS, else a store or the source)")
 			stores.register(fs, "a store to ask for --bundle-out's bundle")
+			_ = fs.SetAnnotation("store", onlyWithAnnotation, []string{"bundle-out"})
 		},
 		run: func(e *env, args []string) error {
 			if len(args) != 1 {

@@ -14,6 +14,16 @@ import (
 // valuesAnnotation lists, on a flag, the values a TAB offers for it (complete.go).
 const valuesAnnotation = "mur-values"
 
+// onlyWithAnnotation marks a flag that serves another one only (mur info's --store, for
+// --bundle-out), so that no hint offers it on its own.
+const onlyWithAnnotation = "mur-only-with"
+
+// readsStores reports whether a command's flags take a --store to read artifacts from.
+func readsStores(fs *pflag.FlagSet) bool {
+	f := fs.Lookup("store")
+	return f != nil && len(f.Annotations[onlyWithAnnotation]) == 0
+}
+
 // platformFlag is --platform.
 type platformFlag struct {
 	value string
