@@ -153,8 +153,9 @@ func benchTool(tb testing.TB, name string) string {
 // beside is what serves a benchmark's sides, whose CPU each side's runs are charged with: the
 // registry process (its pid; 0 for none) and a server in this process, which served names
 // ("proxy", "github"; "" for none). The served CPU is this process's over a run, when the side
-// ran as child processes and this process only served them and waited; the harness's own part
-// (starting the processes, reading a request log) is about a millisecond.
+// ran as child processes and this process only served them and waited. The harness's own part,
+// starting the side's one process and reading a request log, is a few milliseconds, the same for
+// every side (docs/performance.md).
 type beside struct {
 	registry int
 	served   string
