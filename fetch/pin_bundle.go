@@ -23,14 +23,14 @@ func (p *Puller) PinBundle(ctx context.Context, name ref.Name, version string, d
 		bf    store.BundleFinder
 	}
 	var places []place
-	for _, st := range p.Stores {
-		if bf, ok := st.(store.BundleFinder); ok && slices.Contains(where, FromStores) && (!p.Offline || store.IsLocal(st)) {
+	for _, st := range p.pl.Stores {
+		if bf, ok := st.(store.BundleFinder); ok && slices.Contains(where, FromStores) && (!p.pl.Offline || store.IsLocal(st)) {
 			places = append(places, place{st.String(), bf})
 		}
 	}
-	if p.Source != nil && slices.Contains(where, FromSources) && !p.Offline {
-		if label, ok := p.Source.Label(name.Scope); ok {
-			if bf, ok := p.Source.(store.BundleFinder); ok {
+	if p.pl.Source != nil && slices.Contains(where, FromSources) && !p.pl.Offline {
+		if label, ok := p.pl.Source.Label(name.Scope); ok {
+			if bf, ok := p.pl.Source.(store.BundleFinder); ok {
 				places = append(places, place{label, bf})
 			}
 		}

@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/fetch"
-	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/fetch/publish"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
@@ -85,9 +84,7 @@ mur push grep-1.2.0.mur.zip --scope acme --sign-key team.key --bundle-out grep.s
 			if err != nil {
 				return err
 			}
-			opt := storeOptions()
-			opt.PlainHTTP = plainHTTP
-			dst, err := ocistore.Open(resolveStoreArg(store), opt)
+			dst, err := fetch.OpenStore(resolveStoreArg(store), plainHTTP, fetch.Network{Timeout: networkTimeout()})
 			if err != nil {
 				return err
 			}
