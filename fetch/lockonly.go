@@ -51,8 +51,11 @@ const (
 type LockReport struct {
 	Changes []LockChange `json:"changes"`
 	DryRun  bool         `json:"dry_run"`
+	// Declared are the exact entries --bump NAME moved in murmur.yaml too (name@version), as a
+	// pull's SyncReport.Declared says them.
+	Declared []string `json:"declared"`
 	// Warnings are what the provenance checks said without failing (no-provenance).
-	Warnings []string `json:"warnings,omitempty"`
+	Warnings []string `json:"warnings"`
 }
 
 // Changed reports whether the lock was (or, with DryRun, would be) changed.
@@ -68,7 +71,7 @@ func (r *LockReport) Changed() bool {
 // LockProject resolves reqs (every declared artifact, or the ones named) from metadata and pins
 // them in murmur.lock, following murmur.yaml as a pull does.
 func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, reqs []pull.Request, opt LockOptions) (*LockReport, error) {
-	rep := &LockReport{Changes: []LockChange{}, DryRun: opt.DryRun}
+	rep := &LockReport{Changes: []LockChange{}, Declared: []string{}, DryRun: opt.DryRun}
 	if err := in.Strict(); err != nil {
 		return rep, err
 	}
@@ -111,13 +114,9 @@ func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, 
 		if op, ok := l.Pin(r.Name.Scope); ok {
 			owner = &op
 		}
-		var recorded *lock.Provenance
-		if e != nil {
-			recorded = e.Provenance
-		}
 		// The new version's provenance is checked from metadata as a pull checks it: a pin
 		// that recorded provenance moves only with a bundle that verified (transition.go).
-		m, err := p.pl.PinFromMeta(ctx, r, target, owner, recorded)
+		m, err := p.pl.PinFromMeta(ctx, r, target, owner, e)
 		if err != nil {
 			return rep, err
 		}
@@ -152,6 +151,9 @@ func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, 
 			}
 		}
 		rep.Changes = append(rep.Changes, c)
+		if declare[r.Name.String()] {
+			rep.Declared = append(rep.Declared, r.Name.String()+"@"+desc.Version)
+		}
 		pins = append(pins, pin{req: r, desc: desc, newPin: newPin, prov: m.Provenance, update: e != nil && e.ResolvedVersion != desc.Version})
 	}
 	keep := map[string]bool{}
