@@ -63,12 +63,10 @@ func TestProjectMirrorGetsNothingTheHomesStoresServe(t *testing.T) {
 		ws, err := fetch.OpenProject(proj, homeConfig)
 		must(t, err)
 		var warned []string
-		pl, err := ws.Puller(fetch.PullerOptions{
-			CAS: store, Connections: 1, Platform: "linux-x86_64", Warn: func(s string) { warned = append(warned, s) },
-			Open: fetch.Openers{Store: func(addr string, plain bool) (fstore.Store, error) {
-				return ocistore.Open(addr, ocistore.Options{PlainHTTP: plain})
-			}},
-		})
+		o := fetch.PullerOptions{CAS: store, Connections: 1, Platform: "linux-x86_64", Warn: func(s string) { warned = append(warned, s) }}
+		pl, err := ws.Puller(o.OpenWith(func(addr string, plain bool) (fstore.Store, error) {
+			return ocistore.Open(addr, ocistore.Options{PlainHTTP: plain})
+		}, nil, nil))
 		must(t, err)
 		res, err := pl.Pull(context.Background(), ws.Project, []pull.Request{pulltest.Req(grep, "1.0.0"), pulltest.Req(sed, "1.0.0")})
 		must(t, err)

@@ -84,7 +84,7 @@ func (p *Puller) PullProject(ctx context.Context, proj pull.Project, in Intent, 
 	}
 	wants := in.Wants()
 	if opt.Locked {
-		if err := lockedCheck(l, wants, reqs, in, p.TargetPlatform()); err != nil {
+		if err := lockedCheck(l, wants, reqs, in, p.pl.TargetPlatform()); err != nil {
 			return rep, err
 		}
 	}
@@ -156,7 +156,7 @@ func (p *Puller) PullProject(ctx context.Context, proj pull.Project, in Intent, 
 	// After a failure nothing is pruned: the next pull, which succeeds, does it.
 	tr, terr := writeLock(ctx, proj, in.Path, Transition{Declare: done, Prune: err == nil, Started: in.Capsule})
 	if tr.Declined != "" {
-		p.Warnf("%s", tr.Declined)
+		p.pl.Warnf("%s", tr.Declined)
 	}
 	rep.Removed = tr.Removed
 	if rep.Removed == nil {

@@ -94,7 +94,7 @@ func TestPullPrunesNothingFromAHalfSavedMurmurYAML(t *testing.T) {
 	st := &editedOnResolve{Store: layout, edit: func() { saveInPlace(t, in.Path, cutYAML, 0, nil) }}
 	p := w.puller(st)
 	var warned []string
-	p.Report.Warn = func(msg string) { warned = append(warned, msg) }
+	p.Pipeline().Report.Warn = func(msg string) { warned = append(warned, msg) }
 	rep, err := p.PullProject(t.Context(), w.Proj, in, []pull.Request{pulltest.Req(grep, "1.0.0")}, fetch.SyncOptions{Args: true})
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +174,7 @@ func TestAnEditorSavingInALoopCostsNoPin(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), slowdown.Scale(2*time.Minute))
 	defer cancel()
 	declined := 0
-	p.Report.Warn = func(string) { declined++ }
+	p.Pipeline().Report.Warn = func(string) { declined++ }
 	for i := range 40 {
 		var err error
 		if i%2 == 0 {
