@@ -46,7 +46,6 @@ func (r intentRead) declares(name string) bool {
 type pruned struct {
 	removed  []string // pins dropped, in name order
 	declined string   // why it dropped nothing; "" when it did not decline
-	kept     []string // what a declined prune kept, when the read told
 	wait     bool     // declined on a torn read, which a later read may find settled
 }
 
@@ -132,7 +131,7 @@ func prune(l *lock.Lock, read intentRead, t Transition, declaredNow map[string]b
 		return pr, nil
 	}
 	if why := declines(read, t, others); why != "" {
-		pr.declined, pr.kept, pr.wait = why, others, read.torn != ""
+		pr.declined, pr.wait = why, read.torn != ""
 		sort.Strings(pr.removed)
 		return pr, nil
 	}

@@ -60,9 +60,8 @@ type Transition struct {
 type Transitioned struct {
 	Removed []string // pins pruned, in name order
 	// Declined says, in one line, why a prune dropped nothing (prune.go); "" when it did not
-	// decline. Kept are the pins it would have dropped, when the read told.
+	// decline.
 	Declined string
-	Kept     []string
 }
 
 // next is the rule: the lock to write, the entries to declare in murmur.yaml and what the prune
@@ -165,7 +164,7 @@ func writeLock(ctx context.Context, proj Project, manifestPath string, t Transit
 			}
 		}
 		*l = *nl
-		out.Removed, out.Declined, out.Kept = pr.removed, pr.declined, pr.kept
+		out.Removed, out.Declined = pr.removed, pr.declined
 		return nil
 	})
 	if err != nil {
