@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/murmur-nexus/mur/fetch/pull"
@@ -187,7 +188,7 @@ func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, 
 		}
 		return nil
 	}
-	t := Transition{Pin: apply, Prune: !opt.Args, Declare: declare}
+	t := Transition{Pin: apply, Prune: !opt.Args, Declare: declare, Started: in.Capsule}
 	if !opt.Args {
 		for _, e := range l.Artifacts {
 			if !keep[e.Name] {
@@ -197,10 +198,17 @@ func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, 
 	}
 	if opt.DryRun {
 		// Applied to the copy read above, so that a conflict is reported as the real run would.
-		_, _, _, err := next(l, in.Capsule, true, t)
+		_, _, _, err := next(l, intentRead{capsule: in.Capsule, clean: true}, t)
 		return rep, err
 	}
-	_, err = writeLock(ctx, proj, in.Path, t)
+	tr, err := writeLock(ctx, proj, in.Path, t)
+	if tr.Declined != "" {
+		rep.Warnings = append(rep.Warnings, tr.Declined)
+	}
+	// What murmur.yaml said under the file lock decides, not what it said when mur lock began.
+	rep.Changes = slices.DeleteFunc(rep.Changes, func(c LockChange) bool {
+		return c.Action == LockRemoved && !slices.Contains(tr.Removed, c.Name)
+	})
 	return rep, err
 }
 

@@ -89,7 +89,7 @@ mur rm --json acme/grep acme/sed`,
 				}
 				names = append(names, n)
 			}
-			removed, err := fetch.Undeclare(e.ctx, p.Project, in, names)
+			removed, err := fetch.Undeclare(e.ctx, p.Project, in, names, func(s string) { e.Warn("%s", s) })
 			if e.g.json {
 				var undeclared []string
 				for _, n := range names {
