@@ -129,7 +129,7 @@ func namesByDigest(recs []cas.Record) map[digest.Digest][]string {
 }
 
 func cacheVerifyCmd() *command {
-	return &command{name: "verify", short: "re-hash every blob on every core; damaged ones go to quarantine",
+	return &command{name: "verify", short: "re-hash every blob and check each packed artifact as a pull does; damaged ones go to quarantine",
 		examples: `mur cache verify
 mur cache verify --json`,
 		run: func(e *env, args []string) error {
@@ -141,7 +141,11 @@ mur cache verify --json`,
 				return err
 			}
 			start := time.Now()
-			rep, err := s.VerifyAll(e.ctx, 0)
+			check, err := fetch.CachedBlobCheck()
+			if err != nil {
+				return err
+			}
+			rep, err := s.VerifyAllWith(e.ctx, 0, check)
 			if err != nil {
 				return err
 			}

@@ -118,7 +118,7 @@ func Read(r io.ReaderAt, size int64) (*Archive, error) {
 		err = nil
 	}
 	if err != nil {
-		return nil, errs.Wrap(err, errs.InvalidArtifact, "the packed artifact (%d bytes) is not a readable zip archive, or it is truncated (%v); download it again or %s", size, err, remedy)
+		return nil, errs.Wrap(notZip{err}, errs.InvalidArtifact, "the packed artifact (%d bytes) is not a readable zip archive, or it is truncated (%v); download it again or %s", size, err, remedy)
 	}
 	// Per archive, not for the whole process: mur's zips read zstd, anyone else's reader is left
 	// as it was.
