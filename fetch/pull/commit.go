@@ -24,6 +24,9 @@ func (p *Puller) cacheHit(ctx context.Context, proj Project, req Request, res *R
 	if err != nil {
 		return err
 	}
+	if err := p.cachedLabel(ctx, req.Name, got); err != nil {
+		return err
+	}
 	plat := got.desc.Platform
 	if plat == "" {
 		plat = ref.PlatformAny
@@ -36,16 +39,6 @@ func (p *Puller) cacheHit(ctx context.Context, proj Project, req Request, res *R
 		return err
 	}
 	p.emit(Event{Name: res.Name, Phase: PhaseCached, Bytes: st.Size, Total: st.Size, Elapsed: p.now().Sub(start)})
-	return nil
-}
-
-// packedAs refuses an artifact whose own murmur.yaml names another artifact or version than the
-// one it was resolved as.
-func packedAs(a *artifact.Archive, name ref.Name, version, origin string, tok errs.Token) error {
-	if a.Manifest.Name != name.Name || a.Manifest.Version != version {
-		return errs.New(tok, "%s served %s@%s, but its packed murmur.yaml says name %q and version %q; nothing was written; report it to the publisher",
-			origin, name, version, a.Manifest.Name, a.Manifest.Version)
-	}
 	return nil
 }
 

@@ -308,7 +308,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 			return res, err
 		}
 		if p.CAS.Has(pin.digest) {
-			got := &fetched{desc: store.Descriptor{Name: req.Name, Version: version, Platform: pin.platform, Digest: pin.digest, Origin: "cas"}}
+			got := &fetched{desc: store.Descriptor{Name: req.Name, Version: version, Platform: pin.platform, Digest: pin.digest, Origin: originPin}}
 			if err := p.provenanceFromCAS(ctx, req, pin, got, &res); err != nil {
 				return res, err
 			}

@@ -153,7 +153,14 @@ func Run(ctx context.Context, in Input) (*Report, error) {
 	host := make([]hostCheck, len(blobs))
 	parallel(len(blobs), func(i int) {
 		var a *artifact.Archive
-		if a, bad[i] = checkBlob(ctx, in.CAS, blobs[i].digest); bad[i] == nil && in.Platform == "" {
+		if a, bad[i] = checkBlob(ctx, in.CAS, blobs[i].digest); bad[i] == nil {
+			// The pull's own check of what a blob is taken for: a lock edited to call a blob
+			// another version is refused here as by a pull.
+			if err := pull.PackedAs(a, blobs[i].name, blobs[i].entry.ResolvedVersion); err != nil {
+				bad[i] = mislabeled{err}
+			}
+		}
+		if bad[i] == nil && in.Platform == "" {
 			host[i] = hostCheck{done: true, present: true, component: a.Component,
 				staged: stage.CheckStaged(in.Project.Tools(), blobs[i].name, blobs[i].digest)}
 		}
@@ -166,7 +173,12 @@ func Run(ctx context.Context, in Input) (*Report, error) {
 		}
 		msg := errs.Message(bad[i])
 		canRefetch := b.refetch
+		var ml mislabeled
 		switch {
+		case errors.As(bad[i], &ml):
+			// No store can make these bytes another version: the lock is what is wrong.
+			msg = pull.MislabeledPin(b.name, b.entry.ResolvedVersion, b.digest, ml.err)
+			canRefetch = false
 		case errors.Is(bad[i], errs.NotFound):
 			msg = fmt.Sprintf("%s@%s (%s) is pinned but not in the CAS; run 'mur pull' or 'mur verify --repair'", b.name, b.entry.ResolvedVersion, b.digest)
 		case errors.Is(bad[i], errs.InvalidArtifact):
@@ -316,6 +328,12 @@ func checkBlob(ctx context.Context, store *cas.Store, d digest.Digest) (*artifac
 	}
 	return a, nil
 }
+
+// mislabeled is a pinned blob whose packed murmur.yaml is not the version the lock pins it as
+// (pull.PackedAs).
+type mislabeled struct{ err error }
+
+func (m mislabeled) Error() string { return m.err.Error() }
 
 // hostCheck is what verify found of a blob this machine runs: whether the CAS holds it, what
 // CheckStaged said of its tools/, and whether its payload is a component (not compiled).
