@@ -181,7 +181,7 @@ func (w *Workspace) Puller(o PullerOptions) (*Puller, error) {
 	}
 	p := &Puller{Puller: &pull.Puller{
 		CAS: o.CAS, Stores: stores, Offline: o.Offline, Platform: o.Platform,
-		Limits:     pull.Limits{Jobs: o.Jobs, Connections: o.Connections},
+		Limits:     pull.Limits{Jobs: o.Jobs, Connections: o.Connections, MaxDecompressed: w.Config.MaxPullDecompressed},
 		Chain:      pull.Chain{Fallbacks: w.Config.Fallbacks},
 		Provenance: pull.Provenance{Verifier: o.Verifier, Policy: w.Config.ProvenanceFor, Override: o.Provenance},
 		Report:     pull.Report{Events: o.Events, Warn: o.Warn},

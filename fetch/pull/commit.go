@@ -115,7 +115,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 				got.known = known
 			}
 			if stage {
-				prepared, err = fstage.Prepare(proj.Tools(), req.Name, d, a, src, h)
+				prepared, err = fstage.Prepare(p.tools(proj), req.Name, d, a, src, h)
 			} else {
 				err = fstage.CheckPayload(a, h)
 			}
@@ -129,7 +129,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 		}
 	} else if stage {
 		var err error
-		if prepared, err = fstage.PrepareFromCAS(ctx, proj.Tools(), p.CAS, req.Name, d); err != nil {
+		if prepared, err = fstage.PrepareFromCAS(ctx, p.tools(proj), p.CAS, req.Name, d); err != nil {
 			return err
 		}
 	}

@@ -24,6 +24,10 @@ type Limits struct {
 	ParallelMin int64
 	// Chunk is the piece one connection asks for at a time; <=0 means DefaultChunk.
 	Chunk int64
+	// MaxDecompressed bounds what the payloads one pull stages into tools/ decompress to
+	// together (config.yaml's pull.max_decompressed); <=0 means stage.DefaultMaxPullDecompressed.
+	// MURMUR_MAX_PULL_DECOMPRESSED_BYTES overrides it (stage.MaxPullDecompressed).
+	MaxDecompressed int64
 	// Hooks change the download engine's decisions (tests and benchmarks); nil for its own.
 	Hooks *download.Hooks
 }

@@ -208,7 +208,7 @@ func (s *Stream) Adopt(a *artifact.Archive, size int64) *Prepared {
 	if !ok || s.file == nil {
 		return nil
 	}
-	st, err := openStageDir(*s.tools, s.name, s.d)
+	st, err := openStageDir(*s.tools, s.name, s.d, a.PayloadSize)
 	if err != nil {
 		return nil
 	}
@@ -366,6 +366,11 @@ func (s *Stream) stage(br *bufio.Reader, cr *chanReader, name string, start int6
 		dec := artifact.NewDecompressor(method, br, limit)
 		defer dec.Close()
 		src = dec
+	}
+	if s.tools != nil {
+		// A payload that can't fit in what the pull may still stage is refused when its folder
+		// is made; it need not fill the disk first.
+		limit = min(limit, s.tools.Budget.room())
 	}
 	n, err := copyFull(sums(f, crc, s.key), io.LimitReader(src, limit+1))
 	if err != nil || n > limit {

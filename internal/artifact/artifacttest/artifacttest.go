@@ -39,6 +39,10 @@ func Module(size int, seed uint64) []byte {
 // test can tell payloads apart by a readable name.
 func Tagged(tag string) []byte { return custom(tag, []byte(tag)) }
 
+// Padded is a valid empty core module with a custom section named tag of size zero bytes: a
+// payload that compresses to almost nothing, as a decompression bomb's does.
+func Padded(tag string, size int) []byte { return custom(tag, make([]byte, max(size, 1))) }
+
 func custom(name string, content []byte) []byte {
 	body := binary.AppendUvarint(nil, uint64(len(name)))
 	body = append(body, name...)
@@ -194,3 +198,4 @@ func (s Spec) Raw(method uint16, body []byte, crc uint32, size uint64) []byte {
 	}
 	return out.Bytes()
 }
+
