@@ -109,7 +109,7 @@ func TestPullCompilesOnlyWhatIsMissing(t *testing.T) {
 	pl.Compile.Precompile = func(_ context.Context, wasm []byte) error {
 		mu.Lock()
 		defer mu.Unlock()
-		compiled = append(compiled, wasm)
+		compiled = append(compiled, bytes.Clone(wasm)) // wasm is mapped only until Precompile returns
 		return nil
 	}
 	w.mustPull(pl, req(names[0], "1.0.0"), req(names[1], "1.0.0"), req(names[2], "1.0.0"))

@@ -221,7 +221,8 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 }
 
 func (p *Puller) precompile(ctx context.Context, d digest.Digest) error {
-	_, wasm, err := fstage.ReadBlob(ctx, p.CAS, d, true)
+	_, wasm, release, err := fstage.ReadBlob(ctx, p.CAS, d, true)
+	defer release()
 	if err != nil || wasm == nil {
 		return err
 	}

@@ -33,7 +33,8 @@ import (
 type Compiler interface {
 	// CheckCache lists the damaged entries of the compiled cache, removing them when repair.
 	CheckCache(repair bool) ([]string, error)
-	// Precompile compiles wasm into the cache.
+	// Precompile compiles wasm into the cache. wasm is mapped from a file (stage.ReadBlob) and
+	// unmapped once Precompile returns: it must not keep it.
 	Precompile(ctx context.Context, wasm []byte) error
 }
 
@@ -280,15 +281,15 @@ func Run(ctx context.Context, in Input) (*Report, error) {
 			}
 			continue
 		}
-		a, wasm, err := stage.ReadBlob(ctx, in.CAS, b.digest, in.Repair != nil)
-		if err != nil || a.Component {
-			continue
+		a, wasm, release, err := stage.ReadBlob(ctx, in.CAS, b.digest, in.Repair != nil)
+		if err == nil && !a.Component {
+			rep.Compiled++
+			if wasm != nil {
+				// Compiling from a warm cache is a cheap load; from a cold one it restores the entry.
+				in.Runner.Precompile(ctx, wasm)
+			}
 		}
-		rep.Compiled++
-		if wasm != nil {
-			// Compiling from a warm cache is a cheap load; from a cold one it restores the entry.
-			in.Runner.Precompile(ctx, wasm)
-		}
+		release()
 	}
 	verifyProvenance(ctx, in, rep)
 	// Owner pins that can be checked without the network: the pin must still name the source

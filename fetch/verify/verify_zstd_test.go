@@ -41,7 +41,9 @@ func TestCheckBlobZstd(t *testing.T) {
 	if reads := artifact.EntryReads.Load() - before; reads != 0 {
 		t.Fatalf("checkBlob read %d entries; it reads only the zip's directory", reads)
 	}
-	if _, got, err := stage.ReadBlob(ctx, store, d, true); err != nil || !bytes.Equal(got, wasm) {
+	_, got, release, err := stage.ReadBlob(ctx, store, d, true)
+	defer release()
+	if err != nil || !bytes.Equal(got, wasm) {
 		t.Fatalf("ReadBlob: %d bytes, %v", len(got), err)
 	}
 }
