@@ -1,6 +1,8 @@
 package stage
 
 import (
+	"errors"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -42,9 +44,9 @@ func MaxPullDecompressed(configured int64) (int64, error) {
 	return n, nil
 }
 
-// Budget is what one pull may still stage: each staged folder reserves its payload's size
-// before a byte of it is written, and gives it back only if it is discarded. A nil Budget bounds
-// nothing.
+// Budget is what one pull may still stage: a folder staged from the blob reserves its payload's
+// size before a byte of it is written, a stream takes its share as it writes (charged), and
+// either gives it back only if it is discarded. A nil Budget bounds nothing.
 type Budget struct {
 	limit int64
 	mu    sync.Mutex
@@ -78,13 +80,43 @@ func (b *Budget) release(n int64) {
 	}
 }
 
-// room is what is left to reserve; a stream stops writing a payload that can't fit (its
-// folder's reservation would be refused anyway) rather than fill the disk first.
-func (b *Budget) room() int64 {
-	if b == nil {
-		return 1<<63 - 1
-	}
+// take reserves n bytes if there is room for them, with no words: for a stream's charged writer.
+func (b *Budget) take(n int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.limit - b.used
+	if n > b.limit-b.used {
+		return false
+	}
+	b.used += n
+	return true
+}
+
+// charged passes writes on to w once b has room for them, and counts what it took: a stream
+// that decompresses a payload as it downloads stops once the pull may stage no more, instead of
+// filling the disk first; its folder takes over what it counted, or it gives it back.
+type charged struct {
+	w io.Writer
+	b *Budget
+	n int64
+}
+
+var errNoRoom = errors.New("over what the pull may stage")
+
+func (c *charged) Write(p []byte) (int, error) {
+	if !c.b.take(int64(len(p))) {
+		return 0, errNoRoom
+	}
+	c.n += int64(len(p))
+	return c.w.Write(p)
+}
+
+// handOver returns what c counted and counts nothing more: the folder it was written for holds
+// it now.
+func (c *charged) handOver() int64 {
+	if c == nil {
+		return 0
+	}
+	n := c.n
+	c.n = 0
+	return n
 }
