@@ -1,6 +1,7 @@
 package fetch
 
 import (
+	"context"
 	"errors"
 	"io"
 
@@ -16,18 +17,19 @@ import (
 // that reads it as an artifact refuses it. Any zip is judged as a packed artifact.
 func CheckImportedBlob(blob cas.ReaderAt) error { return CheckCachedBlob(blob, nil) }
 
-// CachedBlobCheck returns CheckCachedBlob once the decompression ceiling in force reads: a
-// ceiling set wrong would refuse every artifact, and `mur cache verify` would move them all to
-// quarantine, so it fails the command before any blob is judged.
-func CachedBlobCheck() (func(blob cas.ReaderAt, stream io.Reader) error, error) {
+// VerifyCache is `mur cache verify`: every blob of s re-hashed, and every zip among them held to
+// what a pull checks (CheckCachedBlob) in the same read; what fails either is quarantined and
+// listed. A decompression ceiling set wrong fails it before any blob is judged: every artifact
+// would be refused, and moved to quarantine.
+func VerifyCache(ctx context.Context, s *cas.Store) (cas.VerifyReport, error) {
 	if _, err := artifact.MaxDecompressed(); err != nil {
-		return nil, err
+		return cas.VerifyReport{}, err
 	}
-	return CheckCachedBlob, nil
+	return s.VerifyAllWith(ctx, 0, CheckCachedBlob)
 }
 
 // CheckCachedBlob is CheckImportedBlob for a blob already in the CAS, as `mur cache verify`
-// re-hashes it (cas.Store.VerifyAllWith): stream is the blob from its first byte, which the
+// re-hashes it (VerifyCache): stream is the blob from its first byte, which the
 // check reads for the hash too.
 func CheckCachedBlob(blob cas.ReaderAt, stream io.Reader) error {
 	_, err := artifact.CheckBlob(blob, blob.Size(), stream)

@@ -141,11 +141,7 @@ mur cache verify --json`,
 				return err
 			}
 			start := time.Now()
-			check, err := fetch.CachedBlobCheck()
-			if err != nil {
-				return err
-			}
-			rep, err := s.VerifyAllWith(e.ctx, 0, check)
+			rep, err := fetch.VerifyCache(e.ctx, s)
 			if err != nil {
 				return err
 			}

@@ -376,8 +376,7 @@ func (a *Archive) PayloadEntry() (dataOffset int64, method uint16, compressedSiz
 // packed file: once the file's SHA-256 is verified, so is this checksum of the payload.
 func (a *Archive) PayloadCRC32() uint32 { return a.payload.CRC32 }
 
-// ReadPayload reads the whole payload onto the heap: for small payloads and tests. Use
-// OpenPayload where a stream will do, and MapPayload where the whole payload is needed at once.
+// ReadPayload reads the whole payload onto the heap; OpenPayload streams it, MapPayload maps it.
 func (a *Archive) ReadPayload() ([]byte, error) {
 	rc, err := a.OpenPayload()
 	if err != nil {
