@@ -14,7 +14,8 @@ import (
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch"
-	fpull "github.com/murmur-nexus/mur/fetch/pull"
+	"github.com/murmur-nexus/mur/fetch/pull"
+	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
 	"github.com/murmur-nexus/mur/internal/lockedfile"
@@ -37,46 +38,46 @@ func gcRemoved(rep fetch.GCReport) []digest.Digest {
 // project that is gone is forgotten and its blobs go.
 func TestGCKeepsWhatRegisteredLocksPin(t *testing.T) {
 	w := newWorld(t)
-	st := layoutStore(t)
-	p := pack(t, "grep", "1.0.0", 201)
-	push(t, st, grep, "1.0.0", "any", p)
-	w.mustPull(w.puller(st), req(grep, "1.0.0"))
-	stray := w.ingest(pack(t, "stray", "1.0.0", 202))
+	st := pulltest.LayoutStore(t)
+	p := pulltest.Pack(t, "grep", "1.0.0", 201)
+	pulltest.Push(t, st, grep, "1.0.0", "any", p)
+	w.mustPull(w.puller(st), pulltest.Req(grep, "1.0.0"))
+	stray := w.Ingest(pulltest.Pack(t, "stray", "1.0.0", 202))
 
-	rep, err := fetch.GC(bg, fetch.GCInput{CAS: w.cas, OlderThan: 0})
+	rep, err := fetch.GC(bg, fetch.GCInput{CAS: w.CAS, OlderThan: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := gcRemoved(rep); !reflect.DeepEqual(got, []digest.Digest{stray}) {
 		t.Fatalf("gc removed %v, want only the unpinned %s", got, stray)
 	}
-	lockPath, _ := filepath.Abs(w.proj.LockPath())
+	lockPath, _ := filepath.Abs(w.Proj.LockPath())
 	if !reflect.DeepEqual(rep.Roots, []string{lockPath}) || rep.Pinned != 1 {
 		t.Fatalf("roots %v, pinned %d", rep.Roots, rep.Pinned)
 	}
-	if !w.cas.Has(p.digest()) {
+	if !w.CAS.Has(p.Digest()) {
 		t.Fatal("gc removed a blob a registered lock pins")
 	}
 	// The project goes: its root is forgotten, and its blobs with it.
-	if err := os.RemoveAll(w.proj.Dir); err != nil {
+	if err := os.RemoveAll(w.Proj.Dir); err != nil {
 		t.Fatal(err)
 	}
 	later := time.Now().Add(cas.RootGrace + time.Minute)
-	dry, err := fetch.GC(bg, fetch.GCInput{CAS: w.cas, OlderThan: 0, DryRun: true, Now: later})
-	if err != nil || !reflect.DeepEqual(dry.PrunedRoots, []string{lockPath}) || !reflect.DeepEqual(gcRemoved(dry), []digest.Digest{p.digest()}) {
+	dry, err := fetch.GC(bg, fetch.GCInput{CAS: w.CAS, OlderThan: 0, DryRun: true, Now: later})
+	if err != nil || !reflect.DeepEqual(dry.PrunedRoots, []string{lockPath}) || !reflect.DeepEqual(gcRemoved(dry), []digest.Digest{p.Digest()}) {
 		t.Fatalf("dry run after the project went = %+v, %v", dry, err)
 	}
 	// Just after, the root may be one registered for a lock about to be written: it stays, though
 	// the lock, being gone, pins nothing.
-	rep, err = fetch.GC(bg, fetch.GCInput{CAS: w.cas, OlderThan: 0})
-	if err != nil || len(rep.PrunedRoots) != 0 || !reflect.DeepEqual(rep.Roots, []string{lockPath}) || w.cas.Has(p.digest()) {
+	rep, err = fetch.GC(bg, fetch.GCInput{CAS: w.CAS, OlderThan: 0})
+	if err != nil || len(rep.PrunedRoots) != 0 || !reflect.DeepEqual(rep.Roots, []string{lockPath}) || w.CAS.Has(p.Digest()) {
 		t.Fatalf("gc within the root's grace = %+v, %v", rep, err)
 	}
-	rep, err = fetch.GC(bg, fetch.GCInput{CAS: w.cas, OlderThan: 0, Now: later})
+	rep, err = fetch.GC(bg, fetch.GCInput{CAS: w.CAS, OlderThan: 0, Now: later})
 	if err != nil || !reflect.DeepEqual(rep.PrunedRoots, []string{lockPath}) {
 		t.Fatalf("gc after the grace = %+v, %v", rep, err)
 	}
-	if rep, _ := fetch.GC(bg, fetch.GCInput{CAS: w.cas, OlderThan: 0, Now: later}); len(rep.PrunedRoots) != 0 || len(rep.Roots) != 0 {
+	if rep, _ := fetch.GC(bg, fetch.GCInput{CAS: w.CAS, OlderThan: 0, Now: later}); len(rep.PrunedRoots) != 0 || len(rep.Roots) != 0 {
 		t.Fatalf("the forgotten root came back: %+v", rep)
 	}
 }
@@ -85,24 +86,24 @@ func TestGCKeepsWhatRegisteredLocksPin(t *testing.T) {
 // teammate and never pulled here), and every lock given with --keep.
 func TestGCKeepsTheCurrentProjectAndKeepLocks(t *testing.T) {
 	w := newWorld(t)
-	a, b := pack(t, "grep", "1.0.0", 203), pack(t, "seed", "1.0.0", 204)
-	da, db := w.ingest(a), w.ingest(b)
-	w.pinAll([]pin{{name: "acme/grep", version: "1.0.0", platform: "any", blob: a.zip}})
+	a, b := pulltest.Pack(t, "grep", "1.0.0", 203), pulltest.Pack(t, "seed", "1.0.0", 204)
+	da, db := w.Ingest(a), w.Ingest(b)
+	w.PinAll([]pulltest.Pin{{Name: "acme/grep", Version: "1.0.0", Platform: "any", Blob: a.Zip}})
 	other := filepath.Join(t.TempDir(), "murmur.lock")
 	lock.Update(bg, other, func(l *lock.Lock) error {
 		return l.Upsert("acme/seed", "1.0.0", "any", db.Encoded(), "operator", false)
 	})
-	rep, err := fetch.GC(bg, fetch.GCInput{CAS: w.cas, Project: w.proj.Dir, KeepLocks: []string{other}, OlderThan: 0})
+	rep, err := fetch.GC(bg, fetch.GCInput{CAS: w.CAS, Project: w.Proj.Dir, KeepLocks: []string{other}, OlderThan: 0})
 	if err != nil || len(rep.Blobs) != 0 || rep.Pinned != 2 {
 		t.Fatalf("gc = %+v, %v; want both blobs kept", rep, err)
 	}
-	rep, err = fetch.GC(bg, fetch.GCInput{CAS: w.cas, OlderThan: 0, DryRun: true})
+	rep, err = fetch.GC(bg, fetch.GCInput{CAS: w.CAS, OlderThan: 0, DryRun: true})
 	if err != nil || len(rep.Blobs) != 2 {
 		t.Fatalf("gc outside the project and without --keep would remove %v, %v; want both", gcRemoved(rep), err)
 	}
-	_, err = fetch.GC(bg, fetch.GCInput{CAS: w.cas, KeepLocks: []string{filepath.Join(t.TempDir(), "typo.lock")}, OlderThan: 0})
+	_, err = fetch.GC(bg, fetch.GCInput{CAS: w.CAS, KeepLocks: []string{filepath.Join(t.TempDir(), "typo.lock")}, OlderThan: 0})
 	errtest.WantToken(t, err, errs.Usage, "typo.lock")
-	if !w.cas.Has(da) || !w.cas.Has(db) {
+	if !w.CAS.Has(da) || !w.CAS.Has(db) {
 		t.Fatal("a gc refused for its --keep removed blobs")
 	}
 }
@@ -110,15 +111,15 @@ func TestGCKeepsTheCurrentProjectAndKeepLocks(t *testing.T) {
 // A registered lock gc can't read stops it: it can't know what that project pins.
 func TestGCRefusesAnUnreadableRegisteredLock(t *testing.T) {
 	w := newWorld(t)
-	st := layoutStore(t)
-	p := pack(t, "grep", "1.0.0", 205)
-	push(t, st, grep, "1.0.0", "any", p)
-	w.mustPull(w.puller(st), req(grep, "1.0.0"))
-	stray := w.ingest(pack(t, "stray", "1.0.0", 206))
-	os.WriteFile(w.proj.LockPath(), []byte("lock_version: 99\n"), 0o644)
-	_, err := fetch.GC(bg, fetch.GCInput{CAS: w.cas, OlderThan: 0})
-	errtest.WantToken(t, err, errs.InvalidLock, w.proj.LockPath(), "removed nothing")
-	if !w.cas.Has(p.digest()) || !w.cas.Has(stray) {
+	st := pulltest.LayoutStore(t)
+	p := pulltest.Pack(t, "grep", "1.0.0", 205)
+	pulltest.Push(t, st, grep, "1.0.0", "any", p)
+	w.mustPull(w.puller(st), pulltest.Req(grep, "1.0.0"))
+	stray := w.Ingest(pulltest.Pack(t, "stray", "1.0.0", 206))
+	os.WriteFile(w.Proj.LockPath(), []byte("lock_version: 99\n"), 0o644)
+	_, err := fetch.GC(bg, fetch.GCInput{CAS: w.CAS, OlderThan: 0})
+	errtest.WantToken(t, err, errs.InvalidLock, w.Proj.LockPath(), "removed nothing")
+	if !w.CAS.Has(p.Digest()) || !w.CAS.Has(stray) {
 		t.Fatal("gc removed blobs although a registered lock could not be read")
 	}
 }
@@ -127,36 +128,36 @@ func TestGCRefusesAnUnreadableRegisteredLock(t *testing.T) {
 // derives from them; what the pull pinned stays.
 func TestPullTrimsToTheCacheCap(t *testing.T) {
 	w := newWorld(t)
-	st := layoutStore(t)
-	p := pack(t, "grep", "1.0.0", 207)
-	push(t, st, grep, "1.0.0", "any", p)
-	older, newer := w.ingest(pack(t, "old", "1.0.0", 208)), w.ingest(pack(t, "new", "1.0.0", 209))
+	st := pulltest.LayoutStore(t)
+	p := pulltest.Pack(t, "grep", "1.0.0", 207)
+	pulltest.Push(t, st, grep, "1.0.0", "any", p)
+	older, newer := w.Ingest(pulltest.Pack(t, "old", "1.0.0", 208)), w.Ingest(pulltest.Pack(t, "new", "1.0.0", 209))
 	for i, d := range []digest.Digest{older, newer} {
 		at := time.Now().Add(-time.Duration(10-i) * time.Hour)
-		os.Chtimes(w.cas.Path(d), at, at)
-		os.Chtimes(filepath.Join(w.cas.Root(), "uses", d.Encoded()), at, at)
+		os.Chtimes(w.CAS.Path(d), at, at)
+		os.Chtimes(filepath.Join(w.CAS.Root(), "uses", d.Encoded()), at, at)
 	}
-	size := func(d digest.Digest) int64 { info, _ := w.cas.Stat(d); return info.Size }
+	size := func(d digest.Digest) int64 { info, _ := w.CAS.Stat(d); return info.Size }
 	var evicted []digest.Digest
 	var warnings []string
 	pl := w.puller(st)
-	pl.MaxCacheSize = int64(len(p.zip)) + size(newer) // room for the pull and one more
-	pl.Evict = func(ctx context.Context, d digest.Digest, dryRun bool) []string {
+	evict := func(ctx context.Context, d digest.Digest, dryRun bool) []string {
 		evicted = append(evicted, d)
 		return nil
 	}
-	pl.Report.Warn = func(s string) { warnings = append(warnings, s) }
-	w.mustPull(pl, req(grep, "1.0.0"))
-	if w.cas.Has(older) || !w.cas.Has(newer) || !w.cas.Has(p.digest()) {
-		t.Fatalf("after the trim: older %v, newer %v, pulled %v; want only the least recently used gone", w.cas.Has(older), w.cas.Has(newer), w.cas.Has(p.digest()))
+	pl.SetTrim(int64(len(p.Zip))+size(newer), evict) // room for the pull and one more
+	pl.Pipeline().Report.Warn = func(s string) { warnings = append(warnings, s) }
+	w.mustPull(pl, pulltest.Req(grep, "1.0.0"))
+	if w.CAS.Has(older) || !w.CAS.Has(newer) || !w.CAS.Has(p.Digest()) {
+		t.Fatalf("after the trim: older %v, newer %v, pulled %v; want only the least recently used gone", w.CAS.Has(older), w.CAS.Has(newer), w.CAS.Has(p.Digest()))
 	}
 	if !reflect.DeepEqual(evicted, []digest.Digest{older}) || len(warnings) != 0 {
 		t.Fatalf("evicted %v, warnings %q", evicted, warnings)
 	}
 	// A cap below what is pinned: the pinned blob stays and the pull says why the cap is not met.
-	pl.MaxCacheSize = 10
-	w.mustPull(pl, req(grep, "1.0.0"))
-	if !w.cas.Has(p.digest()) || w.cas.Has(newer) {
+	pl.SetTrim(10, evict)
+	w.mustPull(pl, pulltest.Req(grep, "1.0.0"))
+	if !w.CAS.Has(p.Digest()) || w.CAS.Has(newer) {
 		t.Fatal("a trim below the pinned size removed the pinned blob, or kept the unpinned one")
 	}
 	if len(warnings) != 1 || !strings.Contains(warnings[0], "over cache.max_size") {
@@ -169,40 +170,40 @@ func TestPullTrimsToTheCacheCap(t *testing.T) {
 // waits between finding the blob and pinning it, and runs gc there.
 func TestPullLeasesWhatItBringsIn(t *testing.T) {
 	w := newWorld(t)
-	st := layoutStore(t)
-	p := pack(t, "grep", "1.0.0", 210)
-	push(t, st, grep, "1.0.0", "any", p)
-	d := w.ingest(p) // in the CAS already, unpinned and old: the pull resolves to it
+	st := pulltest.LayoutStore(t)
+	p := pulltest.Pack(t, "grep", "1.0.0", 210)
+	pulltest.Push(t, st, grep, "1.0.0", "any", p)
+	d := w.Ingest(p) // in the CAS already, unpinned and old: the pull resolves to it
 	old := time.Now().Add(-time.Hour)
-	os.Chtimes(w.cas.Path(d), old, old)
-	os.Chtimes(filepath.Join(w.cas.Root(), "uses", d.Encoded()), old, old)
-	unlock, err := lockedfile.Lock(bg, lock.GuardPath(w.proj.LockPath()))
+	os.Chtimes(w.CAS.Path(d), old, old)
+	os.Chtimes(filepath.Join(w.CAS.Root(), "uses", d.Encoded()), old, old)
+	unlock, err := lockedfile.Lock(bg, lock.GuardPath(w.Proj.LockPath()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	type outcome struct {
-		res []fpull.Result
+		res []pull.Result
 		err error
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := w.pull(w.puller(st), req(grep, "1.0.0"))
+		res, err := w.pull(w.puller(st), pulltest.Req(grep, "1.0.0"))
 		done <- outcome{res, err}
 	}()
-	if !waitLeased(t, w.cas, d) {
+	if !waitLeased(t, w.CAS, d) {
 		unlock()
 		<-done
 		t.Fatal("the pull never leased the digest it resolved to")
 	}
 	// The lock is registered before it is written, so that a kill between the write and the
 	// end of the lease leaves no pin that gc can't see.
-	lockPath, _ := filepath.Abs(w.proj.LockPath())
+	lockPath, _ := filepath.Abs(w.Proj.LockPath())
 	registered := false
 	for deadline := time.Now().Add(slowdown.Scale(10 * time.Second)); !registered && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		roots, _ := w.cas.Roots(bg, time.Now(), true)
+		roots, _ := w.CAS.Roots(bg, time.Now(), true)
 		registered = slices.Contains(roots.Live, lockPath)
 	}
-	rep, err := fetch.GC(bg, fetch.GCInput{CAS: w.cas, OlderThan: 0})
+	rep, err := fetch.GC(bg, fetch.GCInput{CAS: w.CAS, OlderThan: 0})
 	unlock()
 	o := <-done
 	if !registered {
@@ -211,14 +212,14 @@ func TestPullLeasesWhatItBringsIn(t *testing.T) {
 	if err != nil || o.err != nil {
 		t.Fatalf("gc: %v; pull: %v", err, o.err)
 	}
-	if rep.Leases != 1 || len(rep.Blobs) != 0 || !w.cas.Has(d) {
+	if rep.Leases != 1 || len(rep.Blobs) != 0 || !w.CAS.Has(d) {
 		t.Fatalf("gc during the pull removed %v (leases %d): the pull pinned a blob that is gone", gcRemoved(rep), rep.Leases)
 	}
 	if !o.res[0].CacheHit {
 		t.Fatalf("pull %+v", o.res[0])
 	}
 	// Once pinned, the lease is gone and the registered lock keeps the blob.
-	if rep, err := fetch.GC(bg, fetch.GCInput{CAS: w.cas, OlderThan: 0}); err != nil || rep.Leases != 0 || !w.cas.Has(d) {
+	if rep, err := fetch.GC(bg, fetch.GCInput{CAS: w.CAS, OlderThan: 0}); err != nil || rep.Leases != 0 || !w.CAS.Has(d) {
 		t.Fatalf("gc after the pull = %+v, %v", rep, err)
 	}
 }

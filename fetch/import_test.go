@@ -133,3 +133,11 @@ func TestImportWithABadCeilingAdmitsNoArtifact(t *testing.T) {
 		t.Fatalf("want an invalid-config refusal and nothing admitted, got %v", err)
 	}
 }
+
+// damageDirectory flips a byte of the zip's end-of-central-directory record, the last 22 bytes
+// of an archive without a comment: the directory no longer reads.
+func damageDirectory(b []byte) []byte {
+	b = append([]byte(nil), b...)
+	b[len(b)-22] ^= 0xff
+	return b
+}

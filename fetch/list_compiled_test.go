@@ -9,6 +9,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
@@ -31,13 +32,13 @@ func (f *keyedCompiled) RememberBlobKey(d digest.Digest, key []byte) { f.remembe
 // module's compiled entry does not make a blob read as compiled, and is put right.
 func TestListComputesCompiledFromThePayload(t *testing.T) {
 	w := newWorld(t)
-	st := layoutStore(t)
-	p := pack(t, "grep", "1.0.0", 3)
-	push(t, st, grep, "1.0.0", "any", p)
-	w.mustPull(w.puller(st), req(grep, "1.0.0"))
+	st := pulltest.LayoutStore(t)
+	p := pulltest.Pack(t, "grep", "1.0.0", 3)
+	pulltest.Push(t, st, grep, "1.0.0", "any", p)
+	w.mustPull(w.puller(st), pulltest.Req(grep, "1.0.0"))
 	other := sha256.Sum256([]byte("another module"))
-	fc := &keyedCompiled{held: map[string]bool{string(other[:]): true}, remembered: map[digest.Digest][]byte{p.digest(): other[:]}}
-	in := fetch.LocalInput{CAS: w.cas, Project: w.proj, Lock: w.readLock(), Compiled: fc}
+	fc := &keyedCompiled{held: map[string]bool{string(other[:]): true}, remembered: map[digest.Digest][]byte{p.Digest(): other[:]}}
+	in := fetch.LocalInput{CAS: w.CAS, Project: w.Proj, Lock: w.ReadLock(), Compiled: fc}
 	got, err := fetch.List(context.Background(), in)
 	if err != nil || len(got) != 1 {
 		t.Fatalf("List = %+v, %v", got, err)
@@ -45,11 +46,11 @@ func TestListComputesCompiledFromThePayload(t *testing.T) {
 	if got[0].Compiled {
 		t.Fatalf("a wrong remembered key made %s read as compiled", ref.Name{Scope: "acme", Name: "grep"})
 	}
-	if string(fc.remembered[p.digest()]) == string(other[:]) {
+	if string(fc.remembered[p.Digest()]) == string(other[:]) {
 		t.Errorf("the wrong remembered key was kept")
 	}
 	// Once the payload's own module is compiled, it reads as compiled.
-	fc.held[string(fc.remembered[p.digest()])] = true
+	fc.held[string(fc.remembered[p.Digest()])] = true
 	if got, _ := fetch.List(context.Background(), in); !got[0].Compiled {
 		t.Errorf("a compiled payload reads as not compiled")
 	}

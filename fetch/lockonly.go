@@ -102,7 +102,7 @@ func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, 
 			target = ref.Latest
 		}
 		if e != nil && e.ResolvedVersion == target {
-			if hex, plat, ok := e.Digest(p.TargetPlatform()); ok {
+			if hex, plat, ok := e.Digest(p.pl.TargetPlatform()); ok {
 				rep.Changes = append(rep.Changes, LockChange{Name: e.Name, Action: LockKept, From: target, To: target, Platform: plat, Digest: "sha256:" + hex})
 				continue
 			}
@@ -117,7 +117,7 @@ func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, 
 		}
 		// The new version's provenance is checked from metadata as a pull checks it: a pin
 		// that recorded provenance moves only with a bundle that verified (transition.go).
-		m, err := p.PinFromMeta(ctx, r, target, owner, recorded)
+		m, err := p.pl.PinFromMeta(ctx, r, target, owner, recorded)
 		if err != nil {
 			return rep, err
 		}
@@ -127,7 +127,7 @@ func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, 
 			if !ref.Newer(desc.Version, a.Version) {
 				c := LockChange{Name: r.Name.String(), Action: LockKept, From: a.Version, To: a.Version, Origin: desc.Origin}
 				if e != nil {
-					if hex, plat, ok := e.Digest(p.TargetPlatform()); ok {
+					if hex, plat, ok := e.Digest(p.pl.TargetPlatform()); ok {
 						c.Platform, c.Digest = plat, "sha256:"+hex
 					}
 				}
@@ -147,7 +147,7 @@ func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, 
 			}
 		}
 		if e != nil && e.ResolvedVersion == desc.Version {
-			if hex, _, ok := e.Digest(p.TargetPlatform()); ok && "sha256:"+hex == c.Digest {
+			if hex, _, ok := e.Digest(p.pl.TargetPlatform()); ok && "sha256:"+hex == c.Digest {
 				c.Action = LockKept
 			}
 		}
@@ -171,8 +171,8 @@ func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, 
 				}
 			}
 			plat := pn.desc.Platform
-			if e := l.Find(name); e != nil && len(e.SHA256.Platforms) > 0 && plat == ref.PlatformAny && p.TargetPlatform() != ref.PlatformAny {
-				plat = p.TargetPlatform() // as a pull pins a store's "any" payload in a per-platform entry
+			if e := l.Find(name); e != nil && len(e.SHA256.Platforms) > 0 && plat == ref.PlatformAny && p.pl.TargetPlatform() != ref.PlatformAny {
+				plat = p.pl.TargetPlatform() // as a pull pins a store's "any" payload in a per-platform entry
 			}
 			if err := l.Upsert(name, pn.desc.Version, plat, pn.desc.Digest.Encoded(), lock.OriginOperator, pn.update); err != nil {
 				return err

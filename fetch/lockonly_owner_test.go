@@ -6,6 +6,7 @@ import (
 
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/github/githubtest"
+	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
@@ -16,12 +17,12 @@ import (
 // resolveHook is a fake source that runs midResolve once it has answered a Resolve: the moment
 // between `mur lock` reading murmur.lock and writing it.
 type resolveHook struct {
-	*fakeSource
+	*pulltest.FakeSource
 	midResolve func()
 }
 
 func (s *resolveHook) Resolve(ctx context.Context, name ref.Name, version, platform string, pin *lock.ScopePin) (store.Sourced, error) {
-	out, err := s.fakeSource.Resolve(ctx, name, version, platform, pin)
+	out, err := s.FakeSource.Resolve(ctx, name, version, platform, pin)
 	if s.midResolve != nil {
 		s.midResolve()
 	}
@@ -43,17 +44,17 @@ func TestLockRechecksTheOwnerPinnedMeanwhile(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newWorld(t)
 			in := intentOf(t, w, "name: app\nartifacts:\n  - name: acme/grep\n    version: 1.2.0\n")
-			src := &resolveHook{fakeSource: &fakeSource{label: "github:acme/murmur-artifacts", owner: 1, version: "1.2.0", zip: githubtest.PackArtifact("grep", "1.2.0")}}
+			src := &resolveHook{FakeSource: &pulltest.FakeSource{Source: "github:acme/murmur-artifacts", Owner: 1, Version: "1.2.0", Zip: githubtest.PackArtifact("grep", "1.2.0")}}
 			src.midResolve = func() {
-				err := lock.Update(context.Background(), w.proj.LockPath(), func(l *lock.Lock) error { return l.SetPin("acme", tt.theirs) })
+				err := lock.Update(context.Background(), w.Proj.LockPath(), func(l *lock.Lock) error { return l.SetPin("acme", tt.theirs) })
 				if err != nil {
 					t.Error(err)
 				}
 			}
 			p := w.puller()
-			p.Source = src
-			_, err := p.LockProject(context.Background(), w.proj, in, declaredReqs(in), fetch.LockOptions{})
-			l := w.readLock()
+			p.Pipeline().Source = src
+			_, err := p.LockProject(context.Background(), w.Proj, in, declaredReqs(in), fetch.LockOptions{})
+			l := w.ReadLock()
 			pin, _ := l.Pin("acme")
 			if tt.token != "" {
 				errtest.WantToken(t, err, tt.token, "acme", "1", "2")

@@ -18,6 +18,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/fetch/proxytest"
 	"github.com/murmur-nexus/mur/fetch/pull"
+	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
 	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -45,7 +46,7 @@ func (c *askCounter) Open(ctx context.Context, n ref.Name, d digest.Digest) (io.
 
 func intentOf(t *testing.T, w *world, yaml string) fetch.Intent {
 	t.Helper()
-	path := filepath.Join(w.proj.Dir, "murmur.yaml")
+	path := filepath.Join(w.Proj.Dir, "murmur.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ const lockYAML = "name: bot\nartifacts:\n  - name: acme/grep\n    version: lates
 // source's index, downloading no payload: no blob request, no asset download, nothing in the
 // CAS, no tools/. A second run asks nothing at all, and --bump asks again.
 func TestLockPinsFromMetadata(t *testing.T) {
-	v1, v2, rc := pack(t, "grep", "1.1.0", 1), pack(t, "grep", "1.2.0", 2), pack(t, "grep", "2.0.0-rc.1", 3)
+	v1, v2, rc := pulltest.Pack(t, "grep", "1.1.0", 1), pulltest.Pack(t, "grep", "1.2.0", 2), pulltest.Pack(t, "grep", "2.0.0-rc.1", 3)
 	for _, kind := range []string{"registry", "layout", "github"} {
 		t.Run(kind, func(t *testing.T) {
 			w := newWorld(t)
@@ -87,20 +88,20 @@ func TestLockPinsFromMetadata(t *testing.T) {
 				if kind == "registry" {
 					reg := registrytest.Start(t)
 					px := proxytest.Start(t, reg.Addr(), proxytest.Options{})
-					st = openStore(t, "oci://"+px.Addr()+"/murmur", ocistore.Options{})
+					st = pulltest.OpenStore(t, "oci://"+px.Addr()+"/murmur", ocistore.Options{})
 					requests = func() int { return px.Requests("") }
 					payloadRequests = func() int { return px.Requests("/v2/murmur/acme/grep/blobs/") }
 				} else {
-					st = layoutStore(t)
+					st = pulltest.LayoutStore(t)
 				}
 				for _, a := range []struct {
 					v string
-					p packed
+					p pulltest.Packed
 				}{{"1.1.0", v1}, {"1.2.0", v2}, {"2.0.0-rc.1", rc}} {
-					push(t, st, grep, a.v, ref.PlatformAny, a.p)
+					pulltest.Push(t, st, grep, a.v, ref.PlatformAny, a.p)
 				}
 				counted = &askCounter{Store: st}
-				p.Stores = []store.Store{counted}
+				p.Pipeline().Stores = []store.Store{counted}
 				if requests == nil {
 					requests = func() int { return int(counted.resolves.Load() + counted.opens.Load()) }
 					payloadRequests = func() int { return int(counted.opens.Load()) }
@@ -111,13 +112,13 @@ func TestLockPinsFromMetadata(t *testing.T) {
 				var arts []githubtest.Artifact
 				for _, a := range []struct {
 					v string
-					p packed
+					p pulltest.Packed
 				}{{"1.1.0", v1}, {"1.2.0", v2}, {"2.0.0-rc.1", rc}} {
-					arts = append(arts, githubtest.Artifact{Name: "acme/grep", Version: a.v, Release: "v" + a.v, Asset: "grep-" + a.v + ".mur.zip", Data: a.p.zip})
+					arts = append(arts, githubtest.Artifact{Name: "acme/grep", Version: a.v, Release: "v" + a.v, Asset: "grep-" + a.v + ".mur.zip", Data: a.p.Zip})
 				}
 				fake.Publish("acme", "murmur-artifacts", "acme", arts...)
 				fake.ResetRequests()
-				p.Source = githubSource(fake)
+				p.Pipeline().Source = pulltest.GitHubSource(fake)
 				requests = func() int { return len(fake.Requests()) }
 				// The index is an asset too; every other asset is a payload. Storage answers by
 				// asset id, so the web host's download links and the API's asset endpoint tell.
@@ -139,13 +140,13 @@ func TestLockPinsFromMetadata(t *testing.T) {
 					return n
 				}
 			}
-			before := w.state()
+			before := w.State()
 			base, basePayload := requests(), payloadRequests()
-			rep, err := p.LockProject(context.Background(), w.proj, in, declaredReqs(in), fetch.LockOptions{})
+			rep, err := p.LockProject(context.Background(), w.Proj, in, declaredReqs(in), fetch.LockOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(rep.Changes) != 1 || rep.Changes[0].Action != fetch.LockPinned || rep.Changes[0].To != "1.2.0" || rep.Changes[0].Digest != v2.digest().String() {
+			if len(rep.Changes) != 1 || rep.Changes[0].Action != fetch.LockPinned || rep.Changes[0].To != "1.2.0" || rep.Changes[0].Digest != v2.Digest().String() {
 				t.Fatalf("changes: %+v", rep.Changes)
 			}
 			first := requests()
@@ -158,15 +159,15 @@ func TestLockPinsFromMetadata(t *testing.T) {
 			if n := payloadRequests() - basePayload; n != 0 {
 				t.Fatalf("mur lock downloaded a payload (%d requests for it)", n)
 			}
-			after := w.state()
-			if after.blobs != before.blobs || after.tools != before.tools {
+			after := w.State()
+			if after.Blobs != before.Blobs || after.Tools != before.Tools {
 				t.Fatalf("mur lock changed the CAS or tools/:\n%+v\n%+v", before, after)
 			}
-			l, err := lock.Read(w.proj.LockPath())
+			l, err := lock.Read(w.Proj.LockPath())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if e := l.Find("acme/grep"); e == nil || e.ResolvedVersion != "1.2.0" || e.SHA256.Any != v2.digest().Encoded() {
+			if e := l.Find("acme/grep"); e == nil || e.ResolvedVersion != "1.2.0" || e.SHA256.Any != v2.Digest().Encoded() {
 				t.Fatalf("lock: %+v", e)
 			}
 			if kind == "github" {
@@ -175,14 +176,14 @@ func TestLockPinsFromMetadata(t *testing.T) {
 				}
 			}
 			// Again: latest is held at its pin, and nothing is asked.
-			rep, err = p.LockProject(context.Background(), w.proj, in, declaredReqs(in), fetch.LockOptions{})
+			rep, err = p.LockProject(context.Background(), w.Proj, in, declaredReqs(in), fetch.LockOptions{})
 			if err != nil || rep.Changed() || requests() != first {
 				t.Fatalf("a second mur lock: %v, %+v, %d requests after %d", err, rep.Changes, requests(), first)
 			}
 			// The pull that follows checks the bytes against the pin, as always.
 			if kind != "github" {
-				res := w.mustPull(p, req(grep, "1.2.0"))
-				if res[0].Digest != v2.digest().String() {
+				res := w.mustPull(p, pulltest.Req(grep, "1.2.0"))
+				if res[0].Digest != v2.Digest().String() {
 					t.Fatalf("pull after lock: %+v", res[0])
 				}
 			}
@@ -194,23 +195,23 @@ func TestLockPinsFromMetadata(t *testing.T) {
 // --bump, a pin no entry declares is dropped with its tools/, and --dry-run writes nothing.
 func TestLockMovesAndDrops(t *testing.T) {
 	w := newWorld(t)
-	st := layoutStore(t)
+	st := pulltest.LayoutStore(t)
 	sed := ref.Name{Scope: "acme", Name: "sed"}
-	push(t, st, grep, "1.0.0", ref.PlatformAny, pack(t, "grep", "1.0.0", 1))
-	push(t, st, grep, "1.1.0", ref.PlatformAny, pack(t, "grep", "1.1.0", 2))
-	push(t, st, sed, "1.0.0", ref.PlatformAny, pack(t, "sed", "1.0.0", 3))
-	push(t, st, seed, "1.0.0", ref.PlatformAny, pack(t, "seed", "1.0.0", 4))
+	pulltest.Push(t, st, grep, "1.0.0", ref.PlatformAny, pulltest.Pack(t, "grep", "1.0.0", 1))
+	pulltest.Push(t, st, grep, "1.1.0", ref.PlatformAny, pulltest.Pack(t, "grep", "1.1.0", 2))
+	pulltest.Push(t, st, sed, "1.0.0", ref.PlatformAny, pulltest.Pack(t, "sed", "1.0.0", 3))
+	pulltest.Push(t, st, pulltest.Seed, "1.0.0", ref.PlatformAny, pulltest.Pack(t, "seed", "1.0.0", 4))
 	p := w.puller(st)
-	p.Platform = "" // stage tools/, so that dropping it can be seen
-	w.mustPull(p, req(grep, "1.0.0"), req(sed, "1.0.0"), req(seed, "1.0.0"))
+	p.Pipeline().Platform = "" // stage tools/, so that dropping it can be seen
+	w.mustPull(p, pulltest.Req(grep, "1.0.0"), pulltest.Req(sed, "1.0.0"), pulltest.Req(pulltest.Seed, "1.0.0"))
 	in := intentOf(t, w, "name: bot\nartifacts:\n  - { name: acme/grep, version: \"1.1.0\" }\n  - { name: acme/seed, version: latest }\n")
 
-	lockBefore, _ := os.ReadFile(w.proj.LockPath())
-	rep, err := p.LockProject(context.Background(), w.proj, in, declaredReqs(in), fetch.LockOptions{DryRun: true})
+	lockBefore, _ := os.ReadFile(w.Proj.LockPath())
+	rep, err := p.LockProject(context.Background(), w.Proj, in, declaredReqs(in), fetch.LockOptions{DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lockAfter, _ := os.ReadFile(w.proj.LockPath()); string(lockAfter) != string(lockBefore) {
+	if lockAfter, _ := os.ReadFile(w.Proj.LockPath()); string(lockAfter) != string(lockBefore) {
 		t.Fatal("--dry-run wrote murmur.lock")
 	}
 	got := map[string]string{}
@@ -223,25 +224,25 @@ func TestLockMovesAndDrops(t *testing.T) {
 			t.Fatalf("%s: %q, want %q (all: %v)", k, got[k], v, got)
 		}
 	}
-	if _, err := p.LockProject(context.Background(), w.proj, in, declaredReqs(in), fetch.LockOptions{}); err != nil {
+	if _, err := p.LockProject(context.Background(), w.Proj, in, declaredReqs(in), fetch.LockOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	l, _ := lock.Read(w.proj.LockPath())
+	l, _ := lock.Read(w.Proj.LockPath())
 	if l.Find("acme/sed") != nil || l.Find("acme/grep").ResolvedVersion != "1.1.0" {
 		t.Fatalf("lock after mur lock: %+v", l.Artifacts)
 	}
-	if _, err := os.Stat(stage.StagedDir(w.proj.Tools(), sed)); err == nil {
+	if _, err := os.Stat(stage.StagedDir(w.Proj.Tools(), sed)); err == nil {
 		t.Fatal("tools/acme/sed stayed after its pin was dropped")
 	}
 	if ms := in.Mismatches(l, ""); len(ms) != 0 {
 		t.Fatalf("still mismatched: %v", ms)
 	}
 	// --bump moves latest; a name murmur.yaml does not declare is refused.
-	push(t, st, seed, "1.1.0", ref.PlatformAny, pack(t, "seed", "1.1.0", 5))
-	rep, err = p.LockProject(context.Background(), w.proj, in, []pull.Request{req(seed, ref.Latest)}, fetch.LockOptions{Args: true, Bump: true})
+	pulltest.Push(t, st, pulltest.Seed, "1.1.0", ref.PlatformAny, pulltest.Pack(t, "seed", "1.1.0", 5))
+	rep, err = p.LockProject(context.Background(), w.Proj, in, []pull.Request{pulltest.Req(pulltest.Seed, ref.Latest)}, fetch.LockOptions{Args: true, Bump: true})
 	if err != nil || rep.Changes[0].Action != fetch.LockMoved || rep.Changes[0].To != "1.1.0" {
 		t.Fatalf("--bump: %v %+v", err, rep.Changes)
 	}
-	_, err = p.LockProject(context.Background(), w.proj, in, []pull.Request{req(sed, "1.0.0")}, fetch.LockOptions{Args: true})
+	_, err = p.LockProject(context.Background(), w.Proj, in, []pull.Request{pulltest.Req(sed, "1.0.0")}, fetch.LockOptions{Args: true})
 	errtest.WantToken(t, err, errs.Usage, "does not declare acme/sed", "mur add acme/sed")
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/murmur-nexus/mur/fetch/github/githubtest"
+	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
 )
@@ -21,44 +22,44 @@ func TestOutdatedHoldsTheOwnerPin(t *testing.T) {
 		githubtest.Artifact{Name: "acme/grep", Version: "1.3.0", Release: "v1.3.0", Asset: "grep-1.3.0.mur.zip", Data: githubtest.PackArtifact("grep", "1.3.0")})
 	w := newWorld(t)
 	p := w.puller()
-	p.Source = githubSource(fake)
-	w.mustPull(p, req(grep, "1.2.0"))
-	if pin, ok := w.readLock().Pin("acme"); !ok || pin.OwnerID != 1234567 {
+	p.Pipeline().Source = pulltest.GitHubSource(fake)
+	w.mustPull(p, pulltest.Req(grep, "1.2.0"))
+	if pin, ok := w.ReadLock().Pin("acme"); !ok || pin.OwnerID != 1234567 {
 		t.Fatalf("owner pin after the pull: %+v", pin)
 	}
 	in := intentOf(t, w, "name: app\nartifacts:\n  - name: acme/grep\n    version: 1.2.0\n")
 
 	// Before the transfer: 1.3.0 is an update, and says how to move to it.
-	rows, err := p.Outdated(context.Background(), w.proj, in, declaredReqs(in))
+	rows, err := p.Outdated(context.Background(), w.Proj, in, declaredReqs(in))
 	if err != nil || len(rows) != 1 || rows[0].Latest != "1.3.0" || rows[0].Locked != "1.2.0" || rows[0].Requested != "1.2.0" ||
 		!rows[0].Behind || rows[0].Source != "github:acme/murmur-artifacts" || rows[0].Move() != "mur lock --bump acme/grep" {
 		t.Fatalf("outdated: %+v, %v", rows, err)
 	}
 	// A declared entry nothing pins is behind whatever the newest is.
 	in2 := intentOf(t, w, "name: app\nartifacts:\n  - name: acme/grep\n    version: latest\n")
-	if err := os.Rename(w.proj.LockPath(), w.proj.LockPath()+".aside"); err != nil {
+	if err := os.Rename(w.Proj.LockPath(), w.Proj.LockPath()+".aside"); err != nil {
 		t.Fatal(err)
 	}
-	rows, err = p.Outdated(context.Background(), w.proj, in2, declaredReqs(in2))
+	rows, err = p.Outdated(context.Background(), w.Proj, in2, declaredReqs(in2))
 	if err != nil || len(rows) != 1 || rows[0].Locked != "" || rows[0].Requested != "latest" || rows[0].Latest != "1.3.0" || !rows[0].Behind {
 		t.Fatalf("outdated, unpinned: %+v, %v", rows, err)
 	}
-	if err := os.Rename(w.proj.LockPath()+".aside", w.proj.LockPath()); err != nil {
+	if err := os.Rename(w.Proj.LockPath()+".aside", w.Proj.LockPath()); err != nil {
 		t.Fatal(err)
 	}
 	// Pinned at the newest: not behind, nothing to move.
 	w2 := newWorld(t)
 	p2 := w2.puller()
-	p2.Source = githubSource(fake)
-	w2.mustPull(p2, req(grep, "1.3.0"))
+	p2.Pipeline().Source = pulltest.GitHubSource(fake)
+	w2.mustPull(p2, pulltest.Req(grep, "1.3.0"))
 	in3 := intentOf(t, w2, "name: app\nartifacts:\n  - name: acme/grep\n    version: 1.3.0\n")
-	if rows, err = p2.Outdated(context.Background(), w2.proj, in3, declaredReqs(in3)); err != nil || rows[0].Behind || rows[0].Latest != "1.3.0" || rows[0].Move() != "" {
+	if rows, err = p2.Outdated(context.Background(), w2.Proj, in3, declaredReqs(in3)); err != nil || rows[0].Behind || rows[0].Latest != "1.3.0" || rows[0].Move() != "" {
 		t.Fatalf("outdated, pinned at the newest: %+v, %v", rows, err)
 	}
 
 	fake.SetOwnerID("acme", "murmur-artifacts", 666)
-	p.Source = githubSource(fake) // a later run: nothing remembered of the owner but its pin
-	rows, err = p.Outdated(context.Background(), w.proj, in, declaredReqs(in))
+	p.Pipeline().Source = pulltest.GitHubSource(fake) // a later run: nothing remembered of the owner but its pin
+	rows, err = p.Outdated(context.Background(), w.Proj, in, declaredReqs(in))
 	errtest.WantToken(t, err, errs.OwnerChanged, "acme", "1234567", "666")
 	if len(rows) != 1 || rows[0].Latest != "" || rows[0].Behind || !errors.Is(rows[0].Err, errs.OwnerChanged) || rows[0].Move() != "" {
 		t.Fatalf("a transferred repository's row: %+v", rows)

@@ -84,7 +84,7 @@ func (p *Puller) PullProject(ctx context.Context, proj pull.Project, in Intent, 
 	}
 	wants := in.Wants()
 	if opt.Locked {
-		if err := lockedCheck(l, wants, reqs, in, p.TargetPlatform()); err != nil {
+		if err := lockedCheck(l, wants, reqs, in, p.pl.TargetPlatform()); err != nil {
 			return rep, err
 		}
 	}

@@ -1,14 +1,20 @@
 package fetch_test
 
 import (
+	"context"
+	"crypto/sha256"
+	"hash"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/opencontainers/go-digest"
+
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/pull"
+	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
@@ -88,7 +94,7 @@ func (o *openRecorder) store(addr string, plain bool) (fstore.Store, error) {
 	if s, ok := o.stores[addr]; ok {
 		return s, nil
 	}
-	s := layoutStore(o.t)
+	s := pulltest.LayoutStore(o.t)
 	o.stores[addr] = s
 	return s, nil
 }
@@ -99,9 +105,18 @@ func (o *openRecorder) mirror(addr string, plain bool) (fstore.Store, error) {
 	return o.store(addr, plain)
 }
 
-func (o *openRecorder) openers() fetch.Openers {
-	return fetch.Openers{Store: o.store, Mirror: o.mirror}
+// options are po with its stores and mirror opened by o, and no source.
+func (o *openRecorder) options(po fetch.PullerOptions) fetch.PullerOptions {
+	return po.OpenWith(o.store, o.mirror, nil)
 }
+
+// fakeCompiledCache has compiled nothing.
+type fakeCompiledCache struct{}
+
+func (fakeCompiledCache) ModuleKey() hash.Hash                  { return sha256.New() }
+func (fakeCompiledCache) HasCompiled([]byte) bool               { return false }
+func (fakeCompiledCache) BlobKey(digest.Digest) ([]byte, bool)  { return nil, false }
+func (fakeCompiledCache) RememberBlobKey(digest.Digest, []byte) {}
 
 // The one assembly of a command's Puller: --store first in the order given, then the configured
 // stores, each once; the configuration's fallbacks, cache cap and mirror, which --mirror replaces.
@@ -115,30 +130,36 @@ func TestWorkspacePuller(t *testing.T) {
 		MaxCacheSize: 1 << 30,
 	}}
 	rec := newOpenRecorder(t)
-	pl, err := ws.Puller(fetch.PullerOptions{
+	compiled := 0
+	cache := fakeCompiledCache{}
+	pl, err := ws.Puller(rec.options(fetch.PullerOptions{
 		Stores: []string{"oci://flag.example/x", "oci-layout:shared"}, WorkDir: dir, PlainHTTP: true,
-		Connections: 3, Jobs: 2, Open: rec.openers(),
-	})
+		Connections: 3, Jobs: 2, CASOnly: true,
+		Precompile: func(context.Context, []byte) error { compiled++; return nil }, Compiled: cache,
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"oci://flag.example/x", "oci-layout:" + filepath.Join(dir, "shared"), "oci://config.example/a"}
-	if strings.Join(rec.opened[:len(want)], " ") != strings.Join(want, " ") || len(pl.Stores) != 3 {
-		t.Fatalf("opened %v (%d stores), want %v then the mirror", rec.opened, len(pl.Stores), want)
+	if strings.Join(rec.opened[:len(want)], " ") != strings.Join(want, " ") || len(pl.Pipeline().Stores) != 3 {
+		t.Fatalf("opened %v (%d stores), want %v then the mirror", rec.opened, len(pl.Pipeline().Stores), want)
 	}
 	if !rec.plain["oci://flag.example/x"] || !rec.plain["oci://config.example/a"] {
 		t.Fatalf("plain HTTP %v: --plain-http applies to --store, config.yaml's to its own", rec.plain)
 	}
-	if strings.Join(rec.mirrors, " ") != "oci://mirror.example/m" || pl.Mirror.Store == nil || !rec.plain["oci://mirror.example/m"] {
+	if strings.Join(rec.mirrors, " ") != "oci://mirror.example/m" || pl.Pipeline().Mirror.Store == nil || !rec.plain["oci://mirror.example/m"] {
 		t.Fatalf("mirrors opened %v", rec.mirrors)
 	}
-	if pl.Limits.Connections != 3 || pl.Limits.Jobs != 2 || pl.MaxCacheSize != 1<<30 || pl.Chain.Fallbacks["oci://config.example/a"] != fstore.FallbackAnyError {
+	if pl.Pipeline().Limits.Connections != 3 || pl.Pipeline().Limits.Jobs != 2 || pl.MaxCacheSize() != 1<<30 || pl.Pipeline().Chain.Fallbacks["oci://config.example/a"] != fstore.FallbackAnyError {
 		t.Fatalf("puller %+v", pl)
+	}
+	if c := pl.Pipeline().Compile; !pl.Pipeline().CASOnly || c.Cache != cache || c.Precompile == nil || c.Precompile(context.Background(), nil) != nil || compiled != 1 {
+		t.Fatalf("the pipeline pulls outside a project %v, compiles with %+v: want what the options said", pl.Pipeline().CASOnly, c)
 	}
 
 	// --mirror replaces config.yaml's; it must be a registry.
 	rec = newOpenRecorder(t)
-	if _, err := ws.Puller(fetch.PullerOptions{Mirror: "oci://other.example/m", Connections: 1, Open: rec.openers()}); err != nil || strings.Join(rec.mirrors, " ") != "oci://other.example/m" {
+	if _, err := ws.Puller(rec.options(fetch.PullerOptions{Mirror: "oci://other.example/m", Connections: 1})); err != nil || strings.Join(rec.mirrors, " ") != "oci://other.example/m" {
 		t.Fatalf("--mirror: %v, mirrors %v", err, rec.mirrors)
 	}
 	for _, bad := range []fetch.PullerOptions{
@@ -147,39 +168,48 @@ func TestWorkspacePuller(t *testing.T) {
 		{Connections: 0},
 		{Stores: []string{"http://nope"}, Connections: 1},
 	} {
-		bad.Open = newOpenRecorder(t).openers()
-		if _, err := ws.Puller(bad); errs.TokenOf(err) != errs.Usage {
+		if _, err := ws.Puller(newOpenRecorder(t).options(bad)); errs.TokenOf(err) != errs.Usage {
 			t.Errorf("%+v: %v, want a usage error", bad, err)
 		}
 	}
 }
 
-// verify --repair fetches through the same assembly as pull: what it brings in is written through
-// to the mirror, and it fetches over the connections it was given.
-func TestVerifyRepairWritesThroughTheWorkspacePuller(t *testing.T) {
-	w := newVerifyWorld(t)
-	d := w.digests["acme/grep"]
-	if err := os.Remove(w.cas.Path(d)); err != nil {
-		t.Fatal(err)
+// Which mirror is the project's own: one only .murmur/config.yaml names.
+func TestConfigSaysWhoseMirrorItIs(t *testing.T) {
+	home := t.TempDir() + "/config.yaml"
+	proj := t.TempDir()
+	write := func(p, s string) {
+		must(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		must(t, os.WriteFile(p, []byte(s), 0o644))
 	}
+	write(proj+"/.murmur/config.yaml", "mirror: oci://evil.example/murmur\n")
+	c, err := config.Load(home, proj)
+	if err != nil || c.Mirror != "oci://evil.example/murmur" || !c.MirrorFromProject {
+		t.Fatalf("project only: %+v, %v", c, err)
+	}
+	write(home, "mirror: oci://evil.example/murmur\n")
+	if c, err = config.Load(home, proj); err != nil || c.MirrorFromProject {
+		t.Fatalf("named by both: %+v, %v", c, err)
+	}
+	write(home, "mirror: oci://team.example/murmur\n")
+	if c, err = config.Load(home, proj); err != nil || c.Mirror != "oci://evil.example/murmur" || !c.MirrorFromProject {
+		t.Fatalf("the home names another: %+v, %v", c, err)
+	}
+}
+
+// The Puller of a command marks the mirror as the project's only when --mirror did not name
+// one: --mirror is the operator's choice, as the home's config is.
+func TestWorkspacePullerMarksAProjectsMirror(t *testing.T) {
+	ws := &fetch.Workspace{Project: pull.Project{Dir: t.TempDir()}, Config: &config.Config{
+		Mirror: "oci://evil.example/m", MirrorFromProject: true,
+	}}
 	rec := newOpenRecorder(t)
-	rec.stores["oci://team.example/murmur"] = w.layout
-	ws := &fetch.Workspace{Project: w.proj, Config: &config.Config{Stores: []string{"oci://team.example/murmur"}, Mirror: "oci://mirror.example/murmur"}}
-	repair, err := ws.Puller(fetch.PullerOptions{CAS: w.cas, Connections: 3, Open: rec.openers()})
-	if err != nil {
-		t.Fatal(err)
+	pl, err := ws.Puller(rec.options(fetch.PullerOptions{Connections: 1}))
+	if err != nil || !pl.Pipeline().Mirror.FromProject {
+		t.Fatalf("the project's mirror: %v, from project %v", err, pl != nil && pl.Pipeline().Mirror.FromProject)
 	}
-	in := w.input(t)
-	in.Repair = repair
-	rep := w.run(t, in)
-	if rep.Unrepaired() != 0 || rep.RepairedCount() != 1 {
-		t.Fatalf("repair: %+v", rep.Problems)
-	}
-	got, err := rec.stores["oci://mirror.example/murmur"].Resolve(w.ctx, grep, "1.0.0", "any")
-	if err != nil || got.Digest != d {
-		t.Fatalf("the mirror holds %+v, %v; want the repaired blob written through", got, err)
-	}
-	if in.Repair.Limits.Connections != 3 {
-		t.Fatalf("the repair fetched over %d connections, want 3", in.Repair.Limits.Connections)
+	pl, err = ws.Puller(rec.options(fetch.PullerOptions{Mirror: "oci://evil.example/m", Connections: 1}))
+	if err != nil || pl.Pipeline().Mirror.FromProject {
+		t.Fatalf("--mirror naming it: %v, from project %v", err, pl != nil && pl.Pipeline().Mirror.FromProject)
 	}
 }

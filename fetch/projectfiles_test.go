@@ -9,6 +9,7 @@ import (
 
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/config"
+	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
 	"github.com/murmur-nexus/mur/internal/manifest"
@@ -21,18 +22,18 @@ import (
 // says so.
 func TestGCSurvivesARegisteredLockThatIsDevZero(t *testing.T) {
 	w := newWorld(t)
-	st := layoutStore(t)
-	p := pack(t, "grep", "1.0.0", 231)
-	push(t, st, grep, "1.0.0", "any", p)
-	w.mustPull(w.puller(st), req(grep, "1.0.0"))
-	stray := w.ingest(pack(t, "stray", "1.0.0", 232))
-	must(t, os.Remove(w.proj.LockPath()))
-	must(t, os.Symlink("/dev/zero", w.proj.LockPath()))
+	st := pulltest.LayoutStore(t)
+	p := pulltest.Pack(t, "grep", "1.0.0", 231)
+	pulltest.Push(t, st, grep, "1.0.0", "any", p)
+	w.mustPull(w.puller(st), pulltest.Req(grep, "1.0.0"))
+	stray := w.Ingest(pulltest.Pack(t, "stray", "1.0.0", 232))
+	must(t, os.Remove(w.Proj.LockPath()))
+	must(t, os.Symlink("/dev/zero", w.Proj.LockPath()))
 
 	done := make(chan struct{})
 	var rep fetch.GCReport
 	var err error
-	go func() { defer close(done); rep, err = fetch.GC(bg, fetch.GCInput{CAS: w.cas, OlderThan: 0}) }()
+	go func() { defer close(done); rep, err = fetch.GC(bg, fetch.GCInput{CAS: w.CAS, OlderThan: 0}) }()
 	select {
 	case <-done:
 	case <-time.After(slowdown.Scale(60 * time.Second)):
@@ -41,10 +42,10 @@ func TestGCSurvivesARegisteredLockThatIsDevZero(t *testing.T) {
 	if err != nil {
 		t.Fatalf("gc failed on a registered lock that is a symlink: %v", err)
 	}
-	if w.cas.Has(stray) {
+	if w.CAS.Has(stray) {
 		t.Fatal("gc kept an unpinned blob")
 	}
-	if len(rep.Warnings) != 1 || !strings.Contains(rep.Warnings[0], w.proj.LockPath()) || !strings.Contains(rep.Warnings[0], "symlink") {
+	if len(rep.Warnings) != 1 || !strings.Contains(rep.Warnings[0], w.Proj.LockPath()) || !strings.Contains(rep.Warnings[0], "symlink") {
 		t.Fatalf("gc's warnings: %q", rep.Warnings)
 	}
 }
@@ -53,9 +54,9 @@ func TestGCSurvivesARegisteredLockThatIsDevZero(t *testing.T) {
 // on, and gc must not guess what it pins.
 func TestGCRefusesTheCurrentProjectsLinkedLock(t *testing.T) {
 	w := newWorld(t)
-	must(t, os.Symlink("/dev/zero", w.proj.LockPath()))
-	_, err := fetch.GC(bg, fetch.GCInput{CAS: w.cas, Project: w.proj.Dir, OlderThan: 0})
-	errtest.WantToken(t, err, errs.Denied, w.proj.LockPath())
+	must(t, os.Symlink("/dev/zero", w.Proj.LockPath()))
+	_, err := fetch.GC(bg, fetch.GCInput{CAS: w.CAS, Project: w.Proj.Dir, OlderThan: 0})
+	errtest.WantToken(t, err, errs.Denied, w.Proj.LockPath())
 }
 
 // murmur.lock, murmur.yaml and .murmur/config.yaml committed as symlinks to a secret are

@@ -268,7 +268,7 @@ func (in Intent) Strict() error {
 // lockWriter is how the pipeline changes murmur.lock for p's command: through writeLock, which
 // declares what declare names; under --locked, nothing (the pipeline then only checks).
 func (p *Puller) lockWriter(manifestPath string, declare map[string]bool) pull.LockWriter {
-	if p.Locked {
+	if p.locked {
 		return nil // the pipeline checks, and writes nothing
 	}
 	return func(ctx context.Context, proj Project, fn func(*lock.Lock) error) error {

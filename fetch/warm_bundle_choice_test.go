@@ -15,6 +15,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/fetch/provenance/sigstore/provenancetest"
 	"github.com/murmur-nexus/mur/fetch/publish"
+	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
@@ -24,42 +25,42 @@ import (
 // the CAS or in --layout, since verify holds the lock's record to that very bundle.
 func TestWarmTakesOnlyTheRecordedBundle(t *testing.T) {
 	ctx := context.Background()
-	w := newProvWorld(t, "GitHub, Inc.")
-	w.attest(t, provenancetest.GoodLeaf(), true)
-	w.mustPull(w.puller(""), req(grep, "1.2.0"))
-	bd := digest.Digest(w.readLock().Find("acme/grep").Provenance.Bundle)
-	recorded, err := os.ReadFile(w.cas.Path(bd))
+	w := pulltest.NewProvWorld(t, "GitHub, Inc.")
+	w.Attest(t, provenancetest.GoodLeaf(), true)
+	w.MustPull(w.Puller(""), pulltest.Req(grep, "1.2.0"))
+	bd := digest.Digest(w.ReadLock().Find("acme/grep").Provenance.Bundle)
+	recorded, err := os.ReadFile(w.CAS.Path(bd))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Remove(w.cas.Path(bd)); err != nil {
+	if err := os.Remove(w.CAS.Path(bd)); err != nil {
 		t.Fatal(err)
 	}
-	w.fake.RemoveAttestations("acme", "murmur-artifacts", w.d.String())
-	other := digest.FromBytes(w.attest(t, provenancetest.GoodLeaf(), true))
+	w.Fake.RemoveAttestations("acme", "murmur-artifacts", w.D.String())
+	other := digest.FromBytes(w.Attest(t, provenancetest.GoodLeaf(), true))
 	if other == bd {
 		t.Fatal("the second attestation is the first")
 	}
 
-	in := fetch.WarmInput{Project: w.proj, Lock: w.readLock(), Puller: w.puller("")}
+	in := fetch.WarmInput{Project: w.Proj, Lock: w.ReadLock(), Puller: fetch.NewPuller(w.Puller(""))}
 	if _, err := fetch.Warm(ctx, in); !errors.Is(err, errs.ProvenanceMissing) {
 		t.Fatalf("only another bundle served: %v", err)
 	}
-	if w.cas.Has(other) || w.cas.Has(bd) {
-		t.Fatalf("warm kept a bundle: other %v, recorded %v", w.cas.Has(other), w.cas.Has(bd))
+	if w.CAS.Has(other) || w.CAS.Has(bd) {
+		t.Fatalf("warm kept a bundle: other %v, recorded %v", w.CAS.Has(other), w.CAS.Has(bd))
 	}
 
 	// Both served, the other first: warm keeps the recorded one, and copies only it.
-	w.fake.AddAttestation("acme", "murmur-artifacts", w.d.String(), recorded, true)
-	layout := openStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "layout"), ocistore.Options{})
+	w.Fake.AddAttestation("acme", "murmur-artifacts", w.D.String(), recorded, true)
+	layout := pulltest.OpenStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "layout"), ocistore.Options{})
 	in.Layout = layout
 	if _, err := fetch.Warm(ctx, in); err != nil {
 		t.Fatal(err)
 	}
-	if !w.cas.Has(bd) || w.cas.Has(other) {
-		t.Fatalf("the CAS after warm: recorded %v, other %v", w.cas.Has(bd), w.cas.Has(other))
+	if !w.CAS.Has(bd) || w.CAS.Has(other) {
+		t.Fatalf("the CAS after warm: recorded %v, other %v", w.CAS.Has(bd), w.CAS.Has(other))
 	}
-	found, err := layout.(store.BundleFinder).Bundles(ctx, grep, "1.2.0", w.d)
+	found, err := layout.(store.BundleFinder).Bundles(ctx, grep, "1.2.0", w.D)
 	if err != nil || len(found) != 1 || digest.FromBytes(found[0]) != bd {
 		t.Fatalf("the layout's bundles: %d, %v", len(found), err)
 	}
@@ -69,29 +70,29 @@ func TestWarmTakesOnlyTheRecordedBundle(t *testing.T) {
 // as a source is: warm puts the recorded bundle back from there.
 func TestWarmFetchesTheRecordedBundleFromAStore(t *testing.T) {
 	ctx := context.Background()
-	_, item, local, hint, pub := signedGrep(t, 81)
-	st := openStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "layout"), ocistore.Options{})
+	_, item, local, hint, pub := pulltest.SignedGrep(t, 81)
+	st := pulltest.OpenStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "layout"), ocistore.Options{})
 	if err := publish.Push(ctx, st, item); err != nil {
 		t.Fatal(err)
 	}
 	w := newWorld(t)
 	pl := w.puller(st)
-	pl.Provenance.Verifier = local
-	pl.Provenance.Policy = func(string) config.ProvenancePolicy {
+	pl.Pipeline().Provenance.Verifier = local
+	pl.Pipeline().Provenance.Policy = func(string) config.ProvenancePolicy {
 		return config.ProvenancePolicy{Mode: config.ProvenanceRequire, Trust: provenance.Trust{Keys: []provenance.TrustedKey{{Hint: hint, PEM: pub}}}}
 	}
-	w.mustPull(pl, req(grep, "1.2.0"))
-	bd := digest.Digest(w.readLock().Find("acme/grep").Provenance.Bundle)
+	w.mustPull(pl, pulltest.Req(grep, "1.2.0"))
+	bd := digest.Digest(w.ReadLock().Find("acme/grep").Provenance.Bundle)
 	if bd != digest.FromBytes(item.Bundles[0]) {
 		t.Fatalf("recorded bundle %s", bd)
 	}
-	if err := os.Remove(w.cas.Path(bd)); err != nil {
+	if err := os.Remove(w.CAS.Path(bd)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fetch.Warm(ctx, fetch.WarmInput{Project: w.proj, Lock: w.readLock(), Puller: pl}); err != nil {
+	if _, err := fetch.Warm(ctx, fetch.WarmInput{Project: w.Proj, Lock: w.ReadLock(), Puller: pl}); err != nil {
 		t.Fatal(err)
 	}
-	if !w.cas.Has(bd) {
+	if !w.CAS.Has(bd) {
 		t.Fatal("warm did not fetch the recorded bundle from the store")
 	}
 }

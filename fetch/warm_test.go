@@ -11,7 +11,9 @@ import (
 
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/fetch/pull"
+	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
 	"github.com/murmur-nexus/mur/fetch/stage"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
@@ -20,15 +22,15 @@ import (
 )
 
 // newPinnedWorld is a project whose murmur.lock already pins pins, with an empty CAS.
-func newPinnedWorld(t *testing.T, pins []pin) *world {
+func newPinnedWorld(t *testing.T, pins []pulltest.Pin) *world {
 	t.Helper()
 	w := newWorld(t)
-	w.pinAll(pins)
+	w.PinAll(pins)
 	return w
 }
 
 func (w *world) warmInput(stores ...fstore.Store) fetch.WarmInput {
-	return fetch.WarmInput{Project: w.proj, Lock: w.readLock(), Puller: &fetch.Puller{Puller: &pull.Puller{CAS: w.cas, Stores: stores}}}
+	return fetch.WarmInput{Project: w.Proj, Lock: w.ReadLock(), Puller: fetch.NewPuller(&pull.Puller{CAS: w.CAS, Stores: stores})}
 }
 
 // compiles counts Precompile calls by payload.
@@ -39,21 +41,21 @@ func (c compiles) fn(ctx context.Context, wasm []byte) error {
 	return nil
 }
 
-func twoArtifacts(t *testing.T) []pin {
-	return []pin{
-		{"acme/one", "1.0.0", ref.PlatformAny, zipOf("one", "1.0.0", "")},
-		{"acme/two", "2.0.0", ref.PlatformAny, zipOf("two", "2.0.0", "")},
+func twoArtifacts(t *testing.T) []pulltest.Pin {
+	return []pulltest.Pin{
+		{Name: "acme/one", Version: "1.0.0", Platform: ref.PlatformAny, Blob: pulltest.ZipOf("one", "1.0.0", "")},
+		{Name: "acme/two", Version: "2.0.0", Platform: ref.PlatformAny, Blob: pulltest.ZipOf("two", "2.0.0", "")},
 	}
 }
 
 func TestRunFetchesThenCaches(t *testing.T) {
 	pins := twoArtifacts(t)
-	store := openStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "store"), ocistore.Options{})
+	store := pulltest.OpenStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "store"), ocistore.Options{})
 	for _, p := range pins {
-		pushPin(t, store, p)
+		pulltest.PushPin(t, store, p)
 	}
 	m := newPinnedWorld(t, pins)
-	lockBefore, _ := os.ReadFile(m.proj.LockPath())
+	lockBefore, _ := os.ReadFile(m.Proj.LockPath())
 	ctx := context.Background()
 	calls := compiles{}
 	in := m.warmInput(store)
@@ -63,7 +65,7 @@ func TestRunFetchesThenCaches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	size := int64(len(pins[0].blob) + len(pins[1].blob))
+	size := int64(len(pins[0].Blob) + len(pins[1].Blob))
 	if rep.Artifacts != 2 || rep.Fetched != 2 || rep.Cached != 0 || rep.Bytes != size || rep.Compiled != 2 || len(rep.Results) != 2 {
 		t.Fatalf("first warm: %+v", rep)
 	}
@@ -73,15 +75,15 @@ func TestRunFetchesThenCaches(t *testing.T) {
 		}
 	}
 	for _, p := range pins {
-		if !m.cas.Has(p.digest()) {
-			t.Errorf("%s is not in the CAS", p.name)
+		if !m.CAS.Has(p.Digest()) {
+			t.Errorf("%s is not in the CAS", p.Name)
 		}
-		n, _ := ref.ParseName(p.name)
-		if err := stage.CheckStaged(m.proj.Tools(), n, p.digest()); err != nil {
-			t.Errorf("tools/ of %s: %v", p.name, err)
+		n, _ := ref.ParseName(p.Name)
+		if err := stage.CheckStaged(m.Proj.Tools(), n, p.Digest()); err != nil {
+			t.Errorf("tools/ of %s: %v", p.Name, err)
 		}
 		if calls[string(artifacttest.Tagged(n.Name))] != 1 {
-			t.Errorf("%s was precompiled %d times, want once", p.name, calls[string(artifacttest.Tagged(n.Name))])
+			t.Errorf("%s was precompiled %d times, want once", p.Name, calls[string(artifacttest.Tagged(n.Name))])
 		}
 	}
 	if len(calls) != 2 {
@@ -97,20 +99,20 @@ func TestRunFetchesThenCaches(t *testing.T) {
 	}
 	// Warm compiles cache hits too: a cache copied from another machine has no compiled forms.
 	for _, p := range pins {
-		n, _ := ref.ParseName(p.name)
+		n, _ := ref.ParseName(p.Name)
 		if calls[string(artifacttest.Tagged(n.Name))] != 2 {
-			t.Errorf("%s was precompiled %d times over two warms, want twice", p.name, calls[string(artifacttest.Tagged(n.Name))])
+			t.Errorf("%s was precompiled %d times over two warms, want twice", p.Name, calls[string(artifacttest.Tagged(n.Name))])
 		}
 	}
-	if lockAfter, _ := os.ReadFile(m.proj.LockPath()); !bytes.Equal(lockAfter, lockBefore) {
+	if lockAfter, _ := os.ReadFile(m.Proj.LockPath()); !bytes.Equal(lockAfter, lockBefore) {
 		t.Errorf("warming changed murmur.lock:\n%s\n---\n%s", lockBefore, lockAfter)
 	}
 }
 
 func TestRunPrecompileFailure(t *testing.T) {
 	pins := twoArtifacts(t)[:1]
-	store := openStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "store"), ocistore.Options{})
-	pushPin(t, store, pins[0])
+	store := pulltest.OpenStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "store"), ocistore.Options{})
+	pulltest.PushPin(t, store, pins[0])
 	m := newPinnedWorld(t, pins)
 	in := m.warmInput(store)
 	in.Precompile = func(context.Context, []byte) error { return errors.New("memory minimum over the cap") }
@@ -118,21 +120,21 @@ func TestRunPrecompileFailure(t *testing.T) {
 	if !errors.Is(err, errs.InvalidArtifact) || !strings.Contains(err.Error(), "acme/one@1.0.0") || !strings.Contains(err.Error(), "memory minimum") {
 		t.Fatalf("a payload that can't compile: %v", err)
 	}
-	if !m.cas.Has(pins[0].digest()) {
+	if !m.CAS.Has(pins[0].Digest()) {
 		t.Error("the pulled blob is gone after a compile failure")
 	}
 }
 
 func TestRunLayoutServesAnotherMachine(t *testing.T) {
 	pins := twoArtifacts(t)
-	store := openStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "store"), ocistore.Options{})
+	store := pulltest.OpenStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "store"), ocistore.Options{})
 	for _, p := range pins {
-		pushPin(t, store, p)
+		pulltest.PushPin(t, store, p)
 	}
 	ctx := context.Background()
 	m := newPinnedWorld(t, pins)
 	in := m.warmInput(store)
-	mirror := openStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "mirror"), ocistore.Options{})
+	mirror := pulltest.OpenStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "mirror"), ocistore.Options{})
 	in.Layout = mirror
 	if _, err := fetch.Warm(ctx, in); err != nil {
 		t.Fatal(err)
@@ -156,8 +158,8 @@ func TestRunLayoutServesAnotherMachine(t *testing.T) {
 		}
 	}
 	for _, p := range pins {
-		if !m2.cas.Has(p.digest()) {
-			t.Errorf("%s is not in the second machine's CAS", p.name)
+		if !m2.CAS.Has(p.Digest()) {
+			t.Errorf("%s is not in the second machine's CAS", p.Name)
 		}
 	}
 }
@@ -176,14 +178,14 @@ func otherPlatform(t *testing.T) (host, other string) {
 
 func TestRunAllPlatforms(t *testing.T) {
 	host, other := otherPlatform(t)
-	pins := []pin{
-		{"acme/one", "1.0.0", ref.PlatformAny, zipOf("one", "1.0.0", "")},
-		{"acme/multi", "3.0.0", host, zipOf("multi", "3.0.0", "for "+host)},
-		{"acme/multi", "3.0.0", other, zipOf("multi", "3.0.0", "for "+other)},
+	pins := []pulltest.Pin{
+		{Name: "acme/one", Version: "1.0.0", Platform: ref.PlatformAny, Blob: pulltest.ZipOf("one", "1.0.0", "")},
+		{Name: "acme/multi", Version: "3.0.0", Platform: host, Blob: pulltest.ZipOf("multi", "3.0.0", "for "+host)},
+		{Name: "acme/multi", Version: "3.0.0", Platform: other, Blob: pulltest.ZipOf("multi", "3.0.0", "for "+other)},
 	}
-	store := openStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "store"), ocistore.Options{})
+	store := pulltest.OpenStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "store"), ocistore.Options{})
 	for _, p := range pins {
-		pushPin(t, store, p)
+		pulltest.PushPin(t, store, p)
 	}
 	m := newPinnedWorld(t, pins)
 	ctx := context.Background()
@@ -196,7 +198,7 @@ func TestRunAllPlatforms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Artifacts != 2 || rep.Fetched != 2 || m.cas.Has(pins[2].digest()) {
+	if rep.Artifacts != 2 || rep.Fetched != 2 || m.CAS.Has(pins[2].Digest()) {
 		t.Fatalf("host warm: %+v", rep)
 	}
 
@@ -210,8 +212,8 @@ func TestRunAllPlatforms(t *testing.T) {
 		t.Fatalf("warm --platform all: %+v", rep)
 	}
 	for _, p := range pins {
-		if !m.cas.Has(p.digest()) {
-			t.Errorf("%s for %s is not in the CAS", p.name, p.platform)
+		if !m.CAS.Has(p.Digest()) {
+			t.Errorf("%s for %s is not in the CAS", p.Name, p.Platform)
 		}
 	}
 	if calls[string(artifacttest.Tagged("one"))] != 2 || calls[string(artifacttest.Tagged("multi"))] != 2 {
@@ -219,7 +221,7 @@ func TestRunAllPlatforms(t *testing.T) {
 	}
 	// tools/ still holds this machine's build.
 	n, _ := ref.ParseName("acme/multi")
-	if err := stage.CheckStaged(m.proj.Tools(), n, pins[1].digest()); err != nil {
+	if err := stage.CheckStaged(m.Proj.Tools(), n, pins[1].Digest()); err != nil {
 		t.Errorf("after warming every platform: %v", err)
 	}
 
@@ -236,16 +238,16 @@ func TestRunAllPlatforms(t *testing.T) {
 
 func TestRunUnservedPlatform(t *testing.T) {
 	host, other := otherPlatform(t)
-	pins := []pin{
-		{"acme/one", "1.0.0", ref.PlatformAny, zipOf("one", "1.0.0", "")},
-		{"acme/multi", "3.0.0", host, zipOf("multi", "3.0.0", "for "+host)},
-		{"acme/multi", "3.0.0", other, zipOf("multi", "3.0.0", "for "+other)},
+	pins := []pulltest.Pin{
+		{Name: "acme/one", Version: "1.0.0", Platform: ref.PlatformAny, Blob: pulltest.ZipOf("one", "1.0.0", "")},
+		{Name: "acme/multi", Version: "3.0.0", Platform: host, Blob: pulltest.ZipOf("multi", "3.0.0", "for "+host)},
+		{Name: "acme/multi", Version: "3.0.0", Platform: other, Blob: pulltest.ZipOf("multi", "3.0.0", "for "+other)},
 	}
-	store := openStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "store"), ocistore.Options{})
-	pushPin(t, store, pins[0])
-	pushPin(t, store, pins[1]) // nobody serves the other platform's build
+	store := pulltest.OpenStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "store"), ocistore.Options{})
+	pulltest.PushPin(t, store, pins[0])
+	pulltest.PushPin(t, store, pins[1]) // nobody serves the other platform's build
 	m := newPinnedWorld(t, pins)
-	lockBefore, _ := os.ReadFile(m.proj.LockPath())
+	lockBefore, _ := os.ReadFile(m.Proj.LockPath())
 	in := m.warmInput(store)
 	in.Platform = "all"
 	rep, err := fetch.Warm(context.Background(), in)
@@ -259,21 +261,21 @@ func TestRunUnservedPlatform(t *testing.T) {
 		t.Fatal("no report with the error")
 	}
 	// What was warmed before the failure stays warm.
-	if !m.cas.Has(pins[0].digest()) || rep.Artifacts < 1 {
+	if !m.CAS.Has(pins[0].Digest()) || rep.Artifacts < 1 {
 		t.Errorf("acme/one was not kept warm: %+v", rep)
 	}
-	if m.cas.Has(pins[2].digest()) {
+	if m.CAS.Has(pins[2].Digest()) {
 		t.Error("the unserved blob is in the CAS")
 	}
-	if lockAfter, _ := os.ReadFile(m.proj.LockPath()); !bytes.Equal(lockAfter, lockBefore) {
+	if lockAfter, _ := os.ReadFile(m.Proj.LockPath()); !bytes.Equal(lockAfter, lockBefore) {
 		t.Errorf("a failed warm changed murmur.lock")
 	}
 }
 
 func TestRunFrom(t *testing.T) {
 	pins := twoArtifacts(t)[:1]
-	store := openStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "store"), ocistore.Options{})
-	pushPin(t, store, pins[0])
+	store := pulltest.OpenStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "store"), ocistore.Options{})
+	pulltest.PushPin(t, store, pins[0])
 	m := newPinnedWorld(t, pins)
 	in := m.warmInput(store)
 	var asked []string
@@ -288,7 +290,7 @@ func TestRunFrom(t *testing.T) {
 	if len(asked) != 1 || asked[0] != "acme/one" {
 		t.Errorf("From was asked about %v", asked)
 	}
-	if rep.Artifacts != 0 || m.cas.Has(pins[0].digest()) {
+	if rep.Artifacts != 0 || m.CAS.Has(pins[0].Digest()) {
 		t.Errorf("the store was used although install.from excludes stores: %+v", rep)
 	}
 
@@ -306,20 +308,52 @@ func TestRunFrom(t *testing.T) {
 
 func TestRunOfflineCold(t *testing.T) {
 	pins := twoArtifacts(t)
-	store := openStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "store"), ocistore.Options{})
+	store := pulltest.OpenStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "store"), ocistore.Options{})
 	for _, p := range pins {
-		pushPin(t, store, p)
+		pulltest.PushPin(t, store, p)
 	}
 	m := newPinnedWorld(t, pins)
-	in := m.warmInput(networked(store))
-	in.Puller.Offline = true
+	in := m.warmInput(pulltest.Networked(store))
+	in.Puller.Pipeline().Offline = true
 	_, err := fetch.Warm(context.Background(), in)
 	if !errors.Is(err, errs.Offline) || !strings.Contains(err.Error(), "mur warm") {
 		t.Fatalf("offline with a cold cache: %v", err)
 	}
 	for _, p := range pins {
-		if m.cas.Has(p.digest()) {
-			t.Errorf("%s was fetched offline", p.name)
+		if m.CAS.Has(p.Digest()) {
+			t.Errorf("%s was fetched offline", p.Name)
+		}
+	}
+}
+
+// Warming every platform writes each one through, into one index.
+func TestWriteThroughEveryPlatformWarmed(t *testing.T) {
+	src := pulltest.LayoutStore(t)
+	mirror := pulltest.OpenStore(t, "oci://"+registrytest.StartFaulty(t).Addr()+"/murmur", ocistore.Options{})
+	a, b := pulltest.Pack(t, "grep", "1.0.0", 406), pulltest.Pack(t, "grep", "1.0.0", 407)
+	pulltest.Push(t, src, grep, "1.0.0", "linux-x86_64", a)
+	pulltest.Push(t, src, grep, "1.0.0", "darwin-aarch64", b)
+	w := newWorld(t)
+	pl := w.puller(src)
+	w.mustPull(pl, pulltest.Req(grep, "1.0.0"))
+	pl.Pipeline().Platform = "darwin-aarch64"
+	w.mustPull(pl, pulltest.Req(grep, "1.0.0"))
+	w2 := newWorld(t)
+	w2.Proj = w.Proj
+	mirroring := w2.puller(src)
+	mirroring.Pipeline().Mirror.Store = mirror
+	mirroring.Pipeline().Compile.Precompile = func(context.Context, []byte) error { return nil }
+	if _, err := fetch.Warm(context.Background(), fetch.WarmInput{Project: w.Proj, Lock: w.ReadLock(), Platform: "all", Puller: mirroring}); err != nil {
+		t.Fatal(err)
+	}
+	// Warm's passes are copies: the command's Puller still compiles what it pulls, for linux-x86_64.
+	if pp := mirroring.Pipeline(); pp.Platform != "linux-x86_64" || pp.Compile.Precompile == nil {
+		t.Fatalf("after warming every platform the command's Puller pulls for %s, compiles %v; want it as it was", pp.Platform, pp.Compile.Precompile != nil)
+	}
+	for plat, p := range map[string]pulltest.Packed{"linux-x86_64": a, "darwin-aarch64": b} {
+		d, err := mirror.Resolve(context.Background(), grep, "1.0.0", plat)
+		if err != nil || d.Digest != p.Digest() || d.Platform != plat {
+			t.Errorf("%s: the mirror holds %+v, %v", plat, d, err)
 		}
 	}
 }

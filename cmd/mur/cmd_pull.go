@@ -148,13 +148,20 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 		return err
 	}
 	pr := newProgress(e.stderr, e.g.quiet || e.g.json, "pull").watch(e)
-	puller, err := p.puller(e, f.stores, fetch.PullerOptions{
+	o := fetch.PullerOptions{
 		CAS: store, Files: files, Platform: f.platform, Jobs: f.jobs, Connections: f.connections, Events: pr.event,
-		Provenance: f.provenance,
-	})
-	if err == nil {
-		puller.CASOnly, puller.Locked = p.capsule == nil, f.locked
+		Provenance: f.provenance, CASOnly: p.capsule == nil, Locked: f.locked,
 	}
+	// Inside a project its tools run from here, so a pull compiles them; outside one, compiling
+	// would be most of the pull's time for nothing that runs.
+	if !f.noPrecompile && (p.capsule != nil || f.precompile) {
+		runner, err := sandbox.New(e.ctx, p.runnerOptions(func(s string) { e.Progress("mur: warning: %s", s) }))
+		if err == nil {
+			defer closeRunner(e, runner)
+			o.Precompile, o.Compiled = interruptible(runner.Precompile), runner
+		}
+	}
+	puller, err := p.puller(e, f.stores, o)
 	if err != nil {
 		return err
 	}
@@ -163,16 +170,6 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 		names[i] = r.Name.String()
 	}
 	pr.expect(names)
-	// Inside a project its tools run from here, so a pull compiles them; outside one, compiling
-	// would be most of the pull's time for nothing that runs.
-	if !f.noPrecompile && (p.capsule != nil || f.precompile) {
-		runner, err := sandbox.New(e.ctx, p.runnerOptions(func(s string) { e.Progress("mur: warning: %s", s) }))
-		if err == nil {
-			defer closeRunner(e, runner)
-			puller.Compile.Precompile = interruptible(runner.Precompile)
-			puller.Compile.Cache = runner
-		}
-	}
 	rep := &fetch.SyncReport{}
 	if p.capsule == nil {
 		rep.Results, err = puller.Pull(e.ctx, p.Project, reqs)

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/fetch"
-	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/fetch/publish"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
@@ -76,9 +75,7 @@ mur push grep-1.2.0.mur.zip --scope acme --sign-key team.key --store oci://regis
 			if err := fstore.ValidateStoreAddress(store); err != nil {
 				return err
 			}
-			opt := storeOptions()
-			opt.PlainHTTP = plainHTTP
-			dst, err := ocistore.Open(resolveStoreArg(store), opt)
+			dst, err := fetch.OpenStore(resolveStoreArg(store), plainHTTP, fetch.Network{Timeout: networkTimeout()})
 			if err != nil {
 				return err
 			}

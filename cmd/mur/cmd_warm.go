@@ -7,7 +7,6 @@ import (
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch"
-	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/sandbox"
 )
 
@@ -82,7 +81,7 @@ mur warm --mirror oci://registry.internal:5000/murmur   # the fleet's warming ma
 			defer closeRunner(e, runner)
 			in.Precompile = interruptible(runner.Precompile)
 			if layout != "" {
-				dst, err := ocistore.Open(resolveStoreArg("oci-layout:"+layout), storeOptions())
+				dst, err := fetch.OpenStore(resolveStoreArg("oci-layout:"+layout), false, fetch.Network{Timeout: networkTimeout()})
 				if err != nil {
 					return err
 				}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -109,9 +108,10 @@ func strictness(mode string) int {
 }
 
 // narrows reports whether a signer_workflow w restricts signers at least as much as home's: any
-// w when the home sets none, else a w that starts with home's prefix.
+// w when the home sets none, else a w that lies under home's prefix by the verifier's own rule (a
+// prefix ends at a '/' or '@'), so that release.yml-other.yml@ does not pass for release.yml.
 func narrows(w, home string) bool {
-	return w != "" && (home == "" || strings.HasPrefix(w, home))
+	return w != "" && (home == "" || provenance.WorkflowPrefix(w, home))
 }
 
 // loosening is the warnings for what a project's provenance keys would loosen, which

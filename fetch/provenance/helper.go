@@ -121,6 +121,9 @@ type Helper struct {
 	Roots *RootsCache
 	// Warn receives the helper's notes, each once per Helper; nil drops them.
 	Warn func(msg string)
+	// Stderr receives the helper's standard error, escaped for a terminal and cut after
+	// maxStderr bytes; nil is os.Stderr.
+	Stderr io.Writer
 
 	mu     sync.Mutex
 	proc   *process // nil until the first request, and again after an interrupted one
@@ -252,7 +255,10 @@ func (h *Helper) start(ctx context.Context) error {
 		return h.fail(err)
 	}
 	cmd := exec.Command(path)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, os.Stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, newStderrSink(h.Stderr)
+	// The helper's standard error is copied by a goroutine that Wait waits for; a process the
+	// helper left holding the pipe must not hold up its reaping for longer than this.
+	cmd.WaitDelay = closeGrace
 	err = cmd.Start()
 	// The child holds its own copies; mur's must go, or the helper's exit would never reach
 	// mur as the end of its output.

@@ -22,6 +22,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/provenance/sigstore"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
+	"github.com/murmur-nexus/mur/internal/slowdown"
 )
 
 // The test binary doubles as mur-provenance: re-executed with ATTEST_TEST_HELPER set, it serves,
@@ -223,10 +224,12 @@ func TestHelperThatNeverAnswers(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			mark := marked(t)
 			h := helper(t, mode)
-			h.Timeout = 2 * time.Second
+			// The timeout covers the stand-in's start, which a loaded machine can stretch past 2s
+			// before it writes its pid; the margin stretches with MUR_TEST_SLOWDOWN.
+			h.Timeout = slowdown.Scale(2 * time.Second)
 			start := time.Now()
 			_, err := h.Verify(context.Background(), bundle, realSubject, realExpect(), provenance.Trust{})
-			errtest.WantToken(t, err, errs.ProvenanceUnverifiable, "did not answer within 2s")
+			errtest.WantToken(t, err, errs.ProvenanceUnverifiable, fmt.Sprintf("did not answer within %s", h.Timeout))
 			if d := time.Since(start); d > time.Minute {
 				t.Fatalf("the call took %s", d)
 			}

@@ -36,14 +36,21 @@ func WriteKeyPair(name, kind string) (KeyPair, error) {
 		return kp, errs.Wrap(err, errs.Usage, "%v", err)
 	}
 	kp.Hint = hint
+	return kp, writePair(kp, priv, pub)
+}
+
+// writePair writes the private key, then the public one, and takes the private key back when the
+// public one can't be written: a lone NAME.key would block the next mur key generate NAME, and
+// whoever finds it could not tell which public key goes with it.
+func writePair(kp KeyPair, priv, pub []byte) error {
 	if err := writeNew(kp.Private, priv, 0o600); err != nil {
-		return kp, err
+		return err
 	}
 	if err := writeNew(kp.Public, pub, 0o644); err != nil {
 		os.Remove(kp.Private)
-		return kp, err
+		return err
 	}
-	return kp, nil
+	return nil
 }
 
 // writeNew writes data to a temporary file beside path, syncs it and links it to path, so that

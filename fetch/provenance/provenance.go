@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"strings"
 
 	"github.com/opencontainers/go-digest"
 )
@@ -73,6 +74,22 @@ type TrustedKey struct {
 type Trust struct {
 	RootFile string       `json:"trusted_root,omitempty"`
 	Keys     []TrustedKey `json:"trusted_keys,omitempty"`
+}
+
+// WorkflowPrefix reports whether prefix names san or what it lies under: an owner, a repository,
+// a workflow file, or a workflow at any ref. The prefix must end where a path segment or the ref
+// does, since https://github.com/acme/gre would otherwise admit every workflow of acme/grep-evil.
+// It is the one rule for signer_workflow: the verifier holds a certificate's SAN to it, and
+// config.yaml holds a project's signer_workflow to the home's by it (a narrowing must lie under).
+func WorkflowPrefix(san, prefix string) bool {
+	if !strings.HasPrefix(san, prefix) {
+		return false
+	}
+	if len(san) == len(prefix) || strings.HasSuffix(prefix, "/") || strings.HasSuffix(prefix, "@") {
+		return true
+	}
+	next := san[len(prefix)]
+	return next == '/' || next == '@'
 }
 
 // Verifier checks a bundle offline. Helper is the one mur uses; fetch/provenance.Local does the

@@ -5,7 +5,6 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
-	"sync/atomic"
 
 	"github.com/opencontainers/go-digest"
 
@@ -44,11 +43,6 @@ func ReadBlob(ctx context.Context, store *cas.Store, d digest.Digest, inflate bo
 	}
 	return a, wasm, unmap, nil
 }
-
-// payloadRereads counts the fresh payloads a pull read back from their blob to check or stage
-// them, because the download's stream could not vouch for them (streamstage.go): tests tell by
-// it that the stream spared the second read.
-var PayloadRereads atomic.Int64
 
 // checkPayload streams the payload of a to its end, so that everything the zip says of it holds
 // before the blob becomes visible: it decompresses (for a deflate or zstd entry) without passing

@@ -22,13 +22,13 @@ import (
 // path can leave, and the scope folder within it once more; every mkdir, write, rename and
 // removal after that is relative to one of those handles.
 
-// stageCheckedHook, when set by a test, runs between the path checks of a staging and the
-// opening of its handles: the moment a racing writer would swap a folder for a symlink.
-var CheckedHook func()
+// checkedHook, when set by a test (export_test.go), runs between the path checks of a staging and
+// the opening of its handles: the moment a racing writer would swap a folder for a symlink.
+var checkedHook func()
 
-// stageInstallHook, when set by a test, runs in install just before the staged folder is renamed
-// into place, with the handles already held.
-var InstallHook func()
+// installHook, when set by a test, runs in install just before the staged folder is renamed into
+// place, with the handles already held.
+var installHook func()
 
 // scopeHandles is a project's folder and its tools/<scope>/, held open for one staging.
 type scopeHandles struct {
@@ -44,8 +44,8 @@ type scopeHandles struct {
 // without following a link, so a handle is always a real folder that stood at its place in the
 // project.
 func openScope(tools Tools, name ref.Name) (*scopeHandles, error) {
-	if CheckedHook != nil {
-		CheckedHook()
+	if checkedHook != nil {
+		checkedHook()
 	}
 	root, err := os.OpenRoot(tools.Project)
 	if err != nil {

@@ -260,8 +260,8 @@ func (st *Prepared) Install() (string, error) {
 		installed = true
 		return st.dir, nil
 	}
-	if InstallHook != nil {
-		InstallHook()
+	if installHook != nil {
+		installHook()
 	}
 	old := st.tmpName + ".old"
 	if err := scope.Rename(st.name.Name, old); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -44,10 +44,6 @@ const (
 // stream all the same, with no file: the payload is checked as it arrives (verified), instead of
 // being read back and inflated again once the blob is in.
 
-// testHookFollow, when set by a test, runs before a stream follows anything: a test holds the
-// streams there to see what the pull does with payloads downloaded and not yet followed.
-var FollowHook atomic.Pointer[func()]
-
 // streamStage follows a blob's bytes from its first one, as an io.Writer beside the CAS ingest.
 type Stream struct {
 	tools *Tools // nil when the payload is only checked
@@ -261,9 +257,6 @@ func (s *Stream) Verified(a *artifact.Archive, size int64) bool {
 // out. Whatever it can't follow ends it, without an error: adopt then finds no result.
 func (s *Stream) follow() {
 	defer close(s.done)
-	if hook := FollowHook.Load(); hook != nil {
-		(*hook)()
-	}
 	cr := &chanReader{full: s.full, free: s.free}
 	defer func() {
 		s.off.Store(true)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"testing"
@@ -17,9 +18,10 @@ import (
 	"github.com/murmur-nexus/mur/internal/errs"
 )
 
-// mur verify reads zstd blobs as it reads deflated ones: a good blob checks out from its
-// directory alone, with no entry decoded, and its payload reads back for the compiled cache. A
-// damaged zstd entry is refused where the blob is admitted (fetch's
+// mur verify reads zstd blobs as it reads deflated ones: a blob checks out from its directory
+// alone, with no entry decoded (so one whose zstd payload does not match its CRC-32 checks out
+// too, which decoding the entry would refuse), and a good one's payload reads back for the
+// compiled cache. A damaged zstd entry is refused where the blob is admitted (fetch's
 // TestImportRefusesAnArtifactWhosePayloadLies, and the pull's checks), not here.
 func TestCheckBlobZstd(t *testing.T) {
 	store, err := cas.Open(filepath.Join(t.TempDir(), "cas"))
@@ -28,18 +30,18 @@ func TestCheckBlobZstd(t *testing.T) {
 	}
 	ctx := context.Background()
 	wasm := artifacttest.Module(1<<20, 5)
-	blob := artifacttest.Spec{Name: "tool", Version: "1.0.0", Wasm: wasm, Compression: artifact.Zstd}.Zip()
-	d, err := store.Ingest(ctx, bytes.NewReader(blob), int64(len(blob)), digest.FromBytes(blob))
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := artifact.EntryReads.Load()
-	a, err := checkBlob(ctx, store, d)
-	if err != nil || a.PayloadSize != int64(len(wasm)) || a.PayloadName != "capsule.wasm" {
-		t.Fatalf("checkBlob of a good zstd blob: %v", err)
-	}
-	if reads := artifact.EntryReads.Load() - before; reads != 0 {
-		t.Fatalf("checkBlob read %d entries; it reads only the zip's directory", reads)
+	spec := artifacttest.Spec{Name: "tool", Version: "1.0.0", Wasm: wasm, Compression: artifact.Zstd}
+	lying := spec.Raw(artifact.MethodZstd, artifacttest.Compress(artifact.MethodZstd, wasm), crc32.ChecksumIEEE(wasm)^1, uint64(len(wasm)))
+	var d digest.Digest
+	for _, blob := range [][]byte{lying, spec.Zip()} {
+		var err error
+		if d, err = store.Ingest(ctx, bytes.NewReader(blob), int64(len(blob)), digest.FromBytes(blob)); err != nil {
+			t.Fatal(err)
+		}
+		a, err := checkBlob(ctx, store, d)
+		if err != nil || a.PayloadSize != int64(len(wasm)) || a.PayloadName != "capsule.wasm" {
+			t.Fatalf("checkBlob of a zstd blob that hashes right: %v", err)
+		}
 	}
 	_, got, release, err := stage.ReadBlob(ctx, store, d, true)
 	defer release()

@@ -317,7 +317,7 @@ func choosePayload(candidates, all []*zip.File) (*zip.File, error) {
 
 // sniff reads the payload's preamble to tell a component from a core module.
 func (a *Archive) sniff() error {
-	rc, err := a.openPayload() // eight bytes: not an entry read EntryReads counts
+	rc, err := a.openPayload() // eight bytes: not an entry read entryReads counts
 	if err != nil {
 		return err
 	}
@@ -335,7 +335,7 @@ func (a *Archive) sniff() error {
 // invalid-artifact as soon as the stream passes the decompression ceiling or its declared size,
 // at bad compressed data, or at the end when its CRC-32 does not match.
 func (a *Archive) OpenPayload() (io.ReadCloser, error) {
-	EntryReads.Add(1)
+	entryReads.Add(1)
 	return a.openPayload()
 }
 

@@ -9,19 +9,19 @@ import (
 	"github.com/klauspost/compress/zip"
 )
 
-// EntryReads counts every read of entry data begun (CheckStream, OpenPayload, NewDecompressor)
-// and not Read, which decodes only the manifest and the payload's first bytes: verify's test
-// holds it to zero, so each of these must count.
+// entryReads counts every read of entry data begun (CheckStream, OpenPayload, NewDecompressor)
+// and not Read, which decodes only the manifest and the payload's first bytes: Read is all mur
+// verify reads a blob with, so it must read no entry, and each of the others must count.
 func TestEntryReadsCountsEntryReadsOnly(t *testing.T) {
 	// Stored entries: CheckStream opens no decompressor, so only its own count shows.
 	z := buildZip(t, entry{fh: &zip.FileHeader{Name: "murmur.yaml", Method: zip.Store}, data: goodManifest},
 		entry{fh: &zip.FileHeader{Name: "capsule.wasm", Method: zip.Store}, data: coreWasm})
 	count := func(what string, want int64, f func()) {
 		t.Helper()
-		before := EntryReads.Load()
+		before := entryReads.Load()
 		f()
-		if got := EntryReads.Load() - before; got != want {
-			t.Errorf("%s: EntryReads grew by %d, want %d", what, got, want)
+		if got := entryReads.Load() - before; got != want {
+			t.Errorf("%s: entryReads grew by %d, want %d", what, got, want)
 		}
 	}
 	var a *Archive

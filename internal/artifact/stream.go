@@ -24,7 +24,7 @@ import (
 // are refused: an archiver never writes them, and they are how a small zip inflates without
 // bound. Memory use does not depend on the archive's size.
 func (a *Archive) CheckStream(r io.Reader) error {
-	EntryReads.Add(1)
+	entryReads.Add(1)
 	spans, err := a.spans()
 	if err != nil {
 		return err
@@ -62,11 +62,11 @@ func (a *Archive) CheckStream(r io.Reader) error {
 	return nil
 }
 
-// EntryReads counts the reads of a packed file's entry data begun (CheckStream, OpenPayload,
-// NewDecompressor; not the small manifest Read decodes), so that a test can tell a path that
-// decompresses entries from one that only reads the zip's directory: verify must stay the
-// latter. One atomic add per artifact costs nothing beside its inflate.
-var EntryReads atomic.Int64
+// entryReads counts the reads of a packed file's entry data begun (CheckStream, OpenPayload,
+// NewDecompressor; not the small manifest Read decodes), so that this package's tests can tell a
+// path that decompresses entries from one that only reads the zip's directory, as Read does and
+// verify relies on. One atomic add per artifact costs nothing beside its inflate.
+var entryReads atomic.Int64
 
 const reportIt = "report it to its publisher"
 

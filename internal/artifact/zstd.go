@@ -54,7 +54,7 @@ func Readable(method uint16) bool {
 // entry may decompress to, or -1 when that is not known yet: a zstd frame that says it holds
 // more is refused at its header. Close gives the decompressor back for reuse.
 func NewDecompressor(method uint16, br *bufio.Reader, declared int64) io.ReadCloser {
-	EntryReads.Add(1)
+	entryReads.Add(1)
 	switch method {
 	case zip.Deflate:
 		return NewInflater(br) // a *bufio.Reader is an io.ByteReader: flate reads no byte past its stream

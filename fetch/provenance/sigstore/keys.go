@@ -88,6 +88,16 @@ func keyVerifier(pub crypto.PublicKey) (signature.Verifier, error) {
 	return nil, errs.New(errs.InvalidConfig, "unsupported key type %T", pub)
 }
 
+// withInstances is m together with every instance of r: the logs and timestamp authorities that a
+// keyed bundle's proofs are checked against.
+func (r *Roots) withInstances(m root.TrustedMaterial) root.TrustedMaterial {
+	c := root.TrustedMaterialCollection{m}
+	for _, in := range r.instances {
+		c = append(c, in.material)
+	}
+	return c
+}
+
 type expiringVerifier struct{ signature.Verifier }
 
 func (expiringVerifier) ValidAtTime(time.Time) bool { return true }
@@ -119,7 +129,11 @@ func verifyKeyed(b *bundle.Bundle, vc verify.VerificationContent, sum []byte, wa
 	}
 	if _, err := v.Verify(b, verify.NewPolicy(verify.WithArtifactDigest(algo, artifactSum), verify.WithKey())); err != nil {
 		return Facts{}, errs.Wrap(err, errs.ProvenanceMismatch, "the signature of %s by key %q does not verify: %s; the artifact or its bundle was changed after signing",
-			want.Artifact, clean(hint), clean(err.Error()))
+			want.Artifact, clean(hint), sigstoreMessage(err))
+	}
+	// The key's signature holds; a log entry or timestamp that the bundle carries must too.
+	if err := checkTimeSources(b, roots.withInstances(material), want, roots.describe()); err != nil {
+		return Facts{}, err
 	}
 	return Facts{Kind: KindKey, Signer: hint}, nil
 }

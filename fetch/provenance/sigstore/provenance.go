@@ -53,11 +53,11 @@ func Verify(bundleJSON []byte, artifact digest.Digest, want Expect, roots *Roots
 	var b bundle.Bundle
 	if err := b.UnmarshalJSON(bundleJSON); err != nil {
 		return Facts{}, errs.Wrap(err, errs.ProvenanceUnverifiable, "the provenance bundle of %s is not a Sigstore bundle (%s); the publisher must attach a valid bundle v0.3",
-			want.Artifact, clean(err.Error()))
+			want.Artifact, sigstoreMessage(err))
 	}
 	vc, err := b.VerificationContent()
 	if err != nil {
-		return Facts{}, errs.Wrap(err, errs.ProvenanceUnverifiable, "the provenance bundle of %s has no usable verification material: %s", want.Artifact, clean(err.Error()))
+		return Facts{}, errs.Wrap(err, errs.ProvenanceUnverifiable, "the provenance bundle of %s has no usable verification material: %s", want.Artifact, sigstoreMessage(err))
 	}
 	if vc.Certificate() == nil {
 		return verifyKeyed(&b, vc, sum, want, roots)
@@ -77,7 +77,7 @@ func verifyAttestation(b *bundle.Bundle, leaf *x509.Certificate, sum []byte, art
 	}
 	res, err := v.Verify(b, verify.NewPolicy(verify.WithArtifactDigest("sha256", sum), verify.WithoutIdentitiesUnsafe()))
 	if err != nil {
-		return Facts{}, classify(err, want, artifact, inst.name)
+		return Facts{}, attestationError(b, err, inst, want, artifact)
 	}
 	if res.Signature == nil || res.Signature.Certificate == nil {
 		return Facts{}, errs.New(errs.ProvenanceMismatch, "the provenance of %s carries no signing certificate", want.Artifact)
@@ -121,7 +121,7 @@ func verifyAttestation(b *bundle.Bundle, leaf *x509.Certificate, sum []byte, art
 		return facts, errs.New(errs.ProvenanceMismatch, "%s was built on a %q runner, not a GitHub-hosted one; a self-hosted runner is as trustworthy as whoever controls it. Set allow_self_hosted: true for scope %s in $MURMUR_HOME/config.yaml if that is expected (a project's config.yaml can't loosen the home's policy)",
 			want.Artifact, clean(orNone(facts.Runner)), want.Scope)
 	}
-	if want.SignerWorkflow != "" && !workflowPrefix(facts.Signer, want.SignerWorkflow) {
+	if want.SignerWorkflow != "" && !provenance.WorkflowPrefix(facts.Signer, want.SignerWorkflow) {
 		who := "the signer_workflow " + clean(want.SignerWorkflow) + " that scope " + want.Scope + " requires"
 		if want.Asked != "" {
 			who = "--signer-workflow " + clean(want.SignerWorkflow)
@@ -132,34 +132,32 @@ func verifyAttestation(b *bundle.Bundle, leaf *x509.Certificate, sum []byte, art
 	return facts, nil
 }
 
-// workflowPrefix reports whether prefix names san or what it lies under: an owner, a
-// repository, a workflow file, or a workflow at any ref. The prefix must end where a path
-// segment or the ref does, since https://github.com/acme/gre would otherwise admit every
-// workflow of acme/grep-evil.
-func workflowPrefix(san, prefix string) bool {
-	if !strings.HasPrefix(san, prefix) {
-		return false
+// attestationError is why sigstore-go refused an attestation. sigstore-go passes over a log entry
+// whose SET does not verify and counts a timestamp that does not verify as missing, so that a
+// changed proof reads as one the roots can't check; checked one at a time, the bundle's own log
+// entries and timestamps tell the two apart.
+func attestationError(b *bundle.Bundle, err error, inst *instance, want Expect, artifact digest.Digest) error {
+	msg := err.Error()
+	if tsErr := checkTimeSources(b, inst.material, want, inst.name); tsErr != nil &&
+		(errs.TokenOf(tsErr) == errs.ProvenanceMismatch || strings.Contains(msg, "timestamp") || strings.Contains(msg, "transparency log")) {
+		return tsErr
 	}
-	if len(san) == len(prefix) || strings.HasSuffix(prefix, "/") || strings.HasSuffix(prefix, "@") {
-		return true
-	}
-	next := san[len(prefix)]
-	return next == '/' || next == '@'
+	return classify(err, want, artifact, inst.name)
 }
 
 // classify turns sigstore-go's verification error into mur's tokens. A missing or unknown
 // time source is something the roots can't settle (unverifiable); a signature or subject that
 // does not match is an attack or a mistake (mismatch).
-func classify(err error, want Expect, artifact digest.Digest, instance string) error {
-	msg := clean(err.Error())
+func classify(err error, want Expect, artifact digest.Digest, roots string) error {
+	msg := sigstoreMessage(err)
 	switch {
 	case strings.Contains(msg, "artifact digest"):
 		return errs.Wrap(err, errs.ProvenanceMismatch, "the attestation of %s is about another artifact: no subject has digest %s", want.Artifact, artifact)
 	case strings.Contains(msg, "failed to verify signature"), strings.Contains(msg, "does not match"):
 		return errs.Wrap(err, errs.ProvenanceMismatch, "the provenance of %s does not verify: %s; the bundle was changed after it was signed", want.Artifact, msg)
 	case strings.Contains(msg, "threshold"), strings.Contains(msg, "timestamp"), strings.Contains(msg, "certificate"), strings.Contains(msg, "SCT"), strings.Contains(msg, "transparency log"):
-		return errs.Wrap(err, errs.ProvenanceUnverifiable, "the provenance of %s can't be verified against the %s trusted root: %s; update mur or set trusted_root in .murmur/config.yaml if the signer is newer than this mur",
-			want.Artifact, instance, msg)
+		return errs.Wrap(err, errs.ProvenanceUnverifiable, "the provenance of %s can't be verified against %s: %s; update mur or set trusted_root in $MURMUR_HOME/config.yaml if the signer is newer than this mur",
+			want.Artifact, roots, msg)
 	}
 	return errs.Wrap(err, errs.ProvenanceMismatch, "the provenance of %s does not verify: %s", want.Artifact, msg)
 }
@@ -186,10 +184,10 @@ func keyHintError(want Expect, hint string, roots *Roots) error {
 			want.Artifact, clean(hint), want.Asked, strings.Join(trusted, ", "))
 	}
 	if len(trusted) > 0 {
-		return errs.Wrap(u, errs.ProvenanceUnverifiable, "%s is signed by key %s; scope %s trusts %s; if the publisher rotated keys, add the new one to trusted_keys in your config.yaml",
+		return errs.Wrap(u, errs.ProvenanceUnverifiable, "%s is signed by key %s; scope %s trusts %s; if the publisher rotated keys, add the new one to trusted_keys in $MURMUR_HOME/config.yaml",
 			want.Artifact, clean(hint), want.Scope, strings.Join(trusted, ", "))
 	}
-	return errs.Wrap(u, errs.ProvenanceUnverifiable, "%s is signed by key %s, which no trusted_keys entry in your config.yaml names; add {pem_file: ITS-KEY.pub} under scopes.%s.trusted_keys if you trust that key (its hint is computed from the key)",
+	return errs.Wrap(u, errs.ProvenanceUnverifiable, "%s is signed by key %s, which no trusted_keys entry in $MURMUR_HOME/config.yaml names; add {pem_file: ITS-KEY.pub} under scopes.%s.trusted_keys if you trust that key (its hint is computed from the key)",
 		want.Artifact, clean(hint), want.Scope)
 }
 

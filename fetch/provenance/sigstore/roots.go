@@ -44,7 +44,7 @@ func (r *Roots) trustedKeyNames() []string {
 }
 
 type instance struct {
-	name     string
+	name     string // "the public-good trusted root", "trusted_root FILE", for messages
 	material root.TrustedMaterial
 	options  []verify.VerifierOption
 	issuers  [][]byte // subject key ids of every CA certificate, to route a leaf by its AKI
@@ -54,7 +54,7 @@ type instance struct {
 func EmbeddedRoots() (*Roots, error) {
 	r := &Roots{source: "mur's embedded trusted roots"}
 	for _, raw := range [][]byte{publicGoodRoot, githubRoot} {
-		if err := r.add(raw); err != nil {
+		if err := r.add("", raw); err != nil {
 			return nil, errs.Wrap(err, errs.Internal, "mur's embedded trusted root does not parse: %v", err)
 		}
 	}
@@ -76,11 +76,11 @@ func LoadRoots(path string) (*Roots, error) {
 	var nr *safefile.NotRegularError
 	switch {
 	case errors.As(err, &nr):
-		return nil, errs.Wrap(err, errs.InvalidConfig, "trusted_root %s is %s, and mur reads a trusted root only as a regular file; name the file itself in .murmur/config.yaml", path, nr.Found)
+		return nil, errs.Wrap(err, errs.InvalidConfig, "trusted_root %s is %s, and mur reads a trusted root only as a regular file; name the file itself in $MURMUR_HOME/config.yaml", path, nr.Found)
 	case errors.Is(err, safefile.ErrTooLarge):
 		return nil, errs.Wrap(err, errs.InvalidConfig, "trusted_root %s is over %d bytes, far more than a Sigstore trusted root holds, so mur did not read it; check what the file is", path, maxRootFile)
 	case err != nil:
-		return nil, errs.Wrap(err, errs.InvalidConfig, "trusted_root %s can't be read: %v; fix the path in .murmur/config.yaml", path, errs.OSCause(err))
+		return nil, errs.Wrap(err, errs.InvalidConfig, "trusted_root %s can't be read: %v; fix the path in $MURMUR_HOME/config.yaml", path, errs.OSCause(err))
 	}
 	r := &Roots{source: "trusted_root " + path}
 	type doc struct {
@@ -100,7 +100,12 @@ func LoadRoots(path string) (*Roots, error) {
 		if why := notARoot(d.raw, d.line); why != "" {
 			return nil, errs.New(errs.InvalidConfig, "trusted_root %s is not a Sigstore trusted root: %s; give the output of `gh attestation trusted-root` or a trusted_root.json", path, why)
 		}
-		if err := r.add(d.raw); err != nil {
+		// A root of the user's own is named by its file, whatever instance it looks like.
+		name := "trusted_root " + path
+		if len(docs) > 1 {
+			name = fmt.Sprintf("trusted_root %s (line %d)", path, d.line)
+		}
+		if err := r.add(name, d.raw); err != nil {
 			// sigstore-go's reason may quote the file; only the line is said.
 			return nil, errs.New(errs.InvalidConfig, "trusted_root %s is not a Sigstore trusted root: the document at line %d does not parse as one (a key, certificate or validity period is malformed); give the output of `gh attestation trusted-root` or a trusted_root.json", path, d.line)
 		}
@@ -135,19 +140,23 @@ func notARoot(raw []byte, first int) string {
 func NewRoots(materials ...root.TrustedMaterial) *Roots {
 	r := &Roots{source: "the given trusted roots"}
 	for _, m := range materials {
-		r.addMaterial("custom", m)
+		r.addMaterial("the given trusted root", m)
 	}
 	return r
 }
 
-func (r *Roots) add(raw []byte) error {
+// add adds the trusted root raw under name, for messages; "" names one of mur's own instances by
+// its shape.
+func (r *Roots) add(name string, raw []byte) error {
 	tr, err := root.NewTrustedRootFromJSON(raw)
 	if err != nil {
 		return err
 	}
-	name := "public-good"
-	if len(tr.RekorLogs()) == 0 {
-		name = "GitHub"
+	if name == "" {
+		name = "the public-good trusted root"
+		if len(tr.RekorLogs()) == 0 {
+			name = "the GitHub trusted root"
+		}
 	}
 	r.addMaterial(name, tr)
 	return nil

@@ -77,6 +77,11 @@ func (l *Local) Sign(_ context.Context, keyPEM []byte, artifact digest.Digest, s
 	return SignDigest(keyPEM, artifact, sha512)
 }
 
+// maxRequest bounds one request line: a bundle mur sends is at most provenance.MaxBundleSize
+// bytes, which its JSON (base64) makes a third larger, with room to spare. A longer line ends
+// Serve with an error, and mur, whose request went unanswered, fails the verification closed.
+const maxRequest = 64 << 20
+
 // Serve answers provenance.Requests, one JSON line each, until in ends: the loop of
 // mur-provenance. The first request must be a hello that states provenance.Protocol; until one
 // does, every other request is refused, so that a mur of another version never has a bundle
@@ -86,7 +91,7 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	var l Local
 	agreed := false
 	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+	sc.Buffer(make([]byte, 0, 64<<10), maxRequest)
 	enc := json.NewEncoder(out)
 	for sc.Scan() {
 		var resp provenance.Response

@@ -82,68 +82,16 @@ func tufSources(cache *provenance.RootsCache) ([]tufSource, error) {
 	return srcs, nil
 }
 
-// cacheState is state.json beside an instance's cached trusted_root.json.
-type cacheState struct {
-	Repository string    `json:"repository"` // the cache holds this repository's root only
-	Fetched    time.Time `json:"fetched,omitzero"`
-	Attempted  time.Time `json:"attempted,omitzero"`
-	Expires    time.Time `json:"expires,omitzero"` // of the TUF metadata that vouched for it
-}
-
-// instanceCache is one instance's folder under RootsCache.Dir.
-type instanceCache struct {
-	src tufSource
-	dir string
-}
-
-func (c instanceCache) state() cacheState {
-	var st cacheState
-	if data, err := safefile.ReadFile(filepath.Join(c.dir, "state.json"), maxStateFile); err == nil {
-		json.Unmarshal(data, &st)
-	}
-	if st.Repository != c.src.url {
-		return cacheState{Repository: c.src.url}
-	}
-	return st
-}
-
-// cached is the trusted root a refresh last verified for this repository, or nil.
-func (c instanceCache) cached() []byte {
-	st := c.state()
-	if st.Fetched.IsZero() {
-		return nil
-	}
-	data, err := safefile.ReadFile(filepath.Join(c.dir, targetName), maxRootFile)
-	if err != nil {
-		return nil
-	}
-	if _, err := root.NewTrustedRootFromJSON(data); err != nil {
-		return nil
-	}
-	return data
-}
-
-// due reports whether a verify should try to refresh now.
-func (st cacheState) due(now time.Time) bool {
-	return st.Attempted.IsZero() || now.Sub(st.Attempted) >= refreshEvery ||
-		(!st.Expires.IsZero() && now.After(st.Expires) && now.Sub(st.Attempted) >= expiredRetry)
-}
-
-// inUse is the trusted root an instance is checked against, and where it comes from.
-func (c instanceCache) inUse() ([]byte, string) {
-	if data := c.cached(); data != nil {
-		return data, "cache"
-	}
-	return c.src.embedded, "embedded"
-}
-
 // refresh fetches the instance's trusted root through TUF, within ctx's deadline, and keeps it
-// with its metadata. A refresh that fails leaves the cache as it was: the metadata is updated
-// in a copy that replaces the cached one only once the target is verified and parses. Unless
-// forced, it does nothing when another process refreshed while this one waited for the lock.
+// with its metadata as the next generation (tufcache.go). A refresh that fails, or is killed at
+// any point, leaves the generation in use as it was. Unless forced, it does nothing when another
+// process refreshed while this one waited for the lock.
 func (c instanceCache) refresh(ctx context.Context, force bool) (status provenance.RootStatus, err error) {
 	old, oldSource := c.inUse()
 	status = provenance.RootStatus{Instance: c.src.instance, Source: oldSource, Summary: summary(old), Repository: c.src.url}
+	if err := c.checkDir(); err != nil {
+		return status, err
+	}
 	if err := atomicfile.MkdirPrivate(c.dir); err != nil {
 		return status, err
 	}
@@ -152,29 +100,60 @@ func (c instanceCache) refresh(ctx context.Context, force bool) (status provenan
 		return status, errs.Wrap(err, errs.IO, "can't lock %s's trusted root cache in %s: %v", c.src.instance, c.dir, err)
 	}
 	defer unlock()
-	// Under the lock, a staging folder left behind is a killed refresh's.
-	left, _ := filepath.Glob(filepath.Join(c.dir, ".refresh-*"))
-	for _, d := range left {
-		os.RemoveAll(d)
-	}
 	st := c.state()
+	c.sweep(st)
 	if !force && !st.due(time.Now()) {
 		return status, nil
 	}
 	st.Attempted = time.Now()
+	saved := false
 	defer func() {
-		data, _ := json.Marshal(st)
-		atomicfile.WriteFile(filepath.Join(c.dir, "state.json"), data, 0o600)
+		if !saved {
+			c.saveState(st) // the attempt, so that a failing repository is tried once a day
+		}
 	}()
 	stage, err := os.MkdirTemp(c.dir, ".refresh-")
 	if err != nil {
 		return status, errs.Wrap(err, errs.IO, "can't stage a refresh of %s's trusted root in %s: %v", c.src.instance, c.dir, err)
 	}
 	defer os.RemoveAll(stage)
-	// The metadata refreshed last time is where this refresh starts, so that the repository can't
-	// roll it back to older versions.
-	if err := os.CopyFS(filepath.Join(stage, "tuf"), os.DirFS(filepath.Join(c.dir, "tuf"))); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return status, errs.Wrap(err, errs.IO, "can't copy %s's TUF metadata out of %s: %v", c.src.instance, c.dir, err)
+	data, meta, err := c.fetch(ctx, st, stage)
+	if err != nil {
+		return status, err
+	}
+	c.mark("fetched")
+	next, err := c.commit(stage, data)
+	if err != nil {
+		return status, err
+	}
+	c.mark("renamed")
+	was := st
+	st.Current, st.Fetched, st.Expires, st.TimestampVersion = next, st.Attempted, meta.expires, meta.timestampVersion
+	if err := c.saveState(st); err != nil {
+		st = was // the new generation is named nowhere: the next refresh sweeps it
+		return status, err
+	}
+	saved = true
+	c.mark("swapped")
+	c.sweep(st)
+	status.Source, status.Fetched = "tuf", st.Fetched
+	if !sameJSON(old, data) {
+		status.Changed, status.Was, status.Summary = true, status.Summary, summary(data)
+	}
+	return status, nil
+}
+
+// fetch updates, in stage, the metadata of st's generation through TUF and returns the trusted
+// root it vouches for and what the metadata says of itself. The metadata TUF starts from is the
+// generation's, so that the repository can't roll it back to older versions; and should that
+// metadata be lost, the timestamp version state.json recorded still holds.
+func (c instanceCache) fetch(ctx context.Context, st cacheState, stage string) ([]byte, tufMeta, error) {
+	gen, err := c.generation(st)
+	if err != nil {
+		return nil, tufMeta{}, err
+	}
+	if err := os.CopyFS(filepath.Join(stage, "tuf"), os.DirFS(filepath.Join(gen, "tuf"))); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, tufMeta{}, errs.Wrap(err, errs.IO, "can't copy %s's TUF metadata out of %s: %v", c.src.instance, gen, err)
 	}
 	client, err := tuf.New(&tuf.Options{
 		Root: c.src.tufRoot, CachePath: filepath.Join(stage, "tuf"), RepositoryBaseURL: c.src.url,
@@ -185,34 +164,19 @@ func (c instanceCache) refresh(ctx context.Context, force bool) (status provenan
 		data, err = client.GetTarget(targetName)
 	}
 	if err != nil {
-		return status, refreshError(c.src, err)
+		return nil, tufMeta{}, refreshError(c.src, err)
 	}
 	if why := notARoot(data, 1); why != "" {
-		return status, errs.New(errs.Integrity, "%s's TUF repository %s serves a %s that is not a Sigstore trusted root (%s); mur keeps the trusted root it had", c.src.instance, c.src.url, targetName, why)
+		return nil, tufMeta{}, errs.New(errs.Integrity, "%s's TUF repository %s serves a %s that is not a Sigstore trusted root (%s); mur keeps the trusted root it had", c.src.instance, c.src.url, targetName, why)
 	}
 	if _, err := root.NewTrustedRootFromJSON(data); err != nil {
-		return status, errs.New(errs.Integrity, "%s's TUF repository %s serves a %s that does not parse as a Sigstore trusted root; mur keeps the trusted root it had", c.src.instance, c.src.url, targetName)
+		return nil, tufMeta{}, errs.New(errs.Integrity, "%s's TUF repository %s serves a %s that does not parse as a Sigstore trusted root; mur keeps the trusted root it had", c.src.instance, c.src.url, targetName)
 	}
-	expires := metadataExpiry(filepath.Join(stage, "tuf", tuf.URLToPath(c.src.url)))
-	// The new metadata goes in first: were mur stopped before the root follows it, the next
-	// refresh finds the target in the metadata's own cache and writes it then.
-	prev := filepath.Join(stage, "prev")
-	if err := os.Rename(filepath.Join(c.dir, "tuf"), prev); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return status, errs.Wrap(err, errs.IO, "can't replace %s's TUF metadata in %s: %v", c.src.instance, c.dir, err)
+	meta := readTUFMeta(filepath.Join(stage, "tuf", tuf.URLToPath(c.src.url)))
+	if meta.timestampVersion < st.TimestampVersion {
+		return nil, tufMeta{}, errs.New(errs.Integrity, "%s's TUF repository %s serves timestamp metadata version %d, older than version %d that this machine took before: a rollback, which TUF refuses; mur keeps the trusted root it had", c.src.instance, c.src.url, meta.timestampVersion, st.TimestampVersion)
 	}
-	if err := os.Rename(filepath.Join(stage, "tuf"), filepath.Join(c.dir, "tuf")); err != nil {
-		os.Rename(prev, filepath.Join(c.dir, "tuf"))
-		return status, errs.Wrap(err, errs.IO, "can't replace %s's TUF metadata in %s: %v", c.src.instance, c.dir, err)
-	}
-	if err := atomicfile.WriteFile(filepath.Join(c.dir, targetName), data, 0o600); err != nil {
-		return status, errs.Wrap(err, errs.IO, "can't write %s's trusted root in %s: %v", c.src.instance, c.dir, err)
-	}
-	st.Fetched, st.Expires = st.Attempted, expires
-	status.Source, status.Fetched = "tuf", st.Fetched
-	if !sameJSON(old, data) {
-		status.Changed, status.Was, status.Summary = true, status.Summary, summary(data)
-	}
-	return status, nil
+	return data, meta, nil
 }
 
 // refreshError is err, from go-tuf or the fetcher, with a token: network when the repository
@@ -226,24 +190,34 @@ func refreshError(src tufSource, err error) error {
 	return errs.Wrap(err, errs.Integrity, "%s's TUF repository %s served metadata that TUF refuses (%s); mur keeps the trusted root it had", src.instance, src.url, clean(err.Error()))
 }
 
-// metadataExpiry is the earliest expiry among the top-level metadata in dir; zero if none reads.
-func metadataExpiry(dir string) time.Time {
-	var first time.Time
+// tufMeta is what a refresh records of the metadata that vouched for its trusted root.
+type tufMeta struct {
+	expires          time.Time // the earliest expiry of the top-level metadata; zero if none reads
+	timestampVersion int64
+}
+
+// readTUFMeta reads tufMeta from the metadata in dir.
+func readTUFMeta(dir string) tufMeta {
+	var m tufMeta
 	for _, role := range []string{metadata.TIMESTAMP, metadata.SNAPSHOT, metadata.TARGETS} {
 		var md struct {
 			Signed struct {
 				Expires time.Time `json:"expires"`
+				Version int64     `json:"version"`
 			} `json:"signed"`
 		}
 		data, err := safefile.ReadFile(filepath.Join(dir, role+".json"), 8<<20)
 		if err != nil || json.Unmarshal(data, &md) != nil {
 			continue
 		}
-		if e := md.Signed.Expires; first.IsZero() || e.Before(first) {
-			first = e
+		if e := md.Signed.Expires; m.expires.IsZero() || e.Before(m.expires) {
+			m.expires = e
+		}
+		if role == metadata.TIMESTAMP {
+			m.timestampVersion = md.Signed.Version
 		}
 	}
-	return first
+	return m
 }
 
 // sameJSON reports whether two trusted roots say the same, however they are laid out.

@@ -100,7 +100,7 @@ func TestRefreshPicksUpARotation(t *testing.T) {
 	if pg.Source != "tuf" || pg.Changed || pg.Summary != summary(publicGoodRoot) {
 		t.Fatalf("public-good serves the embedded root, so nothing changed: %+v", pg)
 	}
-	if got, _ := os.ReadFile(filepath.Join(w.ghDir, "trusted_root.json")); !sameJSON(got, w.ca.TrustedRootJSON(t)) {
+	if got, _ := os.ReadFile(w.cachedRoot(t)); !sameJSON(got, w.ca.TrustedRootJSON(t)) {
 		t.Fatal("the cache does not hold the root the repository published")
 	}
 
@@ -113,7 +113,7 @@ func TestRefreshPicksUpARotation(t *testing.T) {
 	if gh := status(t, st, provenance.InstanceGitHub); !gh.Changed || gh.Source != "tuf" {
 		t.Fatalf("github after a rotation: %+v", gh)
 	}
-	if got, _ := os.ReadFile(filepath.Join(w.ghDir, "trusted_root.json")); !sameJSON(got, rotated.TrustedRootJSON(t)) {
+	if got, _ := os.ReadFile(w.cachedRoot(t)); !sameJSON(got, rotated.TrustedRootJSON(t)) {
 		t.Fatal("the cache does not hold the rotated root")
 	}
 	st, err = w.refresh(t)
@@ -231,7 +231,7 @@ func TestRootsFallBackToTheCacheThenTheEmbedded(t *testing.T) {
 	}
 
 	// A cache that does not parse is not used: the embedded root is.
-	os.WriteFile(filepath.Join(w.ghDir, "trusted_root.json"), []byte("{not json"), 0o600)
+	os.WriteFile(w.cachedRoot(t), []byte("{not json"), 0o600)
 	if r, _, _ = CachedRoots(t.Context(), &offline); !strings.Contains(r.describe(), "github: root this mur embeds") {
 		t.Fatalf("a broken cache: %s", r.describe())
 	}

@@ -56,7 +56,7 @@ func CachedRoots(ctx context.Context, cache *provenance.RootsCache) (*Roots, []s
 	var from []string
 	for _, c := range insts {
 		data, src := c.inUse()
-		if err := r.add(data); err != nil {
+		if err := r.add("", data); err != nil {
 			return nil, nil, errs.Wrap(err, errs.Internal, "%s's trusted root from the %s does not parse: %v", c.src.instance, src, err)
 		}
 		from = append(from, c.src.instance+": "+describeSource(c, src))

@@ -173,7 +173,7 @@ func TestSignerWorkflowEndsAtABoundary(t *testing.T) {
 		san + "/":        false,
 		"acme/grep-evil": false,
 	} {
-		if got := workflowPrefix(san, prefix); got != ok {
+		if got := provenance.WorkflowPrefix(san, prefix); got != ok {
 			t.Errorf("workflowPrefix(%q) = %v, want %v", prefix, got, ok)
 		}
 	}

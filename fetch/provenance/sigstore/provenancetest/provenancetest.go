@@ -114,7 +114,18 @@ func (c *CA) Material() root.TrustedMaterial {
 		Root: c.root, Intermediates: []*x509.Certificate{c.inter}, URI: "https://fulcio.test",
 	}}, tsas: c.vs.TimestampingAuthorities()}
 	if c.publicish {
-		m.rekor = c.vs.RekorLogs()
+		// The VirtualSigstore's log carries its id as hex text, which a trusted_root.json would
+		// hold as the bytes of that text; a real log's id is the raw digest, as the map's key
+		// says in hex.
+		m.rekor = map[string]*root.TransparencyLog{}
+		for id, l := range c.vs.RekorLogs() {
+			raw, err := hex.DecodeString(id)
+			if err != nil {
+				panic(err)
+			}
+			l.ID = raw
+			m.rekor[id] = l
+		}
 		der, _ := x509.MarshalPKIXPublicKey(c.ctKey.Public())
 		id := sha256.Sum256(der)
 		m.ct = map[string]*root.TransparencyLog{hex.EncodeToString(id[:]): {

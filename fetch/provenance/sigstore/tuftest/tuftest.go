@@ -119,6 +119,16 @@ func (r *Repo) RollBack() {
 	r.put("timestamp.json", r.published[len(r.published)-2])
 }
 
+// RollBackTo serves again the n-th timestamp.json Publish published, counting from 1: a
+// mirror replaying metadata older than any a client has taken since.
+func (r *Repo) RollBackTo(n int) {
+	r.t.Helper()
+	if n < 1 || n > len(r.published) {
+		r.t.Fatalf("tuftest: no timestamp %d to roll back to (%d published)", n, len(r.published))
+	}
+	r.put("timestamp.json", r.published[n-1])
+}
+
 // Close stops serving: the repository is unreachable from then on.
 func (r *Repo) Close() { r.srv.Close() }
 
@@ -146,10 +156,15 @@ func (r *Repo) Publish(trustedRoot []byte) {
 }
 
 // ExpireTimestamp publishes a new timestamp version that expired an hour ago.
-func (r *Repo) ExpireTimestamp() {
-	r.timestamp.Signed.Expires = time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+func (r *Repo) ExpireTimestamp() { r.ExpireTimestampAt(time.Now().Add(-time.Hour)) }
+
+// ExpireTimestampAt publishes a new timestamp version that expires at when (to the second), and
+// returns that time as the metadata says it.
+func (r *Repo) ExpireTimestampAt(when time.Time) time.Time {
+	r.timestamp.Signed.Expires = when.UTC().Truncate(time.Second)
 	r.timestamp.Signed.Version++
 	r.write(r.timestamp, metadata.TIMESTAMP, "timestamp.json")
+	return r.timestamp.Signed.Expires
 }
 
 // ExpireSnapshot publishes new snapshot and timestamp versions, the snapshot expired an hour ago.
