@@ -69,8 +69,8 @@ type Provenance struct {
 type Compile struct {
 	// Precompile compiles a fresh payload into the compiled cache; nil skips. A failure is a
 	// warning: the blob is pinned and valid, and `mur run` reports why it can't execute it. wasm
-	// is mapped from a file (stage.ReadBlob) and unmapped once Precompile returns: it must not
-	// keep it.
+	// is mapped from a file (stage.ReadBlob) and unmapped once Precompile returns, unless ctx has
+	// ended by then: it may be read past the return only by a compile that ctx cut short.
 	Precompile func(ctx context.Context, wasm []byte) error
 	// Cache, when set with Precompile, tells which payloads the compiled cache holds already,
 	// by a key the pull computes as it streams the payload anyway; those are not read back or

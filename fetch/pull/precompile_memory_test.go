@@ -1,9 +1,11 @@
 package pull_test
 
 import (
+	"bytes"
 	"context"
 	"testing"
 
+	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -38,5 +40,33 @@ func TestPrecompileHoldsNoPayloadOnTheHeap(t *testing.T) {
 	}
 	if held > size/4 {
 		t.Errorf("the heap held %d MiB more while the %d MiB payload was compiled; want it mapped, not on the heap", held>>20, size>>20)
+	}
+}
+
+// A compile that the command stops waiting for when it is interrupted (cmd's interruptible) may
+// read the payload after Precompile returned: the mapping stays until the process ends, so that
+// read finds the payload, not an unmapped page.
+func TestAnInterruptedPrecompileKeepsThePayloadMapped(t *testing.T) {
+	w := pulltest.NewWorld(t)
+	st := pulltest.LayoutStore(t)
+	name := ref.Name{Scope: "acme", Name: "big"}
+	wasm := artifacttest.Padded("big", 4<<20)
+	pulltest.Push(t, st, name, "1.0.0", "any", pulltest.Packed{Zip: artifacttest.Spec{Name: "big", Version: "1.0.0", Wasm: wasm}.Zip()})
+	p := w.Puller(st)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	readNow, read := make(chan struct{}), make(chan bool, 1)
+	p.Compile.Precompile = func(ctx context.Context, b []byte) error {
+		go func() {
+			<-readNow
+			read <- bytes.Equal(b, wasm) // still compiling, after the command moved on
+		}()
+		cancel() // Ctrl-C
+		return ctx.Err()
+	}
+	p.Pull(ctx, w.Proj, []pull.Request{pulltest.Req(name, "1.0.0")})
+	close(readNow)
+	if !pulltest.Within(t, read, "the abandoned compile's read") {
+		t.Error("the abandoned compile read other bytes than the payload")
 	}
 }

@@ -26,7 +26,8 @@ func OpenPacked(ctx context.Context, store *cas.Store, d digest.Digest) (*artifa
 // compiles). The payload is mapped from a file on the CAS's disk (artifact.MapPayload), not held
 // on the heap: a precompile of a payload of hundreds of MiB costs the process no more memory
 // than the kernel can drop. release unmaps it; call it once done with the bytes, even when
-// there are none.
+// there are none. Once ctx has ended it leaves the mapping to the process's end: a compile that
+// ctx cut short may still be reading the bytes (the command returns without waiting for it).
 func ReadBlob(ctx context.Context, store *cas.Store, d digest.Digest, inflate bool) (a *artifact.Archive, wasm []byte, release func(), err error) {
 	release = func() {}
 	a, blob, err := OpenPacked(ctx, store, d)
@@ -41,7 +42,11 @@ func ReadBlob(ctx context.Context, store *cas.Store, d digest.Digest, inflate bo
 	if err != nil {
 		return a, nil, release, err
 	}
-	return a, wasm, unmap, nil
+	return a, wasm, func() {
+		if ctx.Err() == nil {
+			unmap()
+		}
+	}, nil
 }
 
 // checkPayload streams the payload of a to its end, so that everything the zip says of it holds
