@@ -48,8 +48,10 @@ lint:
 	$(GO) vet ./...
 
 # The other systems mur builds for (README: Install): cmd/... for each, and go vet of every package,
-# tests included, which type-checks the code of that system without running it.
-CROSS := darwin/arm64 darwin/amd64 windows/amd64
+# tests included, which type-checks the code of that system without running it. linux/arm64 is
+# the fleets' other machine (docs/fleets.md); it shares linux/amd64's code, but not its assembly
+# and word size in the dependencies.
+CROSS := linux/arm64 darwin/arm64 darwin/amd64 windows/amd64
 
 cross:
 	@set -e; for t in $(CROSS); do \

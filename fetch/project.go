@@ -67,7 +67,7 @@ func OpenProject(start, homeConfig string) (*Workspace, error) {
 	w := &Workspace{Project: pull.Project{Dir: dir}}
 	mpath := filepath.Join(dir, manifest.FileName)
 	if _, err := os.Stat(mpath); err == nil {
-		c, err := manifest.Load(mpath)
+		c, err := loadIntent(mpath) // stable: not the half an editor is saving
 		if err != nil {
 			return nil, err
 		}
@@ -241,5 +241,5 @@ func (w *Workspace) mirror(o PullerOptions, open openers) (pull.Mirror, error) {
 	}
 	// --mirror is the operator's own choice, as the home's config is; a mirror only the
 	// project names never receives what was fetched with credentials (mirror.go).
-	return pull.Mirror{Store: m, Required: w.Config.MirrorRequired, FromProject: w.Config.MirrorFromProject && o.Mirror == ""}, nil
+	return pull.Mirror{Store: m, Required: w.Config.MirrorRequired, FromProject: w.Config.MirrorFromProject && o.Mirror == "", ProjectStores: w.Config.ProjectStores}, nil
 }

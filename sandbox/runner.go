@@ -451,8 +451,8 @@ func (r *Runner) compile(ctx context.Context, rt wazero.Runtime, wasm []byte) (w
 		if ctx.Err() != nil {
 			return nil, errs.Wrap(err, errs.Internal, "compiling the module was interrupted: %v", ctx.Err())
 		}
-		if strings.Contains(err.Error(), "over limit of") {
-			return nil, &errs.Error{Token: errs.InvalidArtifact, Msg: fmt.Sprintf("the module needs more memory than the cap allows (%v); raise limits.memory_mib in murmur.yaml", err), Err: errors.Join(ErrNotExecutable, err)}
+		if err := memoryLimitError(err); err != nil {
+			return nil, err
 		}
 		return nil, &errs.Error{Token: errs.InvalidArtifact, Msg: fmt.Sprintf("the payload is not a valid WebAssembly module: %v", err), Err: errors.Join(ErrNotExecutable, err)}
 	}

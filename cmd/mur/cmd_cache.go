@@ -279,7 +279,7 @@ mur cache gc --keep a/murmur.lock --keep b/murmur.lock --older-than 168h`,
 				e.Warn("%s", w)
 			}
 			if rep.OverMaxSize {
-				e.Progress("mur: warning: the blobs that locks pin or pulls are bringing in hold %s, over --max-size %s; remove projects you no longer use, or raise the size", cas.FormatSize(rep.Size), cas.FormatSize(capBytes))
+				e.Warn("the blobs that locks pin or pulls are bringing in hold %s, over --max-size %s; remove projects you no longer use, or raise the size", cas.FormatSize(rep.Size), cas.FormatSize(capBytes))
 			}
 			return nil
 		}}

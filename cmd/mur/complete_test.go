@@ -36,6 +36,10 @@ func TestCompleteWords(t *testing.T) {
 		{dir, []string{"pull", "--platform", "=", "li"}, "linux-aarch64 linux-x86_64"}, // bash splits at '='
 		{dir, []string{"push", "--platform", "="}, "any darwin-aarch64 darwin-x86_64 linux-aarch64 linux-x86_64"},
 		{dir, []string{"rm", ""}, "acme/ acme/grep beta/ beta/spin"},
+		{dir, []string{"in"}, "index info init"},
+		{dir, []string{"init", "--st"}, "--store"},
+		{dir, []string{"init", "--store", "oci"}, "oci-layout: oci://"},
+		{dir, []string{"add", "--platform", "al"}, "all"},
 		{dir, []string{"verify", ""}, ""}, // takes no arguments
 		{dir, []string{"warm", "a"}, ""},
 		{dir, []string{"pull", "--provenance", ""}, "off prefer require"},

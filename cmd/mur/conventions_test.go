@@ -42,6 +42,8 @@ func TestPlatformOneCheck(t *testing.T) {
 		{"warm", "--platform", "bogus"},
 		{"push", "x.mur.zip", "--scope", "acme", "--store", "oci-layout:s", "--platform", "bogus"},
 		{"index", "x.mur.zip", "--scope", "acme", "--platform", "bogus"},
+		{"add", "acme/x@1.0.0", "--platform", "bogus"},
+		{"lock", "--platform", "bogus"},
 	} {
 		code, _, errOut := runMur(t, append([]string{"--home", home}, args...)...)
 		if code != 2 || !strings.Contains(errOut, `mur: usage: --platform "bogus" is not a platform; give one of any, linux-x86_64`) {

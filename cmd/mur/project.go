@@ -55,11 +55,11 @@ func (e *env) openProject() (*project, error) {
 		}
 	}
 	for _, msg := range w.Warnings {
-		e.Progress("mur: warning: %s", msg)
+		e.warning(msg)
 	}
 	if w.Capsule != nil {
 		for _, g := range w.Capsule.GrantWarnings {
-			e.SandboxWarning(g)
+			e.warning(g)
 		}
 	}
 	return &project{Workspace: w, capsule: w.Capsule, cfg: w.Config, home: h}, nil
@@ -94,7 +94,7 @@ func (p *project) puller(e *env, f storeFlags, o fetch.PullerOptions) (*fetch.Pu
 	o.Offline = e.Offline()
 	o.Network = fetch.Network{Timeout: networkTimeout(), Registries: p.home.Registries()}
 	o.Verifier = e.trustingVerifier(p.home, p.cfg)
-	o.Warn = func(msg string) { e.Progress("mur: warning: %s", msg) }
+	o.Warn = e.warning
 	o.Evict = func(ctx context.Context, d digest.Digest, dryRun bool) []string {
 		return sandbox.Evict(ctx, p.home.Compiled(), o.CAS, d, dryRun)
 	}
@@ -157,9 +157,9 @@ func (f *storeFlags) register(fs *pflag.FlagSet, usage string) {
 	fs.BoolVar(&f.plainHTTP, "plain-http", false, "speak plain HTTP to the --store (and --mirror) registries (mur never does off loopback on its own)")
 }
 
-// registerDownload adds --connections and --mirror, for the commands that bring artifacts in.
-func (f *storeFlags) registerDownload(fs *pflag.FlagSet, connections *int) {
-	fs.IntVar(connections, "connections", fetch.DefaultConnections, "connections one large blob is fetched over, when its server serves ranges (1: one stream)")
+// registerMirror adds --mirror, for the commands that bring artifacts in and may write them
+// through.
+func (f *storeFlags) registerMirror(fs *pflag.FlagSet) {
 	fs.StringVar(&f.mirror, "mirror", "", "write every artifact brought in from elsewhere through to this registry (oci://HOST[:PORT]/PREFIX)")
 }
 

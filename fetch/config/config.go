@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -88,6 +89,9 @@ type Config struct {
 	// MirrorFromProject is set when the mirror is named by the project's .murmur/config.yaml and
 	// not by the home's config.yaml: a cloned project's choice (see Puller.MirrorFromProject).
 	MirrorFromProject bool
+	// ProjectStores are the stores the project's config.yaml lists and the home's does not: what
+	// they serve, and public sources, is all that a project's own mirror receives.
+	ProjectStores map[string]bool
 	// Warnings name keys that were ignored, with their file, for the command to print.
 	Warnings []string
 }
@@ -172,6 +176,14 @@ func Load(homeConfigPath, projectDir string) (*Config, error) {
 		c.Warnings = append(c.Warnings, loosening(c.Provenance, project.provenance, projectPath)...)
 	}
 	c.MirrorFromProject = project != nil && project.mirror != "" && (user == nil || user.mirror != project.mirror)
+	c.ProjectStores = map[string]bool{}
+	if project != nil {
+		for _, s := range project.stores {
+			if user == nil || !slices.Contains(user.stores, s) {
+				c.ProjectStores[s] = true
+			}
+		}
+	}
 	return c, nil
 }
 

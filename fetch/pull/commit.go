@@ -258,6 +258,9 @@ func (p *Puller) record(ctx context.Context, req Request, res *Result, start tim
 	}
 	if err != nil {
 		r.Outcome, r.Error = cas.OutcomeFailed, err.Error()
+		if ctx.Err() != nil {
+			r.Error = stoppedRecord(err)
+		}
 	}
 	p.appendRecord(ctx, r)
 }

@@ -50,8 +50,10 @@ type Mirror struct {
 	Required bool
 	// FromProject is set when only the project's .murmur/config.yaml names the mirror, not
 	// the home's config.yaml or --mirror: a cloned project's choice, which never receives an
-	// artifact fetched with the user's credentials.
-	FromProject bool
+	// artifact fetched with the user's credentials, and receives only what came from
+	// ProjectStores (the stores only the project names) or from a public source.
+	FromProject   bool
+	ProjectStores map[string]bool
 }
 
 // Provenance is how a pull checks Sigstore bundles (provenance.go).

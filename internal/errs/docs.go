@@ -20,8 +20,9 @@ var Docs = []TokenDoc{
 		"or the name and version packed inside. Nothing of them is kept; a CAS blob that fails is " +
 		"moved to cas/quarantine/."},
 	{IndexMismatch, "a scope's murmur-index.json disagrees with its releases or with the scope asked " +
-		"for (an asset or release it lists is missing, it names another scope), or mur index --merge " +
-		"met an entry with another hash. Its publisher must fix the index."},
+		"for (an asset or release it lists is missing, it names another scope), or mur index met one " +
+		"name, version and platform with two hashes (among its files, or against --merge's index). " +
+		"Its publisher must fix the index."},
 	{OwnerChanged, "the GitHub owner or repository behind a scope is no longer the one murmur.lock " +
 		"pinned by id, or config.yaml maps the scope to another repository. Nothing was fetched; run " +
 		"'mur lock forget-scope SCOPE' only if the move is expected."},
