@@ -29,6 +29,6 @@ func TestUndeclareSaysWhenToolsCanNotBeRemoved(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(lockDir, "kept"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err := fetch.Undeclare(context.Background(), w.Proj, in, []ref.Name{grep})
+	_, err := fetch.Undeclare(context.Background(), w.Proj, in, []ref.Name{grep}, func(string) {})
 	errtest.WantToken(t, err, errs.IO, "can't remove "+lockDir)
 }
