@@ -166,7 +166,7 @@ func (w *Workspace) Puller(o PullerOptions) (*Puller, error) {
 	}
 	pl := &pull.Puller{
 		CAS: o.CAS, Stores: stores, Offline: o.Offline, Platform: o.Platform, CASOnly: o.CASOnly,
-		Limits:     pull.Limits{Jobs: o.Jobs, Connections: o.Connections},
+		Limits:     pull.Limits{Jobs: o.Jobs, Connections: o.Connections, MaxDecompressed: w.Config.MaxPullDecompressed},
 		Chain:      pull.Chain{Fallbacks: w.Config.Fallbacks},
 		Provenance: pull.Provenance{Verifier: o.Verifier, Policy: w.Config.ProvenanceFor, Override: o.Provenance},
 		Compile:    pull.Compile{Precompile: o.Precompile, Cache: o.Compiled},

@@ -29,7 +29,8 @@ type WarmInput struct {
 	Puller  *Puller
 	// Platform is "" for this machine's, "all" for every platform the lock names, or one tag.
 	Platform string
-	// Precompile compiles the payloads this machine runs; nil skips.
+	// Precompile compiles the payloads this machine runs; nil skips. wasm is unmapped once it
+	// returns (stage.ReadBlob): it must not keep it.
 	Precompile func(ctx context.Context, wasm []byte) error
 	// Layout, when set, receives every warmed blob, so that the folder serves as a store.
 	Layout fstore.Store
@@ -174,7 +175,8 @@ func warmPlatforms(l *lock.Lock, want, host string) []string {
 
 func warmPrecompile(ctx context.Context, store *cas.Store, r pull.Result, compile func(context.Context, []byte) error) (bool, error) {
 	d, _ := ref.ParseDigest(r.Digest)
-	_, wasm, err := stage.ReadBlob(ctx, store, d, true)
+	_, wasm, release, err := stage.ReadBlob(ctx, store, d, true)
+	defer release()
 	if err != nil || wasm == nil {
 		return false, err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -56,11 +55,7 @@ mur index grep-1.2.0-linux.mur.zip --scope acme --release v1.2.0 --platform linu
 				return err
 			}
 			if merge != "" {
-				b, err := os.ReadFile(merge)
-				if err != nil {
-					return errs.Wrap(err, errs.NotFound, "can't read --merge %s: %v", merge, err)
-				}
-				old, err := github.ParseIndex(b)
+				old, err := github.ReadIndexFile(merge)
 				if err != nil {
 					return err
 				}

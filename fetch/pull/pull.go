@@ -211,6 +211,13 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 		return results, err
 	}
 	defer lease.Release()
+	limit, err := stage.MaxPullDecompressed(p.Limits.MaxDecompressed)
+	if err != nil {
+		for i := range reqs {
+			results[i] = Result{Name: reqs[i].Name.String(), Error: err.Error(), Err: err}
+		}
+		return results, err
+	}
 	// Staging leftovers of killed pulls go before new ones are made; one that can't be removed
 	// only costs disk space, and gc tries again.
 	if !p.CASOnly {
@@ -224,7 +231,7 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 	for i, r := range reqs {
 		names[i] = r.Name
 	}
-	p = p.with(&run{meta: make(chan struct{}, p.metaJobs()), jobs: download.NewSlots(jobs), names: names})
+	p = p.with(&run{meta: make(chan struct{}, p.metaJobs()), jobs: download.NewSlots(jobs), names: names, staged: stage.NewBudget(limit)})
 	p.run.commits = &group[*commitItem]{run: func(items []*commitItem) { p.commitAll(ctx, proj, items) }}
 	p.run.records = &group[cas.Record]{run: func(rs []cas.Record) {
 		// A record that can't be written must not undo a pull that is complete.
@@ -300,7 +307,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 		version = pin.version
 	}
 	if p.stages() {
-		t := proj.Tools()
+		t := p.tools(proj)
 		req.stageTo = &t
 	}
 	// A locked pull whose blob is already here makes no request at all.
@@ -309,7 +316,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 			return res, err
 		}
 		if p.CAS.Has(pin.digest) {
-			got := &fetched{desc: store.Descriptor{Name: req.Name, Version: version, Platform: pin.platform, Digest: pin.digest, Origin: "cas"}}
+			got := &fetched{desc: store.Descriptor{Name: req.Name, Version: version, Platform: pin.platform, Digest: pin.digest, Origin: originPin}}
 			if err := p.provenanceFromCAS(ctx, req, pin, got, &res); err != nil {
 				return res, err
 			}

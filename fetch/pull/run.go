@@ -3,6 +3,7 @@ package pull
 import (
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch/internal/download"
+	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
@@ -18,6 +19,16 @@ type run struct {
 	once    pullOnce
 	commits *group[*commitItem]
 	records *group[cas.Record]
+	staged  *stage.Budget // what the pull's payloads may still decompress to in tools/
+}
+
+// tools is the project's tools/ as this pull stages into it: within the pull's budget.
+func (p *Puller) tools(proj Project) stage.Tools {
+	t := proj.Tools()
+	if p.run != nil {
+		t.Budget = p.run.staged
+	}
+	return t
 }
 
 // with is a copy of p that carries r.
