@@ -5,7 +5,6 @@ package sandbox
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
 	"github.com/murmur-nexus/mur/internal/manifest"
+	"github.com/murmur-nexus/mur/internal/slowdown/deadline"
 	"github.com/murmur-nexus/mur/sandbox/guesttest"
 )
 
@@ -32,7 +32,7 @@ func runPlan(t *testing.T, r *Runner, in PlanInput, wasm []byte, args ...string)
 		return result{}, err
 	}
 	var out, errb bytes.Buffer
-	code, err := r.RunPlan(context.Background(), p, wasm, args, Stdio{Stdout: &out, Stderr: &errb})
+	code, err := r.RunPlan(deadline.Context(t), p, wasm, args, Stdio{Stdout: &out, Stderr: &errb})
 	return result{code, err, out.String(), errb.String()}, err
 }
 
@@ -67,6 +67,7 @@ func dirContents(t *testing.T, dir string) map[string]string {
 // the workdir, from a Go guest and from a C guest built against wasi-libc. A Go guest used to
 // pick among preopens by string prefix: "/stateful.txt" became "ful.txt" in the store.
 func TestPathsReachTheirFolderGoAndC(t *testing.T) {
+	t.Parallel()
 	paths := []string{
 		"state/a", "/state/b", "./state/c", "state//d",
 		"stateX.txt", "/stateful.txt", "./state-notes", "state.txt",
@@ -77,7 +78,7 @@ func TestPathsReachTheirFolderGoAndC(t *testing.T) {
 		wasm func(t *testing.T) []byte
 		args []string
 	}{
-		{"go", func(t *testing.T) []byte { return guesttest.Build(t, "fsops") }, []string{"paths"}},
+		{"go", func(t *testing.T) []byte { return goGuest(t) }, []string{"paths"}},
 		{"c", func(t *testing.T) []byte { return guesttest.BuildC(t, "paths") }, nil},
 	}
 	for _, g := range guests {
@@ -119,6 +120,7 @@ func TestPathsReachTheirFolderGoAndC(t *testing.T) {
 // BuildPlan and again by RunPlan (for a link that appears after the plan was built), and
 // nothing outside is touched.
 func TestProjectSymlinksAreRefused(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, caps string
 		link       string // relative to the project
@@ -134,7 +136,7 @@ func TestProjectSymlinksAreRefused(t *testing.T) {
 		{"read-only subtree out of the workdir", "  filesystem: { scope: \".\", read_only: [docs] }\n", "workdir/docs", func(string) string { return "../../outside" }},
 	}
 	r := sharedRunner(t)
-	wasm := guesttest.Build(t, "fsops")
+	wasm := goGuest(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newWorld(t)
@@ -180,7 +182,7 @@ func TestProjectSymlinksAreRefused(t *testing.T) {
 			plant()
 			before = snapshot(t, outside)
 			var out bytes.Buffer
-			status, err := r.RunPlan(context.Background(), p, wasm, []string{"paths", "key.txt", "pwned.txt"}, Stdio{Stdout: &out})
+			status, err := r.RunPlan(deadline.Context(t), p, wasm, []string{"paths", "key.txt", "pwned.txt"}, Stdio{Stdout: &out})
 			wantRefusal(err)
 			if status != StatusRunnerFailed {
 				t.Errorf("status %d, want %d", status, StatusRunnerFailed)
@@ -196,6 +198,7 @@ func TestProjectSymlinksAreRefused(t *testing.T) {
 // TestExplainShowsRealPaths: the plan names folders by where they really are, not by the
 // symlinked path that reached them.
 func TestExplainShowsRealPaths(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	c := w.capsule(t, capsuleYAML("  state: {}\n"))
 	links := t.TempDir()
@@ -252,8 +255,9 @@ const raceSeconds = "2"
 // to the read-only docs/ while another guest of the same capsule appends to x/secret.txt. The
 // read-only decision is made on the folders the walk really opened, so no byte of docs/ changes.
 func TestRaceReadOnlyThroughSwappedName(t *testing.T) {
+	t.Parallel()
 	r := sharedRunner(t)
-	wasm := guesttest.Build(t, "fsops")
+	wasm := goGuest(t)
 	w := newWorld(t)
 	c := w.capsule(t, capsuleYAML("  filesystem: { scope: \".\", read_only: [docs] }\n"))
 	wd := filepath.Join(w.project, "workdir")
@@ -310,6 +314,7 @@ func TestRaceReadOnlyThroughSwappedName(t *testing.T) {
 // given it as --workdir. Each launch mounts the folder it checked, or is refused: none ever sees
 // or writes beside murmur.lock.
 func TestRaceRootSwappedForALink(t *testing.T) {
+	t.Parallel()
 	narrowed := "  - name: acme/cat\n    version: \"1.0.0\"\n    capabilities:\n      filesystem: { scope: sub }\n"
 	for _, tc := range []struct {
 		name   string
@@ -328,7 +333,7 @@ func TestRaceRootSwappedForALink(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := sharedRunner(t)
-			wasm := guesttest.Build(t, "fsops")
+			wasm := goGuest(t)
 			w := newWorld(t)
 			c := w.capsule(t, capsuleYAML("  filesystem: { scope: \".\" }\n", tc.caps...))
 			if err := os.WriteFile(filepath.Join(w.project, "murmur.lock"), []byte("lock_version: 3\n"), 0o644); err != nil {
@@ -419,6 +424,7 @@ func TestRaceRootSwappedForALink(t *testing.T) {
 // by the time it runs, names a folder inside tools/ (here through a symlink the user's path
 // goes through) is refused before anything is created there.
 func TestRunPlanJudgesByNameBeforeCreating(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	c := w.capsule(t, capsuleYAML(""))
 	via := filepath.Join(t.TempDir(), "via")
@@ -442,7 +448,7 @@ func TestRunPlanJudgesByNameBeforeCreating(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := snapshot(t, w.root)
-	_, err = sharedRunner(t).RunPlan(context.Background(), p, guesttest.Build(t, "fsops"), []string{"paths", "x"}, Stdio{})
+	_, err = sharedRunner(t).RunPlan(deadline.Context(t), p, goGuest(t), []string{"paths", "x"}, Stdio{})
 	errtest.WantToken(t, err, errs.Denied, "tools")
 	sameSnapshot(t, "a refused RunPlan", before, snapshot(t, w.root))
 }

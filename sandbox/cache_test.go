@@ -15,8 +15,6 @@ import (
 	"testing"
 
 	"github.com/tetratelabs/wazero/experimental"
-
-	"github.com/murmur-nexus/mur/sandbox/guesttest"
 )
 
 func versionDirOf(t *testing.T, cacheDir string) string {
@@ -52,6 +50,7 @@ func entryFiles(t *testing.T, cacheDir string) []string {
 }
 
 func TestCacheCreatedPrivateAndUsed(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "home", "compiled")
 	var w warnings
 	r := newRunner(t, Options{CacheDir: dir, Warn: w.add})
@@ -74,6 +73,7 @@ func TestCacheCreatedPrivateAndUsed(t *testing.T) {
 }
 
 func TestCacheNotTrusted(t *testing.T) {
+	t.Parallel()
 	wasm := openWriteModule(3, "out.txt", "ran")
 	for _, tc := range []struct {
 		name  string
@@ -172,6 +172,7 @@ func mustMkdir(t *testing.T, d string, mode os.FileMode) {
 }
 
 func TestCachePrunesOldVersions(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "compiled")
 	mustMkdir(t, filepath.Join(dir, "wazero-v1.0.0-old-amd64-linux"), 0o700)
 	if err := os.WriteFile(filepath.Join(dir, "wazero-v1.0.0-old-amd64-linux", "entry"), []byte("old"), 0o600); err != nil {
@@ -226,6 +227,7 @@ func corruptAll(t *testing.T, cacheDir string, damage func([]byte) []byte) int {
 }
 
 func TestCorruptEntryDoesNotFailTheRun(t *testing.T) {
+	t.Parallel()
 	wasm := openWriteModule(3, "out.txt", "ran")
 	for name, damage := range corruptions {
 		t.Run(name, func(t *testing.T) {
@@ -260,6 +262,7 @@ func TestCorruptEntryDoesNotFailTheRun(t *testing.T) {
 }
 
 func TestCheckCacheRepairs(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "compiled")
 	r := newRunner(t, Options{CacheDir: dir})
 	if err := r.Precompile(context.Background(), openWriteModule(3, "a", "b")); err != nil {
@@ -288,13 +291,11 @@ func TestCheckCacheRepairs(t *testing.T) {
 }
 
 func TestCorruptGoGuestEntry(t *testing.T) {
-	wasm := guesttest.Build(t, "hello")
+	t.Parallel()
+	wasm := goGuest(t)
 	dir := filepath.Join(t.TempDir(), "compiled")
-	// Warm the private cache by copying the shared one, instead of compiling again.
-	shared := newRunner(t, Options{CacheDir: sharedCacheDir})
-	if err := shared.Precompile(context.Background(), wasm); err != nil {
-		t.Fatal(err)
-	}
+	// Warm the private cache by copying the shared one, where goGuest compiled the guest,
+	// instead of compiling again.
 	r := newRunner(t, Options{CacheDir: dir})
 	vd := versionDirOf(t, dir)
 	for _, p := range entryFiles(t, sharedCacheDir) {
@@ -323,6 +324,7 @@ func TestCorruptGoGuestEntry(t *testing.T) {
 // TestEntryNameMatchesWazero pins the cache-key derivation to wazero's: if an upgrade changes
 // it, runs would stop checking their entry before loading it.
 func TestEntryNameMatchesWazero(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "compiled")
 	r := newRunner(t, Options{CacheDir: dir})
 	wasm := openWriteModule(3, "key", "check")
@@ -337,6 +339,7 @@ func TestEntryNameMatchesWazero(t *testing.T) {
 
 // TestCorruptOffsetIsCaughtBeforeLoading damages what wazero's checksum does not cover.
 func TestCorruptOffsetIsCaughtBeforeLoading(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "compiled")
 	wasm := openWriteModule(3, "out.txt", "ran")
 	r := newRunner(t, Options{CacheDir: dir})
@@ -366,6 +369,7 @@ func TestCorruptOffsetIsCaughtBeforeLoading(t *testing.T) {
 // TestRepairAfterWazeroError covers the fallback for damage the pre-check can't see: whatever
 // entries the check flags are removed, and with none flagged the version folder is emptied.
 func TestRepairAfterWazeroError(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "compiled")
 	r := newRunner(t, Options{CacheDir: dir})
 	for _, p := range []string{"a", "b"} {
@@ -398,6 +402,7 @@ func TestRepairAfterWazeroError(t *testing.T) {
 // A module without functions compiles to an entry with no code but still a checksum; the
 // checker once took that checksum for trailing garbage.
 func TestEntryWithoutCodeIsSound(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "compiled")
 	r := newRunner(t, Options{CacheDir: dir})
 	if err := r.Precompile(context.Background(), []byte("\x00asm\x01\x00\x00\x00")); err != nil {
@@ -415,6 +420,7 @@ func TestEntryWithoutCodeIsSound(t *testing.T) {
 // checksum would notice: a second Precompile of the module must not load (and so repair) it,
 // because it must not decode the module or load the entry at all once the cache holds it.
 func TestPrecompileSkipsWhatIsCompiled(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "compiled")
 	wasm := openWriteModule(3, "skip", "me")
 	if err := newRunner(t, Options{CacheDir: dir}).Precompile(context.Background(), wasm); err != nil {
@@ -450,6 +456,7 @@ func TestPrecompileSkipsWhatIsCompiled(t *testing.T) {
 
 // TestHasCompiled asks for a module by the key streamed over its bytes in pieces.
 func TestHasCompiled(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "compiled")
 	wasm := openWriteModule(3, "has", "compiled")
 	r := newRunner(t, Options{CacheDir: dir})
@@ -488,6 +495,7 @@ func TestHasCompiled(t *testing.T) {
 }
 
 func TestCompileWorkers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	want := min(runtime.GOMAXPROCS(0), MaxCompileWorkers)
 	if got := experimental.GetCompilationWorkers((&Runner{}).compileContext(ctx)); got != want {

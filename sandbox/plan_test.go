@@ -39,6 +39,7 @@ const fullCaps = `  filesystem: { scope: ".", read_only: ["docs", "a/b"] }
 `
 
 func TestBuildIsPure(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	c := w.capsule(t, capsuleYAML(fullCaps))
 	before := snapshot(t, w.root)
@@ -57,6 +58,7 @@ func TestBuildIsPure(t *testing.T) {
 }
 
 func TestBuildDefaults(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	p, err := BuildPlan(w.input(w.capsule(t, capsuleYAML("")), "acme/grep"))
 	if err != nil {
@@ -85,6 +87,7 @@ func TestBuildDefaults(t *testing.T) {
 }
 
 func TestBuildWorkdirFlag(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	c := w.capsule(t, capsuleYAML(""))
 	elsewhere := filepath.Join(t.TempDir(), "wd")
@@ -117,6 +120,7 @@ func equalPreopens(got, want []Mount) bool {
 }
 
 func TestBuildFilesystem(t *testing.T) {
+	t.Parallel()
 	const narrowed = "  - name: acme/grep\n    version: \"1.0.0\"\n    capabilities:\n      filesystem: { scope: sub }\n"
 	tests := []struct {
 		name      string
@@ -182,6 +186,7 @@ func TestBuildFilesystem(t *testing.T) {
 }
 
 func TestBuildState(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		caps      string
@@ -228,6 +233,7 @@ func TestBuildState(t *testing.T) {
 }
 
 func TestBuildUndeclaredScopedNameGetsNothing(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	if err := w.lock.Upsert("other/tool", "2.0.0", ref.PlatformAny, strings.Repeat("3c", 32), "", false); err != nil {
 		t.Fatal(err)
@@ -250,6 +256,7 @@ func TestBuildUndeclaredScopedNameGetsNothing(t *testing.T) {
 }
 
 func TestEnv(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	p, err := BuildPlan(w.input(w.capsule(t, capsuleYAML(fullCaps)), "grep"))
 	if err != nil {
@@ -267,6 +274,7 @@ func TestEnv(t *testing.T) {
 }
 
 func TestLimits(t *testing.T) {
+	t.Parallel()
 	narrow := func(lim string) string {
 		return "  - name: acme/grep\n    version: \"1.0.0\"\n    capabilities:\n      limits: " + lim + "\n"
 	}
@@ -303,6 +311,7 @@ func TestLimits(t *testing.T) {
 }
 
 func TestBuildRefusesReach(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		setup func(t *testing.T, w *world) (workdir, scope string)
@@ -391,6 +400,7 @@ func TestBuildRelativeProjectDir(t *testing.T) {
 }
 
 func TestBuildNotPulled(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	c := w.capsule(t, capsuleYAML("", "  - name: acme/fresh\n    version: \"1.0.0\"\n"))
 	_, err := BuildPlan(w.input(c, "fresh"))
@@ -401,6 +411,7 @@ func TestBuildNotPulled(t *testing.T) {
 }
 
 func TestBuildPlatforms(t *testing.T) {
+	t.Parallel()
 	host := ref.HostPlatform()
 	other := "darwin-aarch64"
 	if host == other {
@@ -446,6 +457,7 @@ func TestBuildPlatforms(t *testing.T) {
 }
 
 func TestBuildNames(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	if err := w.lock.Upsert("other/grep", "1.0.0", ref.PlatformAny, strings.Repeat("6f", 32), "", false); err != nil {
 		t.Fatal(err)
@@ -477,6 +489,7 @@ func TestBuildNames(t *testing.T) {
 }
 
 func TestOpenCreatesAndHolds(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	c := w.capsule(t, capsuleYAML(fullCaps))
 	p, err := BuildPlan(w.input(c, "grep"))
@@ -558,6 +571,7 @@ func packed(t *testing.T, name, version string, wasm []byte) []byte {
 }
 
 func TestLoad(t *testing.T) {
+	t.Parallel()
 	store, err := cas.Open(filepath.Join(t.TempDir(), "cas"))
 	if err != nil {
 		t.Fatal(err)
@@ -606,6 +620,7 @@ func TestLoad(t *testing.T) {
 // TestLoadKeepsPayloads: a kept payload spares the inflate on the next load, and a kept payload
 // that no longer matches the verified zip's CRC-32 is inflated again and replaced.
 func TestLoadKeepsPayloads(t *testing.T) {
+	t.Parallel()
 	store, err := cas.Open(filepath.Join(t.TempDir(), "cas"))
 	if err != nil {
 		t.Fatal(err)
@@ -665,6 +680,7 @@ func TestLoadKeepsPayloads(t *testing.T) {
 }
 
 func TestExplain(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	p, err := BuildPlan(w.input(w.capsule(t, capsuleYAML(fullCaps)), "grep"))
 	if err != nil {
@@ -722,6 +738,7 @@ func TestExplain(t *testing.T) {
 // TestPrunePayloads: a kept payload goes with its blob, whether the CAS lost it or gc removes it
 // now; in a dry run the blobs gc would remove count as gone too.
 func TestPrunePayloads(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store, err := cas.Open(filepath.Join(t.TempDir(), "cas"))
 	if err != nil {

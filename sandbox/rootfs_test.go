@@ -60,6 +60,7 @@ func wantErrno(t *testing.T, what string, got, want experimentalsys.Errno) {
 }
 
 func TestRootFSConfinement(t *testing.T) {
+	t.Parallel()
 	f := newEscapeFixture(t)
 	if err := os.Symlink("ro", filepath.Join(f.work, "to-ro")); err != nil {
 		t.Fatal(err)
@@ -126,6 +127,7 @@ func TestRootFSConfinement(t *testing.T) {
 }
 
 func TestRootFSAncestorOfReadOnlySubtree(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(base, "a", "b", "ro"), 0o755); err != nil {
 		t.Fatal(err)
@@ -156,6 +158,7 @@ func TestRootFSAncestorOfReadOnlySubtree(t *testing.T) {
 }
 
 func TestRootFSReadOnlyMount(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("data"), 0o644); err != nil {
 		t.Fatal(err)
@@ -190,6 +193,7 @@ func TestRootFSReadOnlyMount(t *testing.T) {
 }
 
 func TestRootFSFileOperations(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	fsys := openFS(t, dir, false)
 	wantErrno(t, "mkdir", fsys.Mkdir("d", 0o755), 0)
@@ -315,6 +319,7 @@ func TestRootFSFileOperations(t *testing.T) {
 // path is still walked inside the root, in a writable root and in a read-only one: symlinks
 // already there lead nowhere outside, and nothing outside changes.
 func TestRootFSConfinementWithoutReadOnlySubtrees(t *testing.T) {
+	t.Parallel()
 	for _, readOnly := range []bool{false, true} {
 		t.Run(fmt.Sprintf("read-only=%v", readOnly), func(t *testing.T) {
 			f := newEscapeFixture(t)
@@ -383,6 +388,7 @@ func TestRootFSConfinementWithoutReadOnlySubtrees(t *testing.T) {
 // crosses between the store and the workdir, and a symlink in the workdir does not lead into
 // the store or out of it.
 func TestRootFSRoutesStateByComponent(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	work, store := filepath.Join(base, "work"), filepath.Join(base, "store")
 	for _, d := range []string{work, store} {

@@ -68,7 +68,7 @@ func TestRunGuestSeesOnlyAllowedEnv(t *testing.T) {
 // spelling of state/<file>, and names that only start with "state" or "docs" stay in the workdir.
 func TestRunPathsGoAndC(t *testing.T) {
 	w := sandboxWorld(t, "  filesystem: { scope: \".\", read_only: [docs] }\n  state: {}\n", map[string][]byte{
-		"gopaths": guesttest.Build(t, "fsops"),
+		"gopaths": guesttest.Build(t, "paths"),
 		"cpaths":  guesttest.BuildC(t, "paths"),
 	})
 	w.ok("pull")
