@@ -20,6 +20,7 @@ import (
 var ctx = context.Background()
 
 func TestIngestRoundTrip(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(1, 3<<20+17) // not a multiple of the chunk size
 	want := digest.FromBytes(data)
@@ -81,6 +82,7 @@ func TestIngestRoundTrip(t *testing.T) {
 }
 
 func TestOpenTightensLoosenedFolders(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	ingest := filepath.Join(s.Root(), "ingest")
 	if err := os.Chmod(ingest, 0o755); err != nil {
@@ -96,6 +98,7 @@ func TestOpenTightensLoosenedFolders(t *testing.T) {
 }
 
 func TestEmptyBlob(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	d, err := s.Ingest(ctx, strings.NewReader(""), 0, digest.FromBytes(nil))
 	if err != nil || d != digest.FromBytes(nil) || !s.Has(d) {
@@ -104,6 +107,7 @@ func TestEmptyBlob(t *testing.T) {
 }
 
 func TestIngestRefusesMismatches(t *testing.T) {
+	t.Parallel()
 	data := patternBytes(2, 2<<20+5)
 	good := digest.FromBytes(data)
 	other := digest.FromBytes([]byte("something else"))
@@ -145,6 +149,7 @@ func TestIngestRefusesMismatches(t *testing.T) {
 }
 
 func TestWriterStagesUntilCommit(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(3, 1<<20+999)
 	w, err := s.NewWriter(ctx)
@@ -196,6 +201,7 @@ func TestWriterStagesUntilCommit(t *testing.T) {
 }
 
 func TestWriterCloseAborts(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	w, err := s.NewWriter(ctx)
 	if err != nil {
@@ -220,6 +226,7 @@ func TestWriterCloseAborts(t *testing.T) {
 }
 
 func TestIngestHonoursCancel(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	c, cancel := context.WithCancel(ctx)
 	cancel()
@@ -232,6 +239,7 @@ func TestIngestHonoursCancel(t *testing.T) {
 }
 
 func TestBadDigestsRefused(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	good, err := s.Ingest(ctx, strings.NewReader("hello"), 5, "")
 	if err != nil {
@@ -286,6 +294,7 @@ func TestBadDigestsRefused(t *testing.T) {
 }
 
 func TestStatMissingIsNotFound(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	d := digest.FromBytes([]byte("absent"))
 	if _, err := s.Stat(d); !errors.Is(err, errs.NotFound) {
@@ -322,6 +331,7 @@ func corrupt(t *testing.T, s *Store, d digest.Digest, at int64) {
 }
 
 func TestCorruptionIsFoundAndQuarantined(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	var ds []digest.Digest
 	var datas [][]byte
@@ -402,6 +412,7 @@ func TestCorruptionIsFoundAndQuarantined(t *testing.T) {
 }
 
 func TestReingestReplacesTruncatedBlob(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(20, 100000)
 	d, _ := s.Ingest(ctx, bytes.NewReader(data), -1, "")
@@ -416,6 +427,7 @@ func TestReingestReplacesTruncatedBlob(t *testing.T) {
 }
 
 func TestRecords(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	a, b := digest.FromBytes([]byte("a")), digest.FromBytes([]byte("b"))
 	when := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -466,6 +478,7 @@ func TestRecords(t *testing.T) {
 }
 
 func TestGC(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	now := time.Now()
 	old := now.Add(-60 * 24 * time.Hour)
@@ -565,6 +578,7 @@ func (r *failingReader) Read(p []byte) (int, error) {
 }
 
 func TestIngestStreamErrorLeavesNothing(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	_, err := s.Ingest(ctx, &failingReader{n: 3 << 20}, -1, "")
 	if !errors.Is(err, errs.IO) || !strings.Contains(err.Error(), "connection reset") || !strings.Contains(err.Error(), "3145728") {
@@ -579,6 +593,7 @@ func TestIngestStreamErrorLeavesNothing(t *testing.T) {
 }
 
 func TestGCEmptiesOldQuarantine(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	d, _ := s.Ingest(ctx, strings.NewReader("to be damaged"), -1, "")
 	corrupt(t, s, d, 0)

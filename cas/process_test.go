@@ -29,6 +29,7 @@ func helperCmd(t *testing.T, role, root string, extra ...string) *exec.Cmd {
 
 // TestHelperProcess is not a test: it is the body of the helper processes.
 func TestHelperProcess(t *testing.T) {
+	t.Parallel()
 	role := os.Getenv(helperEnv)
 	if role == "" {
 		t.Skip("only runs as a helper process")
@@ -111,6 +112,7 @@ func concurrentBlobs(i int) []blobSpec {
 }
 
 func TestEightProcessesShareOneStore(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	const procs = 8
 	var cmds []*exec.Cmd
@@ -163,6 +165,7 @@ const (
 )
 
 func TestKillDuringIngest(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("streams 256 MiB")
 	}

@@ -40,6 +40,7 @@ func readRecord(t *testing.T, s *Store, d digest.Digest) (ResumeInfo, bool) {
 }
 
 func TestResumableContinuesAKeptIngest(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(21, 5<<20+17)
 	info := resumeInfo(data)
@@ -85,6 +86,7 @@ func TestResumableContinuesAKeptIngest(t *testing.T) {
 }
 
 func TestResumableValidatorBelongsToItsStore(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(22, 100_000)
 	info := resumeInfo(data)
@@ -110,6 +112,7 @@ func TestResumableValidatorBelongsToItsStore(t *testing.T) {
 }
 
 func TestResumableRecordForAnotherBlobStartsOver(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(23, 100_000)
 	info := resumeInfo(data)
@@ -139,6 +142,7 @@ func TestResumableRecordForAnotherBlobStartsOver(t *testing.T) {
 }
 
 func TestResumableCorruptPrefixFailsTheDigest(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(24, 200_000)
 	info := resumeInfo(data)
@@ -164,6 +168,7 @@ func TestResumableCorruptPrefixFailsTheDigest(t *testing.T) {
 }
 
 func TestResumableRestartDropsEverything(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(25, 300_000)
 	info := resumeInfo(data)
@@ -188,6 +193,7 @@ func TestResumableRestartDropsEverything(t *testing.T) {
 // A fresh ingest writes its record once, when the validator or the first byte comes, not when it
 // opens: an empty file has nothing to vouch for. From the first byte a kill leaves a record.
 func TestResumableRecordWaitsForTheFirstByteOrValidator(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(27, 100_000)
 	info := resumeInfo(data)
@@ -220,6 +226,7 @@ func TestResumableRecordWaitsForTheFirstByteOrValidator(t *testing.T) {
 }
 
 func TestResumableCloseWithoutKeepRemoves(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(26, 100_000)
 	w, _ := s.OpenResumable(ctx, resumeInfo(data))
@@ -231,6 +238,7 @@ func TestResumableCloseWithoutKeepRemoves(t *testing.T) {
 }
 
 func TestResumableSecondProcessGetsItsOwnIngest(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(27, 100_000)
 	info := resumeInfo(data)
@@ -260,6 +268,7 @@ func TestResumableSecondProcessGetsItsOwnIngest(t *testing.T) {
 // A name that no longer leads to the handle (a commit renamed it, gc removed it) is never
 // written through.
 func TestResumableNeverWritesARenamedFile(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(28, 100_000)
 	info := resumeInfo(data)
@@ -281,6 +290,7 @@ func TestResumableNeverWritesARenamedFile(t *testing.T) {
 }
 
 func TestPartsAtOffsetsInAnyOrder(t *testing.T) {
+	t.Parallel()
 	for _, hashLast := range []bool{false, true} {
 		s := openStore(t)
 		data := patternBytes(31, 10<<20+3)
@@ -335,6 +345,7 @@ func TestPartsAtOffsetsInAnyOrder(t *testing.T) {
 }
 
 func TestPartsKeptAndContinued(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(32, 4<<20)
 	info := resumeInfo(data)
@@ -364,6 +375,7 @@ func TestPartsKeptAndContinued(t *testing.T) {
 // A resumed ingest written at offsets and continued from its start drops what it held beyond
 // its prefix, then appends.
 func TestPartsContinuedSequentially(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(33, 4<<20)
 	info := resumeInfo(data)
@@ -384,6 +396,7 @@ func TestPartsContinuedSequentially(t *testing.T) {
 }
 
 func TestPartsCommitBeforeTheEndFails(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(34, 2<<20)
 	info := resumeInfo(data)
@@ -399,6 +412,7 @@ func TestPartsCommitBeforeTheEndFails(t *testing.T) {
 }
 
 func TestGCKeepsResumableIngestsForTheirGrace(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(35, 100_000)
 	info := resumeInfo(data)
@@ -429,6 +443,7 @@ func TestGCKeepsResumableIngestsForTheirGrace(t *testing.T) {
 }
 
 func TestGCNeverRemovesAHeldResumableIngest(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(36, 100_000)
 	w, _ := s.OpenResumable(ctx, resumeInfo(data))
@@ -446,6 +461,7 @@ func TestGCNeverRemovesAHeldResumableIngest(t *testing.T) {
 }
 
 func TestGCRemovesAnOrphanRecord(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(37, 100)
 	meta := filepath.Join(s.Root(), "ingest", "resume-"+digest.FromBytes(data).Encoded()+".json")
@@ -460,6 +476,7 @@ func TestGCRemovesAnOrphanRecord(t *testing.T) {
 
 // A process killed mid-ingest leaves bytes and a record that the next process continues.
 func TestResumableAfterSIGKILL(t *testing.T) {
+	t.Parallel()
 	root := filepath.Join(t.TempDir(), "cas")
 	s, err := Open(root)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 // Check against sample(): acme/grep 1.2.0 for any platform, acme/cc 2.0.0 for linux-x86_64 and
 // darwin-aarch64. Each case names the exact mismatches reported, in name order.
 func TestCheck(t *testing.T) {
+	t.Parallel()
 	both := []Want{{"acme/cc", "2.0.0"}, {"acme/grep", "1.2.0"}}
 	for _, c := range []struct {
 		name     string
@@ -65,6 +66,7 @@ func TestCheck(t *testing.T) {
 
 // The lock-mismatch error lists every difference on its own line, then the fix.
 func TestMismatchError(t *testing.T) {
+	t.Parallel()
 	err := MismatchError(sample().Check([]Want{{"acme/grep", "1.3.0"}}, "linux-x86_64"))
 	want := "murmur.lock does not follow murmur.yaml (2 differences):\n" +
 		"  acme/cc: murmur.lock pins 2.0.0, but murmur.yaml no longer declares it\n" +

@@ -58,6 +58,7 @@ artifacts:
 `
 
 func TestMarshalIsCanonical(t *testing.T) {
+	t.Parallel()
 	l := sample()
 	got := string(l.Marshal())
 	if got != sampleText {
@@ -88,6 +89,7 @@ func TestMarshalIsCanonical(t *testing.T) {
 }
 
 func TestEmptyLock(t *testing.T) {
+	t.Parallel()
 	l := &Lock{}
 	want := "lock_version: 3\nscopes: {}\nartifacts: []\n"
 	if got := string(l.Marshal()); got != want {
@@ -106,6 +108,7 @@ func TestEmptyLock(t *testing.T) {
 }
 
 func TestAwkwardValuesSurviveOtherYAMLReaders(t *testing.T) {
+	t.Parallel()
 	versions := []string{"1.0", "1", "yes", "No", "ON", "true", "1e3", "0777", "1_000", "0x1F", "1.10", "nan", "Null", "1.2.0+build_7"}
 	l := &Lock{Scopes: map[string]ScopePin{}} // what Parse gives for no scopes
 	for i, v := range versions {
@@ -145,6 +148,7 @@ func TestAwkwardValuesSurviveOtherYAMLReaders(t *testing.T) {
 }
 
 func TestReadMissingIsEmpty(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l, err := Read(filepath.Join(dir, FileName))
 	if err != nil || l == nil || len(l.Artifacts) != 0 || l.Scopes == nil {
@@ -163,6 +167,7 @@ func entryYAML(body string) string {
 }
 
 func TestParseRefusals(t *testing.T) {
+	t.Parallel()
 	good := "  - name: acme/grep\n    resolved_version: 1.2.0\n    sha256:\n      any: " + h(1) + "\n"
 	cases := []struct {
 		name    string
@@ -247,6 +252,7 @@ func TestParseRefusals(t *testing.T) {
 }
 
 func TestMurmurScopeMayBePinnedToItsSource(t *testing.T) {
+	t.Parallel()
 	src := "lock_version: 3\nscopes: { murmur: { source: github:murmur-nexus/default-artifacts, owner_id: 5, repo_id: 6 } }\n"
 	l, err := Parse([]byte(src), "")
 	if err != nil {
@@ -258,6 +264,7 @@ func TestMurmurScopeMayBePinnedToItsSource(t *testing.T) {
 }
 
 func TestUnknownKeysWarnAndAreDropped(t *testing.T) {
+	t.Parallel()
 	src := "lock_version: 3\nfuture: 1\nscopes:\n  acme: { source: github:acme/x, owner_id: 1, repo_id: 2, note: hi }\nartifacts:\n  - name: acme/grep\n    resolved_version: 1.2.0\n    size: 7\n    sha256: { any: " + h(1) + " }\n"
 	l, err := Parse([]byte(src), "murmur.lock")
 	if err != nil {
@@ -283,6 +290,7 @@ func TestUnknownKeysWarnAndAreDropped(t *testing.T) {
 }
 
 func TestUpsertRules(t *testing.T) {
+	t.Parallel()
 	base := func() *Lock {
 		l := &Lock{}
 		must(t, l.Upsert("acme/any", "1.0.0", "any", h(1), "", false))
@@ -362,6 +370,7 @@ func TestUpsertRules(t *testing.T) {
 }
 
 func TestUpsertKeepsSortedAndOrigin(t *testing.T) {
+	t.Parallel()
 	l := &Lock{}
 	for _, n := range []string{"b/x", "a/z", "c/y", "a/a"} {
 		must(t, l.Upsert(n, "1", "any", h(len(n)), "ci", false))
@@ -385,6 +394,7 @@ func TestUpsertKeepsSortedAndOrigin(t *testing.T) {
 }
 
 func TestDigestPlatformChoice(t *testing.T) {
+	t.Parallel()
 	anyEntry := Entry{SHA256: Hashes{Any: h(1)}}
 	platEntry := Entry{SHA256: Hashes{Platforms: map[string]string{"linux-x86_64": h(2), "darwin-aarch64": h(3)}}}
 	cases := []struct {
@@ -409,6 +419,7 @@ func TestDigestPlatformChoice(t *testing.T) {
 }
 
 func TestPins(t *testing.T) {
+	t.Parallel()
 	l := &Lock{}
 	if _, ok := l.Pin("acme"); ok {
 		t.Fatal("pin in empty lock")
@@ -449,6 +460,7 @@ func TestPins(t *testing.T) {
 }
 
 func TestDigests(t *testing.T) {
+	t.Parallel()
 	l := &Lock{}
 	must(t, l.Upsert("a/one", "1", "any", h(5), "", false))
 	must(t, l.Upsert("a/two", "1", "linux-x86_64", h(3), "", false))
@@ -480,6 +492,7 @@ func must(t *testing.T, err error) {
 }
 
 func TestMarshalQuotesWhatIsNotPlain(t *testing.T) {
+	t.Parallel()
 	// Marshal takes any Lock built in code; whatever it holds must come back as the same string.
 	odd := []string{"", "a b", "line\nbreak", "github:", "1:20", "-", "#x", "é", "tab\there", `q"uote`, "~", "null", "- x", "[a]", "+1", ".inf"}
 	l := &Lock{Scopes: map[string]ScopePin{}}
@@ -508,6 +521,7 @@ func TestMarshalQuotesWhatIsNotPlain(t *testing.T) {
 }
 
 func TestCheckOwner(t *testing.T) {
+	t.Parallel()
 	pin := ScopePin{Source: "github:acme/murmur-tools", OwnerID: 1234567, RepoID: 7654321}
 	must(t, pin.CheckOwner("acme", "github:acme/murmur-tools", 1234567))
 	must(t, pin.CheckOwner("acme", "github:Acme/murmur-tools", 0))
@@ -534,6 +548,7 @@ func TestCheckOwner(t *testing.T) {
 
 // The scope reservations, in their one home: local has no source, murmur only its own.
 func TestCheckScopeSource(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		scope, source string
 		want          string // "" when allowed
@@ -563,6 +578,7 @@ func TestCheckScopeSource(t *testing.T) {
 
 // A pin prints the same in pull's new_pin and forget-scope's pin: snake_case keys.
 func TestScopePinJSON(t *testing.T) {
+	t.Parallel()
 	raw, err := json.Marshal(ScopePin{Source: "github:acme/tools", OwnerID: 1, RepoID: 2})
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 )
 
 func TestUpdateWritesAndSkipsNoOps(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), FileName)
 
@@ -74,6 +75,7 @@ func TestUpdateWritesAndSkipsNoOps(t *testing.T) {
 }
 
 func TestUpdateErrorWritesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), FileName)
 	must(t, Update(ctx, path, func(l *Lock) error {
@@ -131,6 +133,7 @@ func TestUpdateErrorWritesNothing(t *testing.T) {
 }
 
 func TestUpdateRefusesBrokenLock(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), FileName)
 	must(t, os.WriteFile(path, []byte("lock_version: 2\n"), 0o644))
 	called := false
@@ -145,6 +148,7 @@ func TestUpdateRefusesBrokenLock(t *testing.T) {
 }
 
 func TestUpdateHonoursContext(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), FileName)
 	release := make(chan struct{})
 	held := make(chan struct{})
@@ -168,6 +172,7 @@ func TestUpdateHonoursContext(t *testing.T) {
 }
 
 func TestConcurrentGoroutinesLoseNothing(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), FileName)
 	const n = 20
 	var wg sync.WaitGroup
@@ -192,6 +197,7 @@ const helperEnv = "MUR_LOCK_TEST_HELPER"
 
 // TestHelperProcess is not a test: it is the body of the subprocesses started below.
 func TestHelperProcess(t *testing.T) {
+	t.Parallel()
 	mode := os.Getenv(helperEnv)
 	if mode == "" {
 		t.Skip("helper process only")
@@ -232,6 +238,7 @@ func helper(path, mode string, id int) *exec.Cmd {
 }
 
 func TestConcurrentProcessesLoseNothing(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), FileName)
 	const procs = 20
 	cmds := make([]*exec.Cmd, procs)
@@ -266,6 +273,7 @@ func TestConcurrentProcessesLoseNothing(t *testing.T) {
 // rewrites it as fast as it can, then kills that process with SIGKILL at an arbitrary instant.
 // Every read, and the file after the kill, must parse.
 func TestLockOnDiskIsAlwaysWhole(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), FileName)
 	cmd := helper(path, "forever", 0)
 	var stderr bytes.Buffer
@@ -385,6 +393,7 @@ func bigLock(n int) []byte {
 }
 
 func TestBigLockRoundTrip(t *testing.T) {
+	t.Parallel()
 	data := bigLock(1000)
 	l, err := Parse(data, "")
 	must(t, err)
@@ -411,6 +420,7 @@ func BenchmarkParseMarshal1000(b *testing.B) {
 }
 
 func TestUpdateNeverWritesAnUnreadableLock(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), FileName)
 	must(t, Update(context.Background(), path, func(l *Lock) error {
 		return l.Upsert("acme/grep", "1.2.0", "any", h(1), "", false)
@@ -434,6 +444,7 @@ func TestUpdateNeverWritesAnUnreadableLock(t *testing.T) {
 // TestUpdateRefusesASymlinkedGuard: a cloned project may commit .murmur.lock.lck as a symlink;
 // Update refuses it and creates nothing where it points.
 func TestUpdateRefusesASymlinkedGuard(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, FileName)
 	target := filepath.Join(t.TempDir(), "victim")
@@ -450,6 +461,7 @@ func TestUpdateRefusesASymlinkedGuard(t *testing.T) {
 // On a read-only checkout, where the file lock can't be made, an update that changes nothing
 // succeeds, and one that would change the lock fails with the reason it could not.
 func TestUpdateReadOnlyAllowsOnlyNoOps(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), FileName)
 	must(t, Update(ctx, path, func(l *Lock) error {

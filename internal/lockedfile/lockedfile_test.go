@@ -12,6 +12,7 @@ import (
 )
 
 func TestExclusiveLockSerialises(t *testing.T) {
+	t.Parallel()
 	p := filepath.Join(t.TempDir(), "x.lock")
 	var mu sync.Mutex
 	inside, maxInside := 0, 0
@@ -46,6 +47,7 @@ func TestExclusiveLockSerialises(t *testing.T) {
 }
 
 func TestLockWaitIsCancellable(t *testing.T) {
+	t.Parallel()
 	p := filepath.Join(t.TempDir(), "x.lock")
 	unlock, err := Lock(context.Background(), p)
 	if err != nil {
@@ -65,6 +67,7 @@ func TestLockWaitIsCancellable(t *testing.T) {
 // TestLockRefusesASymlink: a lock path that is a symlink (planted in a cloned project, say) is
 // refused, and nothing is created where it points.
 func TestLockRefusesASymlink(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	target := filepath.Join(dir, "elsewhere", "victim")
 	os.MkdirAll(filepath.Dir(target), 0o755)
