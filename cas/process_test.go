@@ -29,7 +29,6 @@ func helperCmd(t *testing.T, role, root string, extra ...string) *exec.Cmd {
 
 // TestHelperProcess is not a test: it is the body of the helper processes.
 func TestHelperProcess(t *testing.T) {
-	t.Parallel()
 	role := os.Getenv(helperEnv)
 	if role == "" {
 		t.Skip("only runs as a helper process")
