@@ -81,9 +81,13 @@ demo: build
 ci-demo: build
 	./scripts/ci-demo.sh
 
-# The end-to-end suite, run as a compiled test binary so that its summary table is printed.
+# The end-to-end suite, run as a compiled test binary so that its summary table is printed. Its
+# tests mostly wait (on mur starting, on registries, on killed pulls), so E2E_PARALLEL of them run
+# at once, more than there are cores.
+E2E_PARALLEL ?= 4
+
 reliability: check-registry
-	@$(call timed,the end-to-end half (cmd/mur/e2e on the real binary),$(GO) test -c -o bin/e2e.test ./cmd/mur/e2e && cd cmd/mur/e2e && ../../../bin/e2e.test -test.count=1 -test.timeout 25m -reliability-summary)
+	@$(call timed,the end-to-end half (cmd/mur/e2e on the real binary),$(GO) test -c -o bin/e2e.test ./cmd/mur/e2e && cd cmd/mur/e2e && ../../../bin/e2e.test -test.count=1 -test.timeout 25m -test.parallel $(E2E_PARALLEL) -reliability-summary)
 
 clean:
 	rm -rf bin

@@ -64,7 +64,7 @@ func hostileSetups(t *testing.T) map[string]func(w *world) []string {
 			gh := githubtest.New(t)
 			gh.AlwaysFail(http.StatusForbidden)
 			gh.FailMessage(hostileText)
-			w.env = append(w.env, "MUR_GITHUB_API_BASE="+gh.APIURL(), "MUR_NETWORK_TIMEOUT=2s")
+			w.env = append(w.env, "MUR_GITHUB_API_BASE="+gh.APIURL(), networkTimeout())
 			w.write("murmur.yaml", sourceCapsule("sources", "acme/hello@1.0.0"))
 			return []string{"pull"}
 		},
