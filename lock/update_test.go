@@ -17,6 +17,7 @@ import (
 
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
+	"github.com/murmur-nexus/mur/internal/slowdown/deadline"
 )
 
 func TestUpdateWritesAndSkipsNoOps(t *testing.T) {
@@ -159,7 +160,7 @@ func TestUpdateHonoursContext(t *testing.T) {
 			return nil
 		})
 	}()
-	<-held
+	deadline.Recv(t, held, "the first update taking the lock")
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	err := Update(ctx, path, func(l *Lock) error { t.Error("fn ran without the lock"); return nil })
@@ -167,7 +168,7 @@ func TestUpdateHonoursContext(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 	close(release)
-	must(t, <-done)
+	must(t, deadline.Recv(t, done, "the first update's end"))
 }
 
 func TestConcurrentGoroutinesLoseNothing(t *testing.T) {
@@ -187,7 +188,7 @@ func TestConcurrentGoroutinesLoseNothing(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	deadline.Wait(t, &wg, "the updates")
 	checkEntries(t, path, "acme/g%d", n)
 }
 
@@ -229,8 +230,8 @@ func TestHelperProcess(t *testing.T) {
 	os.Exit(0)
 }
 
-func helper(path, mode string, id int) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
+func helper(t *testing.T, path, mode string, id int) *exec.Cmd {
+	cmd := exec.CommandContext(deadline.Context(t), os.Args[0], "-test.run=^TestHelperProcess$")
 	cmd.Env = append(os.Environ(), helperEnv+"="+mode, "MUR_LOCK_PATH="+path, "MUR_LOCK_ID="+strconv.Itoa(id))
 	return cmd
 }
@@ -242,7 +243,7 @@ func TestConcurrentProcessesLoseNothing(t *testing.T) {
 	cmds := make([]*exec.Cmd, procs)
 	outs := make([]*bytes.Buffer, procs)
 	for i := range procs {
-		cmds[i] = helper(path, "upsert", i)
+		cmds[i] = helper(t, path, "upsert", i)
 		outs[i] = &bytes.Buffer{}
 		cmds[i].Stderr = outs[i]
 		must(t, cmds[i].Start())
@@ -273,7 +274,7 @@ func TestConcurrentProcessesLoseNothing(t *testing.T) {
 func TestLockOnDiskIsAlwaysWhole(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), FileName)
-	cmd := helper(path, "forever", 0)
+	cmd := helper(t, path, "forever", 0)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	must(t, cmd.Start())

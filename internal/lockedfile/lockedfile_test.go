@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/murmur-nexus/mur/internal/slowdown/deadline"
 )
 
 func TestExclusiveLockSerialises(t *testing.T) {
@@ -40,7 +42,7 @@ func TestExclusiveLockSerialises(t *testing.T) {
 			unlock()
 		}()
 	}
-	wg.Wait()
+	deadline.Wait(t, &wg, "the lock holders")
 	if maxInside != 1 {
 		t.Fatalf("%d holders at once", maxInside)
 	}

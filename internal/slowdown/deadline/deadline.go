@@ -7,6 +7,7 @@ package deadline
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +29,17 @@ func Context(t testing.TB) context.Context {
 func Recv[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()
 	return recvWithin(t, ch, what, Limit())
+}
+
+// Wait waits for wg, and fails t, naming what it waited for, when it is not done within Limit.
+func Wait(t testing.TB, wg *sync.WaitGroup, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	Recv(t, done, what)
 }
 
 func recvWithin[T any](t testing.TB, ch <-chan T, what string, limit time.Duration) T {

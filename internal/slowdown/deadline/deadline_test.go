@@ -3,6 +3,8 @@ package deadline
 import (
 	"fmt"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,6 +35,21 @@ func TestContextEndsWithTheTest(t *testing.T) {
 	})
 	if ctx.Err() == nil {
 		t.Error("the context outlived its test")
+	}
+}
+
+func TestWaitReturnsOnceTheGroupIsDone(t *testing.T) {
+	t.Parallel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	var done atomic.Bool
+	go func() {
+		defer wg.Done()
+		done.Store(true)
+	}()
+	Wait(t, &wg, "the goroutine")
+	if !done.Load() {
+		t.Error("Wait returned before the group was done")
 	}
 }
 
