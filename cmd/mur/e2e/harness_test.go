@@ -244,8 +244,8 @@ func (w *world) assertUnchanged(blobs int, lockBefore string) {
 
 // networkTimeout is MUR_NETWORK_TIMEOUT for tests with a store that never answers: short, so the
 // test doesn't wait long on it, and stretched by MUR_TEST_SLOWDOWN, so that the stores that do
-// answer are not taken for silent ones on a loaded machine. The tests that set it run alone (no
-// t.Parallel), so that the other tests do not crowd the machine past that margin.
+// answer are not taken for silent ones on a loaded machine. The tests that set it run alone
+// (TestRunsAlone), so that the other tests do not crowd the machine past that margin.
 func networkTimeout() string {
 	return "MUR_NETWORK_TIMEOUT=" + slowdown.Scale(2*time.Second).String()
 }
@@ -265,5 +265,26 @@ func (w *world) ageIngest() {
 		if err := os.Chtimes(filepath.Join(dir, e.Name()), old, old); err != nil {
 			w.t.Fatal(err)
 		}
+	}
+}
+
+// TestRunsAlone runs first, and beside no other test, the tests whose margins a crowded machine
+// could break: those that wait out a short MUR_NETWORK_TIMEOUT (networkTimeout), which the stores
+// that do answer must beat, and the split of a capped link into connections, for which mur must
+// hash and write faster than the link brings the bytes. They mostly wait, so they run beside each
+// other.
+func TestRunsAlone(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  func(*testing.T)
+	}{
+		{"TestReliabilityMirrorChain", testReliabilityMirrorChain},
+		{"TestReliabilityMisbehavingGitHub", testReliabilityMisbehavingGitHub},
+		{"TestPullParallelConnections", testPullParallelConnections},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.run(t)
+		})
 	}
 }

@@ -226,10 +226,9 @@ func TestPullBrokenBodyResumes(t *testing.T) {
 	}
 }
 
-// TestPullParallelConnections: a large blob is fetched over --connections connections, within
-// --jobs. It runs alone (no t.Parallel): the split needs mur to hash and write faster than the
-// capped link brings the bytes, which other tests crowding the machine could prevent.
-func TestPullParallelConnections(t *testing.T) {
+// testPullParallelConnections: a large blob is fetched over --connections connections, within
+// --jobs. It runs alone (TestRunsAlone).
+func testPullParallelConnections(t *testing.T) {
 	reg := registrytest.Start(t)
 	px := proxytest.Start(t, reg.Addr(), proxytest.Options{})
 	f := artifacttest.File(t, t.TempDir(), "wide", "1.0.0", artifacttest.Module(80<<20, 259))

@@ -130,7 +130,9 @@ func TestSourceNotGranted(t *testing.T) {
 	w.assertUnchanged(0, "")
 }
 
-func TestReliabilityMisbehavingGitHub(t *testing.T) {
+// testReliabilityMisbehavingGitHub runs alone (TestRunsAlone): its stalls wait out a short
+// network timeout, which GitHub's other answers must beat.
+func testReliabilityMisbehavingGitHub(t *testing.T) {
 	scenario(t, "a GitHub server that misbehaves (wrong bytes, stalls, 5xx, rate limits)")
 	w, gh, art := githubWorld(t)
 	w.env = append(w.env, networkTimeout()) // the stalls wait it out
