@@ -15,6 +15,7 @@ import (
 // does not match its CRC-32 is refused (invalid-bundle), naming the bundle, the entry and the
 // checksum, and the blob is not in the home.
 func TestCacheImportRefusesAPayloadWhoseCRCLies(t *testing.T) {
+	t.Parallel()
 	wasm := artifacttest.Module(64<<10, 3)
 	lie := artifacttest.Spec{Name: "tool", Version: "1.0.0", Wasm: wasm}.Lying(false, crc32.ChecksumIEEE(wasm)^1, uint64(len(wasm)))
 	bundle, d := bundleOf(t, lie)

@@ -32,6 +32,7 @@ func readIndex(t *testing.T, path string) *github.Index {
 }
 
 func TestIndexWritesIndex(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	grepFile := artifacttest.File(t, dir, "grep", "1.2.0", artifacttest.Tagged("g"))
 	findFile := artifacttest.File(t, dir, "find", "0.3.0", artifacttest.Tagged("f"))
@@ -105,6 +106,7 @@ func TestIndexDefaultOutput(t *testing.T) {
 }
 
 func TestIndexRefusals(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	good := artifacttest.File(t, dir, "grep", "1.2.0", artifacttest.Tagged("g"))
 	scoped := filepath.Join(dir, "scoped.mur.zip")
@@ -139,6 +141,7 @@ func TestIndexRefusals(t *testing.T) {
 }
 
 func TestIndexMerge(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	old := artifacttest.File(t, dir, "grep", "1.2.0", artifacttest.Tagged("old"))
 	index := filepath.Join(dir, "murmur-index.json")

@@ -12,6 +12,7 @@ import (
 // their fixed values; a flag's value is never the command name, and mur run's guest words are
 // the guest's.
 func TestCompleteWords(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte("name: p\nartifacts:\n  - { name: acme/grep, version: \"1.0.0\" }\n  - { name: beta/spin, version: \"1.0.0\" }\n"), 0o644)
 	sub := filepath.Join(dir, "src", "deep")

@@ -21,6 +21,7 @@ import (
 // file is one mur accepts) and a murmur-index.json that `mur index` writes from packed artifacts.
 // Without node or the package it skips, unless CI is set (.ci/run installs both).
 func TestPresetQueries(t *testing.T) {
+	t.Parallel()
 	needQuery(t)
 	yamlData, err := os.ReadFile(filepath.Join("testdata", "murmur.yaml"))
 	if err != nil {

@@ -36,6 +36,7 @@ var (
 // pending (Renovate's default minimumReleaseAgeBehaviour wants a time), as does one from a
 // registry, whose tags carry no time.
 func TestRenovateLocal(t *testing.T) {
+	t.Parallel()
 	for _, p := range []string{node24, renovate} {
 		if _, err := os.Stat(p); err != nil {
 			need(t, p+" is not installed: run 'npm ci' in contrib/renovate")

@@ -1,6 +1,3 @@
-// Command escaper tries every known way out of its sandbox and prints one line per attempt:
-// "<name> ALLOWED" or "<name> DENIED <error>". argv[1] is the host path of a file outside the
-// sandbox, so that the guest can try to name it directly.
 package main
 
 import (
@@ -8,21 +5,14 @@ import (
 	"os"
 )
 
-func try(name string, err error) {
-	if err != nil {
-		fmt.Printf("%s DENIED %v\n", name, err)
-		return
+// escaper tries every known way out of its sandbox and prints one line per attempt:
+// "<name> ALLOWED" or "<name> DENIED <error>". Its argument is the host path of a file outside the
+// sandbox, so that it can try to name it directly.
+func escaper(args []string) {
+	if len(args) != 1 {
+		usage("escaper SECRET")
 	}
-	fmt.Printf("%s ALLOWED\n", name)
-}
-
-func read(p string) error {
-	_, err := os.ReadFile(p)
-	return err
-}
-
-func main() {
-	secret := os.Args[1]
+	secret := args[0]
 
 	try("symlink-create-abs", os.Symlink(secret, "made-abs"))
 	try("symlink-create-rel", os.Symlink("../outside/secret.txt", "made-rel"))
@@ -49,4 +39,17 @@ func main() {
 	try("remove-ro", os.Remove("ro/existing.txt"))
 	try("mkdir-ro", os.Mkdir("ro/sub", 0o755))
 	try("write-state", os.WriteFile("state/x", []byte("escaper"), 0o644))
+}
+
+func try(name string, err error) {
+	if err != nil {
+		fmt.Printf("%s DENIED %v\n", name, err)
+		return
+	}
+	fmt.Printf("%s ALLOWED\n", name)
+}
+
+func read(p string) error {
+	_, err := os.ReadFile(p)
+	return err
 }
