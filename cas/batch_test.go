@@ -20,6 +20,7 @@ import (
 // one fsync of blobs/: sync, sync, sync, then rename, rename, rename, then one syncdir. A blob
 // written to after its sync is synced again before its rename.
 func TestBatchSyncsAllThenRenamesThenSyncsTheFolderOnce(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	var mu sync.Mutex
 	var steps []string
@@ -97,6 +98,7 @@ func TestBatchSyncsAllThenRenamesThenSyncsTheFolderOnce(t *testing.T) {
 // A failed sync is that ingest's error alone; one that does not match its digest is not renamed,
 // and the others are committed.
 func TestBatchFailuresStayTheirOwn(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	s.durability = atomicfile.Durability{Sync: func(f *os.File) error {
 		b, _ := os.ReadFile(f.Name())

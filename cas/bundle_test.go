@@ -38,6 +38,7 @@ func ingest(t *testing.T, s *cas.Store, data string) digest.Digest {
 }
 
 func TestExportImportRoundTrip(t *testing.T) {
+	t.Parallel()
 	src := newStore(t)
 	a, b := ingest(t, src, "alpha payload"), ingest(t, src, "beta payload")
 	src.AppendRecord(cas.Record{Name: "acme/a", Version: "1.0.0", Digest: a, Size: 13, Source: "oci://x/y", Outcome: "pulled"})
@@ -82,6 +83,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 }
 
 func TestExportRefusesMissingBlob(t *testing.T) {
+	t.Parallel()
 	src := newStore(t)
 	var buf bytes.Buffer
 	if _, err := src.Export(context.Background(), []digest.Digest{digest.FromString("nope")}, &buf); !errors.Is(err, errs.NotFound) {
@@ -126,6 +128,7 @@ func hexOf(s string) string {
 }
 
 func TestImportRefusesHostileBundles(t *testing.T) {
+	t.Parallel()
 	good := entry{name: "blobs/sha256/" + hexOf("good"), body: []byte("good")}
 	cases := map[string][]byte{
 		"dotdot path":       makeBundle(t, good, entry{name: "../../etc/cron.d/x", body: []byte("x")}),
@@ -159,6 +162,7 @@ func TestImportRefusesHostileBundles(t *testing.T) {
 }
 
 func TestImportRefusesTruncatedBundle(t *testing.T) {
+	t.Parallel()
 	src := newStore(t)
 	d := ingest(t, src, strings.Repeat("payload ", 100000))
 	var buf bytes.Buffer
@@ -177,6 +181,7 @@ func TestImportRefusesTruncatedBundle(t *testing.T) {
 }
 
 func TestImportRefusesZstdBomb(t *testing.T) {
+	t.Parallel()
 	// One entry claiming far more than the ceiling: refused from its header, before any of the
 	// (highly compressible) body is inflated.
 	var buf bytes.Buffer
@@ -200,6 +205,7 @@ func TestImportRefusesZstdBomb(t *testing.T) {
 }
 
 func TestImportRefusesNonZstd(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	if _, err := s.Import(context.Background(), strings.NewReader("plain text, not a bundle"), "x", nil); err == nil {
 		t.Fatal("accepted a non-zstd file")
@@ -210,6 +216,7 @@ func TestImportRefusesNonZstd(t *testing.T) {
 // refusal refuses the bundle there, with nothing of that blob stored (not even its ingest file),
 // while the blobs admitted before it stay. Bytes that do not hash to their name never reach it.
 func TestImportCheckRefusesBeforeVisible(t *testing.T) {
+	t.Parallel()
 	entries := []entry{
 		{name: "blobs/sha256/" + hexOf("first"), body: []byte("first")},
 		{name: "blobs/sha256/" + hexOf("refused"), body: []byte("refused")},

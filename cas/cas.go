@@ -99,6 +99,11 @@ func Open(root string) (*Store, error) {
 // Root is the folder the store lives in.
 func (s *Store) Root() string { return s.root }
 
+// TempDir is a folder on the store's own disk for files that live no longer than a command and
+// that no one else must see (a payload decompressed to be mapped: artifact.MapPayload). Files
+// there have no name, or carry atomicfile's temporary prefix, so gc takes them for what they are.
+func (s *Store) TempDir() string { return s.ingest }
+
 // Path is where the blob with digest d lives, whether or not it is there. It is "" for a digest
 // that is malformed or not sha256, so that no hostile digest can name a path outside the store.
 // It is for diagnostics and tests: read blobs through ReaderAt or VerifiedReaderAt.

@@ -7,10 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/opencontainers/go-digest"
 
@@ -20,6 +18,7 @@ import (
 var ctx = context.Background()
 
 func TestIngestRoundTrip(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(1, 3<<20+17) // not a multiple of the chunk size
 	want := digest.FromBytes(data)
@@ -81,6 +80,7 @@ func TestIngestRoundTrip(t *testing.T) {
 }
 
 func TestOpenTightensLoosenedFolders(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	ingest := filepath.Join(s.Root(), "ingest")
 	if err := os.Chmod(ingest, 0o755); err != nil {
@@ -96,6 +96,7 @@ func TestOpenTightensLoosenedFolders(t *testing.T) {
 }
 
 func TestEmptyBlob(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	d, err := s.Ingest(ctx, strings.NewReader(""), 0, digest.FromBytes(nil))
 	if err != nil || d != digest.FromBytes(nil) || !s.Has(d) {
@@ -104,6 +105,7 @@ func TestEmptyBlob(t *testing.T) {
 }
 
 func TestIngestRefusesMismatches(t *testing.T) {
+	t.Parallel()
 	data := patternBytes(2, 2<<20+5)
 	good := digest.FromBytes(data)
 	other := digest.FromBytes([]byte("something else"))
@@ -145,6 +147,7 @@ func TestIngestRefusesMismatches(t *testing.T) {
 }
 
 func TestWriterStagesUntilCommit(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(3, 1<<20+999)
 	w, err := s.NewWriter(ctx)
@@ -196,6 +199,7 @@ func TestWriterStagesUntilCommit(t *testing.T) {
 }
 
 func TestWriterCloseAborts(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	w, err := s.NewWriter(ctx)
 	if err != nil {
@@ -220,6 +224,7 @@ func TestWriterCloseAborts(t *testing.T) {
 }
 
 func TestIngestHonoursCancel(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	c, cancel := context.WithCancel(ctx)
 	cancel()
@@ -232,6 +237,7 @@ func TestIngestHonoursCancel(t *testing.T) {
 }
 
 func TestBadDigestsRefused(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	good, err := s.Ingest(ctx, strings.NewReader("hello"), 5, "")
 	if err != nil {
@@ -286,6 +292,7 @@ func TestBadDigestsRefused(t *testing.T) {
 }
 
 func TestStatMissingIsNotFound(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	d := digest.FromBytes([]byte("absent"))
 	if _, err := s.Stat(d); !errors.Is(err, errs.NotFound) {
@@ -302,257 +309,6 @@ func TestStatMissingIsNotFound(t *testing.T) {
 	}
 }
 
-// corrupt flips one byte of a blob in place, as a bad disk or a careless hand would.
-func corrupt(t *testing.T, s *Store, d digest.Digest, at int64) {
-	t.Helper()
-	p := s.Path(d)
-	os.Chmod(p, 0o644)
-	f, err := os.OpenFile(p, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := make([]byte, 1)
-	f.ReadAt(b, at)
-	b[0] ^= 0xff
-	if _, err := f.WriteAt(b, at); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	os.Chmod(p, 0o444)
-}
-
-func TestCorruptionIsFoundAndQuarantined(t *testing.T) {
-	s := openStore(t)
-	var ds []digest.Digest
-	var datas [][]byte
-	for i := range 5 {
-		data := patternBytes(uint64(10+i), int64(1<<20+i*1000))
-		d, err := s.Ingest(ctx, bytes.NewReader(data), int64(len(data)), "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ds, datas = append(ds, d), append(datas, data)
-	}
-	quarantine := filepath.Join(s.Root(), "quarantine")
-
-	// Verify finds one.
-	corrupt(t, s, ds[0], 12345)
-	if err := s.Verify(ctx, ds[1]); err != nil {
-		t.Fatalf("Verify of a good blob: %v", err)
-	}
-	err := s.Verify(ctx, ds[0])
-	if !errors.Is(err, errs.Integrity) || !strings.Contains(err.Error(), string(ds[0])) {
-		t.Fatalf("Verify err = %v, want integrity naming %s", err, ds[0])
-	}
-	if s.Has(ds[0]) {
-		t.Fatal("Has = true for a quarantined blob")
-	}
-	if q := dirNames(t, quarantine); len(q) != 1 || !strings.HasPrefix(q[0], ds[0].Encoded()) {
-		t.Fatalf("quarantine/ holds %v", q)
-	}
-
-	// VerifyAll finds two more, and a stray file.
-	corrupt(t, s, ds[2], 0)
-	corrupt(t, s, ds[4], int64(len(datas[4])-1))
-	stray := filepath.Join(s.Root(), "blobs", "sha256", "not-a-digest")
-	os.WriteFile(stray, []byte("x"), 0o444)
-	rep, err := s.VerifyAll(ctx, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Checked != 4 {
-		t.Errorf("Checked = %d, want 4", rep.Checked)
-	}
-	damaged := map[digest.Digest]Damage{}
-	for _, dm := range rep.Damaged {
-		damaged[dm.Digest] = dm
-		if dm.Quarantined == "" {
-			t.Errorf("damage %+v not quarantined", dm)
-		}
-	}
-	if len(rep.Damaged) != 3 || damaged[ds[2]].Path == "" || damaged[ds[4]].Path == "" || damaged[""].Path != stray {
-		t.Fatalf("Damaged = %+v", rep.Damaged)
-	}
-	if s.Has(ds[2]) || s.Has(ds[4]) || !s.Has(ds[1]) || !s.Has(ds[3]) {
-		t.Fatal("Has after VerifyAll is wrong")
-	}
-	if _, err := os.Stat(stray); !os.IsNotExist(err) {
-		t.Fatal("stray file still in blobs/sha256")
-	}
-
-	// VerifiedReaderAt catches damage before handing out a byte.
-	corrupt(t, s, ds[3], 777)
-	if _, err := s.VerifiedReaderAt(ctx, ds[3]); !errors.Is(err, errs.Integrity) {
-		t.Fatalf("reading a damaged blob: %v, want integrity", err)
-	}
-	if s.Has(ds[3]) {
-		t.Fatal("VerifiedReaderAt left the damaged blob in place")
-	}
-
-	// The next ingest brings them back, and everything is clean again.
-	for _, i := range []int{0, 2, 3, 4} {
-		if _, err := s.Ingest(ctx, bytes.NewReader(datas[i]), int64(len(datas[i])), ds[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rep, err = s.VerifyAll(ctx, 0)
-	if err != nil || len(rep.Damaged) != 0 || rep.Checked != 5 {
-		t.Fatalf("VerifyAll after re-ingest = %+v, %v", rep, err)
-	}
-}
-
-func TestReingestReplacesTruncatedBlob(t *testing.T) {
-	s := openStore(t)
-	data := patternBytes(20, 100000)
-	d, _ := s.Ingest(ctx, bytes.NewReader(data), -1, "")
-	os.Chmod(s.Path(d), 0o644)
-	os.Truncate(s.Path(d), 10)
-	if _, err := s.Ingest(ctx, bytes.NewReader(data), -1, d); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Verify(ctx, d); err != nil {
-		t.Fatalf("a re-ingest kept the truncated blob: %v", err)
-	}
-}
-
-func TestRecords(t *testing.T) {
-	s := openStore(t)
-	a, b := digest.FromBytes([]byte("a")), digest.FromBytes([]byte("b"))
-	when := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	recs := []Record{
-		{Time: when, Ref: "acme/grep@1.2.0", Name: "acme/grep", Version: "1.2.0", Platform: "any", Digest: a, Size: 10, Source: "github:acme/murmur-artifacts", Release: "v1.2.0", Asset: "grep.mur.zip", OwnerID: 42, Transferred: 10, DurationMS: 7, Outcome: OutcomePulled},
-		{Time: when, Ref: "acme/grep@1.2.0", Digest: a, Outcome: OutcomeCacheHit},
-		{Time: when, Ref: "acme/sed", Digest: b, Outcome: OutcomePulled},
-	}
-	for _, r := range recs {
-		if err := s.AppendRecord(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	all, err := s.Records("")
-	if err != nil || len(all) != 3 {
-		t.Fatalf("Records = %v, %v", all, err)
-	}
-	if !reflect.DeepEqual(all[0], recs[0]) {
-		t.Fatalf("round trip: %+v != %+v", all[0], recs[0])
-	}
-	raw, _ := os.ReadFile(filepath.Join(s.Root(), "records", "records.jsonl"))
-	for _, field := range []string{`"owner_id":42`, `"duration_ms":7`, `"outcome":"pulled"`, `"digest":"` + string(a)} {
-		if !bytes.Contains(raw, []byte(field)) {
-			t.Errorf("records file lacks %s: %s", field, raw)
-		}
-	}
-	only, _ := s.Records(a)
-	if len(only) != 2 {
-		t.Fatalf("Records(a) = %d records, want 2", len(only))
-	}
-
-	// A crash in the middle of an append leaves a torn line.
-	f, _ := os.OpenFile(filepath.Join(s.Root(), "records", "records.jsonl"), os.O_WRONLY|os.O_APPEND, 0)
-	f.Write([]byte(`{"time":"2026-01-02T03:04:05Z","ref":"acme/torn","dig`))
-	f.Close()
-	got, err := s.Records("")
-	if err != nil || len(got) != 3 {
-		t.Fatalf("Records with a torn last line = %d, %v; want the 3 whole ones", len(got), err)
-	}
-	// The next append starts a fresh line rather than gluing onto the wreck.
-	if err := s.AppendRecord(Record{Time: when, Ref: "acme/after", Outcome: OutcomeFailed, Error: "boom"}); err != nil {
-		t.Fatal(err)
-	}
-	got, _ = s.Records("")
-	if len(got) != 4 || got[3].Ref != "acme/after" || got[3].Error != "boom" {
-		t.Fatalf("after the torn line: %+v", got)
-	}
-}
-
-func TestGC(t *testing.T) {
-	s := openStore(t)
-	now := time.Now()
-	old := now.Add(-60 * 24 * time.Hour)
-	ingest := func(seed uint64) digest.Digest {
-		d, err := s.Ingest(ctx, newPattern(seed, 1000+int64(seed)), -1, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
-	setLastUse := func(d digest.Digest, at time.Time) {
-		os.Chtimes(s.Path(d), at, at)
-		os.Chtimes(filepath.Join(s.Root(), "uses", d.Encoded()), at, at)
-	}
-	kept, stale, fresh, touched := ingest(1), ingest(2), ingest(3), ingest(4)
-	setLastUse(kept, old)
-	setLastUse(stale, old)
-	setLastUse(touched, old)
-	if err := s.Touch(touched); err != nil {
-		t.Fatal(err)
-	}
-	if info, _ := s.Stat(touched); now.Sub(info.LastUse) > time.Minute {
-		t.Fatalf("Touch did not move the last use: %v", info.LastUse)
-	}
-
-	// A leftover of a killed ingest, and a live ingest that has been quiet for a long time.
-	leftover := filepath.Join(s.Root(), "ingest", ".mur-tmp-blob-dead")
-	os.WriteFile(leftover, []byte("partial"), 0o600)
-	os.Chtimes(leftover, old, old)
-	live, err := s.NewWriter(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer live.Close()
-	live.Write([]byte("in flight"))
-	live.flush()
-	os.Chtimes(live.tmp, old, old)
-	// A leftover too young to judge.
-	young := filepath.Join(s.Root(), "ingest", ".mur-tmp-blob-young")
-	os.WriteFile(young, []byte("partial"), 0o600)
-
-	opt := GCOptions{Keep: map[digest.Digest]bool{kept: true}, OlderThan: 30 * 24 * time.Hour, Now: now, DryRun: true}
-	dry, err := s.GC(ctx, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(dry.Blobs) != 1 || dry.Blobs[0].Digest != stale || len(dry.Ingest) != 1 || dry.Ingest[0] != leftover || dry.Kept != 3 {
-		t.Fatalf("dry run report = %+v", dry)
-	}
-	for _, d := range []digest.Digest{kept, stale, fresh, touched} {
-		if !s.Has(d) {
-			t.Fatalf("dry run removed %s", d)
-		}
-	}
-	if _, err := os.Stat(leftover); err != nil {
-		t.Fatal("dry run removed the leftover")
-	}
-
-	opt.DryRun = false
-	rep, err := s.GC(ctx, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Blobs) != 1 || rep.Blobs[0].Digest != stale || len(rep.Ingest) != 1 || rep.Freed != 1002+7 {
-		t.Fatalf("report = %+v", rep)
-	}
-	if s.Has(stale) || !s.Has(kept) || !s.Has(fresh) || !s.Has(touched) {
-		t.Fatal("GC removed the wrong blobs")
-	}
-	if _, err := os.Stat(leftover); !os.IsNotExist(err) {
-		t.Fatal("GC kept the leftover")
-	}
-	if _, err := os.Stat(young); err != nil {
-		t.Fatal("GC removed a leftover younger than the grace")
-	}
-	// The live ingest survived and still commits.
-	if _, err := live.Commit(ctx, 9, digest.FromBytes([]byte("in flight"))); err != nil {
-		t.Fatalf("the live ingest was broken by GC: %v", err)
-	}
-	// Without Keep, an old enough horizon removes the kept blob too.
-	setLastUse(kept, old)
-	rep, err = s.GC(ctx, GCOptions{OlderThan: 30 * 24 * time.Hour, Now: now})
-	if err != nil || len(rep.Blobs) != 1 || rep.Blobs[0].Digest != kept {
-		t.Fatalf("second GC = %+v, %v", rep, err)
-	}
-}
-
 type failingReader struct{ n int }
 
 func (r *failingReader) Read(p []byte) (int, error) {
@@ -565,6 +321,7 @@ func (r *failingReader) Read(p []byte) (int, error) {
 }
 
 func TestIngestStreamErrorLeavesNothing(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	_, err := s.Ingest(ctx, &failingReader{n: 3 << 20}, -1, "")
 	if !errors.Is(err, errs.IO) || !strings.Contains(err.Error(), "connection reset") || !strings.Contains(err.Error(), "3145728") {
@@ -575,29 +332,5 @@ func TestIngestStreamErrorLeavesNothing(t *testing.T) {
 	}
 	if l, _ := s.List(ctx); len(l) != 0 {
 		t.Fatalf("List = %v", l)
-	}
-}
-
-func TestGCEmptiesOldQuarantine(t *testing.T) {
-	s := openStore(t)
-	d, _ := s.Ingest(ctx, strings.NewReader("to be damaged"), -1, "")
-	corrupt(t, s, d, 0)
-	if err := s.Verify(ctx, d); !errors.Is(err, errs.Integrity) {
-		t.Fatalf("Verify = %v", err)
-	}
-	quarantine := filepath.Join(s.Root(), "quarantine")
-	// Within the horizon the damaged file stays for inspection.
-	if rep, err := s.GC(ctx, GCOptions{OlderThan: time.Hour}); err != nil || len(rep.Quarantine) != 0 {
-		t.Fatalf("GC = %+v, %v", rep, err)
-	}
-	if len(dirNames(t, quarantine)) != 1 {
-		t.Fatal("quarantine emptied too early")
-	}
-	rep, err := s.GC(ctx, GCOptions{OlderThan: time.Hour, Now: time.Now().Add(2 * time.Hour)})
-	if err != nil || len(rep.Quarantine) != 1 || rep.Freed != 13 {
-		t.Fatalf("GC = %+v, %v", rep, err)
-	}
-	if names := dirNames(t, quarantine); len(names) != 0 {
-		t.Fatalf("quarantine/ holds %v", names)
 	}
 }

@@ -36,6 +36,7 @@ func mountTmpfs(t *testing.T, size string) string {
 }
 
 func TestReadOnlyHome(t *testing.T) {
+	t.Parallel()
 	mnt := mountTmpfs(t, "4m")
 	root := filepath.Join(mnt, "cas")
 	s, err := Open(root)
@@ -82,6 +83,7 @@ func TestReadOnlyHome(t *testing.T) {
 }
 
 func TestFullHome(t *testing.T) {
+	t.Parallel()
 	mnt := mountTmpfs(t, "1m")
 	s, err := Open(filepath.Join(mnt, "cas"))
 	if err != nil {

@@ -40,6 +40,7 @@ func removedDigests(rep GCReport) []digest.Digest {
 }
 
 func TestGCKeepsLeasedDigests(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	old := time.Now().Add(-time.Hour)
 	leased := ingestAged(t, s, 1, 100, old)
@@ -86,6 +87,7 @@ func TestGCKeepsLeasedDigests(t *testing.T) {
 // A digest added while a GC is past reading the leases must wait for that GC, so that the caller
 // never finds a blob present that the GC is about to remove.
 func TestLeaseAddWaitsForRunningGC(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	d := ingestAged(t, s, 3, 100, time.Now().Add(-time.Hour))
 	l, err := s.NewLease(ctx)
@@ -123,6 +125,7 @@ func TestLeaseAddWaitsForRunningGC(t *testing.T) {
 }
 
 func TestLeaseOfKilledProcessEnds(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	d := ingestAged(t, s, 4, 100, time.Now().Add(-time.Hour))
 	cmd := helperCmd(t, "lease", s.Root(), "MUR_CAS_TEST_DIGEST="+d.String())
@@ -156,6 +159,7 @@ func TestLeaseOfKilledProcessEnds(t *testing.T) {
 }
 
 func TestGCPinnedIsReadUnderTheLock(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	d := ingestAged(t, s, 5, 100, time.Now().Add(-time.Hour))
 	calls := 0
@@ -183,6 +187,7 @@ func TestGCPinnedIsReadUnderTheLock(t *testing.T) {
 }
 
 func TestGCMaxSize(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	now := time.Now()
 	at := func(h int) time.Time { return now.Add(-time.Duration(h) * time.Hour) }
@@ -246,6 +251,7 @@ func TestGCMaxSize(t *testing.T) {
 }
 
 func TestGCAgeThenSize(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	now := time.Now()
 	ancient := ingestAged(t, s, 20, 100, now.Add(-90*24*time.Hour))
@@ -267,6 +273,7 @@ func TestGCAgeThenSize(t *testing.T) {
 }
 
 func TestRoots(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	dir := t.TempDir()
 	lockA, lockB := filepath.Join(dir, "a", "murmur.lock"), filepath.Join(dir, "b", "murmur.lock")
@@ -322,6 +329,7 @@ func TestRoots(t *testing.T) {
 }
 
 func TestCommitSyncsRenamesThenSyncsFolder(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	var steps []string
 	final := ""
@@ -372,6 +380,7 @@ func TestCommitSyncsRenamesThenSyncsFolder(t *testing.T) {
 // GC says why each blob it kept stayed: a lock pins it, only a pull in flight holds it, or it
 // was used more recently than OlderThan.
 func TestGCSaysWhyItKept(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	old := time.Now().Add(-time.Hour)
 	leasedOnly := ingestAged(t, s, 1, 100, old)
@@ -408,6 +417,7 @@ func TestGCSaysWhyItKept(t *testing.T) {
 }
 
 func TestFormatAge(t *testing.T) {
+	t.Parallel()
 	for d, want := range map[time.Duration]string{720 * time.Hour: "30d", 24 * time.Hour: "1d", 90 * time.Minute: "1h30m0s", 0: "0s", 36 * time.Hour: "36h0m0s"} {
 		if got := FormatAge(d); got != want {
 			t.Errorf("FormatAge(%s) = %q, want %q", d, got, want)

@@ -19,6 +19,7 @@ import (
 // through: the thing is moved aside and the records start afresh. Reading records through one
 // fails clearly instead of hanging or reading the link's target.
 func TestRecordsRefusePlantedThings(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"fifo", "symlink"} {
 		t.Run(kind, func(t *testing.T) {
 			s := openStore(t)
@@ -66,6 +67,7 @@ func TestRecordsRefusePlantedThings(t *testing.T) {
 // A FIFO or a symlink where a blob should be is never read through: every read of the blob
 // fails with io naming it, without hanging.
 func TestBlobReadsRefusePlantedThings(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"fifo", "symlink"} {
 		t.Run(kind, func(t *testing.T) {
 			s := openStore(t)

@@ -32,6 +32,7 @@ func hangGuard(t *testing.T, what string, fn func()) {
 // whatever it is, the blob is never written through it, the thing planted is moved aside, and
 // the pull still stores the blob.
 func TestResumableMovesPlantedThingsAside(t *testing.T) {
+	t.Parallel()
 	plant := map[string]func(t *testing.T, p, outside string){
 		"symlink":  func(t *testing.T, p, outside string) { must(t, os.Symlink(outside, p)) },
 		"hardlink": func(t *testing.T, p, outside string) { must(t, os.Link(outside, p)) },
@@ -104,6 +105,7 @@ func hasAside(t *testing.T, s *Store) bool {
 // FIFOs planted as a GC root, a lease and an ingest leftover never hang gc, which every pull
 // would then wait behind.
 func TestGCSurvivesPlantedFIFOs(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	must(t, os.MkdirAll(filepath.Join(s.Root(), "roots"), 0o700))
 	must(t, os.MkdirAll(filepath.Join(s.Root(), "leases"), 0o700))
@@ -138,6 +140,7 @@ func TestGCSurvivesPlantedFIFOs(t *testing.T) {
 
 // A use marker planted as a dangling symlink is not followed to create a file outside.
 func TestTouchNeverCreatesThroughALink(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	d, err := s.Ingest(ctx, bytes.NewReader([]byte("blob")), 4, "")
 	must(t, err)
@@ -161,6 +164,7 @@ func TestTouchNeverCreatesThroughALink(t *testing.T) {
 
 // A link swapped in at the ingest's name after it was opened is never committed as the blob.
 func TestCommitRefusesANameSwappedMidIngest(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(43, 100_000)
 	info := resumeInfo(data)
@@ -187,6 +191,7 @@ func TestCommitRefusesANameSwappedMidIngest(t *testing.T) {
 // The same swap, in the instant between Commit's check and its rename (the rename step is the
 // seam), leaves nothing at the blob's name either.
 func TestCommitRefusesANameSwappedAtTheRename(t *testing.T) {
+	t.Parallel()
 	for _, link := range []func(string, string) error{os.Symlink, os.Link} {
 		commitSwappedAtTheRename(t, link)
 	}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/opencontainers/go-digest"
+
+	"github.com/murmur-nexus/mur/internal/slowdown/deadline"
 )
 
 // The tests below re-run the test binary as other processes, switched by this variable, so that
@@ -20,7 +22,7 @@ import (
 const helperEnv = "MUR_CAS_TEST_HELPER"
 
 func helperCmd(t *testing.T, role, root string, extra ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+	cmd := exec.CommandContext(deadline.Context(t), os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), helperEnv+"="+role, "MUR_CAS_TEST_ROOT="+root)
 	cmd.Env = append(cmd.Env, extra...)
 	cmd.Stderr = os.Stderr
@@ -111,6 +113,7 @@ func concurrentBlobs(i int) []blobSpec {
 }
 
 func TestEightProcessesShareOneStore(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	const procs = 8
 	var cmds []*exec.Cmd
@@ -163,6 +166,7 @@ const (
 )
 
 func TestKillDuringIngest(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("streams 256 MiB")
 	}

@@ -12,6 +12,7 @@ import (
 // The provenance index names, per blob, the bundles its records verified, without the records'
 // whole history being read; a planted link at the index is no index.
 func TestProvenanceIndex(t *testing.T) {
+	t.Parallel()
 	s, err := Open(filepath.Join(t.TempDir(), "cas"))
 	if err != nil {
 		t.Fatal(err)

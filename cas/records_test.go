@@ -8,6 +8,7 @@ import (
 )
 
 func TestRecentKeepsTheNewestSince(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	var recs []cas.Record
 	for i := range 5 {

@@ -46,6 +46,7 @@ func finish(t *testing.T, s *Store, info ResumeInfo, data []byte) {
 // A resumed ingest whose kept bytes start after byte 0 hashes nothing until the first byte is in:
 // the in-order hash never runs past a missing first byte (issue 22, item 15).
 func TestResumeHashWaitsForAMissingFirstByte(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(51, 3<<20)
 	data[0] = 0xff // a hole reads as zero: the hash of one would differ
@@ -72,6 +73,7 @@ func TestResumeHashWaitsForAMissingFirstByte(t *testing.T) {
 
 // Two kept ranges one byte apart stay two: the byte between them is fetched, not assumed.
 func TestResumeKeepsRangesAByteApartApart(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(52, 1<<20)
 	info := keptParts(t, s, data, Span{0, 1000}, Span{1001, 5000})
@@ -95,6 +97,7 @@ func TestResumeKeepsRangesAByteApartApart(t *testing.T) {
 // A record that claims more than its file holds (the file lost its end: a power cut, a disk
 // full, someone's truncate) is believed only as far as the file goes.
 func TestResumeBelievesARecordOnlyAsFarAsItsFile(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(53, 4<<20)
 	info := keptParts(t, s, data, Span{0, 1 << 20}, Span{2 << 20, 3 << 20})

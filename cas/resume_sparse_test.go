@@ -13,6 +13,7 @@ import (
 // A store's claimed size is not reserved on disk: an ingest written at offsets takes blocks only
 // for the bytes that arrived, and so does what an interrupt keeps of it.
 func TestPartsReserveOnlyWhatArrived(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	info := ResumeInfo{Digest: digest.FromString("claimed"), Size: 2 << 30, Store: "oci://registry.test/murmur"}
 	w, err := s.OpenResumable(ctx, info)

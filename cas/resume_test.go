@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -40,6 +39,7 @@ func readRecord(t *testing.T, s *Store, d digest.Digest) (ResumeInfo, bool) {
 }
 
 func TestResumableContinuesAKeptIngest(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(21, 5<<20+17)
 	info := resumeInfo(data)
@@ -85,6 +85,7 @@ func TestResumableContinuesAKeptIngest(t *testing.T) {
 }
 
 func TestResumableValidatorBelongsToItsStore(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(22, 100_000)
 	info := resumeInfo(data)
@@ -110,6 +111,7 @@ func TestResumableValidatorBelongsToItsStore(t *testing.T) {
 }
 
 func TestResumableRecordForAnotherBlobStartsOver(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(23, 100_000)
 	info := resumeInfo(data)
@@ -139,6 +141,7 @@ func TestResumableRecordForAnotherBlobStartsOver(t *testing.T) {
 }
 
 func TestResumableCorruptPrefixFailsTheDigest(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(24, 200_000)
 	info := resumeInfo(data)
@@ -164,6 +167,7 @@ func TestResumableCorruptPrefixFailsTheDigest(t *testing.T) {
 }
 
 func TestResumableRestartDropsEverything(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(25, 300_000)
 	info := resumeInfo(data)
@@ -188,6 +192,7 @@ func TestResumableRestartDropsEverything(t *testing.T) {
 // A fresh ingest writes its record once, when the validator or the first byte comes, not when it
 // opens: an empty file has nothing to vouch for. From the first byte a kill leaves a record.
 func TestResumableRecordWaitsForTheFirstByteOrValidator(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(27, 100_000)
 	info := resumeInfo(data)
@@ -220,6 +225,7 @@ func TestResumableRecordWaitsForTheFirstByteOrValidator(t *testing.T) {
 }
 
 func TestResumableCloseWithoutKeepRemoves(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(26, 100_000)
 	w, _ := s.OpenResumable(ctx, resumeInfo(data))
@@ -231,6 +237,7 @@ func TestResumableCloseWithoutKeepRemoves(t *testing.T) {
 }
 
 func TestResumableSecondProcessGetsItsOwnIngest(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(27, 100_000)
 	info := resumeInfo(data)
@@ -260,6 +267,7 @@ func TestResumableSecondProcessGetsItsOwnIngest(t *testing.T) {
 // A name that no longer leads to the handle (a commit renamed it, gc removed it) is never
 // written through.
 func TestResumableNeverWritesARenamedFile(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(28, 100_000)
 	info := resumeInfo(data)
@@ -280,125 +288,8 @@ func TestResumableNeverWritesARenamedFile(t *testing.T) {
 	}
 }
 
-func TestPartsAtOffsetsInAnyOrder(t *testing.T) {
-	for _, hashLast := range []bool{false, true} {
-		s := openStore(t)
-		data := patternBytes(31, 10<<20+3)
-		info := resumeInfo(data)
-		w, _ := s.OpenResumable(ctx, info)
-		w.Write(data[:1<<20])
-		p, err := w.Parts(info.Size, hashLast)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m := p.Missing(); len(m) != 1 || m[0] != (Span{1 << 20, info.Size}) {
-			t.Fatalf("missing %v", m)
-		}
-		fi, _ := os.Stat(filepath.Join(s.Root(), "ingest", "resume-"+info.Digest.Encoded()))
-		if fi.Size() != info.Size {
-			t.Fatalf("the file is %d bytes, want it grown to %d", fi.Size(), info.Size)
-		}
-		const piece = 700_000
-		var offs []int64
-		for off := int64(1 << 20); off < info.Size; off += piece {
-			offs = append(offs, off)
-		}
-		var wg sync.WaitGroup
-		for i := len(offs) - 1; i >= 0; i-- { // back to front, four at a time
-			off := offs[i]
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				end := min(off+piece, info.Size)
-				if _, err := p.WriteAt(data[off:end], off); err != nil {
-					t.Error(err)
-				}
-			}()
-			if i%4 == 0 {
-				wg.Wait()
-			}
-		}
-		wg.Wait()
-		if _, err := p.WriteAt([]byte("xx"), info.Size-1); !errors.Is(err, errs.Integrity) {
-			t.Fatalf("bytes past the end: %v", err)
-		}
-		if err := p.Wait(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if w.Size() != info.Size || w.Digest() != info.Digest {
-			t.Fatalf("hashLast %v: size %d digest %s", hashLast, w.Size(), w.Digest())
-		}
-		if _, err := w.Commit(ctx, info.Size, info.Digest); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func TestPartsKeptAndContinued(t *testing.T) {
-	s := openStore(t)
-	data := patternBytes(32, 4<<20)
-	info := resumeInfo(data)
-	w, _ := s.OpenResumable(ctx, info)
-	p, _ := w.Parts(info.Size, false)
-	p.WriteAt(data[:1<<20], 0)
-	p.WriteAt(data[2<<20:3<<20], 2<<20)
-	w.Keep()
-	w.Close()
-	rec, _ := readRecord(t, s, info.Digest)
-	if len(rec.Have) != 2 || rec.Have[0] != (Span{0, 1 << 20}) || rec.Have[1] != (Span{2 << 20, 3 << 20}) {
-		t.Fatalf("record holds %+v", rec.Have)
-	}
-
-	w, _ = s.OpenResumable(ctx, info)
-	r, ok := w.Resumed()
-	if !ok || r.Offset != 1<<20 || r.Held != 2<<20 {
-		t.Fatalf("resumed %+v", r)
-	}
-	p, _ = w.Parts(info.Size, false)
-	if m := p.Missing(); len(m) != 2 || m[0] != (Span{1 << 20, 2 << 20}) || m[1] != (Span{3 << 20, 4 << 20}) {
-		t.Fatalf("missing %v", m)
-	}
-	fillAndCommit(t, w, p, data, info, "the resumed spans did not make the blob")
-}
-
-// A resumed ingest written at offsets and continued from its start drops what it held beyond
-// its prefix, then appends.
-func TestPartsContinuedSequentially(t *testing.T) {
-	s := openStore(t)
-	data := patternBytes(33, 4<<20)
-	info := resumeInfo(data)
-	w, _ := s.OpenResumable(ctx, info)
-	p, _ := w.Parts(info.Size, false)
-	p.WriteAt(data[:1<<20], 0)
-	p.WriteAt(data[3<<20:], 3<<20)
-	w.Keep()
-	w.Close()
-	w, _ = s.OpenResumable(ctx, info)
-	if w.Size() != 1<<20 {
-		t.Fatalf("continued at %d", w.Size())
-	}
-	w.Write(data[1<<20:])
-	if d, err := w.Commit(ctx, info.Size, info.Digest); err != nil || d != info.Digest {
-		t.Fatalf("Commit = %s, %v", d, err)
-	}
-}
-
-func TestPartsCommitBeforeTheEndFails(t *testing.T) {
-	s := openStore(t)
-	data := patternBytes(34, 2<<20)
-	info := resumeInfo(data)
-	w, _ := s.OpenResumable(ctx, info)
-	p, _ := w.Parts(info.Size, false)
-	p.WriteAt(data[:1<<20], 0)
-	if _, err := w.Commit(ctx, info.Size, info.Digest); err == nil {
-		t.Fatal("a blob with a hole committed")
-	}
-	if s.Has(info.Digest) {
-		t.Fatal("a blob with a hole is visible")
-	}
-}
-
 func TestGCKeepsResumableIngestsForTheirGrace(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(35, 100_000)
 	info := resumeInfo(data)
@@ -429,6 +320,7 @@ func TestGCKeepsResumableIngestsForTheirGrace(t *testing.T) {
 }
 
 func TestGCNeverRemovesAHeldResumableIngest(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(36, 100_000)
 	w, _ := s.OpenResumable(ctx, resumeInfo(data))
@@ -446,6 +338,7 @@ func TestGCNeverRemovesAHeldResumableIngest(t *testing.T) {
 }
 
 func TestGCRemovesAnOrphanRecord(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	data := patternBytes(37, 100)
 	meta := filepath.Join(s.Root(), "ingest", "resume-"+digest.FromBytes(data).Encoded()+".json")
@@ -460,6 +353,7 @@ func TestGCRemovesAnOrphanRecord(t *testing.T) {
 
 // A process killed mid-ingest leaves bytes and a record that the next process continues.
 func TestResumableAfterSIGKILL(t *testing.T) {
+	t.Parallel()
 	root := filepath.Join(t.TempDir(), "cas")
 	s, err := Open(root)
 	if err != nil {

@@ -54,6 +54,7 @@ func (r *syncRecorder) durability() atomicfile.Durability {
 // SyncSoon's fsync runs in the background, the commit waits for it before the rename, and no
 // second fsync is made for bytes it already made durable.
 func TestSyncSoonIsWaitedForAndNotRepeated(t *testing.T) {
+	t.Parallel()
 	r := &syncRecorder{hold: make(chan struct{}), entered: make(chan struct{})}
 	s, w := recorded(t, r)
 	w.Write([]byte("early"))
@@ -78,6 +79,7 @@ func TestSyncSoonIsWaitedForAndNotRepeated(t *testing.T) {
 // fsync the kernel may have dropped the dirty pages, so a second one could report bytes durable
 // that are not.
 func TestSyncSoonFailureFailsTheCommit(t *testing.T) {
+	t.Parallel()
 	for _, batched := range []bool{true, false} {
 		r := &syncRecorder{failOne: true}
 		s, w := recorded(t, r)
@@ -100,6 +102,7 @@ func TestSyncSoonFailureFailsTheCommit(t *testing.T) {
 
 // Bytes written after SyncSoon are synced again before the rename.
 func TestSyncSoonThenMoreBytes(t *testing.T) {
+	t.Parallel()
 	r := &syncRecorder{}
 	s, w := recorded(t, r)
 	w.Write([]byte("first"))
@@ -116,6 +119,7 @@ func TestSyncSoonThenMoreBytes(t *testing.T) {
 // A large ingest is flushed as it is written, and a flush that fails fails the ingest even when
 // the fsync at the commit succeeds: the failed one took the error off the file.
 func TestBackgroundFlushFailureFailsTheIngest(t *testing.T) {
+	t.Parallel()
 	r := &syncRecorder{failOne: true}
 	s, w := recorded(t, r)
 	data := bytes.Repeat([]byte("x"), flushEvery+chunkSize)
@@ -143,6 +147,7 @@ func TestBackgroundFlushFailureFailsTheIngest(t *testing.T) {
 // A follower of pieces gets every byte once, in order, however the pieces arrive, and nothing
 // after Unfollow returns.
 func TestPartsFollowerGetsTheBytesInOrder(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	w, err := s.NewWriter(ctx)
 	if err != nil {

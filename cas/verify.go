@@ -119,6 +119,13 @@ func (s *Store) verifyOne(ctx context.Context, d digest.Digest, buf []byte) (int
 // listed. The error is for failures to do the job (a folder that can't be listed, ctx), not for
 // what was found.
 func (s *Store) VerifyAll(ctx context.Context, workers int) (VerifyReport, error) {
+	return s.VerifyAllWith(ctx, workers, nil)
+}
+
+// VerifyAllWith is VerifyAll that also lets inspect look at each blob as it is re-hashed, in the
+// same read (VerifyRead): a blob that hashes right but that inspect refuses is quarantined and
+// listed too, with inspect's words. nil inspects nothing.
+func (s *Store) VerifyAllWith(ctx context.Context, workers int, inspect func(blob ReaderAt, stream io.Reader) error) (VerifyReport, error) {
 	if workers <= 0 {
 		workers = runtime.NumCPU()
 	}
@@ -130,11 +137,6 @@ func (s *Store) VerifyAll(ctx context.Context, workers int) (VerifyReport, error
 		mu  sync.Mutex
 		rep = VerifyReport{Damaged: []Damage{}}
 	)
-	add := func(dm Damage) {
-		mu.Lock()
-		rep.Damaged = append(rep.Damaged, dm)
-		mu.Unlock()
-	}
 	names := make(chan string)
 	g, gctx := errgroup.WithContext(ctx)
 	for i := 0; i < workers; i++ {
@@ -142,34 +144,16 @@ func (s *Store) VerifyAll(ctx context.Context, workers int) (VerifyReport, error
 			buf := bufpool.Get(chunkSize)
 			defer bufpool.Put(buf)
 			for name := range names {
-				path := filepath.Join(s.blobs, name)
-				d, ok := hexDigest(name)
-				if !ok {
-					dm := Damage{Path: path, Problem: "not named by a sha256 digest"}
-					if moved, err := s.quarantineFile(path, "stray-"+name); err == nil {
-						dm.Quarantined = moved
-					}
-					add(dm)
-					continue
-				}
-				n, err := s.verifyOne(gctx, d, *buf)
+				n, checked, dms, err := s.verifyEntry(gctx, name, *buf, inspect)
 				mu.Lock()
-				rep.Checked++
-				rep.Bytes += n
+				if checked {
+					rep.Checked++
+					rep.Bytes += n
+				}
+				rep.Damaged = append(rep.Damaged, dms...)
 				mu.Unlock()
-				switch {
-				case err == nil, errors.Is(err, errs.NotFound):
-					// gone meanwhile: removed by gc or quarantined by another verifier
-				case errors.Is(err, errs.Integrity):
-					dm := Damage{Digest: d, Path: path, Problem: errs.Message(err)}
-					if q, qerr := s.latestQuarantine(name); qerr == nil {
-						dm.Quarantined = q
-					}
-					add(dm)
-				case gctx.Err() != nil:
-					return gctx.Err()
-				default:
-					add(Damage{Digest: d, Path: path, Problem: errs.Message(err)})
+				if err != nil {
+					return err
 				}
 			}
 			return nil
@@ -191,6 +175,60 @@ func (s *Store) VerifyAll(ctx context.Context, workers int) (VerifyReport, error
 	}
 	sort.Slice(rep.Damaged, func(i, j int) bool { return rep.Damaged[i].Path < rep.Damaged[j].Path })
 	return rep, nil
+}
+
+// verifyEntry checks the file name of blobs/sha256 for VerifyAllWith: whether it was a blob to
+// check and the bytes read, what was found wrong, and an error that ends the whole job (ctx).
+func (s *Store) verifyEntry(ctx context.Context, name string, buf []byte, inspect func(blob ReaderAt, stream io.Reader) error) (int64, bool, []Damage, error) {
+	path := filepath.Join(s.blobs, name)
+	d, ok := hexDigest(name)
+	if !ok {
+		dm := Damage{Path: path, Problem: "not named by a sha256 digest"}
+		if moved, err := s.quarantineFile(path, "stray-"+name); err == nil {
+			dm.Quarantined = moved
+		}
+		return 0, false, []Damage{dm}, nil
+	}
+	var (
+		n          int64
+		found, err error
+	)
+	if inspect != nil {
+		n, found, err = s.verifyRead(ctx, d, inspect)
+	} else {
+		n, err = s.verifyOne(ctx, d, buf)
+	}
+	switch {
+	case err == nil && found != nil:
+		return n, true, []Damage{s.refused(d, path, found)}, nil
+	case err == nil, errors.Is(err, errs.NotFound):
+		// gone meanwhile: removed by gc or quarantined by another verifier
+		return n, true, nil, nil
+	case errors.Is(err, errs.Integrity):
+		dm := Damage{Digest: d, Path: path, Problem: errs.Message(err)}
+		if q, qerr := s.latestQuarantine(name); qerr == nil {
+			dm.Quarantined = q
+		}
+		return n, true, []Damage{dm}, nil
+	case ctx.Err() != nil:
+		return n, true, nil, ctx.Err()
+	}
+	return n, true, []Damage{{Digest: d, Path: path, Problem: errs.Message(err)}}, nil
+}
+
+// refused quarantines the blob d at path, which hashes right but holds what inspect refused,
+// and is the damage to report.
+func (s *Store) refused(d digest.Digest, path string, found error) Damage {
+	dm := Damage{Digest: d, Path: path, Problem: errs.Message(found)}
+	moved, err := s.Quarantine(d)
+	switch {
+	case err == nil:
+		dm.Quarantined = moved
+		dm.Problem += "; it was moved to " + moved
+	case !errors.Is(err, errs.NotFound):
+		dm.Problem += "; it could not be moved to quarantine (" + errs.Message(err) + "); remove it by hand"
+	}
+	return dm
 }
 
 // latestQuarantine finds where a blob named hex was just moved.

@@ -22,14 +22,24 @@ import (
 // inspect returned: what it found in damaged bytes says nothing of the pinned ones. A read that
 // fails is that error. Otherwise the error is inspect's.
 func (s *Store) VerifyRead(ctx context.Context, d digest.Digest, inspect func(blob ReaderAt, stream io.Reader) error) error {
-	f, err := s.open(d)
+	_, found, err := s.verifyRead(ctx, d, inspect)
 	if err != nil {
 		return err
+	}
+	return found
+}
+
+// verifyRead is VerifyRead, returning the bytes read, what inspect found of bytes that hash
+// right, and apart from it any failure to read or hash them.
+func (s *Store) verifyRead(ctx context.Context, d digest.Digest, inspect func(blob ReaderAt, stream io.Reader) error) (int64, error, error) {
+	f, err := s.open(d)
+	if err != nil {
+		return 0, nil, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return pathErr(err, "reading", f.Name())
+		return 0, nil, pathErr(err, "reading", f.Name())
 	}
 	h := sha256.New()
 	stream := &hashingReader{ctx: ctx, f: f, h: h}
@@ -43,14 +53,14 @@ func (s *Store) VerifyRead(ctx context.Context, d digest.Digest, inspect func(bl
 	}
 	if stream.err != io.EOF {
 		if err := ctx.Err(); err != nil {
-			return err
+			return stream.n, nil, err
 		}
-		return pathErr(stream.err, "reading", f.Name())
+		return stream.n, nil, pathErr(stream.err, "reading", f.Name())
 	}
 	if got := digest.NewDigest(digest.SHA256, h); got != d {
-		return s.damaged(f, d, got)
+		return stream.n, nil, s.damaged(f, d, got)
 	}
-	return found
+	return stream.n, found, nil
 }
 
 // hashingReader reads a blob file from its current offset and hashes every byte it returns. Its
@@ -59,6 +69,7 @@ type hashingReader struct {
 	ctx context.Context
 	f   *os.File
 	h   hash.Hash
+	n   int64 // bytes read
 	err error
 }
 
@@ -72,6 +83,7 @@ func (r *hashingReader) Read(p []byte) (int, error) {
 	}
 	n, err := r.f.Read(p)
 	r.h.Write(p[:n])
+	r.n += int64(n)
 	if err != nil {
 		r.err = err
 	}

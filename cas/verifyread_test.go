@@ -28,6 +28,7 @@ func ingestPattern(t *testing.T, s *Store, seed uint64, size int64) (digest.Dige
 // The stream gives the blob from its first byte, and the ReaderAt any offset of it, in the same
 // call; what inspect returns is the answer for a blob that hashes right.
 func TestVerifyReadSeesTheBlob(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	d, data := ingestPattern(t, s, 1, 3<<20+17)
 	found := errors.New("what inspect found")
@@ -49,6 +50,7 @@ func TestVerifyReadSeesTheBlob(t *testing.T) {
 
 // What inspect leaves unread is hashed all the same: damage past where it stopped is found.
 func TestVerifyReadHashesWhatInspectLeaves(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	d, data := ingestPattern(t, s, 2, 2<<20)
 	corrupt(t, s, d, int64(len(data)-1))
@@ -67,6 +69,7 @@ func TestVerifyReadHashesWhatInspectLeaves(t *testing.T) {
 // A damaged blob is an integrity error whatever inspect made of its bytes: that they are not an
 // archive says nothing of the pinned ones, which the next pull fetches again.
 func TestVerifyReadDamageWinsOverInspect(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	d, _ := ingestPattern(t, s, 3, 1<<20)
 	corrupt(t, s, d, 10)
@@ -81,6 +84,7 @@ func TestVerifyReadDamageWinsOverInspect(t *testing.T) {
 // A read that fails is that failure, never what inspect made of a short stream, and a missing
 // blob is not-found.
 func TestVerifyReadFailures(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	if err := s.VerifyRead(ctx, digest.FromString("absent"), func(ReaderAt, io.Reader) error { return nil }); !errors.Is(err, errs.NotFound) {
 		t.Fatalf("VerifyRead of a missing blob = %v", err)

@@ -14,6 +14,7 @@ import (
 // A whole chunk's buffer becomes the ingest's chunk (the caller gets another back); anything
 // else is copied and handed back. Mixed with plain writes, the blob is exactly the bytes given.
 func TestWriteBufferTakesWholeBuffersAndCopiesTheRest(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	w, err := s.NewWriter(context.Background())
 	if err != nil {
@@ -74,7 +75,8 @@ func TestWriteBufferTakesWholeBuffersAndCopiesTheRest(t *testing.T) {
 }
 
 // A flushed ingest (read back to be checked, as a pull does while it waits for the payload's
-// check) gives its chunk buffers back at once, and takes new ones if written again.
+// check) gives its chunk buffers back at once, and takes new ones if written again. Not parallel:
+// it counts the buffers lent to the whole process, which every other ingest moves.
 func TestFlushedIngestGivesItsChunksBack(t *testing.T) {
 	s := openStore(t)
 	base := bufpool.Lent()

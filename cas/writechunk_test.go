@@ -13,6 +13,7 @@ import (
 // written in order or at offsets: a write of a whole chunk costs several times the CPU per byte
 // in the kernel (see atomicfile.WriteChunk).
 func TestIngestWritesInSmallCalls(t *testing.T) {
+	t.Parallel()
 	const size = 4 << 20
 	want := size / atomicfile.WriteChunk
 	s := openStore(t)
@@ -54,6 +55,7 @@ func TestIngestWritesInSmallCalls(t *testing.T) {
 
 // An ingest's pace is unknown until both stages took bytes, then the bytes a second they went at.
 func TestIngestPace(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	w, err := s.NewWriter(ctx)
 	if err != nil {

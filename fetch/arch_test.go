@@ -3,8 +3,11 @@ package fetch_test
 import (
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -69,6 +72,61 @@ func TestArchitectureArrows(t *testing.T) {
 			if strings.HasPrefix(im, "fetch") && im != "fetch/store" && !strings.HasPrefix(im, "fetch/internal/") {
 				t.Errorf("%s imports %s", pkg, im)
 			}
+		}
+	}
+}
+
+// cmdImports are the packages of the module the Layout of docs/ARCHITECTURE.md lets cmd/mur
+// import, besides the internal leaves: the backquoted packages of its cmd/mur arrow, up to the
+// arrow's "never".
+func cmdImports(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "docs", "ARCHITECTURE.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, arrow, ok := strings.Cut(string(b), "\n- `cmd/mur` →")
+	if !ok {
+		t.Fatal("docs/ARCHITECTURE.md has no arrow of cmd/mur (- `cmd/mur` → ...)")
+	}
+	arrow, _, _ = strings.Cut(arrow, "\n- ")
+	arrow, _, ok = strings.Cut(arrow, "never")
+	if !ok {
+		t.Fatal("the arrow of cmd/mur in docs/ARCHITECTURE.md says nothing of what it never imports")
+	}
+	out := map[string]bool{}
+	for _, m := range regexp.MustCompile("`([a-z/]+)`").FindAllStringSubmatch(arrow, -1) {
+		if goFiles, _ := filepath.Glob(filepath.Join("..", m[1], "*.go")); len(goFiles) > 0 {
+			out[m[1]] = true
+		}
+	}
+	return out
+}
+
+// cmd/mur imports fetch, sandbox, cas, lock, state and the sub-packages of fetch whose words it
+// prints or parses, exactly as the Layout names them: a new import of the pipeline's machinery
+// fails here, and so does a package the Layout names that cmd/mur no longer needs.
+func TestCmdMurImportsWhatTheLayoutSays(t *testing.T) {
+	want := cmdImports(t)
+	for _, p := range []string{"fetch", "sandbox", "cas", "lock", "state"} {
+		if !want[p] {
+			t.Errorf("the Layout's arrow of cmd/mur does not name %s", p)
+		}
+	}
+	got := map[string]bool{}
+	for im := range imports(t, "cmd/mur") {
+		if !strings.HasPrefix(im, "internal/") {
+			got[im] = true
+		}
+	}
+	for _, im := range slices.Sorted(maps.Keys(got)) {
+		if !want[im] {
+			t.Errorf("cmd/mur imports %s, which the Layout of docs/ARCHITECTURE.md does not let it: go through fetch, or name it in the arrow of cmd/mur with the words cmd/mur prints or parses of it", im)
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(want)) {
+		if !got[p] {
+			t.Errorf("the Layout of docs/ARCHITECTURE.md lets cmd/mur import %s, which it does not: take it out of the arrow", p)
 		}
 	}
 }

@@ -8,7 +8,9 @@
 //     command that changes the lock goes through; intent_check.go: murmur.yaml against the lock.
 //   - puller.go: Puller, the pipeline (fetch/pull) as the verbs drive it, and the pipeline's
 //     words (Project, Request, Result, Event) as the verbs hand them out; project.go: a project
-//     opened with its config (OpenProject, Workspace.Puller).
+//     opened with its config (OpenProject), and the one assembly of a command's Puller from its
+//     PullerOptions (Workspace.Puller); open.go: how a command reaches registries and GitHub
+//     (Network), and the one store it writes (OpenStore).
 //   - project_sync.go: `mur pull` and `mur add` in a project, `mur rm` (Undeclare);
 //     lockonly.go: `mur lock` and forget-scope; outdated.go: `mur outdated`.
 //   - warm.go: `mur warm`; verify_verb.go: `mur verify` (fetch/verify does the checking);

@@ -141,12 +141,12 @@ func TestPullTrimsToTheCacheCap(t *testing.T) {
 	var evicted []digest.Digest
 	var warnings []string
 	pl := w.puller(st)
-	pl.MaxCacheSize = int64(len(p.Zip)) + size(newer) // room for the pull and one more
-	pl.Evict = func(ctx context.Context, d digest.Digest, dryRun bool) []string {
+	evict := func(ctx context.Context, d digest.Digest, dryRun bool) []string {
 		evicted = append(evicted, d)
 		return nil
 	}
-	pl.Report.Warn = func(s string) { warnings = append(warnings, s) }
+	pl.SetTrim(int64(len(p.Zip))+size(newer), evict) // room for the pull and one more
+	pl.Pipeline().Report.Warn = func(s string) { warnings = append(warnings, s) }
 	w.mustPull(pl, pulltest.Req(grep, "1.0.0"))
 	if w.CAS.Has(older) || !w.CAS.Has(newer) || !w.CAS.Has(p.Digest()) {
 		t.Fatalf("after the trim: older %v, newer %v, pulled %v; want only the least recently used gone", w.CAS.Has(older), w.CAS.Has(newer), w.CAS.Has(p.Digest()))
@@ -155,7 +155,7 @@ func TestPullTrimsToTheCacheCap(t *testing.T) {
 		t.Fatalf("evicted %v, warnings %q", evicted, warnings)
 	}
 	// A cap below what is pinned: the pinned blob stays and the pull says why the cap is not met.
-	pl.MaxCacheSize = 10
+	pl.SetTrim(10, evict)
 	w.mustPull(pl, pulltest.Req(grep, "1.0.0"))
 	if !w.CAS.Has(p.Digest()) || w.CAS.Has(newer) {
 		t.Fatal("a trim below the pinned size removed the pinned blob, or kept the unpinned one")

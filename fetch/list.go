@@ -102,12 +102,18 @@ func (in LocalInput) compiled(ctx context.Context, d digest.Digest) bool {
 	// What ls and info report is read from the payload itself, never from the remembered key
 	// alone: a wrong key (a hint a pull left, a file someone edited) would report as compiled a
 	// blob that is not. A pull may trust the hint, since the worst it costs is a compile.
-	a, wasm, err := stage.ReadBlob(ctx, in.CAS, d, true)
-	if err != nil || a.Component {
+	a, blob, err := stage.OpenPacked(ctx, in.CAS, d)
+	if err != nil {
+		return false
+	}
+	defer blob.Close()
+	if a.Component {
 		return false
 	}
 	h := in.Compiled.ModuleKey()
-	h.Write(wasm)
+	if _, err := a.CopyPayload(h); err != nil {
+		return false
+	}
 	key := h.Sum(nil)
 	if hint, ok := in.Compiled.BlobKey(d); !ok || !bytes.Equal(hint, key) {
 		in.Compiled.RememberBlobKey(d, key)

@@ -85,7 +85,7 @@ func TestFailedLockWriteFailsThePins(t *testing.T) {
 	in := declaring(t, w, reqs)
 	pl := w.puller(st)
 	var once sync.Once
-	pl.Report.Events = func(ev pull.Event) {
+	pl.Pipeline().Report.Events = func(ev pull.Event) {
 		if ev.Phase == pull.PhaseDone {
 			once.Do(func() {
 				if err := os.WriteFile(in.Path, []byte("name: [broken\n"), 0o644); err != nil {

@@ -78,8 +78,7 @@ func TestLockedPullRefusals(t *testing.T) {
 			if tt.serve != "" {
 				src.Version, src.Zip = "1.0.0", githubtest.PackArtifact(tt.serve, "1.0.0")
 			}
-			p := w.puller()
-			p.Source, p.Locked = src, true
+			p := w.commandPuller(fetch.PullerOptions{Locked: true}, src) // as mur pull --locked
 			reqs := declaredReqs(in)
 			if tt.reqs != nil {
 				reqs = tt.reqs(in)

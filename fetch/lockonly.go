@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/murmur-nexus/mur/fetch/pull"
@@ -51,8 +52,11 @@ const (
 type LockReport struct {
 	Changes []LockChange `json:"changes"`
 	DryRun  bool         `json:"dry_run"`
+	// Declared are the exact entries --bump NAME moved in murmur.yaml too (name@version), as a
+	// pull's SyncReport.Declared says them.
+	Declared []string `json:"declared"`
 	// Warnings are what the provenance checks said without failing (no-provenance).
-	Warnings []string `json:"warnings,omitempty"`
+	Warnings []string `json:"warnings"`
 }
 
 // Changed reports whether the lock was (or, with DryRun, would be) changed.
@@ -68,7 +72,7 @@ func (r *LockReport) Changed() bool {
 // LockProject resolves reqs (every declared artifact, or the ones named) from metadata and pins
 // them in murmur.lock, following murmur.yaml as a pull does.
 func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, reqs []pull.Request, opt LockOptions) (*LockReport, error) {
-	rep := &LockReport{Changes: []LockChange{}, DryRun: opt.DryRun}
+	rep := &LockReport{Changes: []LockChange{}, Declared: []string{}, DryRun: opt.DryRun}
 	if err := in.Strict(); err != nil {
 		return rep, err
 	}
@@ -102,7 +106,7 @@ func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, 
 			target = ref.Latest
 		}
 		if e != nil && e.ResolvedVersion == target {
-			if hex, plat, ok := e.Digest(p.TargetPlatform()); ok {
+			if hex, plat, ok := e.Digest(p.pl.TargetPlatform()); ok {
 				rep.Changes = append(rep.Changes, LockChange{Name: e.Name, Action: LockKept, From: target, To: target, Platform: plat, Digest: "sha256:" + hex})
 				continue
 			}
@@ -111,13 +115,9 @@ func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, 
 		if op, ok := l.Pin(r.Name.Scope); ok {
 			owner = &op
 		}
-		var recorded *lock.Provenance
-		if e != nil {
-			recorded = e.Provenance
-		}
 		// The new version's provenance is checked from metadata as a pull checks it: a pin
 		// that recorded provenance moves only with a bundle that verified (transition.go).
-		m, err := p.PinFromMeta(ctx, r, target, owner, recorded)
+		m, err := p.pl.PinFromMeta(ctx, r, target, owner, e)
 		if err != nil {
 			return rep, err
 		}
@@ -127,7 +127,7 @@ func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, 
 			if !ref.Newer(desc.Version, a.Version) {
 				c := LockChange{Name: r.Name.String(), Action: LockKept, From: a.Version, To: a.Version, Origin: desc.Origin}
 				if e != nil {
-					if hex, plat, ok := e.Digest(p.TargetPlatform()); ok {
+					if hex, plat, ok := e.Digest(p.pl.TargetPlatform()); ok {
 						c.Platform, c.Digest = plat, "sha256:"+hex
 					}
 				}
@@ -147,11 +147,14 @@ func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, 
 			}
 		}
 		if e != nil && e.ResolvedVersion == desc.Version {
-			if hex, _, ok := e.Digest(p.TargetPlatform()); ok && "sha256:"+hex == c.Digest {
+			if hex, _, ok := e.Digest(p.pl.TargetPlatform()); ok && "sha256:"+hex == c.Digest {
 				c.Action = LockKept
 			}
 		}
 		rep.Changes = append(rep.Changes, c)
+		if declare[r.Name.String()] {
+			rep.Declared = append(rep.Declared, r.Name.String()+"@"+desc.Version)
+		}
 		pins = append(pins, pin{req: r, desc: desc, newPin: newPin, prov: m.Provenance, update: e != nil && e.ResolvedVersion != desc.Version})
 	}
 	keep := map[string]bool{}
@@ -171,8 +174,8 @@ func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, 
 				}
 			}
 			plat := pn.desc.Platform
-			if e := l.Find(name); e != nil && len(e.SHA256.Platforms) > 0 && plat == ref.PlatformAny && p.TargetPlatform() != ref.PlatformAny {
-				plat = p.TargetPlatform() // as a pull pins a store's "any" payload in a per-platform entry
+			if e := l.Find(name); e != nil && len(e.SHA256.Platforms) > 0 && plat == ref.PlatformAny && p.pl.TargetPlatform() != ref.PlatformAny {
+				plat = p.pl.TargetPlatform() // as a pull pins a store's "any" payload in a per-platform entry
 			}
 			if err := l.Upsert(name, pn.desc.Version, plat, pn.desc.Digest.Encoded(), lock.OriginOperator, pn.update); err != nil {
 				return err
@@ -185,7 +188,7 @@ func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, 
 		}
 		return nil
 	}
-	t := Transition{Pin: apply, Prune: !opt.Args, Declare: declare}
+	t := Transition{Pin: apply, Prune: !opt.Args, Declare: declare, Started: in.Capsule}
 	if !opt.Args {
 		for _, e := range l.Artifacts {
 			if !keep[e.Name] {
@@ -195,10 +198,17 @@ func (p *Puller) LockProject(ctx context.Context, proj pull.Project, in Intent, 
 	}
 	if opt.DryRun {
 		// Applied to the copy read above, so that a conflict is reported as the real run would.
-		_, _, _, err := next(l, in.Capsule, true, t)
+		_, _, _, err := next(l, intentRead{capsule: in.Capsule, clean: true}, t)
 		return rep, err
 	}
-	_, err = writeLock(ctx, proj, in.Path, t)
+	tr, err := writeLock(ctx, proj, in.Path, t)
+	if tr.Declined != "" {
+		rep.Warnings = append(rep.Warnings, tr.Declined)
+	}
+	// What murmur.yaml said under the file lock decides, not what it said when mur lock began.
+	rep.Changes = slices.DeleteFunc(rep.Changes, func(c LockChange) bool {
+		return c.Action == LockRemoved && !slices.Contains(tr.Removed, c.Name)
+	})
 	return rep, err
 }
 

@@ -29,8 +29,8 @@ func TestLockRecordsTheProvenanceItVerified(t *testing.T) {
 	w := newWorld(t)
 	in := intentOf(t, w, "name: app\nartifacts:\n  - name: acme/grep\n    version: 1.2.0\n")
 	pl := w.puller(st)
-	pl.Provenance.Verifier = local
-	pl.Provenance.Policy = func(string) config.ProvenancePolicy {
+	pl.Pipeline().Provenance.Verifier = local
+	pl.Pipeline().Provenance.Policy = func(string) config.ProvenancePolicy {
 		return config.ProvenancePolicy{Mode: config.ProvenanceRequire, Trust: provenance.Trust{Keys: []provenance.TrustedKey{{Hint: hint, PEM: pub}}}}
 	}
 	if _, err := pl.LockProject(ctx, w.Proj, in, declaredReqs(in), fetch.LockOptions{}); err != nil {

@@ -52,7 +52,7 @@ func TestLockRechecksTheOwnerPinnedMeanwhile(t *testing.T) {
 				}
 			}
 			p := w.puller()
-			p.Source = src
+			p.Pipeline().Source = src
 			_, err := p.LockProject(context.Background(), w.Proj, in, declaredReqs(in), fetch.LockOptions{})
 			l := w.ReadLock()
 			pin, _ := l.Pin("acme")

@@ -101,7 +101,7 @@ func TestLockPinsFromMetadata(t *testing.T) {
 					pulltest.Push(t, st, grep, a.v, ref.PlatformAny, a.p)
 				}
 				counted = &askCounter{Store: st}
-				p.Stores = []store.Store{counted}
+				p.Pipeline().Stores = []store.Store{counted}
 				if requests == nil {
 					requests = func() int { return int(counted.resolves.Load() + counted.opens.Load()) }
 					payloadRequests = func() int { return int(counted.opens.Load()) }
@@ -118,7 +118,7 @@ func TestLockPinsFromMetadata(t *testing.T) {
 				}
 				fake.Publish("acme", "murmur-artifacts", "acme", arts...)
 				fake.ResetRequests()
-				p.Source = pulltest.GitHubSource(fake)
+				p.Pipeline().Source = pulltest.GitHubSource(fake)
 				requests = func() int { return len(fake.Requests()) }
 				// The index is an asset too; every other asset is a payload. Storage answers by
 				// asset id, so the web host's download links and the API's asset endpoint tell.
@@ -202,7 +202,7 @@ func TestLockMovesAndDrops(t *testing.T) {
 	pulltest.Push(t, st, sed, "1.0.0", ref.PlatformAny, pulltest.Pack(t, "sed", "1.0.0", 3))
 	pulltest.Push(t, st, pulltest.Seed, "1.0.0", ref.PlatformAny, pulltest.Pack(t, "seed", "1.0.0", 4))
 	p := w.puller(st)
-	p.Platform = "" // stage tools/, so that dropping it can be seen
+	p.Pipeline().Platform = "" // stage tools/, so that dropping it can be seen
 	w.mustPull(p, pulltest.Req(grep, "1.0.0"), pulltest.Req(sed, "1.0.0"), pulltest.Req(pulltest.Seed, "1.0.0"))
 	in := intentOf(t, w, "name: bot\nartifacts:\n  - { name: acme/grep, version: \"1.1.0\" }\n  - { name: acme/seed, version: latest }\n")
 

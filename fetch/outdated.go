@@ -42,7 +42,7 @@ func (p *Puller) Outdated(ctx context.Context, proj pull.Project, in Intent, req
 		if e := l.Find(row.Name); e != nil {
 			row.Locked = e.ResolvedVersion
 		}
-		desc, _, err := p.ResolveMeta(ctx, r, ref.Latest, owner)
+		desc, _, err := p.pl.ResolveMeta(ctx, r, ref.Latest, owner)
 		if err != nil {
 			row.Err = err
 			if first == nil {

@@ -22,7 +22,7 @@ func TestOutdatedHoldsTheOwnerPin(t *testing.T) {
 		githubtest.Artifact{Name: "acme/grep", Version: "1.3.0", Release: "v1.3.0", Asset: "grep-1.3.0.mur.zip", Data: githubtest.PackArtifact("grep", "1.3.0")})
 	w := newWorld(t)
 	p := w.puller()
-	p.Source = pulltest.GitHubSource(fake)
+	p.Pipeline().Source = pulltest.GitHubSource(fake)
 	w.mustPull(p, pulltest.Req(grep, "1.2.0"))
 	if pin, ok := w.ReadLock().Pin("acme"); !ok || pin.OwnerID != 1234567 {
 		t.Fatalf("owner pin after the pull: %+v", pin)
@@ -50,7 +50,7 @@ func TestOutdatedHoldsTheOwnerPin(t *testing.T) {
 	// Pinned at the newest: not behind, nothing to move.
 	w2 := newWorld(t)
 	p2 := w2.puller()
-	p2.Source = pulltest.GitHubSource(fake)
+	p2.Pipeline().Source = pulltest.GitHubSource(fake)
 	w2.mustPull(p2, pulltest.Req(grep, "1.3.0"))
 	in3 := intentOf(t, w2, "name: app\nartifacts:\n  - name: acme/grep\n    version: 1.3.0\n")
 	if rows, err = p2.Outdated(context.Background(), w2.Proj, in3, declaredReqs(in3)); err != nil || rows[0].Behind || rows[0].Latest != "1.3.0" || rows[0].Move() != "" {
@@ -58,7 +58,7 @@ func TestOutdatedHoldsTheOwnerPin(t *testing.T) {
 	}
 
 	fake.SetOwnerID("acme", "murmur-artifacts", 666)
-	p.Source = pulltest.GitHubSource(fake) // a later run: nothing remembered of the owner but its pin
+	p.Pipeline().Source = pulltest.GitHubSource(fake) // a later run: nothing remembered of the owner but its pin
 	rows, err = p.Outdated(context.Background(), w.Proj, in, declaredReqs(in))
 	errtest.WantToken(t, err, errs.OwnerChanged, "acme", "1234567", "666")
 	if len(rows) != 1 || rows[0].Latest != "" || rows[0].Behind || !errors.Is(rows[0].Err, errs.OwnerChanged) || rows[0].Move() != "" {

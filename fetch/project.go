@@ -67,7 +67,7 @@ func OpenProject(start, homeConfig string) (*Workspace, error) {
 	w := &Workspace{Project: pull.Project{Dir: dir}}
 	mpath := filepath.Join(dir, manifest.FileName)
 	if _, err := os.Stat(mpath); err == nil {
-		c, err := manifest.Load(mpath)
+		c, err := loadIntent(mpath) // stable: not the half an editor is saving
 		if err != nil {
 			return nil, err
 		}
@@ -104,17 +104,6 @@ func (w *Workspace) InstallFrom(name string, flag []string) ([]string, error) {
 	return from, nil
 }
 
-// Openers build what a Workspace's Puller talks to: the store packages import fetch, so fetch
-// is handed their constructors rather than importing them.
-type Openers struct {
-	// Store opens a store address; plainHTTP lets a registry be spoken to without TLS.
-	Store func(addr string, plainHTTP bool) (store.Store, error)
-	// Mirror opens the mirror registry, which is written to; nil means Store.
-	Mirror func(addr string, plainHTTP bool) (store.Store, error)
-	// Source is the source of every scope, labelled by sourceFor.
-	Source func(sourceFor func(scope string) string) store.Source
-}
-
 // PullerOptions are a command's flags and hooks for a Workspace's Puller.
 type PullerOptions struct {
 	CAS *cas.Store
@@ -127,20 +116,33 @@ type PullerOptions struct {
 	// PlainHTTP applies to Stores and Mirror, the registries named on the command line.
 	PlainHTTP bool
 	// Mirror is --mirror; "" leaves config.yaml's mirror:.
-	Mirror      string
+	Mirror string
+	// Network is how every store, mirror and source the Puller opens is reached.
+	Network     Network
 	Connections int // --connections: at least 1
 	Jobs        int
 	Platform    string
 	Offline     bool
-	Events      func(pull.Event)
-	Warn        func(string)
-	// Evict removes what derives from a blob that cache.max_size trims (see Puller.Evict).
+	// CASOnly pulls outside a project: into the CAS and the pull records only, with no
+	// murmur.lock and no tools/.
+	CASOnly bool
+	// Locked pins nothing: a pull that would change murmur.lock fails with lock-mismatch.
+	Locked bool
+	// Precompile compiles the payloads a pull brings in; nil compiles nothing. Compiled is the
+	// compiled cache, through which a pull skips what is compiled already.
+	Precompile func(ctx context.Context, wasm []byte) error
+	Compiled   pull.CompiledCache
+	Events     func(pull.Event)
+	Warn       func(string)
+	// Evict removes what derives from a blob that cache.max_size trims (kept payloads, compiled
+	// modules); nil leaves them to `mur cache gc`.
 	Evict func(ctx context.Context, d digest.Digest, dryRun bool) []string
-	Open  Openers
 	// Verifier checks provenance bundles under config.yaml's policy; Provenance is
 	// --provenance, over every scope's policy ("" for none).
 	Verifier   provenance.Verifier
 	Provenance string
+
+	open *openers // the tests' (export_test.go); nil opens through Network
 }
 
 // Puller assembles the one Puller of a command: packed files first, then --store in the order
@@ -154,6 +156,37 @@ func (w *Workspace) Puller(o PullerOptions) (*Puller, error) {
 	if o.Connections < 1 {
 		return nil, errs.New(errs.Usage, "--connections is %d; give at least 1 (1 fetches every blob as one stream)", o.Connections)
 	}
+	open := networkOpeners(o.Network)
+	if o.open != nil {
+		open = *o.open
+	}
+	stores, err := w.stores(o, open)
+	if err != nil {
+		return nil, err
+	}
+	pl := &pull.Puller{
+		CAS: o.CAS, Stores: stores, Offline: o.Offline, Platform: o.Platform, CASOnly: o.CASOnly,
+		Limits:     pull.Limits{Jobs: o.Jobs, Connections: o.Connections, MaxDecompressed: w.Config.MaxPullDecompressed},
+		Chain:      pull.Chain{Fallbacks: w.Config.Fallbacks},
+		Provenance: pull.Provenance{Verifier: o.Verifier, Policy: w.Config.ProvenanceFor, Override: o.Provenance},
+		Compile:    pull.Compile{Precompile: o.Precompile, Cache: o.Compiled},
+		Report:     pull.Report{Events: o.Events, Warn: o.Warn},
+	}
+	if open.source != nil {
+		pl.Source = open.source(w.Config.SourceFor)
+		// A scope nobody mapped has only a guessed source, asked once (github/guess.go).
+		if g, ok := pl.Source.(interface{ Unmapped(func(string) bool) }); ok {
+			g.Unmapped(func(scope string) bool { return !w.Config.Mapped(scope) })
+		}
+	}
+	if pl.Mirror, err = w.mirror(o, open); err != nil {
+		return nil, err
+	}
+	return &Puller{pl: pl, maxCacheSize: w.Config.MaxCacheSize, evict: o.Evict, locked: o.Locked}, nil
+}
+
+// stores opens the stores a pull asks, in order: packed files, --store, the configured ones.
+func (w *Workspace) stores(o PullerOptions, open openers) ([]store.Store, error) {
 	var addrs []string
 	plain := map[string]bool{}
 	for _, a := range o.Stores {
@@ -173,50 +206,40 @@ func (w *Workspace) Puller(o PullerOptions) (*Puller, error) {
 			continue
 		}
 		seen[a] = true
-		s, err := o.Open.Store(a, plain[a] || w.Config.PlainHTTP[a])
+		s, err := open.store(a, plain[a] || w.Config.PlainHTTP[a])
 		if err != nil {
 			return nil, err
 		}
 		stores = append(stores, s)
 	}
-	p := &Puller{Puller: &pull.Puller{
-		CAS: o.CAS, Stores: stores, Offline: o.Offline, Platform: o.Platform,
-		Limits:     pull.Limits{Jobs: o.Jobs, Connections: o.Connections},
-		Chain:      pull.Chain{Fallbacks: w.Config.Fallbacks},
-		Provenance: pull.Provenance{Verifier: o.Verifier, Policy: w.Config.ProvenanceFor, Override: o.Provenance},
-		Report:     pull.Report{Events: o.Events, Warn: o.Warn},
-	}, MaxCacheSize: w.Config.MaxCacheSize, Evict: o.Evict}
-	if o.Open.Source != nil {
-		p.Source = o.Open.Source(w.Config.SourceFor)
-		// A scope nobody mapped has only a guessed source, asked once (github/guess.go).
-		if g, ok := p.Source.(interface{ Unmapped(func(string) bool) }); ok {
-			g.Unmapped(func(scope string) bool { return !w.Config.Mapped(scope) })
-		}
-	}
+	return stores, nil
+}
+
+// mirror opens the write-through mirror: --mirror, else config.yaml's; none when neither names one.
+func (w *Workspace) mirror(o PullerOptions, open openers) (pull.Mirror, error) {
 	addr, plainMirror := w.Config.Mirror, w.Config.PlainHTTP[w.Config.Mirror]
 	if o.Mirror != "" {
 		o.Mirror = store.CleanStoreAddress(o.Mirror)
 		if !strings.HasPrefix(o.Mirror, store.SchemeOCI) {
-			return nil, errs.New(errs.Usage, "--mirror %q is not a registry; write oci://HOST[:PORT]/PREFIX (a folder is filled with 'mur warm --layout DIR')", o.Mirror)
+			return pull.Mirror{}, errs.New(errs.Usage, "--mirror %q is not a registry; write oci://HOST[:PORT]/PREFIX (a folder is filled with 'mur warm --layout DIR')", o.Mirror)
 		}
 		if err := store.ValidateStoreAddress(o.Mirror); err != nil {
-			return nil, err
+			return pull.Mirror{}, err
 		}
 		addr, plainMirror = o.Mirror, o.PlainHTTP
 	}
-	if addr != "" {
-		open := o.Open.Mirror
-		if open == nil {
-			open = o.Open.Store
-		}
-		m, err := open(addr, plainMirror)
-		if err != nil {
-			return nil, err
-		}
-		// --mirror is the operator's own choice, as the home's config is; a mirror only the
-		// project names never receives what was fetched with credentials (mirror.go).
-		p.Mirror.Store, p.Mirror.Required = m, w.Config.MirrorRequired
-		p.Mirror.FromProject = w.Config.MirrorFromProject && o.Mirror == ""
+	if addr == "" {
+		return pull.Mirror{}, nil
 	}
-	return p, nil
+	openMirror := open.mirror
+	if openMirror == nil {
+		openMirror = open.store
+	}
+	m, err := openMirror(addr, plainMirror)
+	if err != nil {
+		return pull.Mirror{}, err
+	}
+	// --mirror is the operator's own choice, as the home's config is; a mirror only the
+	// project names never receives what was fetched with credentials (mirror.go).
+	return pull.Mirror{Store: m, Required: w.Config.MirrorRequired, FromProject: w.Config.MirrorFromProject && o.Mirror == "", ProjectStores: w.Config.ProjectStores}, nil
 }

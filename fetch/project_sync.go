@@ -84,7 +84,7 @@ func (p *Puller) PullProject(ctx context.Context, proj pull.Project, in Intent, 
 	}
 	wants := in.Wants()
 	if opt.Locked {
-		if err := lockedCheck(l, wants, reqs, in, p.TargetPlatform()); err != nil {
+		if err := lockedCheck(l, wants, reqs, in, p.pl.TargetPlatform()); err != nil {
 			return rep, err
 		}
 	}
@@ -154,8 +154,11 @@ func (p *Puller) PullProject(ctx context.Context, proj pull.Project, in Intent, 
 		}
 	}
 	// After a failure nothing is pruned: the next pull, which succeeds, does it.
-	tr, terr := writeLock(ctx, proj, in.Path, Transition{Declare: done, Prune: err == nil})
+	tr, terr := writeLock(ctx, proj, in.Path, Transition{Declare: done, Prune: err == nil, Started: in.Capsule})
 	p.wrote(tr)
+	if tr.Declined != "" {
+		p.pl.Warnf("%s", tr.Declined)
+	}
 	rep.Removed = tr.Removed
 	if rep.Removed == nil {
 		rep.Removed = []string{}
@@ -200,9 +203,10 @@ type declared struct {
 	version string
 }
 
-// Undeclare removes names from murmur.yaml (mur rm), then drops their pins and tools/ folders.
-// A name murmur.yaml does not declare is refused before anything changes.
-func Undeclare(ctx context.Context, proj pull.Project, in Intent, names []ref.Name) ([]string, error) {
+// Undeclare removes names from murmur.yaml (mur rm), then drops their pins and tools/ folders,
+// and those of entries removed before. A name murmur.yaml does not declare is refused before
+// anything changes. warn hears why a prune of the others declined (prune.go).
+func Undeclare(ctx context.Context, proj pull.Project, in Intent, names []ref.Name, warn func(string)) ([]string, error) {
 	keep := map[string]bool{}
 	for _, w := range in.Wants() {
 		keep[w.Name] = true
@@ -227,7 +231,10 @@ func Undeclare(ctx context.Context, proj pull.Project, in Intent, names []ref.Na
 	if err := in.Strict(); err != nil {
 		return nil, err
 	}
-	tr, err := writeLock(ctx, proj, in.Path, Transition{Undeclare: names, Prune: true})
+	tr, err := writeLock(ctx, proj, in.Path, Transition{Undeclare: names, Prune: true, Started: in.Capsule})
+	if tr.Declined != "" && warn != nil {
+		warn(tr.Declined)
+	}
 	if tr.Removed == nil {
 		tr.Removed = []string{}
 	}

@@ -1,10 +1,15 @@
 package fetch_test
 
 import (
+	"context"
+	"crypto/sha256"
+	"hash"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/config"
@@ -100,9 +105,18 @@ func (o *openRecorder) mirror(addr string, plain bool) (fstore.Store, error) {
 	return o.store(addr, plain)
 }
 
-func (o *openRecorder) openers() fetch.Openers {
-	return fetch.Openers{Store: o.store, Mirror: o.mirror}
+// options are po with its stores and mirror opened by o, and no source.
+func (o *openRecorder) options(po fetch.PullerOptions) fetch.PullerOptions {
+	return po.OpenWith(o.store, o.mirror, nil)
 }
+
+// fakeCompiledCache has compiled nothing.
+type fakeCompiledCache struct{}
+
+func (fakeCompiledCache) ModuleKey() hash.Hash                  { return sha256.New() }
+func (fakeCompiledCache) HasCompiled([]byte) bool               { return false }
+func (fakeCompiledCache) BlobKey(digest.Digest) ([]byte, bool)  { return nil, false }
+func (fakeCompiledCache) RememberBlobKey(digest.Digest, []byte) {}
 
 // The one assembly of a command's Puller: --store first in the order given, then the configured
 // stores, each once; the configuration's fallbacks, cache cap and mirror, which --mirror replaces.
@@ -116,30 +130,36 @@ func TestWorkspacePuller(t *testing.T) {
 		MaxCacheSize: 1 << 30,
 	}}
 	rec := newOpenRecorder(t)
-	pl, err := ws.Puller(fetch.PullerOptions{
+	compiled := 0
+	cache := fakeCompiledCache{}
+	pl, err := ws.Puller(rec.options(fetch.PullerOptions{
 		Stores: []string{"oci://flag.example/x", "oci-layout:shared"}, WorkDir: dir, PlainHTTP: true,
-		Connections: 3, Jobs: 2, Open: rec.openers(),
-	})
+		Connections: 3, Jobs: 2, CASOnly: true,
+		Precompile: func(context.Context, []byte) error { compiled++; return nil }, Compiled: cache,
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"oci://flag.example/x", "oci-layout:" + filepath.Join(dir, "shared"), "oci://config.example/a"}
-	if strings.Join(rec.opened[:len(want)], " ") != strings.Join(want, " ") || len(pl.Stores) != 3 {
-		t.Fatalf("opened %v (%d stores), want %v then the mirror", rec.opened, len(pl.Stores), want)
+	if strings.Join(rec.opened[:len(want)], " ") != strings.Join(want, " ") || len(pl.Pipeline().Stores) != 3 {
+		t.Fatalf("opened %v (%d stores), want %v then the mirror", rec.opened, len(pl.Pipeline().Stores), want)
 	}
 	if !rec.plain["oci://flag.example/x"] || !rec.plain["oci://config.example/a"] {
 		t.Fatalf("plain HTTP %v: --plain-http applies to --store, config.yaml's to its own", rec.plain)
 	}
-	if strings.Join(rec.mirrors, " ") != "oci://mirror.example/m" || pl.Mirror.Store == nil || !rec.plain["oci://mirror.example/m"] {
+	if strings.Join(rec.mirrors, " ") != "oci://mirror.example/m" || pl.Pipeline().Mirror.Store == nil || !rec.plain["oci://mirror.example/m"] {
 		t.Fatalf("mirrors opened %v", rec.mirrors)
 	}
-	if pl.Limits.Connections != 3 || pl.Limits.Jobs != 2 || pl.MaxCacheSize != 1<<30 || pl.Chain.Fallbacks["oci://config.example/a"] != fstore.FallbackAnyError {
+	if pl.Pipeline().Limits.Connections != 3 || pl.Pipeline().Limits.Jobs != 2 || pl.MaxCacheSize() != 1<<30 || pl.Pipeline().Chain.Fallbacks["oci://config.example/a"] != fstore.FallbackAnyError {
 		t.Fatalf("puller %+v", pl)
+	}
+	if c := pl.Pipeline().Compile; !pl.Pipeline().CASOnly || c.Cache != cache || c.Precompile == nil || c.Precompile(context.Background(), nil) != nil || compiled != 1 {
+		t.Fatalf("the pipeline pulls outside a project %v, compiles with %+v: want what the options said", pl.Pipeline().CASOnly, c)
 	}
 
 	// --mirror replaces config.yaml's; it must be a registry.
 	rec = newOpenRecorder(t)
-	if _, err := ws.Puller(fetch.PullerOptions{Mirror: "oci://other.example/m", Connections: 1, Open: rec.openers()}); err != nil || strings.Join(rec.mirrors, " ") != "oci://other.example/m" {
+	if _, err := ws.Puller(rec.options(fetch.PullerOptions{Mirror: "oci://other.example/m", Connections: 1})); err != nil || strings.Join(rec.mirrors, " ") != "oci://other.example/m" {
 		t.Fatalf("--mirror: %v, mirrors %v", err, rec.mirrors)
 	}
 	for _, bad := range []fetch.PullerOptions{
@@ -148,8 +168,7 @@ func TestWorkspacePuller(t *testing.T) {
 		{Connections: 0},
 		{Stores: []string{"http://nope"}, Connections: 1},
 	} {
-		bad.Open = newOpenRecorder(t).openers()
-		if _, err := ws.Puller(bad); errs.TokenOf(err) != errs.Usage {
+		if _, err := ws.Puller(newOpenRecorder(t).options(bad)); errs.TokenOf(err) != errs.Usage {
 			t.Errorf("%+v: %v, want a usage error", bad, err)
 		}
 	}
@@ -185,12 +204,12 @@ func TestWorkspacePullerMarksAProjectsMirror(t *testing.T) {
 		Mirror: "oci://evil.example/m", MirrorFromProject: true,
 	}}
 	rec := newOpenRecorder(t)
-	pl, err := ws.Puller(fetch.PullerOptions{Connections: 1, Open: rec.openers()})
-	if err != nil || !pl.Mirror.FromProject {
-		t.Fatalf("the project's mirror: %v, from project %v", err, pl != nil && pl.Mirror.FromProject)
+	pl, err := ws.Puller(rec.options(fetch.PullerOptions{Connections: 1}))
+	if err != nil || !pl.Pipeline().Mirror.FromProject {
+		t.Fatalf("the project's mirror: %v, from project %v", err, pl != nil && pl.Pipeline().Mirror.FromProject)
 	}
-	pl, err = ws.Puller(fetch.PullerOptions{Mirror: "oci://evil.example/m", Connections: 1, Open: rec.openers()})
-	if err != nil || pl.Mirror.FromProject {
-		t.Fatalf("--mirror naming it: %v, from project %v", err, pl != nil && pl.Mirror.FromProject)
+	pl, err = ws.Puller(rec.options(fetch.PullerOptions{Mirror: "oci://evil.example/m", Connections: 1}))
+	if err != nil || pl.Pipeline().Mirror.FromProject {
+		t.Fatalf("--mirror naming it: %v, from project %v", err, pl != nil && pl.Pipeline().Mirror.FromProject)
 	}
 }

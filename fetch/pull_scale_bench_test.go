@@ -7,13 +7,13 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
+	"github.com/murmur-nexus/mur/internal/cputime"
 )
 
 // BenchmarkColdPullScale pulls N small artifacts from an OCI layout into an empty CAS and
@@ -35,13 +35,13 @@ func BenchmarkColdPullScale(b *testing.B) {
 				w := newWorld(b)
 				pl := w.puller(st)
 				heap := &heapPeak{}
-				pl.Report.Events = heap.sample
+				pl.Pipeline().Report.Events = heap.sample
 				counted := fetch.CountLockWrites(pl)
 				runtime.GC()
 				b.StartTimer()
-				before := cpuTime()
+				before := cputime.Self()
 				w.mustPull(pl, reqs...)
-				cpu += cpuTime() - before
+				cpu += cputime.Self() - before
 				b.StopTimer()
 				peak = max(peak, heap.max())
 				writes += counted.Load()
@@ -53,15 +53,6 @@ func BenchmarkColdPullScale(b *testing.B) {
 			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
 		})
 	}
-}
-
-// cpuTime is the process's CPU time so far, user and system.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // heapPeak keeps the most live heap (the bytes of objects the last GC found live, plus what was

@@ -23,6 +23,11 @@ import (
 // what is kept, moved, added and pruned, and it holds the lock's promises:
 //   - a pin murmur.yaml declares is never dropped;
 //   - nothing is pruned from a murmur.yaml that did not parse cleanly;
+//   - nothing is pruned after a read of murmur.yaml that may be torn (prune.go): one that
+//     changed under it or was saved moments ago, or one that no longer declares what the
+//     command started from. A pin leaves only when its entry was removed by the command (mur
+//     rm) or is missing from a murmur.yaml read clean and settled; a declined prune keeps
+//     every pin and says so;
 //   - a pin that recorded provenance moves only to a version whose provenance verified (the
 //     new pin records it), or when the command names it in Forget; an unmoved pin keeps its
 //     record;
@@ -46,31 +51,32 @@ type Transition struct {
 	// Undeclare removes these artifacts from murmur.yaml first (mur rm); with Prune, their pins
 	// go with them.
 	Undeclare []ref.Name
+	// Started is murmur.yaml as the command read it when it started (nil: not read). A prune
+	// that would drop a pin it declares is declined (prune.go).
+	Started *manifest.Capsule
 }
 
 // Transitioned is what a transition changed besides the pins it was handed.
 type Transitioned struct {
 	Removed []string // pins pruned, in name order
 	Wrote   bool     // murmur.lock was written
+	// Declined says, in one line, why a prune dropped nothing (prune.go); "" when it did not
+	// decline.
+	Declined string
 }
 
-// next is the rule: the lock to write, and the entries to declare in murmur.yaml, given the lock
-// and murmur.yaml as read under the file lock. intent is nil for a project without murmur.yaml;
-// clean is false when murmur.yaml had keys mur could not read.
-func next(old *lock.Lock, intent *manifest.Capsule, clean bool, t Transition) (*lock.Lock, []declared, []string, error) {
+// next is the rule: the lock to write, the entries to declare in murmur.yaml and what the prune
+// did, given the lock and murmur.yaml as read under the file lock (read.capsule is nil for a
+// project without murmur.yaml).
+func next(old *lock.Lock, read intentRead, t Transition) (*lock.Lock, []declared, pruned, error) {
 	l := old.Clone()
+	intent := read.capsule
 	if t.Pin != nil {
 		if err := t.Pin(l); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, pruned{}, err
 		}
 	}
-	declares := func(name string) bool {
-		if intent == nil {
-			return false
-		}
-		a, _ := intent.Find(name)
-		return a != nil
-	}
+	declares := read.declares
 	// Declarations follow the pins they were asked for.
 	var decl []declared
 	for name := range t.Declare {
@@ -80,7 +86,7 @@ func next(old *lock.Lock, intent *manifest.Capsule, clean bool, t Transition) (*
 		}
 		n, err := ref.ParseName(name)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, pruned{}, err
 		}
 		if before := old.Find(name); t.Pin != nil && before != nil && sameBytes(before, e) {
 			continue // not this pin's commit: the command's last transition declares it
@@ -100,22 +106,13 @@ func next(old *lock.Lock, intent *manifest.Capsule, clean bool, t Transition) (*
 	// A pin murmur.yaml declares is never dropped.
 	for _, e := range old.Artifacts {
 		if l.Find(e.Name) == nil && (declares(e.Name) || declaredNow[e.Name]) {
-			return nil, nil, nil, errs.New(errs.Internal, "refusing to drop the pin of %s, which murmur.yaml declares; murmur.lock was not changed. This is a bug in mur, please report it", e.Name)
+			return nil, nil, pruned{}, errs.New(errs.Internal, "refusing to drop the pin of %s, which murmur.yaml declares; murmur.lock was not changed. This is a bug in mur, please report it", e.Name)
 		}
 	}
-	var removed []string
-	if t.Prune && intent != nil {
-		if !clean {
-			return nil, nil, nil, errs.New(errs.InvalidManifest, "%s has keys mur can't read, so it may not say what it meant to declare; nothing was pruned and murmur.lock was not changed. Fix the keys it names, then run the command again", intent.Path)
-		}
-		for _, e := range append([]lock.Entry(nil), l.Artifacts...) {
-			if !declares(e.Name) && !declaredNow[e.Name] {
-				l.Remove(e.Name)
-				removed = append(removed, e.Name)
-			}
-		}
+	pr, err := prune(l, read, t, declaredNow)
+	if err != nil {
+		return nil, nil, pruned{}, err
 	}
-	sort.Strings(removed)
 	// A pin that recorded provenance keeps it, or moves only with what the new version proved.
 	for _, was := range old.Artifacts {
 		if was.Provenance == nil {
@@ -128,11 +125,11 @@ func next(old *lock.Lock, intent *manifest.Capsule, clean bool, t Transition) (*
 			rec := *was.Provenance
 			e.Provenance = &rec
 		case !t.Forget[was.Name]:
-			return nil, nil, nil, errs.New(errs.ProvenanceMissing, "%s: murmur.lock recorded a verified bundle for %s (%s, %s), and %s has none that verified; a pin that recorded provenance moves only to a version whose provenance verifies, so murmur.lock was not changed. Ask the publisher to sign %s, or keep %s",
+			return nil, nil, pruned{}, errs.New(errs.ProvenanceMissing, "%s: murmur.lock recorded a verified bundle for %s (%s, %s), and %s has none that verified; a pin that recorded provenance moves only to a version whose provenance verifies, so murmur.lock was not changed. Ask the publisher to sign %s, or keep %s",
 				was.Name, was.ResolvedVersion, was.Provenance.Kind, was.Provenance.Signer, e.ResolvedVersion, e.ResolvedVersion, was.ResolvedVersion)
 		}
 	}
-	return l, decl, removed, nil
+	return l, decl, pr, nil
 }
 
 // sameBytes reports whether two entries pin the same version to the same hashes.
@@ -154,24 +151,11 @@ func sameBytes(a, b *lock.Entry) bool {
 func writeLock(ctx context.Context, proj Project, manifestPath string, t Transition) (Transitioned, error) {
 	var out Transitioned
 	wrote, err := lock.UpdateFile(ctx, proj.LockPath(), func(l *lock.Lock) error {
-		if len(t.Undeclare) > 0 {
-			if err := editIn(manifestPath, func(data []byte) ([]byte, error) {
-				var err error
-				for _, n := range t.Undeclare {
-					if data, err = manifest.RemoveArtifact(data, manifestPath, n); err != nil {
-						return nil, err
-					}
-				}
-				return data, nil
-			}); err != nil {
-				return err
-			}
-		}
-		intent, clean, err := rereadIntent(manifestPath)
+		ours, err := undeclareIn(manifestPath, t.Undeclare)
 		if err != nil {
 			return err
 		}
-		nl, decl, removed, err := next(l, intent, clean, t)
+		nl, decl, pr, err := settledNext(l, manifestPath, t, ours)
 		if err != nil {
 			return err
 		}
@@ -181,7 +165,7 @@ func writeLock(ctx context.Context, proj Project, manifestPath string, t Transit
 			}
 		}
 		*l = *nl
-		out.Removed = removed
+		out.Removed, out.Declined = pr.removed, pr.declined
 		return nil
 	})
 	out.Wrote = wrote
@@ -198,25 +182,26 @@ func writeLock(ctx context.Context, proj Project, manifestPath string, t Transit
 	return out, nil
 }
 
-// rereadIntent reads murmur.yaml under the lock's file lock; no path, or no file, is a project
-// without one.
-func rereadIntent(path string) (*manifest.Capsule, bool, error) {
-	if path == "" {
-		return nil, true, nil
+// undeclareIn removes names from murmur.yaml (mur rm), and returns its stat as written; nil when
+// there are none.
+func undeclareIn(path string, names []ref.Name) (fs.FileInfo, error) {
+	if len(names) == 0 {
+		return nil, nil
 	}
-	c, err := manifest.Load(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, true, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	return c, len(c.Warnings) == 0 && len(c.GrantWarnings) == 0, nil
+	return editIn(path, func(data []byte) ([]byte, error) {
+		var err error
+		for _, n := range names {
+			if data, err = manifest.RemoveArtifact(data, path, n); err != nil {
+				return nil, err
+			}
+		}
+		return data, nil
+	})
 }
 
 // declareIn writes each artifact's version into murmur.yaml, editing its text in place.
 func declareIn(path string, ds []declared) error {
-	return editIn(path, func(data []byte) ([]byte, error) {
+	_, err := editIn(path, func(data []byte) ([]byte, error) {
 		var err error
 		for _, d := range ds {
 			if data, err = manifest.SetArtifact(data, path, d.name, d.version); err != nil {
@@ -225,29 +210,36 @@ func declareIn(path string, ds []declared) error {
 		}
 		return data, nil
 	})
+	return err
 }
 
-// editIn changes murmur.yaml atomically, keeping its permissions. The caller holds the lock's
-// file lock, so that two mur processes editing one project lose nothing.
-func editIn(path string, edit func([]byte) ([]byte, error)) error {
-	data, err := os.ReadFile(path)
+// editIn changes murmur.yaml atomically, keeping its permissions, and returns its stat as
+// written. The caller holds the lock's file lock, so that two mur processes editing one project
+// lose nothing.
+func editIn(path string, edit func([]byte) ([]byte, error)) (fs.FileInfo, error) {
+	r, err := readStable(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return errs.Wrap(err, errs.NotFound, "%s is gone; murmur.lock was not changed", path)
+		return nil, errs.Wrap(err, errs.NotFound, "%s is gone; murmur.lock was not changed", path)
 	}
 	if err != nil {
-		return errs.Wrap(err, errs.IO, "can't read %s: %v", path, err)
+		return nil, err
 	}
-	if data, err = edit(data); err != nil {
-		return err
+	if !r.stable {
+		// Editing a half-saved file would write the half back over what the editor saves.
+		return nil, unstable(path)
 	}
-	perm := os.FileMode(0o644)
-	if fi, err := os.Stat(path); err == nil {
-		perm = fi.Mode().Perm()
+	data, err := edit(r.data)
+	if err != nil {
+		return nil, err
 	}
-	if err := atomicfile.WriteFile(path, data, perm); err != nil {
-		return errs.Wrap(err, errs.IO, "can't write %s: %v; check that its folder is writable", path, err)
+	if err := atomicfile.WriteFile(path, data, r.info.Mode().Perm()); err != nil {
+		return nil, errs.Wrap(err, errs.IO, "can't write %s: %v; check that its folder is writable", path, err)
 	}
-	return nil
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil, statError(path, err)
+	}
+	return fi, nil
 }
 
 // Strict refuses a murmur.yaml with keys mur can't read, for a command that writes murmur.lock or
@@ -270,7 +262,7 @@ func (in Intent) Strict() error {
 // lockWriter is how the pipeline changes murmur.lock for p's command: through writeLock, which
 // declares what declare names; under --locked, nothing (the pipeline then only checks).
 func (p *Puller) lockWriter(manifestPath string, declare map[string]bool) pull.LockWriter {
-	if p.Locked {
+	if p.locked {
 		return nil // the pipeline checks, and writes nothing
 	}
 	return func(ctx context.Context, proj Project, fn func(*lock.Lock) error) error {

@@ -127,6 +127,33 @@ func TestNext(t *testing.T) {
 			inMessage: "recorded a verified bundle for 1.0.0",
 		},
 		{
+			// The entry rewritten at the same version, one platform's payload another: other
+			// bytes, which the record does not speak for.
+			name: "a pin's record does not pass to another payload of one platform",
+			old: func() *lock.Lock {
+				l := pins(t)
+				for _, p := range []struct{ plat, hex string }{{"linux-x86_64", hexA}, {"darwin-aarch64", hexB}} {
+					if err := l.Upsert("acme/grep", "1.0.0", p.plat, p.hex, "", false); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := l.SetProvenance("acme/grep", *signed); err != nil {
+					t.Fatal(err)
+				}
+				return l
+			}(),
+			yaml: grepAndNotes,
+			t: Transition{Pin: func(l *lock.Lock) error {
+				l.Remove("acme/grep")
+				if err := l.Upsert("acme/grep", "1.0.0", "linux-x86_64", hexA, "", false); err != nil {
+					return err
+				}
+				return l.Upsert("acme/grep", "1.0.0", "darwin-aarch64", hexC, "", false)
+			}},
+			token:     errs.ProvenanceMissing,
+			inMessage: "recorded a verified bundle for 1.0.0",
+		},
+		{
 			name: "it moves to a version whose provenance verified",
 			old:  pins(t, "acme/grep+@1.0.0:"+hexA),
 			yaml: grepAndNotes,
@@ -198,7 +225,7 @@ func TestNext(t *testing.T) {
 				c = capsule(t, tt.yaml)
 			}
 			before := tt.old.Clone()
-			got, decl, removed, err := next(tt.old, c, !tt.unclean, tt.t)
+			got, decl, pr, err := next(tt.old, intentRead{capsule: c, clean: !tt.unclean}, tt.t)
 			if !reflect.DeepEqual(tt.old, before) {
 				t.Errorf("next changed the lock it was handed")
 			}
@@ -221,8 +248,8 @@ func TestNext(t *testing.T) {
 			if strings.Join(ds, " ") != strings.Join(tt.declared, " ") {
 				t.Errorf("declared %v, want %v", ds, tt.declared)
 			}
-			if strings.Join(removed, " ") != strings.Join(tt.removed, " ") {
-				t.Errorf("removed %v, want %v", removed, tt.removed)
+			if strings.Join(pr.removed, " ") != strings.Join(tt.removed, " ") {
+				t.Errorf("removed %v, want %v", pr.removed, tt.removed)
 			}
 		})
 	}
@@ -305,5 +332,43 @@ func TestOneWriterOfTheLock(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// sameBytes tells one pin from another by every hash it holds.
+func TestSameBytes(t *testing.T) {
+	entry := func(version, any string, plats ...string) *lock.Entry {
+		e := &lock.Entry{Name: "acme/grep", ResolvedVersion: version, SHA256: lock.Hashes{Any: any}}
+		if len(plats) > 0 {
+			e.SHA256.Platforms = map[string]string{}
+			for i := 0; i+1 < len(plats); i += 2 {
+				e.SHA256.Platforms[plats[i]] = plats[i+1]
+			}
+		}
+		return e
+	}
+	linux, mac := "linux-x86_64", "darwin-aarch64"
+	tests := []struct {
+		name string
+		a, b *lock.Entry
+		want bool
+	}{
+		{"the same any pin", entry("1.0.0", hexA), entry("1.0.0", hexA), true},
+		{"another version", entry("1.0.0", hexA), entry("1.0.1", hexA), false},
+		{"another any hash", entry("1.0.0", hexA), entry("1.0.0", hexB), false},
+		{"the same platform pins", entry("1.0.0", "", linux, hexA, mac, hexB), entry("1.0.0", "", mac, hexB, linux, hexA), true},
+		{"one platform's hash differs", entry("1.0.0", "", linux, hexA, mac, hexB), entry("1.0.0", "", linux, hexA, mac, hexC), false},
+		{"a platform more", entry("1.0.0", "", linux, hexA), entry("1.0.0", "", linux, hexA, mac, hexB), false},
+		{"a platform fewer", entry("1.0.0", "", linux, hexA, mac, hexB), entry("1.0.0", "", linux, hexA), false},
+		{"another platform, same hash", entry("1.0.0", "", linux, hexA), entry("1.0.0", "", mac, hexA), false},
+		{"any against a platform", entry("1.0.0", hexA), entry("1.0.0", "", linux, hexA), false},
+	}
+	for _, tt := range tests {
+		if got := sameBytes(tt.a, tt.b); got != tt.want {
+			t.Errorf("%s: sameBytes = %v, want %v", tt.name, got, tt.want)
+		}
+		if got := sameBytes(tt.b, tt.a); got != tt.want {
+			t.Errorf("%s, swapped: sameBytes = %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }

@@ -27,12 +27,11 @@ func TestPullThatAllFailedDoesNotTrim(t *testing.T) {
 	os.Chtimes(filepath.Join(w.CAS.Root(), "uses", old.Encoded()), at, at)
 	var evicted []digest.Digest
 	pl := w.puller(st)
-	pl.MaxCacheSize = 1
-	pl.Evict = func(ctx context.Context, d digest.Digest, dryRun bool) []string {
+	pl.SetTrim(1, func(ctx context.Context, d digest.Digest, dryRun bool) []string {
 		evicted = append(evicted, d)
 		return nil
-	}
-	pl.Report.Warn = func(string) {}
+	})
+	pl.Pipeline().Report.Warn = func(string) {}
 	if _, err := w.pull(pl, pulltest.Req(grep, "9.9.9")); err == nil {
 		t.Fatal("a pull of a version no store has succeeded")
 	}

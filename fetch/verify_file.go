@@ -10,12 +10,12 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
-	"syscall"
 
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/internal/safefile"
 )
 
 // VerifyFileInput is what `mur verify FILE --bundle B` checks: a packed file against a Sigstore
@@ -115,42 +115,20 @@ func readLocal(path string, max int64, what string) ([]byte, error) {
 }
 
 // openLocal opens a file named on the command line. A symlink the user named is followed, but
-// anything other than a regular file is refused before it is opened, and the open does not
-// block: a FIFO put in its place meanwhile would otherwise hang the command until a writer came.
+// the open never blocks (a FIFO would otherwise hang the command until a writer came) and
+// anything other than a regular file is refused.
 func openLocal(path, what string) (*os.File, error) {
-	st, err := os.Stat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, errs.Wrap(err, errs.NotFound, "%s %s does not exist", what, path)
-	}
-	if err == nil && !st.Mode().IsRegular() {
-		return nil, errs.New(errs.Usage, "%s %s is not a regular file (it is %s); name the file itself", what, path, kindOf(st.Mode()))
-	}
-	var f *os.File
-	if err == nil {
-		f, err = os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	}
-	if err != nil {
-		return nil, errs.Wrap(err, errs.IO, "can't read %s %s: %v", what, path, errs.OSCause(err))
-	}
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		f.Close()
-		return nil, errs.New(errs.Usage, "%s %s is not a regular file; name the file itself", what, path)
-	}
-	return f, nil
-}
-
-func kindOf(m fs.FileMode) string {
+	f, err := safefile.OpenNamed(path)
+	var nr *safefile.NotRegularError
 	switch {
-	case m.IsDir():
-		return "a folder"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
+	case err == nil:
+		return f, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, errs.Wrap(err, errs.NotFound, "%s %s does not exist", what, path)
+	case errors.As(err, &nr):
+		return nil, errs.Wrap(err, errs.Usage, "%s %s is not a regular file (it is %s); name the file itself", what, path, nr.Found)
 	}
-	return "not a plain file"
+	return nil, errs.Wrap(err, errs.IO, "can't read %s %s: %v", what, path, errs.OSCause(err))
 }
 
 // hashFile is the file's SHA-256, as a digest, and its SHA-512 (an Ed25519 bundle signs that).

@@ -7,6 +7,7 @@ import (
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/provenance"
+	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/verify"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/lock"
@@ -38,10 +39,10 @@ func Verify(ctx context.Context, in VerifyInput) (*VerifyReport, error) {
 		Mismatches: intentProblems(in.Intent, in.Lock, in.Platform),
 	}
 	if in.Repair != nil {
-		if in.Platform != "" && in.Platform != "all" {
-			in.Repair.Platform = in.Platform
-		}
 		run.Repair = in.Repair
+		if in.Platform != "" && in.Platform != "all" {
+			run.Repair = in.Repair.with(func(pl *pull.Puller) { pl.Platform = in.Platform })
+		}
 	}
 	return verify.Run(ctx, run)
 }
@@ -49,9 +50,9 @@ func Verify(ctx context.Context, in VerifyInput) (*VerifyReport, error) {
 // RepairHint says why a repair's pull failed, and when no store or source could serve it, what
 // to do about that.
 func (p *Puller) RepairHint(r Result) string {
-	reached := len(p.Stores) > 0 || p.Source != nil
+	reached := len(p.pl.Stores) > 0 || p.pl.Source != nil
 	switch {
-	case p.Offline:
+	case p.pl.Offline:
 		return r.Error + "; --repair needs the network, or a layout store given with --store oci-layout:PATH"
 	case !reached || errors.Is(r.Err, errs.NotFound) || errors.Is(r.Err, errs.Network):
 		return r.Error + "; no store or source could serve it: pass --store oci://HOST/PREFIX or --store oci-layout:PATH that holds it, or add one to config.yaml"

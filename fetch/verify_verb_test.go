@@ -60,7 +60,7 @@ func TestRepairWithNothingToAsk(t *testing.T) {
 	d := w.digests["acme/grep"]
 	os.Remove(w.CAS.Path(d))
 	in := w.input(t)
-	in.Repair = &fetch.Puller{Puller: &pull.Puller{CAS: w.CAS}}
+	in.Repair = fetch.NewPuller(&pull.Puller{CAS: w.CAS})
 	rep := w.run(t, in)
 	blobs := blobProblems(rep)
 	if len(blobs) != 1 || blobs[0].Repaired || !strings.Contains(blobs[0].Problem, "not repaired") || !strings.Contains(blobs[0].Problem, "--store") {
@@ -74,7 +74,7 @@ func TestRepairWithNothingToAsk(t *testing.T) {
 		t.Fatalf("the verdict without --repair: %v", err)
 	}
 	// Offline, the same, with the network named.
-	in.Repair = &fetch.Puller{Puller: &pull.Puller{CAS: w.CAS, Stores: []fstore.Store{pulltest.Networked(w.layout)}, Offline: true}}
+	in.Repair = fetch.NewPuller(&pull.Puller{CAS: w.CAS, Stores: []fstore.Store{pulltest.Networked(w.layout)}, Offline: true})
 	if blobs := blobProblems(w.run(t, in)); len(blobs) != 1 || blobs[0].Repaired || !strings.Contains(blobs[0].Problem, "network") {
 		t.Fatalf("an offline repair: %+v", blobs)
 	}
@@ -91,7 +91,7 @@ func TestVerifyRepairWritesThroughTheWorkspacePuller(t *testing.T) {
 	rec := newOpenRecorder(t)
 	rec.stores["oci://team.example/murmur"] = w.layout
 	ws := &fetch.Workspace{Project: w.Proj, Config: &config.Config{Stores: []string{"oci://team.example/murmur"}, Mirror: "oci://mirror.example/murmur"}}
-	repair, err := ws.Puller(fetch.PullerOptions{CAS: w.CAS, Connections: 3, Open: rec.openers()})
+	repair, err := ws.Puller(rec.options(fetch.PullerOptions{CAS: w.CAS, Connections: 3}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,8 +105,8 @@ func TestVerifyRepairWritesThroughTheWorkspacePuller(t *testing.T) {
 	if err != nil || got.Digest != d {
 		t.Fatalf("the mirror holds %+v, %v; want the repaired blob written through", got, err)
 	}
-	if in.Repair.Limits.Connections != 3 {
-		t.Fatalf("the repair fetched over %d connections, want 3", in.Repair.Limits.Connections)
+	if in.Repair.Pipeline().Limits.Connections != 3 {
+		t.Fatalf("the repair fetched over %d connections, want 3", in.Repair.Pipeline().Limits.Connections)
 	}
 }
 
@@ -129,7 +129,7 @@ func TestVerifyRepairsThePlatformItVerifies(t *testing.T) {
 	}
 	in := w.input(t)
 	in.Platform = other
-	in.Repair = &fetch.Puller{Puller: &pull.Puller{CAS: w.CAS, Stores: []fstore.Store{w.layout}}}
+	in.Repair = fetch.NewPuller(&pull.Puller{CAS: w.CAS, Stores: []fstore.Store{w.layout}})
 	rep := w.run(t, in)
 	if blobs := blobProblems(rep); len(blobs) != 1 || !blobs[0].Repaired || !w.CAS.Has(p.Digest()) {
 		t.Fatalf("--platform %s --repair of its missing blob: %+v", other, rep.Problems)

@@ -29,7 +29,8 @@ type WarmInput struct {
 	Puller  *Puller
 	// Platform is "" for this machine's, "all" for every platform the lock names, or one tag.
 	Platform string
-	// Precompile compiles the payloads this machine runs; nil skips.
+	// Precompile compiles the payloads this machine runs; nil skips. wasm is unmapped once it
+	// returns (stage.ReadBlob): it must not keep it.
 	Precompile func(ctx context.Context, wasm []byte) error
 	// Layout, when set, receives every warmed blob, so that the folder serves as a store.
 	Layout fstore.Store
@@ -64,9 +65,6 @@ func Warm(ctx context.Context, in WarmInput) (_ *WarmReport, err error) {
 		}
 	}()
 	host := ref.HostPlatform()
-	// One record of store health for every platform's pass: a store that failed costs its
-	// timeout once.
-	in.Puller.InitHealth()
 	for _, plat := range warmPlatforms(in.Lock, in.Platform, host) {
 		var reqs []pull.Request
 		for _, e := range in.Lock.Artifacts {
@@ -94,9 +92,12 @@ func Warm(ctx context.Context, in WarmInput) (_ *WarmReport, err error) {
 		if len(reqs) == 0 {
 			continue
 		}
-		p := *in.Puller
-		p.Platform = plat
-		p.Compile.Precompile = nil // warm compiles below, cache hits included
+		// Every platform's pass shares one record of store health (with): a store that failed
+		// costs its timeout once.
+		p := in.Puller.with(func(pl *pull.Puller) {
+			pl.Platform = plat
+			pl.Compile.Precompile = nil // warm compiles below, cache hits included
+		})
 		results, err := p.Pull(ctx, in.Project, reqs)
 		for _, r := range results {
 			if r.Error != "" {
@@ -119,19 +120,19 @@ func Warm(ctx context.Context, in WarmInput) (_ *WarmReport, err error) {
 			if err != nil {
 				return rep, err
 			}
-			bundle, err := p.RecordedBundle(ctx, reqs[i], in.Lock.Find(r.Name), d)
+			bundle, err := p.pl.RecordedBundle(ctx, reqs[i], in.Lock.Find(r.Name), d)
 			if err != nil {
 				return rep, err
 			}
 			if in.Layout != nil {
-				if err := mirror(ctx, in.Puller.CAS, in.Layout, r, d, bundle); err != nil {
+				if err := mirror(ctx, in.Puller.pl.CAS, in.Layout, r, d, bundle); err != nil {
 					return rep, err
 				}
 			}
 			if in.Precompile == nil || (plat != host && plat != ref.PlatformAny) {
 				continue
 			}
-			if compiled, err := warmPrecompile(ctx, in.Puller.CAS, r, in.Precompile); err != nil {
+			if compiled, err := warmPrecompile(ctx, in.Puller.pl.CAS, r, in.Precompile); err != nil {
 				return rep, err
 			} else if compiled {
 				rep.Compiled++
@@ -174,7 +175,8 @@ func warmPlatforms(l *lock.Lock, want, host string) []string {
 
 func warmPrecompile(ctx context.Context, store *cas.Store, r pull.Result, compile func(context.Context, []byte) error) (bool, error) {
 	d, _ := ref.ParseDigest(r.Digest)
-	_, wasm, err := stage.ReadBlob(ctx, store, d, true)
+	_, wasm, release, err := stage.ReadBlob(ctx, store, d, true)
+	defer release()
 	if err != nil || wasm == nil {
 		return false, err
 	}

@@ -42,7 +42,7 @@ func TestWarmTakesOnlyTheRecordedBundle(t *testing.T) {
 		t.Fatal("the second attestation is the first")
 	}
 
-	in := fetch.WarmInput{Project: w.Proj, Lock: w.ReadLock(), Puller: &fetch.Puller{Puller: w.Puller("")}}
+	in := fetch.WarmInput{Project: w.Proj, Lock: w.ReadLock(), Puller: fetch.NewPuller(w.Puller(""))}
 	if _, err := fetch.Warm(ctx, in); !errors.Is(err, errs.ProvenanceMissing) {
 		t.Fatalf("only another bundle served: %v", err)
 	}
@@ -77,8 +77,8 @@ func TestWarmFetchesTheRecordedBundleFromAStore(t *testing.T) {
 	}
 	w := newWorld(t)
 	pl := w.puller(st)
-	pl.Provenance.Verifier = local
-	pl.Provenance.Policy = func(string) config.ProvenancePolicy {
+	pl.Pipeline().Provenance.Verifier = local
+	pl.Pipeline().Provenance.Policy = func(string) config.ProvenancePolicy {
 		return config.ProvenancePolicy{Mode: config.ProvenanceRequire, Trust: provenance.Trust{Keys: []provenance.TrustedKey{{Hint: hint, PEM: pub}}}}
 	}
 	w.mustPull(pl, pulltest.Req(grep, "1.2.0"))

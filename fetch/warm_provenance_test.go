@@ -29,7 +29,7 @@ func TestWarmKeepsRecordedBundles(t *testing.T) {
 	bd := digest.Digest(w.ReadLock().Find("acme/grep").Provenance.Bundle) // as GitHub's JSON served it
 
 	layout := pulltest.OpenStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "layout"), ocistore.Options{})
-	in := fetch.WarmInput{Project: w.Proj, Lock: w.ReadLock(), Puller: &fetch.Puller{Puller: w.Puller("")}, Layout: layout}
+	in := fetch.WarmInput{Project: w.Proj, Lock: w.ReadLock(), Puller: fetch.NewPuller(w.Puller("")), Layout: layout}
 	if _, err := fetch.Warm(ctx, in); err != nil {
 		t.Fatal(err)
 	}
@@ -61,11 +61,11 @@ func TestWarmKeepsRecordedBundles(t *testing.T) {
 	if err := os.Remove(w.CAS.Path(bd)); err != nil {
 		t.Fatal(err)
 	}
-	in.Puller.Offline = true
+	in.Puller.Pipeline().Offline = true
 	if _, err := fetch.Warm(ctx, in); !errors.Is(err, errs.Offline) {
 		t.Fatalf("offline without the bundle: %v", err)
 	}
-	in.Puller.Offline = false
+	in.Puller.Pipeline().Offline = false
 	w.Fake.RemoveAttestations("acme", "murmur-artifacts", w.D.String())
 	if _, err := fetch.Warm(ctx, in); !errors.Is(err, errs.ProvenanceMissing) {
 		t.Fatalf("no place holds the bundle: %v", err)

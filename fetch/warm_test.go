@@ -30,7 +30,7 @@ func newPinnedWorld(t *testing.T, pins []pulltest.Pin) *world {
 }
 
 func (w *world) warmInput(stores ...fstore.Store) fetch.WarmInput {
-	return fetch.WarmInput{Project: w.Proj, Lock: w.ReadLock(), Puller: &fetch.Puller{Puller: &pull.Puller{CAS: w.CAS, Stores: stores}}}
+	return fetch.WarmInput{Project: w.Proj, Lock: w.ReadLock(), Puller: fetch.NewPuller(&pull.Puller{CAS: w.CAS, Stores: stores})}
 }
 
 // compiles counts Precompile calls by payload.
@@ -314,7 +314,7 @@ func TestRunOfflineCold(t *testing.T) {
 	}
 	m := newPinnedWorld(t, pins)
 	in := m.warmInput(pulltest.Networked(store))
-	in.Puller.Offline = true
+	in.Puller.Pipeline().Offline = true
 	_, err := fetch.Warm(context.Background(), in)
 	if !errors.Is(err, errs.Offline) || !strings.Contains(err.Error(), "mur warm") {
 		t.Fatalf("offline with a cold cache: %v", err)
@@ -336,14 +336,19 @@ func TestWriteThroughEveryPlatformWarmed(t *testing.T) {
 	w := newWorld(t)
 	pl := w.puller(src)
 	w.mustPull(pl, pulltest.Req(grep, "1.0.0"))
-	pl.Platform = "darwin-aarch64"
+	pl.Pipeline().Platform = "darwin-aarch64"
 	w.mustPull(pl, pulltest.Req(grep, "1.0.0"))
 	w2 := newWorld(t)
 	w2.Proj = w.Proj
 	mirroring := w2.puller(src)
-	mirroring.Mirror.Store = mirror
+	mirroring.Pipeline().Mirror.Store = mirror
+	mirroring.Pipeline().Compile.Precompile = func(context.Context, []byte) error { return nil }
 	if _, err := fetch.Warm(context.Background(), fetch.WarmInput{Project: w.Proj, Lock: w.ReadLock(), Platform: "all", Puller: mirroring}); err != nil {
 		t.Fatal(err)
+	}
+	// Warm's passes are copies: the command's Puller still compiles what it pulls, for linux-x86_64.
+	if pp := mirroring.Pipeline(); pp.Platform != "linux-x86_64" || pp.Compile.Precompile == nil {
+		t.Fatalf("after warming every platform the command's Puller pulls for %s, compiles %v; want it as it was", pp.Platform, pp.Compile.Precompile != nil)
 	}
 	for plat, p := range map[string]pulltest.Packed{"linux-x86_64": a, "darwin-aarch64": b} {
 		d, err := mirror.Resolve(context.Background(), grep, "1.0.0", plat)

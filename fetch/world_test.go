@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
 	"github.com/murmur-nexus/mur/fetch/store"
@@ -22,7 +23,20 @@ func newWorld(t testing.TB) *world { return &world{pulltest.NewWorld(t)} }
 
 // puller is pulltest's Puller as a command holds it.
 func (w *world) puller(stores ...store.Store) *fetch.Puller {
-	return &fetch.Puller{Puller: w.World.Puller(stores...)}
+	return fetch.NewPuller(w.World.Puller(stores...))
+}
+
+// commandPuller is the Puller a command assembles from o for the world's project, as pulltest's
+// pulls for linux-x86_64: no store, src the source of every scope.
+func (w *world) commandPuller(o fetch.PullerOptions, src store.Source) *fetch.Puller {
+	w.T.Helper()
+	ws := &fetch.Workspace{Project: w.Proj, Config: &config.Config{}}
+	o.CAS, o.Platform, o.Connections = w.CAS, "linux-x86_64", 1
+	p, err := ws.Puller(o.OpenWith(nil, nil, func(func(string) string) store.Source { return src }))
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	return p
 }
 
 func (w *world) pull(p *fetch.Puller, reqs ...pull.Request) ([]pull.Result, error) {

@@ -7,6 +7,7 @@ import (
 
 // A change to the clone leaves the original as it was, in every field a pull changes.
 func TestCloneIsDeep(t *testing.T) {
+	t.Parallel()
 	l := &Lock{Scopes: map[string]ScopePin{}}
 	if err := l.Upsert("acme/grep", "1.0.0", "linux-x86_64", hex64('a'), "", false); err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ artifacts:
 `
 
 func TestProvenanceRoundTrips(t *testing.T) {
+	t.Parallel()
 	src := strings.Replace(provenanceLock, "3f00000000000000000000000000000000000000000000000000000000000e1", "3f000000000000000000000000000000000000000000000000000000000000e1", 1)
 	l, err := Parse([]byte(src), "murmur.lock")
 	if err != nil {

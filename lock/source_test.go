@@ -6,6 +6,7 @@ import (
 )
 
 func TestParseSource(t *testing.T) {
+	t.Parallel()
 	o, r, err := ParseSource("github:Acme-Co/murmur.tools_2")
 	if err != nil || o != "Acme-Co" || r != "murmur.tools_2" {
 		t.Fatalf("got %q %q %v", o, r, err)

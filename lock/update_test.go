@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,9 +17,11 @@ import (
 
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
+	"github.com/murmur-nexus/mur/internal/slowdown/deadline"
 )
 
 func TestUpdateWritesAndSkipsNoOps(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), FileName)
 
@@ -74,6 +75,7 @@ func TestUpdateWritesAndSkipsNoOps(t *testing.T) {
 }
 
 func TestUpdateErrorWritesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), FileName)
 	must(t, Update(ctx, path, func(l *Lock) error {
@@ -131,6 +133,7 @@ func TestUpdateErrorWritesNothing(t *testing.T) {
 }
 
 func TestUpdateRefusesBrokenLock(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), FileName)
 	must(t, os.WriteFile(path, []byte("lock_version: 2\n"), 0o644))
 	called := false
@@ -145,6 +148,7 @@ func TestUpdateRefusesBrokenLock(t *testing.T) {
 }
 
 func TestUpdateHonoursContext(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), FileName)
 	release := make(chan struct{})
 	held := make(chan struct{})
@@ -156,7 +160,7 @@ func TestUpdateHonoursContext(t *testing.T) {
 			return nil
 		})
 	}()
-	<-held
+	deadline.Recv(t, held, "the first update taking the lock")
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	err := Update(ctx, path, func(l *Lock) error { t.Error("fn ran without the lock"); return nil })
@@ -164,10 +168,11 @@ func TestUpdateHonoursContext(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 	close(release)
-	must(t, <-done)
+	must(t, deadline.Recv(t, done, "the first update's end"))
 }
 
 func TestConcurrentGoroutinesLoseNothing(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), FileName)
 	const n = 20
 	var wg sync.WaitGroup
@@ -183,7 +188,7 @@ func TestConcurrentGoroutinesLoseNothing(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	deadline.Wait(t, &wg, "the updates")
 	checkEntries(t, path, "acme/g%d", n)
 }
 
@@ -225,19 +230,20 @@ func TestHelperProcess(t *testing.T) {
 	os.Exit(0)
 }
 
-func helper(path, mode string, id int) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
+func helper(t *testing.T, path, mode string, id int) *exec.Cmd {
+	cmd := exec.CommandContext(deadline.Context(t), os.Args[0], "-test.run=^TestHelperProcess$")
 	cmd.Env = append(os.Environ(), helperEnv+"="+mode, "MUR_LOCK_PATH="+path, "MUR_LOCK_ID="+strconv.Itoa(id))
 	return cmd
 }
 
 func TestConcurrentProcessesLoseNothing(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), FileName)
 	const procs = 20
 	cmds := make([]*exec.Cmd, procs)
 	outs := make([]*bytes.Buffer, procs)
 	for i := range procs {
-		cmds[i] = helper(path, "upsert", i)
+		cmds[i] = helper(t, path, "upsert", i)
 		outs[i] = &bytes.Buffer{}
 		cmds[i].Stderr = outs[i]
 		must(t, cmds[i].Start())
@@ -266,8 +272,9 @@ func TestConcurrentProcessesLoseNothing(t *testing.T) {
 // rewrites it as fast as it can, then kills that process with SIGKILL at an arbitrary instant.
 // Every read, and the file after the kill, must parse.
 func TestLockOnDiskIsAlwaysWhole(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), FileName)
-	cmd := helper(path, "forever", 0)
+	cmd := helper(t, path, "forever", 0)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	must(t, cmd.Start())
@@ -337,80 +344,8 @@ func checkEntries(t *testing.T, path, format string, n int) {
 	}
 }
 
-func FuzzParse(f *testing.F) {
-	f.Add([]byte(sampleText))
-	f.Add([]byte("lock_version: 3\nscopes: {}\nartifacts: []\n"))
-	f.Add([]byte("lock_version: 3\nartifacts:\n  - {name: a/b, resolved_version: \"1.0\", sha256: {any: " + h(7) + "}, origin: ci}\n"))
-	f.Add([]byte("lock_version: 3\nscopes: { murmur: { source: github:murmur-nexus/default-artifacts, owner_id: 5, repo_id: 6 } }\n"))
-	f.Add([]byte("lock_version: 2\n"))
-	f.Add([]byte("lock_version: 3\nartifacts: &a [*a]\n"))
-	f.Add([]byte("{"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		l, err := Parse(data, "murmur.lock")
-		if err != nil {
-			if !errors.Is(err, errs.InvalidLock) {
-				t.Fatalf("error without invalid-lock token: %v", err)
-			}
-			return
-		}
-		out := l.Marshal()
-		l2, err := Parse(out, "murmur.lock")
-		if err != nil {
-			t.Fatalf("re-parse of marshalled lock failed: %v\n%s", err, out)
-		}
-		l.Warnings = nil
-		if !reflect.DeepEqual(l, l2) {
-			t.Fatalf("round trip changed the lock:\n%+v\n%+v", l, l2)
-		}
-		if !bytes.Equal(l2.Marshal(), out) {
-			t.Fatal("marshal not stable")
-		}
-	})
-}
-
-func bigLock(n int) []byte {
-	l := &Lock{Scopes: map[string]ScopePin{}}
-	for i := range n {
-		scope := fmt.Sprintf("scope%d", i%50)
-		l.Scopes[scope] = ScopePin{Source: "github:" + scope + "/murmur-artifacts", OwnerID: int64(i + 1), RepoID: int64(i + 2)}
-		name := fmt.Sprintf("%s/tool-%d", scope, i)
-		if i%3 == 0 {
-			l.Upsert(name, "1.2."+strconv.Itoa(i), "linux-x86_64", h(i*7+1), "", false)
-			l.Upsert(name, "1.2."+strconv.Itoa(i), "darwin-aarch64", h(i*7+2), "", false)
-		} else {
-			l.Upsert(name, "1.2."+strconv.Itoa(i), "any", h(i*7+3), "", false)
-		}
-	}
-	return l.Marshal()
-}
-
-func TestBigLockRoundTrip(t *testing.T) {
-	data := bigLock(1000)
-	l, err := Parse(data, "")
-	must(t, err)
-	if len(l.Artifacts) != 1000 || len(l.Scopes) != 50 {
-		t.Fatalf("%d artifacts, %d scopes", len(l.Artifacts), len(l.Scopes))
-	}
-	if !bytes.Equal(l.Marshal(), data) {
-		t.Fatal("1000-entry lock does not round-trip byte for byte")
-	}
-}
-
-func BenchmarkParseMarshal1000(b *testing.B) {
-	data := bigLock(1000)
-	b.SetBytes(int64(len(data)))
-	for b.Loop() {
-		l, err := Parse(data, "")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if len(l.Marshal()) != len(data) {
-			b.Fatal("size changed")
-		}
-	}
-}
-
 func TestUpdateNeverWritesAnUnreadableLock(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), FileName)
 	must(t, Update(context.Background(), path, func(l *Lock) error {
 		return l.Upsert("acme/grep", "1.2.0", "any", h(1), "", false)
@@ -434,6 +369,7 @@ func TestUpdateNeverWritesAnUnreadableLock(t *testing.T) {
 // TestUpdateRefusesASymlinkedGuard: a cloned project may commit .murmur.lock.lck as a symlink;
 // Update refuses it and creates nothing where it points.
 func TestUpdateRefusesASymlinkedGuard(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, FileName)
 	target := filepath.Join(t.TempDir(), "victim")
@@ -450,6 +386,7 @@ func TestUpdateRefusesASymlinkedGuard(t *testing.T) {
 // On a read-only checkout, where the file lock can't be made, an update that changes nothing
 // succeeds, and one that would change the lock fails with the reason it could not.
 func TestUpdateReadOnlyAllowsOnlyNoOps(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), FileName)
 	must(t, Update(ctx, path, func(l *Lock) error {

@@ -19,6 +19,7 @@ import (
 // A remembered key comes back as it was given; a torn, overlong, non-hex or symlinked one is no
 // key at all, and a runner without a compiled cache remembers nothing.
 func TestBlobKeyRoundTripAndHostileFiles(t *testing.T) {
+	t.Parallel()
 	cacheDir := filepath.Join(t.TempDir(), "compiled")
 	r := newRunner(t, Options{CacheDir: cacheDir})
 	d := digest.FromString("blob")
@@ -70,6 +71,7 @@ func TestBlobKeyRoundTripAndHostileFiles(t *testing.T) {
 
 // A remembered key goes with its blob: gc's prune and Evict remove it, and keep the others'.
 func TestBlobKeyGoesWithItsBlob(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store, cacheDir, r := storeAndCache(t)
 	keep, _ := store.Ingest(ctx, strings.NewReader("keep"), -1, "")

@@ -33,8 +33,8 @@ func Evict(ctx context.Context, cacheDir string, store *cas.Store, d digest.Dige
 	}
 	kept := filepath.Join(PayloadDir(cacheDir), d.Encoded()+".wasm")
 	if dir := versionDir(cacheDir); dir != "" {
-		if wasm := payloadOf(ctx, store, d, kept); wasm != nil {
-			drop(filepath.Join(dir, entryName(wasm, true)))
+		if name := entryOf(ctx, store, d, kept); name != "" {
+			drop(filepath.Join(dir, name))
 		}
 	}
 	drop(kept)
@@ -42,23 +42,24 @@ func Evict(ctx context.Context, cacheDir string, store *cas.Store, d digest.Dige
 	return gone
 }
 
-// payloadOf is the payload of blob d, or nil for a component (never compiled) or a blob that
-// can't be read.
-func payloadOf(ctx context.Context, store *cas.Store, d digest.Digest, kept string) []byte {
+// entryOf is the compiled entry's name of blob d's payload, "" for a component (never compiled)
+// or a blob that can't be read. The payload is hashed from the kept copy when that is whole, else
+// as it is decompressed from the blob, never held in memory.
+func entryOf(ctx context.Context, store *cas.Store, d digest.Digest, kept string) string {
 	a, blob, err := artifact.OpenBlob(store.ReaderAt(ctx, d))
 	if err != nil {
-		return nil
+		return ""
 	}
 	defer blob.Close()
 	if a.Component {
-		return nil
+		return ""
 	}
 	if b, ok := mapKept(kept, a); ok {
-		return b
+		return entryName(b, true)
 	}
-	wasm, err := a.ReadPayload()
-	if err != nil {
-		return nil
+	h := newModuleKey(true)
+	if _, err := a.CopyPayload(h); err != nil {
+		return ""
 	}
-	return wasm
+	return entryNameOf(h.Sum(nil))
 }

@@ -27,6 +27,7 @@ func storeAndCache(t *testing.T) (*cas.Store, string, *Runner) {
 // TestEvict: what the compiled cache derives from a blob goes with it, found from the blob's
 // payload, and only that.
 func TestEvict(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store, cacheDir, r := storeAndCache(t)
 	doomedWasm, keptWasm := artifacttest.Module(500, 1), artifacttest.Module(500, 2)

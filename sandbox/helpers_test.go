@@ -5,7 +5,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
+
+	"github.com/murmur-nexus/mur/internal/slowdown/deadline"
+	"github.com/murmur-nexus/mur/sandbox/guesttest"
 )
 
 // sharedCacheDir is one compiled cache for the package's tests, kept between runs beside the
@@ -23,6 +27,34 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Exit(m.Run())
+}
+
+// goGuest returns the multi-call Go guest (guesttest), compiled into the shared cache once per
+// test binary before any test gets it: tests running in parallel then load it, where each would
+// otherwise compile it again.
+func goGuest(t testing.TB) []byte {
+	t.Helper()
+	wasm := guesttest.Go(t)
+	sharedGuest.once.Do(func() {
+		ctx := context.Background()
+		r, err := New(ctx, Options{CacheDir: sharedCacheDir, Warn: func(s string) { sharedGuest.warning = s }})
+		if err != nil {
+			sharedGuest.err = err
+			return
+		}
+		defer r.Close(ctx)
+		sharedGuest.err = r.Precompile(ctx, wasm)
+	})
+	if sharedGuest.err != nil || sharedGuest.warning != "" {
+		t.Fatalf("compiling the Go guest into the shared cache: %v %s", sharedGuest.err, sharedGuest.warning)
+	}
+	return wasm
+}
+
+var sharedGuest struct {
+	once    sync.Once
+	err     error
+	warning string
 }
 
 type warnings struct{ list []string }
@@ -63,7 +95,7 @@ func runFS(t testing.TB, r *Runner, wasm []byte, cfg Config, fsys *rootFS) resul
 	t.Helper()
 	var out, errb bytes.Buffer
 	cfg.Stdout, cfg.Stderr = &out, &errb
-	code, err := r.run(context.Background(), wasm, cfg, fsys)
+	code, err := r.run(deadline.Context(t), wasm, cfg, fsys)
 	return result{code, err, out.String(), errb.String()}
 }
 

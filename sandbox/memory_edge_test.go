@@ -27,6 +27,7 @@ func growModule(delta int64) []byte {
 // (issue 22, item 14). A cap even one page too generous fails here; growing near the cap, not far
 // past it, is what tells.
 func TestMemoryCapIsExactToThePage(t *testing.T) {
+	t.Parallel()
 	r := sharedRunner(t)
 	const capMiB = 8
 	pages := int64(capMiB * 16)

@@ -6,14 +6,13 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
-
-	"github.com/murmur-nexus/mur/sandbox/guesttest"
 )
 
 // TestReservedMemoryGrowsInPlace: growing never moves the memory (so nothing is copied), the
 // cap is the reservation's end, and freed memory reads as zeros instead of faulting (wazero may
 // still read it after the guest exits).
 func TestReservedMemoryGrowsInPlace(t *testing.T) {
+	t.Parallel()
 	a := &reservingAllocator{}
 	defer a.release()
 	m := a.Allocate(wasmPage, 1<<30)
@@ -51,8 +50,9 @@ func TestReservedMemoryGrowsInPlace(t *testing.T) {
 // TestGuestGrowsToItsCap: a guest grows well past its start under the reservation, and a guest
 // that wants more than its cap fails as its own failure, not mur's.
 func TestGuestGrowsToItsCap(t *testing.T) {
+	t.Parallel()
 	r := sharedRunner(t)
-	guest := guesttest.Build(t, "grow")
+	guest := goGuest(t)
 	res := run(t, r, guest, Config{Args: []string{"grow", "200"}, MemoryMiB: 256})
 	if res.err != nil || res.code != 0 || !strings.HasPrefix(res.stdout, "grew 200 MiB") {
 		t.Fatalf("grow 200 under 256 MiB: %d, %v, %q %q", res.code, res.err, res.stdout, lastLine(res.stderr))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -33,21 +34,32 @@ func LoadPayload(ctx context.Context, store *cas.Store, d digest.Digest, payload
 	}
 	defer blob.Close()
 	store.Touch(d)
-	kept := ""
 	if payloadDir != "" && !a.Component {
-		kept = filepath.Join(payloadDir, d.Encoded()+".wasm")
+		kept := filepath.Join(payloadDir, d.Encoded()+".wasm")
 		if b, ok := mapKept(kept, a); ok {
 			return b, a, nil
 		}
+		// Decompressed straight into the kept file and mapped from there, never held on the
+		// heap whole. Best effort: a payload that can't be kept is mapped from a file of its own
+		// below, and one a crash lost or cut short fails its CRC-32 check and is decompressed
+		// again next time.
+		if atomicfile.MkdirPrivate(payloadDir) == nil {
+			err := atomicfile.WriteCacheFrom(kept, 0o600, func(w io.Writer) error {
+				_, err := a.CopyPayload(w)
+				return err
+			})
+			if errs.TokenOf(err) == errs.InvalidArtifact {
+				return nil, nil, err
+			}
+			if b, ok := mapKept(kept, a); ok {
+				return b, a, nil
+			}
+		}
 	}
-	wasm, err := a.ReadPayload()
+	// The mapping lives as long as the process, which for `mur run` is one run.
+	wasm, _, err := a.MapPayload(store.TempDir())
 	if err != nil {
 		return nil, nil, err
-	}
-	if kept != "" && atomicfile.MkdirPrivate(payloadDir) == nil {
-		// Best effort: a payload that can't be kept is inflated again next time, and one a
-		// crash lost or cut short fails its CRC-32 check and is too.
-		_ = atomicfile.WriteCache(kept, wasm, 0o600)
 	}
 	return wasm, a, nil
 }

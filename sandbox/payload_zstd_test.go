@@ -15,18 +15,18 @@ import (
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/errs/errtest"
-	"github.com/murmur-nexus/mur/sandbox/guesttest"
 )
 
 // `mur run` of an artifact packed with zstd: the payload is decoded from the verified blob (and
 // kept), and the guest runs. A damaged zstd payload is refused with invalid-artifact.
 func TestRunZstdPayload(t *testing.T) {
+	t.Parallel()
 	store, err := cas.Open(filepath.Join(t.TempDir(), "cas"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	wasm := guesttest.Build(t, "hello")
+	wasm := goGuest(t)
 	spec := artifacttest.Spec{Name: "hello", Version: "1.0.0", Wasm: wasm, Compression: artifact.Zstd}
 	blob := spec.Zip()
 	d, err := store.Ingest(ctx, bytes.NewReader(blob), int64(len(blob)), digest.FromBytes(blob))

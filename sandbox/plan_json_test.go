@@ -11,6 +11,7 @@ import (
 // run --explain-scope --json prints a Plan: every key, nested ones included, is snake_case like
 // every other command's JSON.
 func TestPlanJSONKeysAreSnakeCase(t *testing.T) {
+	t.Parallel()
 	p := Plan{
 		Artifact: "acme/grep", Preopens: []Mount{{GuestPath: "/", HostPath: "/w"}},
 		Subtrees: []Mount{{GuestPath: "/state", HostPath: "/s"}},

@@ -27,6 +27,7 @@ func storeSize(t *testing.T, dir string) int64 {
 // every way it can grow a file: writes, appends, writes at a far offset, truncates, new files.
 // Removing and truncating gives the room back.
 func TestStateStoreQuotaHoldsAgainstAGuestFillingIt(t *testing.T) {
+	t.Parallel()
 	work, store := t.TempDir(), t.TempDir()
 	const limit = 64 << 10
 	os.WriteFile(filepath.Join(store, "old.txt"), make([]byte, 16<<10), 0o600) // counted from the start
@@ -100,6 +101,7 @@ func TestStateStoreQuotaHoldsAgainstAGuestFillingIt(t *testing.T) {
 // limits.state_mib reaches the mounted store: narrowed by an artifact, defaulted when unset,
 // and enforced on the folders p.open mounts.
 func TestStateQuotaFromTheCapsule(t *testing.T) {
+	t.Parallel()
 	narrow := "  - name: acme/grep\n    version: \"1.0.0\"\n    capabilities:\n      limits: { state_mib: 1 }\n"
 	for _, tt := range []struct {
 		caps      string
@@ -140,6 +142,7 @@ func TestStateQuotaFromTheCapsule(t *testing.T) {
 // holds the data: were it refunded, the guest could write a whole quota more on top of it. The
 // last name going gives the bytes back.
 func TestStateQuotaChargesAHardLinkedFileOnceAndKeepsItWhileALinkHoldsIt(t *testing.T) {
+	t.Parallel()
 	const size, limit = 16 << 10, 64 << 10
 	const create = experimentalsys.O_WRONLY | experimentalsys.O_CREAT
 	for _, tt := range []struct {

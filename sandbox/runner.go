@@ -220,7 +220,7 @@ func (r *Runner) Precompile(ctx context.Context, wasm []byte) error {
 	if r.entryDir != "" && checkEntry(filepath.Join(r.entryDir, entryName(wasm, true)), wazeroVersion(), true) == nil {
 		return nil
 	}
-	rt := wazero.NewRuntimeWithConfig(ctx, r.runtimeConfig())
+	rt := wazero.NewRuntimeWithConfig(ctx, r.runtimeConfig().WithDebugInfoEnabled(keepsDebugInfo(wasm)))
 	defer rt.Close(ctx)
 	cm, err := r.compile(ctx, rt, wasm)
 	if err != nil {
@@ -247,7 +247,7 @@ func (r *Runner) run(ctx context.Context, wasm []byte, cfg Config, root *rootFS)
 	if err := preflight(wasm); err != nil {
 		return StatusNotExecutable, err
 	}
-	rc := r.runtimeConfig()
+	rc := r.runtimeConfig().WithDebugInfoEnabled(keepsDebugInfo(wasm))
 	if cfg.MemoryMiB > 0 {
 		pages := uint64(cfg.MemoryMiB) * 16
 		if pages > 65536 {
@@ -451,8 +451,8 @@ func (r *Runner) compile(ctx context.Context, rt wazero.Runtime, wasm []byte) (w
 		if ctx.Err() != nil {
 			return nil, errs.Wrap(err, errs.Internal, "compiling the module was interrupted: %v", ctx.Err())
 		}
-		if strings.Contains(err.Error(), "over limit of") {
-			return nil, &errs.Error{Token: errs.InvalidArtifact, Msg: fmt.Sprintf("the module needs more memory than the cap allows (%v); raise limits.memory_mib in murmur.yaml", err), Err: errors.Join(ErrNotExecutable, err)}
+		if err := memoryLimitError(err); err != nil {
+			return nil, err
 		}
 		return nil, &errs.Error{Token: errs.InvalidArtifact, Msg: fmt.Sprintf("the payload is not a valid WebAssembly module: %v", err), Err: errors.Join(ErrNotExecutable, err)}
 	}

@@ -16,14 +16,14 @@ import (
 
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/slowdown"
-	"github.com/murmur-nexus/mur/sandbox/guesttest"
+	"github.com/murmur-nexus/mur/internal/slowdown/deadline"
 	"github.com/murmur-nexus/mur/state"
 )
 
 func TestHelloArgsAndEnv(t *testing.T) {
 	t.Setenv("MUR_HOST_ONLY", "must-not-leak")
 	r := sharedRunner(t)
-	res := runFS(t, r, guesttest.Build(t, "hello"), Config{
+	res := runFS(t, r, goGuest(t), Config{
 		Args: []string{"hello", "one two", "three"},
 		Env:  []string{"PWD=/", "GREETING=hi"},
 	}, openFS(t, workdir(t), false))
@@ -37,8 +37,9 @@ func TestHelloArgsAndEnv(t *testing.T) {
 }
 
 func TestStatePersistsAcrossRuns(t *testing.T) {
+	t.Parallel()
 	r := sharedRunner(t)
-	guest := guesttest.Build(t, "state")
+	guest := goGuest(t)
 	store, err := state.Ensure(filepath.Join(t.TempDir(), "state"), "notes")
 	if err != nil {
 		t.Fatal(err)
@@ -74,8 +75,9 @@ func TestStatePersistsAcrossRuns(t *testing.T) {
 }
 
 func TestStateWithoutMountMissesTheStore(t *testing.T) {
+	t.Parallel()
 	r := sharedRunner(t)
-	guest := guesttest.Build(t, "state")
+	guest := goGuest(t)
 	store, err := state.Ensure(filepath.Join(t.TempDir(), "state"), "notes")
 	if err != nil {
 		t.Fatal(err)
@@ -105,6 +107,7 @@ func TestStateWithoutMountMissesTheStore(t *testing.T) {
 // preopen (fd 3), reaches the store by the path state/..., with or without a leading "./", and
 // a name that merely starts with "state" stays in the workdir.
 func TestRawGuestReachesStateThroughTheRoot(t *testing.T) {
+	t.Parallel()
 	r := sharedRunner(t)
 	store, err := state.Ensure(filepath.Join(t.TempDir(), "state"), "notes")
 	if err != nil {
@@ -212,11 +215,12 @@ func sameSnapshot(t *testing.T, what string, before, after map[string]string) {
 }
 
 func TestEveryEscapeIsDenied(t *testing.T) {
+	t.Parallel()
 	r := sharedRunner(t)
 	f := newEscapeFixture(t)
 	before := snapshot(t, f.base)
 
-	res := runFS(t, r, guesttest.Build(t, "escaper"), Config{Args: []string{"escaper", f.secret}, Env: []string{"PWD=/"}}, f.fs(t))
+	res := runFS(t, r, goGuest(t), Config{Args: []string{"escaper", f.secret}, Env: []string{"PWD=/"}}, f.fs(t))
 	if res.err != nil || res.code != 0 {
 		t.Fatalf("Run = %d, %v; stderr %s", res.code, res.err, res.stderr)
 	}
@@ -249,6 +253,7 @@ func TestEveryEscapeIsDenied(t *testing.T) {
 }
 
 func TestReadOnlySubtreeThroughWritableParentFD(t *testing.T) {
+	t.Parallel()
 	r := sharedRunner(t)
 	f := newEscapeFixture(t)
 	if err := os.Symlink("ro", filepath.Join(f.work, "to-ro")); err != nil {
@@ -277,8 +282,9 @@ func TestReadOnlySubtreeThroughWritableParentFD(t *testing.T) {
 }
 
 func TestTimeout(t *testing.T) {
+	t.Parallel()
 	r := sharedRunner(t)
-	guest := guesttest.Build(t, "sleeper")
+	guest := goGuest(t)
 	run(t, r, guest, Config{Args: []string{"sleeper", "0"}}) // compile outside the timed run
 	start := time.Now()
 	res := run(t, r, guest, Config{Args: []string{"sleeper", "60"}, Timeout: time.Second})
@@ -298,8 +304,9 @@ func TestTimeout(t *testing.T) {
 }
 
 func TestExitCode(t *testing.T) {
+	t.Parallel()
 	r := sharedRunner(t)
-	guest := guesttest.Build(t, "exitcode")
+	guest := goGuest(t)
 	for _, code := range []int{0, 3, 42} {
 		res := run(t, r, guest, Config{Args: []string{"exitcode", strconv.Itoa(code)}})
 		if res.err != nil || res.code != code || ExitStatus(res.code, res.err) != code {
@@ -309,8 +316,9 @@ func TestExitCode(t *testing.T) {
 }
 
 func TestMemoryCap(t *testing.T) {
+	t.Parallel()
 	r := sharedRunner(t)
-	res := run(t, r, guesttest.Build(t, "memhog"), Config{Args: []string{"memhog"}, MemoryMiB: 32})
+	res := run(t, r, goGuest(t), Config{Args: []string{"memhog"}, MemoryMiB: 32})
 	if res.code == 0 || strings.Contains(res.stdout, "did not hold") {
 		t.Fatalf("memhog under a 32 MiB cap: %d, %v, %q", res.code, res.err, res.stdout)
 	}
@@ -328,7 +336,7 @@ func TestMemoryCap(t *testing.T) {
 	}
 	t.Logf("memhog: %d %v %q %q", res.code, res.err, res.stdout, lastLine(res.stderr))
 	// A guest that fails far below its cap gets no such note.
-	if res := run(t, r, guesttest.Build(t, "exitcode"), Config{Args: []string{"exitcode", "3"}, MemoryMiB: 512}); res.err != nil || res.code != 3 {
+	if res := run(t, r, goGuest(t), Config{Args: []string{"exitcode", "3"}, MemoryMiB: 512}); res.err != nil || res.code != 3 {
 		t.Errorf("exitcode 3 under a 512 MiB cap: %d, %v", res.code, res.err)
 	}
 }
@@ -339,6 +347,7 @@ func lastLine(s string) string {
 }
 
 func TestNotExecutable(t *testing.T) {
+	t.Parallel()
 	r := sharedRunner(t)
 	for _, tc := range []struct {
 		name   string
@@ -370,6 +379,7 @@ func TestNotExecutable(t *testing.T) {
 }
 
 func TestTrap(t *testing.T) {
+	t.Parallel()
 	r := sharedRunner(t)
 	res := run(t, r, trapModule(), Config{Args: []string{"trap"}})
 	if !errors.Is(res.err, ErrTrap) || ExitStatus(res.code, res.err) != StatusTrap {
@@ -384,9 +394,10 @@ func TestTrap(t *testing.T) {
 // A caller that cancels the run (mur does on Ctrl-C and SIGTERM) stops a spinning guest; that
 // is neither mur's failure nor the guest's: token interrupted, status 130.
 func TestCancelStopsASpinningGuest(t *testing.T) {
+	t.Parallel()
 	r := sharedRunner(t)
-	guest := guesttest.Build(t, "spin")
-	ctx, cancel := context.WithCancel(context.Background())
+	guest := goGuest(t)
+	ctx, cancel := context.WithCancel(deadline.Context(t))
 	started := &signalWriter{line: "spinning", seen: make(chan struct{})}
 	done := make(chan struct{})
 	var code int
@@ -395,9 +406,9 @@ func TestCancelStopsASpinningGuest(t *testing.T) {
 		defer close(done)
 		code, err = r.Run(ctx, guest, Config{Args: []string{"spin"}, Stderr: started})
 	}()
-	<-started.seen
+	deadline.Recv(t, started.seen, `the guest's "spinning"`)
 	cancel()
-	<-done
+	deadline.Recv(t, done, "the canceled run's end")
 	if code != StatusInterrupted || !errors.Is(err, ErrInterrupted) || errs.TokenOf(err) != errs.Interrupted || ExitStatus(code, err) != 130 {
 		t.Fatalf("Run = %d, %v (token %s); want 130, ErrInterrupted, interrupted", code, err, errs.TokenOf(err))
 	}

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # make ci-demo: the README's CI recipe played locally. The first half warms a cache with the
 # network (a real docker-registry on loopback when it is installed, else an OCI layout folder),
-# the second half restores the cache, switches every store off and runs offline.
+# the second half restores the cache, switches every store off and runs offline. Each step is a
+# line of docs/ci.md's recipe: warm --locked, verify --frozen, run --frozen. MUR=PATH runs
+# another mur than bin/mur.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-mur="$root/bin/mur"
+mur="${MUR:-$root/bin/mur}"
 work=$(mktemp -d "${TMPDIR:-/tmp}/mur-ci-demo.XXXXXX")
 regpid=""
 cleanup() { [ -n "$regpid" ] && kill "$regpid" 2>/dev/null; rm -rf "$work"; }
@@ -53,17 +55,16 @@ export MURMUR_HOME="$work/ci-cache/murmur-home"
 rm -rf "$MURMUR_HOME" tools
 
 step "CI job 1 (cache miss, network on): key = sha256(murmur.lock) = $(sha256sum murmur.lock | cut -c1-16)…"
-run "$mur" warm
-run "$mur" warm   # idempotent: one summary line, no request
+run "$mur" warm --locked
+run "$mur" warm --locked   # idempotent: one summary line, no request
 tar -C "$work/ci-cache" -cf "$work/cache.tar" murmur-home
 
 step "CI job 2 (cache hit): every store switched off"
 if [ -n "$regpid" ]; then kill "$regpid"; wait "$regpid" 2>/dev/null || true; regpid=""; else mv "$work/layout" "$work/layout.off"; fi
 rm -rf "$work/ci-cache" tools
 mkdir -p "$work/ci-cache" && tar -C "$work/ci-cache" -xf "$work/cache.tar"
-export MUR_OFFLINE=1
-run "$mur" pull
-run "$mur" verify
-run "$mur" run notes -- add "ran offline in CI"
+run "$mur" warm --locked   # a cache hit: no request, so no store is needed
+run "$mur" verify --frozen
+run "$mur" run --frozen notes -- add "ran offline in CI"
 echo
 echo "ci-demo complete: warmed with network, ran offline with every store down"

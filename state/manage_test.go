@@ -15,6 +15,7 @@ import (
 // A store a run holds is refused, not removed from under the guest; once the run ends it goes,
 // with everything in it, and the listing no longer shows it.
 func TestRemoveRefusesAHeldStore(t *testing.T) {
+	t.Parallel()
 	root := filepath.Join(t.TempDir(), "state")
 	dir, err := Ensure(root, "daily")
 	if err != nil {
@@ -69,6 +70,7 @@ func TestRemoveRefusesAHeldStore(t *testing.T) {
 // Remove deletes only a folder mur made: a plain file or a symlink where a store should be is
 // refused with denied and left as it is, and what the symlink points at is not touched.
 func TestRemoveRefusesWhatIsNotAStoreFolder(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		make func(t *testing.T, path, outside string) // puts something other than a folder at path

@@ -16,6 +16,7 @@ import (
 // TestOpenHoldsTheStore: Open returns the store it created, held: what is made through it lands
 // in that folder even after its path is taken over, and a store that is a symlink is refused.
 func TestOpenHoldsTheStore(t *testing.T) {
+	t.Parallel()
 	root := filepath.Join(t.TempDir(), "state")
 	f, err := Open(root, "notes")
 	if err != nil {

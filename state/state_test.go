@@ -13,6 +13,7 @@ import (
 )
 
 func TestValidateStoreName(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		ok   bool
@@ -54,6 +55,7 @@ func TestValidateStoreName(t *testing.T) {
 }
 
 func TestReportsTouchesNothing(t *testing.T) {
+	t.Parallel()
 	root := filepath.Join(t.TempDir(), "home", "state")
 	got, err := Reports(root, []Grant{{Artifact: "acme/a", Store: "notes"}, {Artifact: "acme/b", Store: "cache"}})
 	if err != nil {
@@ -77,6 +79,7 @@ func TestReportsTouchesNothing(t *testing.T) {
 }
 
 func TestReportsRejectsBadName(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	_, err := Reports(root, []Grant{{Artifact: "acme/ok", Store: "fine"}, {Artifact: "acme/bad", Store: "../up"}})
 	if !errors.Is(err, errs.InvalidManifest) {
@@ -101,6 +104,7 @@ func mode(t *testing.T, p string) os.FileMode {
 }
 
 func TestEnsureCreatesPrivateAndReasserts(t *testing.T) {
+	t.Parallel()
 	root := filepath.Join(t.TempDir(), "state")
 	dir, err := Ensure(root, "notes")
 	if err != nil {
@@ -140,6 +144,7 @@ func TestEnsureCreatesPrivateAndReasserts(t *testing.T) {
 }
 
 func TestEnsureRefusesSymlinkAndFile(t *testing.T) {
+	t.Parallel()
 	root := filepath.Join(t.TempDir(), "state")
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		t.Fatal(err)
@@ -171,6 +176,7 @@ func TestEnsureRefusesSymlinkAndFile(t *testing.T) {
 // TestCheckCapsule: every store name a murmur.yaml gives is held to the one rule, and the refusal
 // names the file and line.
 func TestCheckCapsule(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ name, yaml, want string }{
 		{"bad store slash", "name: c\ncapabilities:\n  state: { store: a/b }\n", `capabilities.state.store "a/b" is not a store name`},
 		{"bad store dot", "name: c\ncapabilities:\n  state: { store: .hidden }\n", "must not start with '.'"},

@@ -2,10 +2,15 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/config"
+	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
@@ -22,10 +27,9 @@ declares already moves to the version asked for, with its pin.`,
 mur add acme/grep@1.2.0 acme/sed@4.9.0
 mur add --json acme/grep`,
 		flags: func(fs *pflag.FlagSet) {
-			fs.StringVar(&f.platform, "platform", "", "platform to pull for (default: this machine's)")
+			f.platform.registerPins(fs, "pull for", true)
 			f.stores.register(fs, "add a store for this command")
-			fs.IntVar(&f.jobs, "jobs", 4, "downloads in flight, as slots of 8 MiB of blob (small artifacts share one and download together); also bounds their connections")
-			fs.IntVar(&f.connections, "connections", fetch.DefaultConnections, "connections one large blob is fetched over")
+			f.download.register(fs, true)
 			fs.BoolVar(&f.noPrecompile, "no-precompile", false, "don't compile wasm payloads after pulling")
 		},
 		run: func(e *env, args []string) error {
@@ -34,6 +38,23 @@ mur add --json acme/grep`,
 			}
 			return pullWith(e, f, args, true)
 		},
+	}
+}
+
+// warnStoresNotKept says, of each --store that config.yaml does not list, that it served this
+// command only: murmur.yaml and murmur.lock now name artifacts that the next pull, a teammate's
+// or CI's, will not find there. It shows the line that keeps it.
+func warnStoresNotKept(e *env, p *project, stores []string) {
+	wd, _ := os.Getwd()
+	for _, s := range stores {
+		if slices.Contains(p.cfg.Stores, fstore.ResolveStore(fstore.CleanStoreAddress(s), wd)) {
+			continue
+		}
+		line, err := fetch.ProjectStore(s, wd, p.Dir)
+		if err != nil {
+			continue
+		}
+		e.Warn("--store %s is for this command only: no config.yaml lists it, so the next 'mur pull' (yours, a teammate's or CI's) won't ask it; to keep it, add it to %s: stores: [%q]", s, filepath.Join(p.Dir, config.ProjectFile), line)
 	}
 }
 
@@ -68,7 +89,7 @@ mur rm --json acme/grep acme/sed`,
 				}
 				names = append(names, n)
 			}
-			removed, err := fetch.Undeclare(e.ctx, p.Project, in, names)
+			removed, err := fetch.Undeclare(e.ctx, p.Project, in, names, func(s string) { e.Warn("%s", s) })
 			if e.g.json {
 				var undeclared []string
 				for _, n := range names {

@@ -129,7 +129,7 @@ func namesByDigest(recs []cas.Record) map[digest.Digest][]string {
 }
 
 func cacheVerifyCmd() *command {
-	return &command{name: "verify", short: "re-hash every blob on every core; damaged ones go to quarantine",
+	return &command{name: "verify", short: "re-hash every blob and check each packed artifact as a pull does; damaged ones go to quarantine",
 		examples: `mur cache verify
 mur cache verify --json`,
 		run: func(e *env, args []string) error {
@@ -141,7 +141,7 @@ mur cache verify --json`,
 				return err
 			}
 			start := time.Now()
-			rep, err := s.VerifyAll(e.ctx, 0)
+			rep, err := fetch.VerifyCache(e.ctx, s)
 			if err != nil {
 				return err
 			}
@@ -279,7 +279,7 @@ mur cache gc --keep a/murmur.lock --keep b/murmur.lock --older-than 168h`,
 				e.Warn("%s", w)
 			}
 			if rep.OverMaxSize {
-				e.Progress("mur: warning: the blobs that locks pin or pulls are bringing in hold %s, over --max-size %s; remove projects you no longer use, or raise the size", cas.FormatSize(rep.Size), cas.FormatSize(capBytes))
+				e.Warn("the blobs that locks pin or pulls are bringing in hold %s, over --max-size %s; remove projects you no longer use, or raise the size", cas.FormatSize(rep.Size), cas.FormatSize(capBytes))
 			}
 			return nil
 		}}

@@ -25,7 +25,7 @@ func cacheExportCmd() *command {
 mur cache export --lock a/murmur.lock --lock b/murmur.lock -o ci.tar.zst`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringArrayVar(&locks, "lock", nil, "a murmur.lock whose pinned blobs to export (repeatable)")
-			fs.StringVarP(&out, "output", "o", "", "the bundle file to write")
+			registerOutput(fs, &out, "", "the bundle file to write")
 		},
 		run: func(e *env, args []string) error {
 			if len(args) > 0 || len(locks) == 0 || out == "" {

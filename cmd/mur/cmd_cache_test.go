@@ -45,6 +45,7 @@ func cacheHome(t *testing.T) (string, *cas.Store, digest.Digest, digest.Digest) 
 }
 
 func TestCacheLs(t *testing.T) {
+	t.Parallel()
 	h, _, a, b := cacheHome(t)
 	code, out, errOut := runMur(t, "--home", h, "cache", "ls", "--json")
 	if code != 0 {
@@ -82,6 +83,7 @@ func TestCacheLs(t *testing.T) {
 }
 
 func TestCacheVerify(t *testing.T) {
+	t.Parallel()
 	h, s, a, b := cacheHome(t)
 	// The summary is the result: on stdout, -q or not.
 	if code, out, errOut := runMur(t, "--home", h, "-q", "cache", "verify"); code != 0 || !strings.HasPrefix(out, "checked 2 blobs, ") || errOut != "" {
@@ -109,6 +111,7 @@ func TestCacheVerify(t *testing.T) {
 }
 
 func TestCacheGC(t *testing.T) {
+	t.Parallel()
 	h, s, a, b := cacheHome(t)
 	old := time.Now().Add(-40 * 24 * time.Hour)
 	os.Chtimes(s.Path(a), old, old)
@@ -138,6 +141,7 @@ func TestCacheGC(t *testing.T) {
 }
 
 func TestCacheRecordsAndPath(t *testing.T) {
+	t.Parallel()
 	h, _, a, _ := cacheHome(t)
 	code, out, _ := runMur(t, "--home", h, "--json", "cache", "records", "--digest", string(a))
 	var recs struct {
@@ -179,6 +183,7 @@ func TestCacheRecordsAndPath(t *testing.T) {
 }
 
 func TestCacheGCKeepsWhatALockPins(t *testing.T) {
+	t.Parallel()
 	h, s, a, b := cacheHome(t)
 	dir := t.TempDir()
 	lockPath := filepath.Join(dir, "murmur.lock")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -11,11 +10,11 @@ import (
 	"github.com/murmur-nexus/mur/fetch/github"
 	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/errs"
-	"github.com/murmur-nexus/mur/internal/ref"
 )
 
 func indexCmd() *command {
-	var scope, release, out, merge, platform, published string
+	var scope, release, out, merge, published string
+	var platform platformFlag
 	return &command{
 		name:  "index",
 		args:  "FILE.mur.zip... --scope S --release TAG [-o murmur-index.json] [--merge OLD] [--published TIME]",
@@ -31,16 +30,16 @@ mur index grep-1.2.0-linux.mur.zip --scope acme --release v1.2.0 --platform linu
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&scope, "scope", "", "the scope (the GitHub owner, lowercased)")
 			fs.StringVar(&release, "release", "", "the release tag the files are attached to")
-			fs.StringVarP(&out, "output", "o", "murmur-index.json", "the index file to write")
+			registerOutput(fs, &out, "murmur-index.json", "the index file to write")
 			fs.StringVar(&merge, "merge", "", "an existing index to merge into")
-			fs.StringVar(&platform, "platform", ref.PlatformAny, "the files' platform")
+			platform.registerPayload(fs)
 			fs.StringVar(&published, "published", "", "when the files were released, RFC 3339 (default now)")
 		},
 		run: func(e *env, args []string) error {
 			if len(args) == 0 || scope == "" {
 				return usagef("mur index needs FILE.mur.zip... and --scope, e.g. 'mur index grep-1.2.0.mur.zip --scope acme --release v1.2.0'")
 			}
-			if err := checkPlatform(&platform, false); err != nil {
+			if err := platform.check(); err != nil {
 				return err
 			}
 			at := time.Now()
@@ -51,16 +50,12 @@ mur index grep-1.2.0-linux.mur.zip --scope acme --release v1.2.0 --platform linu
 				}
 				at = t
 			}
-			ix, err := github.IndexFilesAt(args, scope, release, platform, at)
+			ix, err := github.IndexFilesAt(args, scope, release, platform.value, at)
 			if err != nil {
 				return err
 			}
 			if merge != "" {
-				b, err := os.ReadFile(merge)
-				if err != nil {
-					return errs.Wrap(err, errs.NotFound, "can't read --merge %s: %v", merge, err)
-				}
-				old, err := github.ParseIndex(b)
+				old, err := github.ReadIndexFile(merge)
 				if err != nil {
 					return err
 				}

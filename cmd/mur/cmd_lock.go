@@ -23,18 +23,21 @@ func lockCmd() *command {
 from metadata alone: a registry's manifest, a layout's index.json, a GitHub source's index. It
 downloads no payload and stages no tools/; the next pull checks the bytes against the pin. A
 latest entry stays at its pin unless --bump; an entry whose version changed moves; a pin no
-entry declares is dropped (when no REF is named). --check changes nothing and fails with
+entry declares is dropped (when no REF is named). --bump NAME also moves an exact entry named to
+the newest release, in murmur.yaml as well as murmur.lock, and says so ("declared NAME@VERSION
+in murmur.yaml"), as 'mur pull --update' does. --check changes nothing and fails with
 lock-mismatch when murmur.lock does not follow murmur.yaml.`,
 		examples: `mur lock
 mur lock --check                        # CI: fail if murmur.lock does not follow murmur.yaml
 mur lock --bump                         # move latest entries to the newest version
+mur lock --bump acme/grep               # move acme/grep to the newest version, in murmur.yaml too
 mur lock acme/grep --dry-run --json
 mur lock forget-scope acme`,
 		flags: func(fs *pflag.FlagSet) {
-			fs.BoolVar(&bump, "bump", false, "move latest entries to the newest version")
+			fs.BoolVar(&bump, "bump", false, "move latest entries to the newest version; with REFs, the exact entries named too, in murmur.yaml as well")
 			fs.BoolVar(&dry, "dry-run", false, "resolve and report, write nothing")
 			fs.BoolVar(&chk, "check", false, "only check that murmur.lock follows murmur.yaml; no network, no writes")
-			fs.StringVar(&f.platform, "platform", "", "platform to pin for (default: this machine's)")
+			f.platform.registerPins(fs, "pin for", false)
 			fs.StringSliceVar(&f.from, "from", nil, "narrow install.from: stores, sources")
 			f.stores.register(fs, "add a store for this command")
 		},
@@ -55,7 +58,7 @@ mur lock forget-scope acme --json`,
 }
 
 func runLock(e *env, f *pullFlags, args []string, bump, dryRun, check bool) error {
-	if err := checkPlatform(&f.platform, false); err != nil {
+	if err := f.platform.check(); err != nil {
 		return err
 	}
 	p, l, err := e.openLocked()
@@ -70,7 +73,7 @@ func runLock(e *env, f *pullFlags, args []string, bump, dryRun, check bool) erro
 		if len(args) > 0 || bump || dryRun {
 			return usagef("--check takes no REF, --bump or --dry-run: it checks the whole lock and changes nothing")
 		}
-		ms := in.Mismatches(l, f.platform)
+		ms := in.Mismatches(l, f.platform.value)
 		if e.g.json {
 			return jsonThen(e, struct {
 				Mismatches []lock.Mismatch `json:"mismatches"`
@@ -93,7 +96,7 @@ func runLock(e *env, f *pullFlags, args []string, bump, dryRun, check bool) erro
 	if err != nil {
 		return err
 	}
-	puller, err := p.puller(e, f.stores, fetch.PullerOptions{CAS: store, Platform: f.platform, Connections: 1})
+	puller, err := p.puller(e, f.stores, fetch.PullerOptions{CAS: store, Platform: f.platform.value, Connections: 1})
 	if err != nil {
 		return err
 	}
@@ -110,6 +113,13 @@ func runLock(e *env, f *pullFlags, args []string, bump, dryRun, check bool) erro
 		}
 	}
 	if err == nil {
+		for _, d := range rep.Declared {
+			if dryRun {
+				fmt.Fprintf(e.stdout, "would declare %s in %s\n", d, in.Path)
+			} else {
+				fmt.Fprintf(e.stdout, "declared %s in %s\n", d, in.Path)
+			}
+		}
 		switch {
 		case dryRun:
 			fmt.Fprintf(e.stdout, "dry run: %s was not changed\n", p.LockPath())

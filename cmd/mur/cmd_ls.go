@@ -6,6 +6,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/lock"
@@ -28,7 +30,7 @@ mur ls --json`,
 			if len(args) > 0 {
 				return usagef("'mur ls' takes no arguments, got %q; 'mur info %s' shows one artifact", args, args[0])
 			}
-			in, done, err := localInput(e)
+			in, _, done, err := localInput(e)
 			if err != nil {
 				return err
 			}
@@ -61,16 +63,32 @@ mur ls --json`,
 }
 
 func infoCmd() *command {
+	var (
+		bundleOut string
+		stores    storeFlags
+	)
 	return &command{
 		name:  "info",
-		args:  "REF",
+		args:  "REF [--bundle-out FILE]",
 		short: "show what mur knows of one artifact: pin, cached blob, pulls, provenance, compiled",
 		long: `REF is scope/name, or scope/name@version for another version than the pinned one. mur
 info reads murmur.yaml, murmur.lock, the pull records, the CAS, tools/ and the compiled cache;
-it asks no store. It fails with not-found when none of them knows the artifact.`,
+it asks no store. It fails with not-found when none of them knows the artifact.
+
+--bundle-out FILE writes the Sigstore bundle of the pin for this machine to FILE: the one a pull
+verified, from the CAS; else the first one the stores (--store, then config.yaml's) or the
+scope's source hold for that digest, which mur info does not verify: check it with 'mur verify
+FILE.mur.zip --bundle FILE' or cosign (docs/provenance.md).`,
 		examples: `mur info acme/grep
 mur info acme/grep@1.1.0
-mur info --json acme/grep`,
+mur info --json acme/grep
+mur info acme/grep --bundle-out grep.sigstore.json
+mur info acme/grep --bundle-out grep.sigstore.json --store oci://registry.internal:5000/murmur`,
+		flags: func(fs *pflag.FlagSet) {
+			fs.StringVar(&bundleOut, "bundle-out", "", "write the pin's Sigstore bundle to this file (from the CAS, else a store or the source)")
+			stores.register(fs, "a store to ask for --bundle-out's bundle")
+			_ = fs.SetAnnotation("store", onlyWithAnnotation, []string{"bundle-out"})
+		},
 		run: func(e *env, args []string) error {
 			if len(args) != 1 {
 				return usagef("'mur info' takes one REF (scope/name or scope/name@version), found %d arguments; 'mur ls' lists them all", len(args))
@@ -82,7 +100,10 @@ mur info --json acme/grep`,
 			if r.IsFile() {
 				return usagef("'mur info' takes scope/name, not a file; 'mur pull %s' reads the file's name and version", args[0])
 			}
-			in, done, err := localInput(e)
+			if len(stores.stores) > 0 && bundleOut == "" {
+				return usagef("--store is where --bundle-out looks for a bundle; mur info itself asks no store")
+			}
+			in, p, done, err := localInput(e)
 			if err != nil {
 				return err
 			}
@@ -91,29 +112,34 @@ mur info --json acme/grep`,
 			if err != nil {
 				return err
 			}
+			var out *bundleWritten
+			if bundleOut != "" {
+				if out, err = writePinBundle(e, p, in, info, stores, bundleOut); err != nil {
+					return err
+				}
+			}
 			if e.g.json {
 				recs := make([]recordJSON, len(info.Records))
 				for i, r := range info.Records {
 					recs[i] = toRecordJSON(r)
 				}
-				return e.JSON(infoJSON{Name: info.Name, Requested: info.Requested, Locked: info.Locked, Source: info.Source,
-					Pins: info.Pins, Provenance: info.Provenance, Records: recs})
+				return e.JSON(infoJSON{ArtifactInfo: *info, Records: recs, Bundle: out})
 			}
 			printInfo(e, info)
+			if out != nil {
+				printBundleWritten(e, out)
+			}
 			return nil
 		},
 	}
 }
 
-// infoJSON is mur info --json: the pull records in cache records' shape.
+// infoJSON is mur info --json: what fetch.Info found, the pull records in cache records' shape,
+// and what --bundle-out wrote (null without it).
 type infoJSON struct {
-	Name       string          `json:"name"`
-	Requested  string          `json:"requested"`
-	Locked     string          `json:"locked"`
-	Source     string          `json:"source"`
-	Pins       []fetch.Listed  `json:"pins"`
-	Provenance *cas.Provenance `json:"provenance"`
-	Records    []recordJSON    `json:"records"`
+	fetch.ArtifactInfo
+	Records []recordJSON   `json:"records"`
+	Bundle  *bundleWritten `json:"bundle"`
 }
 
 func printInfo(e *env, info *fetch.ArtifactInfo) {
@@ -167,19 +193,19 @@ func printInfo(e *env, info *fetch.ArtifactInfo) {
 
 // localInput is where mur ls and mur info look: the project (if any), its lock, the CAS and the
 // compiled cache. done closes the compiled cache.
-func localInput(e *env) (fetch.LocalInput, func(), error) {
+func localInput(e *env) (fetch.LocalInput, *project, func(), error) {
 	p, err := e.openProject()
 	if err != nil {
-		return fetch.LocalInput{}, nil, err
+		return fetch.LocalInput{}, nil, nil, err
 	}
 	store, err := openCAS(p.home)
 	if err != nil {
-		return fetch.LocalInput{}, nil, err
+		return fetch.LocalInput{}, nil, nil, err
 	}
 	in := fetch.LocalInput{CAS: store, Project: p.Project, Intent: p.intent()}
 	if p.capsule != nil {
 		if in.Lock, err = lock.Read(p.LockPath()); err != nil {
-			return fetch.LocalInput{}, nil, err
+			return fetch.LocalInput{}, nil, nil, err
 		}
 	}
 	done := func() {}
@@ -187,7 +213,7 @@ func localInput(e *env) (fetch.LocalInput, func(), error) {
 		in.Compiled = runner
 		done = func() { closeRunner(e, runner) }
 	}
-	return in, done, nil
+	return in, p, done, nil
 }
 
 func yesNo(b bool) string {

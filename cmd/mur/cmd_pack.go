@@ -25,7 +25,7 @@ mur pack ./grep -o dist/grep-1.2.0.mur.zip
 mur pack ./grep --compression zstd
 mur pack ./grep --json`,
 		flags: func(fs *pflag.FlagSet) {
-			fs.StringVarP(&output, "output", "o", "", "the file to write (default <name>-<version>.mur.zip)")
+			registerOutput(fs, &output, "", "the file to write (default <name>-<version>.mur.zip)")
 			fs.StringVar(&compression, "compression", string(artifact.Deflate), "how to compress the payload: deflate (every unzip opens it) or zstd (smaller, faster to read)")
 		},
 		run: func(e *env, args []string) error {

@@ -29,6 +29,7 @@ func packDir(t *testing.T, files map[string]string) string {
 }
 
 func TestPackReproducibleDigest(t *testing.T) {
+	t.Parallel()
 	src := packDir(t, map[string]string{"murmur.yaml": "name: grep\nversion: 1.2.0+b1\n", "capsule.wasm": string(packWasm), "notes.txt": "not packed"})
 	out := t.TempDir()
 	var results []packResult
@@ -96,6 +97,7 @@ func TestPackBadFolderLeavesNothing(t *testing.T) {
 }
 
 func TestPackUsage(t *testing.T) {
+	t.Parallel()
 	if code, _, stderr := runMur(t, "pack"); code != 2 || !strings.Contains(stderr, "mur: usage:") {
 		t.Errorf("no folder: exit %d, %q", code, stderr)
 	}
@@ -118,6 +120,7 @@ func TestPackUsage(t *testing.T) {
 // --compression zstd packs the payload with zip method 93 and murmur.yaml deflated, reproducibly;
 // an unknown compression is a usage error that writes nothing.
 func TestPackZstd(t *testing.T) {
+	t.Parallel()
 	src := packDir(t, map[string]string{"murmur.yaml": "name: grep\nversion: 1.2.0\n", "capsule.wasm": string(packWasm)})
 	out := t.TempDir()
 	var digests []string

@@ -19,12 +19,11 @@ import (
 )
 
 type pullFlags struct {
-	platform     string
+	platform     platformFlag
 	update       bool
 	from         []string
 	stores       storeFlags
-	jobs         int
-	connections  int
+	download     downloadFlags
 	noPrecompile bool
 	precompile   bool // outside a project, where nothing runs what a pull brings
 	provenance   string
@@ -34,18 +33,18 @@ type pullFlags struct {
 }
 
 func (f *pullFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.platform, "platform", "", "platform to pull for, or all: every platform murmur.lock pins (default: this machine's)")
+	f.platform.registerPins(fs, "pull for", true)
 	fs.BoolVar(&f.update, "update", false, "move the lock to the version asked for")
 	fs.StringSliceVar(&f.from, "from", nil, "narrow install.from for this pull: stores, sources")
 	f.stores.register(fs, "add a store for this command")
-	fs.IntVar(&f.jobs, "jobs", 4, "downloads in flight, as slots of 8 MiB of blob (small artifacts share one and download together); also bounds their connections")
-	f.stores.registerDownload(fs, &f.connections)
+	f.download.register(fs, true)
+	f.stores.registerMirror(fs)
 	fs.BoolVar(&f.noPrecompile, "no-precompile", false, "don't compile wasm payloads after pulling")
 	fs.BoolVar(&f.precompile, "precompile", false, "compile wasm payloads outside a project too (inside one it is the default)")
 	fs.StringVar(&f.provenance, "provenance", "", "provenance policy for this command, over every scope's: require, prefer or off")
 	fs.BoolVar(&f.locked, "locked", false, "fail with lock-mismatch if murmur.lock does not follow murmur.yaml; write neither")
 	fs.BoolVar(&f.frozen, "frozen", false, "--locked and --offline")
-	fs.StringVarP(&f.output, "output", "o", "", "also write each pulled .mur.zip into this folder")
+	registerOutput(fs, &f.output, "", "also write each pulled .mur.zip into this folder")
 }
 
 func pullCmd() *command {
@@ -93,7 +92,7 @@ func runPull(e *env, f *pullFlags, args []string) error {
 // pullWith is mur pull, and mur add when add is set: the REFs are then declared, moving entries
 // murmur.yaml already has.
 func pullWith(e *env, f *pullFlags, args []string, add bool) error {
-	if err := checkPlatform(&f.platform, true); err != nil {
+	if err := f.platform.check(); err != nil {
 		return err
 	}
 	if f.precompile && f.noPrecompile {
@@ -102,9 +101,9 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 	// --platform all means what it means to warm and verify: every platform murmur.lock pins.
 	// The pull itself is this machine's (it syncs the lock and stages tools/); the other pinned
 	// platforms' blobs follow into the CAS.
-	allPlatforms := f.platform == "all"
+	allPlatforms := f.platform.value == "all"
 	if allPlatforms {
-		f.platform = ""
+		f.platform.value = ""
 	}
 	if f.provenance != "" {
 		if err := config.ValidProvenanceMode(f.provenance); err != nil {
@@ -148,13 +147,20 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 		return err
 	}
 	pr := newProgress(e.stderr, e.g.quiet || e.g.json, "pull").watch(e)
-	puller, err := p.puller(e, f.stores, fetch.PullerOptions{
-		CAS: store, Files: files, Platform: f.platform, Jobs: f.jobs, Connections: f.connections, Events: pr.event,
-		Provenance: f.provenance,
-	})
-	if err == nil {
-		puller.CASOnly, puller.Locked = p.capsule == nil, f.locked
+	o := fetch.PullerOptions{
+		CAS: store, Files: files, Platform: f.platform.value, Jobs: f.download.jobs, Connections: f.download.connections, Events: pr.event,
+		Provenance: f.provenance, CASOnly: p.capsule == nil, Locked: f.locked,
 	}
+	// Inside a project its tools run from here, so a pull compiles them; outside one, compiling
+	// would be most of the pull's time for nothing that runs.
+	if !f.noPrecompile && (p.capsule != nil || f.precompile) {
+		runner, err := sandbox.New(e.ctx, p.runnerOptions(e.warning))
+		if err == nil {
+			defer closeRunner(e, runner)
+			o.Precompile, o.Compiled = interruptible(runner.Precompile), runner
+		}
+	}
+	puller, err := p.puller(e, f.stores, o)
 	if err != nil {
 		return err
 	}
@@ -163,16 +169,6 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 		names[i] = r.Name.String()
 	}
 	pr.expect(names)
-	// Inside a project its tools run from here, so a pull compiles them; outside one, compiling
-	// would be most of the pull's time for nothing that runs.
-	if !f.noPrecompile && (p.capsule != nil || f.precompile) {
-		runner, err := sandbox.New(e.ctx, p.runnerOptions(func(s string) { e.Progress("mur: warning: %s", s) }))
-		if err == nil {
-			defer closeRunner(e, runner)
-			puller.Compile.Precompile = interruptible(runner.Precompile)
-			puller.Compile.Cache = runner
-		}
-	}
 	rep := &fetch.SyncReport{}
 	if p.capsule == nil {
 		rep.Results, err = puller.Pull(e.ctx, p.Project, reqs)
@@ -184,6 +180,7 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 		err = pullOtherPlatforms(e, p, puller, reqs, rep)
 	}
 	pr.finish(err)
+	err, covered := commandFailure(e, rep.Results, err)
 	out := toResultsJSON(rep.Results)
 	for i, r := range rep.Results {
 		if r.Error == "" && r.Digest != "" && p.capsule == nil {
@@ -206,35 +203,18 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 			Removed  []string     `json:"removed"`
 		}{out, rep.Moved, rep.Declared, rep.Removed}, err)
 	}
-	// A store that failed other than by lacking the artifact is worth a line, once per
-	// command: the chain fell through it (fallback: any-error). One that served bad bytes is
-	// told even under -q: the user must hear of it.
+	// A store that failed other than by lacking the artifact is worth a warning, once per
+	// command: the chain fell through it (fallback: any-error).
 	warned := map[string]bool{}
 	for _, r := range rep.Results {
 		for _, s := range r.Skipped {
 			if s.Token != "not-found" && !warned[s.Place] {
 				warned[s.Place] = true
-				if s.IntegrityFailure() {
-					e.Warn("%s: skipped %s: %s: %s", r.Name, s.Place, s.Token, s.Reason)
-				} else {
-					e.Progress("mur: warning: %s: skipped %s: %s: %s", r.Name, s.Place, s.Token, s.Reason)
-				}
+				e.Warn("%s: skipped %s: %s: %s", r.Name, s.Place, s.Token, s.Reason)
 			}
 		}
 	}
-	// Each failed artifact gets its own line, with its own token and reason; the first
-	// failure is the command's error, printed last.
-	if e.ctx.Err() == nil {
-		for _, r := range rep.Results {
-			if r.Err != nil && r.Err != err {
-				msg := errs.Message(r.Err)
-				if !strings.Contains(msg, r.Name) {
-					msg = r.Name + ": " + msg
-				}
-				fmt.Fprintf(e.stderr, "mur: %s: %s\n", errs.TokenOf(r.Err), msg)
-			}
-		}
-	}
+	printFailures(e, rep.Results, err, covered)
 	for _, m := range rep.Moved {
 		fmt.Fprintln(e.stdout, m.String())
 	}
@@ -259,17 +239,17 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 				continue
 			}
 			if strings.HasPrefix(w, "stale-index: ") { // names the artifact itself, after its token
-				e.Progress("mur: warning: %s", w)
+				e.Warn("%s", w)
 				continue
 			}
 			if e.ctx.Err() == nil { // a compile cut short by Ctrl-C is not worth a warning
-				e.Progress("mur: warning: %s: %s", r.Name, w)
+				e.Warn("%s: %s", r.Name, w)
 			}
 		}
 	}
 	if e.ctx.Err() == nil {
 		for _, w := range fetch.UnsignedWarnings(rep.Results) {
-			e.Progress("mur: warning: %s", w)
+			e.Warn("%s", w)
 		}
 	}
 	if s := fetch.IntegritySummary(rep.Results); s != "" {
@@ -280,6 +260,9 @@ func pullWith(e *env, f *pullFlags, args []string, add bool) error {
 	}
 	for _, d := range rep.Declared {
 		fmt.Fprintf(e.stdout, "declared %s in %s\n", d, p.capsule.Path)
+	}
+	if err == nil && (add || len(rep.Declared) > 0) {
+		warnStoresNotKept(e, p, f.stores.stores)
 	}
 	for _, name := range rep.Removed {
 		fmt.Fprintf(e.stdout, "removed %s: murmur.yaml no longer declares it, so its murmur.lock entry and tools/ folder are gone ('mur cache gc' may free its blob)\n", name)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -12,10 +13,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/murmur-nexus/mur/fetch"
-	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/fetch/publish"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
+	"github.com/murmur-nexus/mur/internal/atomicfile"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/lock"
@@ -25,9 +26,10 @@ func pushCmd() *command {
 	var (
 		store     string
 		scope     string
-		platform  string
+		platform  platformFlag
 		plainHTTP bool
 		signKey   string
+		bundleOut string
 	)
 	return &command{
 		name:  "push",
@@ -47,13 +49,15 @@ mur push grep-1.2.0.mur.zip --scope acme --platform linux-x86_64 --store oci-lay
 mur push acme/grep@1.2.0 --store oci://mirror.internal/murmur     # mirror what the lock pins
 mur push grep-1.2.0.mur.zip sed-4.9.0.mur.zip --scope acme --store oci-layout:./store
 mur push grep-1.2.0.mur.zip --scope acme --plain-http --store oci://registry:5000/murmur
-mur push grep-1.2.0.mur.zip --scope acme --sign-key team.key --store oci://registry.internal:5000/murmur`,
+mur push grep-1.2.0.mur.zip --scope acme --sign-key team.key --store oci://registry.internal:5000/murmur
+mur push grep-1.2.0.mur.zip --scope acme --sign-key team.key --bundle-out grep.sigstore.json --store oci-layout:./store`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&store, "store", "", "the store: oci://HOST[:PORT]/PREFIX or oci-layout:PATH (required)")
 			fs.StringVar(&scope, "scope", "", "the scope to publish a file under")
-			fs.StringVar(&platform, "platform", ref.PlatformAny, "the payload's platform")
+			platform.registerPayload(fs)
 			fs.BoolVar(&plainHTTP, "plain-http", false, "speak plain HTTP to the --store registry (never automatic off loopback)")
 			fs.StringVar(&signKey, "sign-key", "", "sign with this ECDSA P-256 or Ed25519 private key (PEM, as 'mur key generate' writes it) and attach the Sigstore bundle as a referrer")
+			fs.StringVar(&bundleOut, "bundle-out", "", "also write the bundle --sign-key made to this file, for 'mur verify FILE --bundle' or cosign")
 		},
 		run: func(e *env, args []string) error {
 			if len(args) == 0 {
@@ -62,23 +66,25 @@ mur push grep-1.2.0.mur.zip --scope acme --sign-key team.key --store oci://regis
 			if store == "" {
 				return usagef("mur push needs --store oci://HOST[:PORT]/PREFIX or --store oci-layout:PATH")
 			}
-			if err := checkPlatform(&platform, false); err != nil {
-				return err
+			if bundleOut != "" && (signKey == "" || len(args) != 1) {
+				return usagef("--bundle-out writes the bundle --sign-key makes for one artifact; give --sign-key KEY and one REF or file")
 			}
-			if e.Offline() {
-				return errs.New(errs.Offline, "mur push needs the network to reach %s, and --offline or MUR_OFFLINE forbids it", store)
-			}
-			p, err := e.openProject()
-			if err != nil {
+			if err := platform.check(); err != nil {
 				return err
 			}
 			store = fstore.CleanStoreAddress(store)
 			if err := fstore.ValidateStoreAddress(store); err != nil {
 				return err
 			}
-			opt := storeOptions()
-			opt.PlainHTTP = plainHTTP
-			dst, err := ocistore.Open(resolveStoreArg(store), opt)
+			if e.Offline() && !strings.HasPrefix(store, fstore.SchemeOCILayout) {
+				// A layout folder is no network: offline, push writes it as warm --layout does.
+				return errs.New(errs.Offline, "mur push needs the network to reach %s, and --offline or MUR_OFFLINE forbids it; an oci-layout:PATH store needs none", store)
+			}
+			p, err := e.openProject()
+			if err != nil {
+				return err
+			}
+			dst, err := fetch.OpenStore(resolveStoreArg(store), plainHTTP, fetch.Network{Timeout: networkTimeout()})
 			if err != nil {
 				return err
 			}
@@ -88,7 +94,7 @@ mur push grep-1.2.0.mur.zip --scope acme --sign-key team.key --store oci://regis
 					return err
 				}
 			}
-			pu := &pusher{e: e, p: p, dst: dst, scope: scope, platform: platform, key: key, several: len(args) > 1}
+			pu := &pusher{e: e, p: p, dst: dst, scope: scope, platform: platform.value, key: key, bundleOut: bundleOut, several: len(args) > 1}
 			pr := newProgress(e.stderr, e.g.quiet || e.g.json, "push").watch(e)
 			pu.pr = pr
 			results := make([]pushResult, len(args))
@@ -105,30 +111,37 @@ mur push grep-1.2.0.mur.zip --scope acme --sign-key team.key --store oci://regis
 					Results []pushResult `json:"results"`
 				}{results}, first)
 			}
-			// Each failed file gets its own line, with its own token; the first failure is the
-			// command's error, printed last.
-			for _, r := range results {
-				if r.err != nil && r.err != first {
-					fmt.Fprintf(e.stderr, "mur: %s: %s\n", errs.TokenOf(r.err), errs.Message(r.err))
-				}
-			}
-			for _, r := range results {
-				if r.err != nil {
-					continue
-				}
-				fmt.Fprintf(e.stdout, "pushed %s@%s %s (%s) to %s\n", r.Name, r.Version, r.Manifest, r.Platform, r.Store)
-				fmt.Fprintf(e.stdout, "  payload %s (%d bytes)", r.Digest, r.Size)
-				if r.Index != "" {
-					fmt.Fprintf(e.stdout, "; the tag's index is %s", r.Index)
-				}
-				fmt.Fprintln(e.stdout)
-				if r.SignedWith != "" {
-					fmt.Fprintf(e.stdout, "  signed with key %s\n", r.SignedWith)
-				}
-			}
+			printPushed(e, results, first)
 			printTrustSnippet(e, results, signKey, key)
 			return first
 		},
+	}
+}
+
+// printPushed says what each argument of mur push published. Each failed one gets its own line,
+// with its own token; the first failure is the command's error, printed last.
+func printPushed(e *env, results []pushResult, first error) {
+	for _, r := range results {
+		if r.err != nil && r.err != first {
+			fmt.Fprintf(e.stderr, "mur: %s: %s\n", errs.TokenOf(r.err), errs.Message(r.err))
+		}
+	}
+	for _, r := range results {
+		if r.err != nil {
+			continue
+		}
+		fmt.Fprintf(e.stdout, "pushed %s@%s %s (%s) to %s\n", r.Name, r.Version, r.Manifest, r.Platform, r.Store)
+		fmt.Fprintf(e.stdout, "  payload %s (%d bytes)", r.Digest, r.Size)
+		if r.Index != "" {
+			fmt.Fprintf(e.stdout, "; the tag's index is %s", r.Index)
+		}
+		fmt.Fprintln(e.stdout)
+		if r.SignedWith != "" {
+			fmt.Fprintf(e.stdout, "  signed with key %s\n", r.SignedWith)
+		}
+		if r.BundleFile != "" {
+			fmt.Fprintf(e.stdout, "  wrote its bundle to %s\n", r.BundleFile)
+		}
 	}
 }
 
@@ -188,6 +201,7 @@ type pushResult struct {
 	Size       int64         `json:"size"`
 	Store      string        `json:"store"`
 	SignedWith string        `json:"signed_with"`
+	BundleFile string        `json:"bundle_file"` // --bundle-out: where the bundle was written
 	Error      *jsonError    `json:"error"`
 	err        error
 }
@@ -201,7 +215,9 @@ type pusher struct {
 	scope    string
 	platform string
 	key      []byte
-	several  bool // name the argument in each failure, to tell one of several apart
+	// bundleOut is --bundle-out: the keyed bundle is written there too, once the push is done.
+	bundleOut string
+	several   bool // name the argument in each failure, to tell one of several apart
 }
 
 func (pu *pusher) push(arg string) pushResult {
@@ -246,10 +262,12 @@ func (pu *pusher) item(arg string, res *pushResult) (publish.Item, error) {
 	}
 	res.Name, res.Version, res.Platform = item.Desc.Name.String(), item.Desc.Version, item.Desc.Platform
 	res.Digest, res.Size = item.Desc.Digest, item.Desc.Size
+	var signed []byte
 	if pu.key != nil {
 		if res.SignedWith, err = publish.Sign(pu.e.ctx, pu.e.verifier(), &item, pu.key); err != nil {
 			return item, err
 		}
+		signed = item.Bundles[len(item.Bundles)-1]
 	}
 	ctx := pu.e.ctx
 	if err := publish.Push(ctx, countingStore{Store: pu.dst, name: res.Name, p: pu.pr}, item); err != nil {
@@ -260,7 +278,25 @@ func (pu *pusher) item(arg string, res *pushResult) (publish.Item, error) {
 		return item, err
 	}
 	res.Manifest, res.Index = at.Manifest, at.Index
+	if pu.bundleOut != "" {
+		if err := writeBundle(pu.bundleOut, signed); err != nil {
+			return item, errs.Wrap(err, errs.TokenOf(err), "%s@%s was pushed and signed, but %s", res.Name, res.Version, errs.Message(err))
+		}
+		res.BundleFile = pu.bundleOut
+	}
 	return item, nil
+}
+
+// writeBundle writes a Sigstore bundle to path, whole or not at all.
+func writeBundle(path string, bundle []byte) error {
+	abs, err := filepath.Abs(path)
+	if err == nil {
+		err = atomicfile.WriteFile(abs, bundle, 0o644)
+	}
+	if err != nil {
+		return errs.Wrap(err, errs.IO, "its bundle could not be written to %s: %v; check the folder", path, errs.OSCause(err))
+	}
+	return nil
 }
 
 // countingStore reports a push's upload as it reads the payload.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/opencontainers/go-digest"
@@ -18,19 +19,31 @@ import (
 // memory plus 128 MiB (BENCHMARKS.md) even when a long run makes garbage with the collector off.
 const hostHeapLimit = 64 << 20
 
+// runFlags are mur run's own flags, which go before ARTIFACT: what follows it is the guest's.
+type runFlags struct {
+	workdir string
+	timeout time.Duration
+	explain bool
+	locked  lockedFlags
+}
+
+func (f *runFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.workdir, "workdir", "", "the guest's workdir (default workdir/ beside murmur.yaml)")
+	fs.Var(durationFlag{&f.timeout}, "timeout", "wall-time limit, overriding limits.timeout_s (90s, 5m, 1d)")
+	fs.BoolVar(&f.explain, "explain-scope", false, "print the effective grants and exit")
+	f.locked.register(fs)
+}
+
 func runCmd() *command {
-	var (
-		workdir string
-		timeout time.Duration
-		explain bool
-		locked  lockedFlags
-	)
+	f := &runFlags{}
 	return &command{
 		name:  "run",
 		args:  "[--workdir DIR] [--timeout D] ARTIFACT [-- ARGS...]",
 		short: "run a pulled artifact in the sandbox",
 		long: `Runs the payload pinned in murmur.lock, loaded from the CAS and verified, with exactly the
-preopens the capsule grants. Flags after ARTIFACT belong to the guest. Exit status: the guest's
+preopens the capsule grants. mur's flags go before ARTIFACT and the guest's arguments after --:
+one of mur's flags between ARTIFACT and -- is refused as a usage error that shows the order (a
+guest flag of the same name goes after --). Exit status: the guest's
 own; 2 for a usage error; 124 on timeout; 125 when mur fails; 126 when the payload can't be
 executed; 127 when the artifact is not pulled; 130 when Ctrl-C or SIGTERM stopped the guest (a
 second Ctrl-C kills mur at once); 134 when the guest crashed (a trap). --explain-scope prints the grants and changes nothing; --json goes only with it, since the guest owns stdout.`,
@@ -41,12 +54,7 @@ mur run --explain-scope acme/grep
 mur run --locked grep                   # CI: refuse a murmur.lock that does not follow murmur.yaml
 mur run --explain-scope --json grep`,
 		passThrough: true,
-		flags: func(fs *pflag.FlagSet) {
-			fs.StringVar(&workdir, "workdir", "", "the guest's workdir (default workdir/ beside murmur.yaml)")
-			fs.Var(durationFlag{&timeout}, "timeout", "wall-time limit, overriding limits.timeout_s (90s, 5m, 1d)")
-			fs.BoolVar(&explain, "explain-scope", false, "print the effective grants and exit")
-			locked.register(fs)
-		},
+		flags:       f.register,
 		run: func(e *env, args []string) error {
 			if len(args) == 0 {
 				return usagef("mur run needs an ARTIFACT, e.g. 'mur run acme/grep -- --help'")
@@ -54,16 +62,70 @@ mur run --explain-scope --json grep`,
 			if err := checkArtifactArg(args[0]); err != nil {
 				return err
 			}
-			if e.g.json && !explain {
+			if err := misplacedRunFlags(args); err != nil {
+				return err
+			}
+			if e.g.json && !f.explain {
 				// The guest owns stdout: a JSON object after its output would be no JSON at all.
 				return usagef("--json goes only with --explain-scope: a run's stdout is the guest's own; drop --json, or add --explain-scope to see the grants as JSON")
 			}
 			if len(args) > 1 && args[1] == "--" {
 				args = append(args[:1], args[2:]...)
 			}
-			return runArtifact(e, args[0], args[1:], workdir, timeout, explain, &locked)
+			return runArtifact(e, args[0], args[1:], f.workdir, f.timeout, f.explain, &f.locked)
 		},
 	}
+}
+
+// misplacedRunFlags refuses one of mur's own flags between ARTIFACT and "--": the guest would
+// get it, and the run would go on without it (no --timeout, or the tool run for
+// --explain-scope). args are ARTIFACT and what follows it; the error shows them in order.
+func misplacedRunFlags(args []string) error {
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	(&runFlags{}).register(fs)
+	(&globals{}).register(fs)
+	fs.BoolP("help", "h", false, "")
+	var ours, guest, found []string
+	rest := args[1:]
+	for i := 0; i < len(rest); i++ {
+		a := rest[i]
+		if a == "--" {
+			guest = append(guest, rest[i+1:]...)
+			break
+		}
+		f := lookupFlag(fs, a)
+		if f == nil {
+			guest = append(guest, a)
+			continue
+		}
+		found = append(found, strings.SplitN(a, "=", 2)[0])
+		ours = append(ours, a)
+		if f.Value.Type() != "bool" && !strings.Contains(a, "=") && i+1 < len(rest) {
+			i++
+			ours = append(ours, rest[i])
+		}
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	order := append(append([]string{"mur", "run"}, ours...), args[0])
+	if len(guest) > 0 {
+		order = append(append(order, "--"), guest...)
+	}
+	return usagef("%s after the artifact %s would go to the guest, not to mur: mur's flags go before ARTIFACT and the guest's arguments after --, as in '%s'; a guest flag of that name goes after --",
+		strings.Join(found, ", "), args[0], strings.Join(order, " "))
+}
+
+// lookupFlag is the flag of fs that the argument a names (--name, --name=value or -x), or nil.
+func lookupFlag(fs *pflag.FlagSet, a string) *pflag.Flag {
+	name, _, _ := strings.Cut(a, "=")
+	switch {
+	case strings.HasPrefix(name, "--") && len(name) > 2:
+		return fs.Lookup(name[2:])
+	case strings.HasPrefix(name, "-") && len(name) == 2:
+		return fs.ShorthandLookup(name[1:])
+	}
+	return nil
 }
 
 func runArtifact(e *env, artifact string, guestArgs []string, workdir string, timeout time.Duration, explain bool, locked *lockedFlags) error {
@@ -83,7 +145,7 @@ func runArtifact(e *env, artifact string, guestArgs []string, workdir string, ti
 	if in := p.intent(); in != nil {
 		// Without --locked a run still runs what the lock pins, and says what does not follow.
 		for _, m := range in.Mismatches(l, "") {
-			e.Progress("mur: warning: lock-mismatch: %s; run 'mur pull' (or 'mur lock'), then commit murmur.lock", m)
+			e.Warn("lock-mismatch: %s; run 'mur pull' (or 'mur lock'), then commit murmur.lock", m)
 		}
 	}
 	plan, err := sandbox.BuildPlan(sandbox.PlanInput{
@@ -114,7 +176,7 @@ func runArtifact(e *env, artifact string, guestArgs []string, workdir string, ti
 	if err != nil {
 		return fail(sandbox.StatusRunnerFailed, err)
 	}
-	opt := p.runnerOptions(e.SandboxWarning)
+	opt := p.runnerOptions(e.warning)
 	opt.GuestWritable = plan.Writable()
 	runner, err := sandbox.New(e.ctx, opt)
 	if err != nil {

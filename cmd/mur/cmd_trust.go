@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"text/tabwriter"
+	"time"
 
 	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/provenance"
@@ -43,7 +44,7 @@ mur trust refresh --json`,
 			helper.Timeout = provenance.RefreshTimeout + provenance.DefaultTimeout
 			st, err := helper.RefreshRoots(e.ctx, cache)
 			if e.g.json {
-				e.JSON(trustJSON{Roots: orNone(st), TrustedRoot: cfg.Provenance.TrustedRoot})
+				e.JSON(trustJSON{Roots: rootsJSON(st), TrustedRoot: cfg.Provenance.TrustedRoot})
 				return err
 			}
 			for _, s := range st {
@@ -80,7 +81,7 @@ mur trust show --json`,
 				return err
 			}
 			if e.g.json {
-				return e.JSON(trustJSON{Roots: st, TrustedRoot: cfg.Provenance.TrustedRoot})
+				return e.JSON(trustJSON{Roots: rootsJSON(st), TrustedRoot: cfg.Provenance.TrustedRoot})
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 			for _, s := range st {
@@ -98,16 +99,31 @@ mur trust show --json`,
 
 // trustJSON is the --json result of `mur trust refresh` and `mur trust show`.
 type trustJSON struct {
-	Roots []provenance.RootStatus `json:"roots"`
+	Roots []rootJSON `json:"roots"`
 	// TrustedRoot is the home's trusted_root, which replaces every root listed; "" for none.
 	TrustedRoot string `json:"trusted_root"`
 }
 
-func orNone(st []provenance.RootStatus) []provenance.RootStatus {
-	if st == nil {
-		return []provenance.RootStatus{}
+// rootJSON is one trusted root: the helper's report, whose tags leave out what it lacks, with
+// every key present, as docs/json.md lists them (a fetched time never confirmed is null).
+type rootJSON struct {
+	provenance.RootStatus
+	Was        string     `json:"was"`
+	Fetched    *time.Time `json:"fetched"`
+	Repository string     `json:"repository"`
+	Error      string     `json:"error"`
+}
+
+func rootsJSON(st []provenance.RootStatus) []rootJSON {
+	out := make([]rootJSON, len(st))
+	for i, s := range st {
+		out[i] = rootJSON{RootStatus: s, Was: s.Was, Repository: s.Repository, Error: s.Error}
+		if !s.Fetched.IsZero() {
+			t := s.Fetched.UTC()
+			out[i].Fetched = &t
+		}
 	}
-	return st
+	return out
 }
 
 // sourceWords says where a root in use comes from.
@@ -144,6 +160,6 @@ func (e *env) trustingVerifier(h Home, cfg *config.Config) *provenance.Helper {
 	v := e.verifier()
 	c := rootsCache(e, h, cfg)
 	v.Roots = &c
-	v.Warn = func(msg string) { e.Progress("mur: warning: %s", msg) }
+	v.Warn = e.warning
 	return v
 }

@@ -13,12 +13,12 @@ import (
 
 func verifyCmd() *command {
 	var (
-		repair      bool
-		platform    string
-		stores      storeFlags
-		connections int
-		locked      lockedFlags
-		file        fileBundleFlags
+		repair   bool
+		platform platformFlag
+		stores   storeFlags
+		download downloadFlags
+		locked   lockedFlags
+		file     fileBundleFlags
 	)
 	return &command{
 		name:  "verify",
@@ -48,27 +48,28 @@ mur verify grep-1.2.0.mur.zip --bundle attestation.json --owner-id 1234567 --rep
 mur verify grep-1.2.0.mur.zip --bundle attestation.json --owner-id 1234567 --repo-id 7654321 --signer-workflow https://github.com/acme/murmur-tools/.github/workflows/release.yml@`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.BoolVar(&repair, "repair", false, "fetch and restore what is missing or damaged")
-			fs.StringVar(&platform, "platform", "", "platform whose pins to check, or all (default: this machine's)")
+			platform.registerPins(fs, "check", true)
 			stores.register(fs, "add a store for --repair")
-			stores.registerDownload(fs, &connections) // for --repair
+			download.register(fs, false) // for --repair
+			stores.registerMirror(fs)
 			locked.register(fs)
 			file.register(fs)
 		},
 		run: func(e *env, args []string) error {
 			if file.bundle != "" || len(args) > 0 {
-				if repair || platform != "" || locked.locked || locked.frozen {
+				if repair || platform.value != "" || locked.locked || locked.frozen {
 					return usagef("mur verify FILE --bundle B checks one file; --repair, --platform, --locked and --frozen apply to a project's murmur.lock")
 				}
 				return verifyFile(e, args, file)
 			}
-			if err := checkPlatform(&platform, true); err != nil {
+			if err := platform.check(); err != nil {
 				return err
 			}
 			p, l, err := e.openLocked()
 			if err != nil {
 				return err
 			}
-			if err := locked.check(e, p, l, platform); err != nil {
+			if err := locked.check(e, p, l, platform.value); err != nil {
 				return err
 			}
 			store, err := openCAS(p.home)
@@ -76,7 +77,7 @@ mur verify grep-1.2.0.mur.zip --bundle attestation.json --owner-id 1234567 --rep
 				return err
 			}
 			in := fetch.VerifyInput{
-				Project: p.Project, Lock: l, CAS: store, Platform: platform,
+				Project: p.Project, Lock: l, CAS: store, Platform: platform.value,
 				SourceFor: p.cfg.SourceFor, Intent: p.intent(),
 				Verifier: e.trustingVerifier(p.home, p.cfg), Policy: p.cfg.ProvenanceFor,
 			}
@@ -88,7 +89,7 @@ mur verify grep-1.2.0.mur.zip --bundle attestation.json --owner-id 1234567 --rep
 			if repair {
 				// The same assembly as pull and warm: fallbacks, the mirror's write-through and
 				// --connections apply to what a repair fetches.
-				if in.Repair, err = p.puller(e, stores, fetch.PullerOptions{CAS: store, Platform: platform, Connections: connections}); err != nil {
+				if in.Repair, err = p.puller(e, stores, fetch.PullerOptions{CAS: store, Platform: platform.value, Connections: download.connections}); err != nil {
 					return err
 				}
 			}

@@ -7,18 +7,16 @@ import (
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch"
-	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/sandbox"
 )
 
 func warmCmd() *command {
 	var (
-		platform    string
-		layout      string
-		stores      storeFlags
-		jobs        int
-		connections int
-		locked      lockedFlags
+		platform platformFlag
+		layout   string
+		stores   storeFlags
+		download downloadFlags
+		locked   lockedFlags
 	)
 	return &command{
 		name:  "warm",
@@ -34,25 +32,25 @@ mur warm --layout ./ci-store            # then: mur pull --store oci-layout:./ci
 mur warm --store oci://registry.internal:5000/murmur
 mur warm --mirror oci://registry.internal:5000/murmur   # the fleet's warming machine fills the team registry`,
 		flags: func(fs *pflag.FlagSet) {
-			fs.StringVar(&platform, "platform", "", "platform to warm, or all (default: this machine's)")
+			platform.registerPins(fs, "warm", true)
 			fs.StringVar(&layout, "layout", "", "also write an OCI layout store into this folder")
 			stores.register(fs, "add a store for this command")
-			fs.IntVar(&jobs, "jobs", 4, "downloads in flight, as slots of 8 MiB of blob (small artifacts share one and download together); also bounds their connections")
-			stores.registerDownload(fs, &connections)
+			download.register(fs, true)
+			stores.registerMirror(fs)
 			locked.register(fs)
 		},
 		run: func(e *env, args []string) error {
 			if len(args) > 0 {
 				return usagef("mur warm takes no arguments, found %q; it warms what murmur.lock pins", args)
 			}
-			if err := checkPlatform(&platform, true); err != nil {
+			if err := platform.check(); err != nil {
 				return err
 			}
 			p, l, err := e.openLocked()
 			if err != nil {
 				return err
 			}
-			if err := locked.check(e, p, l, platform); err != nil {
+			if err := locked.check(e, p, l, platform.value); err != nil {
 				return err
 			}
 			if len(l.Artifacts) == 0 {
@@ -66,23 +64,23 @@ mur warm --mirror oci://registry.internal:5000/murmur   # the fleet's warming ma
 			// being fetched.
 			pr := newProgress(e.stderr, e.g.quiet || e.g.json, "warm").watch(e)
 			pr.hide[fetch.PhaseResolve], pr.hide[fetch.PhaseCached] = true, true
-			puller, err := p.puller(e, stores, fetch.PullerOptions{CAS: store, Jobs: jobs, Connections: connections, Events: pr.event})
+			puller, err := p.puller(e, stores, fetch.PullerOptions{CAS: store, Jobs: download.jobs, Connections: download.connections, Events: pr.event})
 			if err != nil {
 				return err
 			}
 			in := fetch.WarmInput{
-				Project: p.Project, Lock: l, Platform: platform,
+				Project: p.Project, Lock: l, Platform: platform.value,
 				From:   func(name string) ([]string, error) { return p.InstallFrom(name, nil) },
 				Puller: puller, Intent: p.intent(),
 			}
-			runner, err := sandbox.New(e.ctx, p.runnerOptions(func(s string) { e.Progress("mur: warning: %s", s) }))
+			runner, err := sandbox.New(e.ctx, p.runnerOptions(e.warning))
 			if err != nil {
 				return err
 			}
 			defer closeRunner(e, runner)
 			in.Precompile = interruptible(runner.Precompile)
 			if layout != "" {
-				dst, err := ocistore.Open(resolveStoreArg("oci-layout:"+layout), storeOptions())
+				dst, err := fetch.OpenStore(resolveStoreArg("oci-layout:"+layout), false, fetch.Network{Timeout: networkTimeout()})
 				if err != nil {
 					return err
 				}
@@ -90,6 +88,9 @@ mur warm --mirror oci://registry.internal:5000/murmur   # the fleet's warming ma
 			}
 			rep, err := fetch.Warm(e.ctx, in)
 			pr.finish(err)
+			if rep != nil {
+				err, _ = commandFailure(e, rep.Results, err)
+			}
 			if rep != nil && !e.g.json {
 				if s := fetch.IntegritySummary(rep.Results); s != "" {
 					e.Warn("%s", s)

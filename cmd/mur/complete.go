@@ -14,7 +14,6 @@ import (
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/manifest"
-	"github.com/murmur-nexus/mur/internal/ref"
 )
 
 // completeCommand is the hidden command the shell scripts of `mur completion` call on every TAB:
@@ -27,15 +26,15 @@ const completeCommand = "__complete"
 // artifactArgs are the commands whose arguments are artifact references or declared names.
 var artifactArgs = []string{"add", "info", "lock", "pull", "rm", "run"}
 
-// flagValues are the values a flag takes from a fixed set, by flag name.
-func flagValues(cmd, flag string) []string {
-	switch flag {
-	case "platform":
-		vals := append([]string{ref.PlatformAny}, ref.KnownPlatforms...)
-		if cmd == "pull" || cmd == "verify" || cmd == "warm" {
-			vals = append(vals, "all")
+// flagValues are the values a flag of flags takes from a fixed set: those its registration lists
+// (valuesAnnotation, as --platform's group does), else by the flag's name.
+func flagValues(flags *pflag.FlagSet, flag string) []string {
+	if f := flags.Lookup(flag); f != nil {
+		if vals, ok := f.Annotations[valuesAnnotation]; ok {
+			return vals
 		}
-		return vals
+	}
+	switch flag {
 	case "provenance":
 		return []string{config.ProvenanceOff, config.ProvenancePrefer, config.ProvenanceRequire}
 	case "from":
@@ -104,10 +103,10 @@ func complete(w io.Writer, words []string, dir string) {
 				name = f.Name
 			}
 		}
-		out = flagValues(cmdName(cmd), name)
+		out = flagValues(flags, name)
 	case strings.HasPrefix(cur, "--") && strings.Contains(cur, "="):
 		name, val, _ := strings.Cut(strings.TrimPrefix(cur, "--"), "=")
-		for _, v := range flagValues(cmdName(cmd), name) {
+		for _, v := range flagValues(flags, name) {
 			if strings.HasPrefix(v, val) {
 				out = append(out, "--"+name+"="+v)
 			}
@@ -149,13 +148,6 @@ func complete(w io.Writer, words []string, dir string) {
 			io.WriteString(w, c+"\n")
 		}
 	}
-}
-
-func cmdName(c *command) string {
-	if c == nil {
-		return ""
-	}
-	return c.name
 }
 
 // commandFlags is every flag c accepts, globals included; c nil is mur's own.

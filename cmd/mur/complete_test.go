@@ -12,6 +12,7 @@ import (
 // their fixed values; a flag's value is never the command name, and mur run's guest words are
 // the guest's.
 func TestCompleteWords(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte("name: p\nartifacts:\n  - { name: acme/grep, version: \"1.0.0\" }\n  - { name: beta/spin, version: \"1.0.0\" }\n"), 0o644)
 	sub := filepath.Join(dir, "src", "deep")
@@ -36,6 +37,10 @@ func TestCompleteWords(t *testing.T) {
 		{dir, []string{"pull", "--platform", "=", "li"}, "linux-aarch64 linux-x86_64"}, // bash splits at '='
 		{dir, []string{"push", "--platform", "="}, "any darwin-aarch64 darwin-x86_64 linux-aarch64 linux-x86_64"},
 		{dir, []string{"rm", ""}, "acme/ acme/grep beta/ beta/spin"},
+		{dir, []string{"in"}, "index info init"},
+		{dir, []string{"init", "--st"}, "--store"},
+		{dir, []string{"init", "--store", "oci"}, "oci-layout: oci://"},
+		{dir, []string{"add", "--platform", "al"}, "all"},
 		{dir, []string{"verify", ""}, ""}, // takes no arguments
 		{dir, []string{"warm", "a"}, ""},
 		{dir, []string{"pull", "--provenance", ""}, "off prefer require"},

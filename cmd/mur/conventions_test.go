@@ -25,6 +25,7 @@ func commandPaths() [][]string {
 }
 
 func TestEveryCommandHasExamples(t *testing.T) {
+	t.Parallel()
 	for _, path := range commandPaths() {
 		code, out, _ := runMur(t, append(path, "--help")...)
 		if code != 0 || !strings.Contains(out, "\nExamples:\n  mur ") && !strings.Contains(out, "\nExamples:\n  source <(mur") && !strings.Contains(out, "\nExamples:\n  ") {
@@ -42,6 +43,8 @@ func TestPlatformOneCheck(t *testing.T) {
 		{"warm", "--platform", "bogus"},
 		{"push", "x.mur.zip", "--scope", "acme", "--store", "oci-layout:s", "--platform", "bogus"},
 		{"index", "x.mur.zip", "--scope", "acme", "--platform", "bogus"},
+		{"add", "acme/x@1.0.0", "--platform", "bogus"},
+		{"lock", "--platform", "bogus"},
 	} {
 		code, _, errOut := runMur(t, append([]string{"--home", home}, args...)...)
 		if code != 2 || !strings.Contains(errOut, `mur: usage: --platform "bogus" is not a platform; give one of any, linux-x86_64`) {
@@ -103,6 +106,7 @@ func TestJSONEnvelope(t *testing.T) {
 }
 
 func TestEmptyLists(t *testing.T) {
+	t.Parallel()
 	type inner struct {
 		Tags []string          `json:"tags"`
 		Map  map[string]string `json:"map"`
@@ -133,6 +137,7 @@ func TestEmptyLists(t *testing.T) {
 }
 
 func TestVersionFromBuildInfo(t *testing.T) {
+	t.Parallel()
 	bi := &debug.BuildInfo{Main: debug.Module{Path: "github.com/murmur-nexus/mur", Version: "v1.4.0"},
 		Deps:     []*debug.Module{{Path: "github.com/tetratelabs/wazero", Version: "v1.12.0"}},
 		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.modified", Value: "true"}, {Key: "vcs.time", Value: "2026-01-02T03:04:05Z"}}}
@@ -149,6 +154,7 @@ func TestVersionFromBuildInfo(t *testing.T) {
 }
 
 func TestPlural(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		n    int
 		want string
@@ -163,6 +169,7 @@ func TestPlural(t *testing.T) {
 }
 
 func TestCompletion(t *testing.T) {
+	t.Parallel()
 	for _, sh := range []string{"bash", "zsh", "fish"} {
 		code, out, _ := runMur(t, "completion", sh)
 		// bash and zsh ask mur itself on every TAB (complete.go); fish lists the commands and
@@ -179,6 +186,7 @@ func TestCompletion(t *testing.T) {
 // sigstore-go's package initialisation costs tens of milliseconds per process; mur must never
 // link it, so that `mur run` and warm pulls stay fast. mur-provenance does the verifying.
 func TestMurNeverLinksSigstore(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", "github.com/murmur-nexus/mur/cmd/mur").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
@@ -207,6 +215,7 @@ func rawTerminalControl(out string) (rune, bool) {
 // The --json envelope carries DEL and the C1 controls as \u escapes, in the result and in the
 // error alike, and still means the same strings.
 func TestJSONEnvelopeEscapesDELAndC1(t *testing.T) {
+	t.Parallel()
 	var b bytes.Buffer
 	result := struct {
 		Store string `json:"store"`
@@ -235,6 +244,7 @@ func TestJSONEnvelopeEscapesDELAndC1(t *testing.T) {
 // gave reaches --json escaped as JSON and stderr escaped for a terminal, on a usage error and on
 // a command's own failure.
 func TestOutputEscapesDELAndC1(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	for _, tt := range []struct {
 		args      []string

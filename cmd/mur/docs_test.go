@@ -44,6 +44,7 @@ var helpBlock = regexp.MustCompile("(?s)(<!-- mur help ([a-z-]+)[^\n]*-->\n```te
 // Each help topic's text is what docs/TOPIC.md shows under its marker. With -update the pages
 // are rewritten from the help topics (the Go tables are the source).
 func TestDocsShowHelpTopics(t *testing.T) {
+	t.Parallel()
 	for _, topic := range helpTopics() {
 		rel := "docs/" + topic.name + ".md"
 		page := readDoc(t, rel)
@@ -74,6 +75,7 @@ func TestDocsShowHelpTopics(t *testing.T) {
 
 // `mur help TOPIC` prints the topic, and an unknown topic is a usage error with a suggestion.
 func TestHelpTopicsRun(t *testing.T) {
+	t.Parallel()
 	for _, topic := range helpTopics() {
 		code, out, errOut := runMur(t, "help", topic.name)
 		if code != 0 || out != topic.text() || errOut != "" {
@@ -241,6 +243,7 @@ func linkedDirs(t *testing.T) map[string]bool {
 // environment' (and so in docs/environment.md); every other one the repository reads (tests,
 // test helpers, benchreport) is named somewhere in docs/, for contributors.
 func TestEnvironmentCoversTheCode(t *testing.T) {
+	t.Parallel()
 	files, consts := parseRepo(t)
 	linked := linkedDirs(t)
 	documented := map[string]bool{}
@@ -330,6 +333,12 @@ func configKeys(t *testing.T) []string {
 					if (n.Op == token.EQL || n.Op == token.NEQ) && isKeyValue(n.X) {
 						lit(n.Y)
 					}
+				case *ast.CallExpr:
+					// f.sizeKey(path, PARENT, KEY, …) reads PARENT: { KEY: SIZE }.
+					if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "sizeKey" && len(n.Args) > 2 {
+						lit(n.Args[1])
+						lit(n.Args[2])
+					}
 				case *ast.Field:
 					if n.Tag != nil {
 						for _, m := range tag.FindAllStringSubmatch(n.Tag.Value, -1) {
@@ -351,10 +360,11 @@ func configKeys(t *testing.T) []string {
 
 // Every key the config.yaml parser reads is in docs/config.md.
 func TestConfigKeysDocumented(t *testing.T) {
+	t.Parallel()
 	keys := configKeys(t)
 	// The keys of today; if the parser's shape changes so that this test no longer finds them,
 	// teach configKeys the new shape rather than dropping one from here.
-	for _, k := range []string{"stores", "sources", "cache", "max_size", "mirror", "mirror_required", "provenance",
+	for _, k := range []string{"stores", "sources", "cache", "max_size", "pull", "max_decompressed", "mirror", "mirror_required", "provenance",
 		"trusted_root", "trusted_keys", "scopes", "allow_self_hosted", "signer_workflow", "url", "plain_http", "fallback", "hint", "pem", "pem_file"} {
 		if !slices.Contains(keys, k) {
 			t.Errorf("configKeys did not find the key %q in fetch/config's source; it found %q", k, keys)
@@ -370,6 +380,7 @@ func TestConfigKeysDocumented(t *testing.T) {
 
 // Every field of every --json golden is in docs/json.md, in `code`.
 func TestJSONFieldsDocumented(t *testing.T) {
+	t.Parallel()
 	page := readDoc(t, "docs/json.md")
 	goldens, _ := filepath.Glob(filepath.Join("testdata", "golden", "*.json"))
 	if len(goldens) == 0 {
@@ -411,6 +422,7 @@ func jsonKeys(v any) []string {
 // Every exit status the code exits with is in 'mur help exit-codes': exitStatus's for every
 // token, and each of sandbox's Status constants for mur run.
 func TestExitCodesCoverTheCode(t *testing.T) {
+	t.Parallel()
 	all := map[int]bool{}
 	for _, d := range exitCodes() {
 		all[d.code] = true
@@ -461,6 +473,7 @@ var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 // Every relative link in README.md and docs/ leads to a file that exists, and an #anchor to a
 // heading of that file.
 func TestDocsLinksResolve(t *testing.T) {
+	t.Parallel()
 	pages := []string{"README.md"}
 	found, _ := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
 	for _, p := range found {
@@ -521,6 +534,7 @@ var heredoc = regexp.MustCompile(`(?s)cat > (\S+) <<'YAML'\n(.*?)\nYAML\n`)
 // The README's first project writes the same files as first-project.txtar, the script test that
 // plays its steps, so that what a reader copies is what the test runs.
 func TestReadmeFirstProjectIsTheScript(t *testing.T) {
+	t.Parallel()
 	readme := readDoc(t, "README.md")
 	ar, err := txtar.ParseFile(filepath.Join("testdata", "script", "first-project.txtar"))
 	if err != nil {

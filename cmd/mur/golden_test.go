@@ -257,6 +257,7 @@ func badKeys(v any, at string) []string {
 }
 
 func TestBadKeys(t *testing.T) {
+	t.Parallel()
 	var v any
 	if err := json.Unmarshal([]byte(`{"ok_key":[{"HostPath":1,"fine":{"camelCase":2}}],"x1":0}`), &v); err != nil {
 		t.Fatal(err)
@@ -273,6 +274,7 @@ func TestBadKeys(t *testing.T) {
 
 // A failed write-through to the mirror shows its error as every other error does.
 func TestResultJSONMirrorError(t *testing.T) {
+	t.Parallel()
 	r := toResultJSON(fetch.Result{Name: "acme/x", Mirror: &fetch.MirrorPush{Store: "oci://m/murmur", Error: "the mirror refused the push", Token: "denied"}})
 	if r.Mirror == nil || r.Mirror.Pushed || r.Mirror.Error == nil || r.Mirror.Error.Token != "denied" || r.Mirror.Error.Message != "the mirror refused the push" {
 		t.Fatalf("mirror = %+v", r.Mirror)

@@ -133,6 +133,9 @@ func environment() []envDoc {
 		{"MURMUR_MAX_ARTIFACT_DECOMPRESSED_BYTES", "the ceiling on a packed payload's decompressed " +
 			"size, in bytes (default 524288000, 500 MiB); plus 5 MiB it also bounds the download of a " +
 			"blob whose size no manifest declares"},
+		{"MURMUR_MAX_PULL_DECOMPRESSED_BYTES", "what the payloads one pull stages into tools/ may " +
+			"decompress to together, in bytes (default 1073741824, 1 GiB); over config.yaml's " +
+			"pull.max_decompressed"},
 		{"NO_COLOR", "any value but empty turns colour off"},
 		{"TERM", "dumb turns colour off, as NO_COLOR does"},
 		{"DOCKER_CONFIG", "the folder of the docker config.json whose credentials and helpers " +

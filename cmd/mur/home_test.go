@@ -34,6 +34,7 @@ func TestResolveOrder(t *testing.T) {
 }
 
 func TestEnsurePrivateDirReasserts(t *testing.T) {
+	t.Parallel()
 	d := filepath.Join(t.TempDir(), "a", "b")
 	if err := atomicfile.MkdirPrivate(d); err != nil {
 		t.Fatal(err)

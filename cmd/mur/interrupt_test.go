@@ -101,6 +101,7 @@ func exitOf(t *testing.T, cmd *exec.Cmd) syscall.WaitStatus {
 }
 
 func TestSecondInterruptKillsAtOnce(t *testing.T) {
+	t.Parallel()
 	if g := os.Getenv(interruptChildEnv); g != "" {
 		interruptChild(g)
 	}
@@ -127,6 +128,7 @@ func TestSecondInterruptKillsAtOnce(t *testing.T) {
 }
 
 func TestInterruptGraceEndsAStuckWindDown(t *testing.T) {
+	t.Parallel()
 	if g := os.Getenv(interruptChildEnv); g != "" {
 		interruptChild(g)
 	}

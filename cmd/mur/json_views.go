@@ -6,39 +6,22 @@ import (
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/internal/errs"
-	"github.com/murmur-nexus/mur/lock"
 )
 
-// The --json shapes of results the library reports in its own types. Each lists every key,
-// always present (lists [], absent objects null), in the order docs/json.md documents; the
-// library's own JSON tags serve files on disk, where absent keys are left out.
+// The --json views of results the library reports in its own types (docs/ARCHITECTURE.md: one
+// JSON shape per result). A result's own json tags are its shape; a view embeds it and states
+// only what the library can't: the command's own keys, and each error as {"token", "message"},
+// shadowing the result's. Every key is always present (lists [], absent objects null). Where
+// the library's tags serve a file on disk (cas.Record) they leave absent keys out, and the view
+// lists every key (recordJSON).
 
 // resultJSON is one artifact of pull, add and warm.
 type resultJSON struct {
-	Name            string          `json:"name"`
-	Version         string          `json:"version"`
-	Platform        string          `json:"platform"`
-	Digest          string          `json:"digest"`
-	Size            int64           `json:"size"`
-	Origin          string          `json:"origin"`
-	Release         string          `json:"release"`
-	Asset           string          `json:"asset"`
-	CacheHit        bool            `json:"cache_hit"`
-	Transferred     int64           `json:"transferred"`
-	DurationMS      int64           `json:"duration_ms"`
-	Tools           string          `json:"tools"`
-	Blob            string          `json:"blob"` // outside a project: where the CAS holds it
-	File            string          `json:"file"` // -o: the .mur.zip written
-	NewPin          *lock.ScopePin  `json:"new_pin"`
-	Warnings        []string        `json:"warnings"`
-	Skipped         []fetch.Skipped `json:"skipped"`
-	Notes           []string        `json:"notes"`
-	Resumed         int64           `json:"resumed"`
-	Connections     int             `json:"connections"`
-	Mirror          *mirrorJSON     `json:"mirror"`
-	ResolvedOffline bool            `json:"resolved_offline"`
-	Provenance      *cas.Provenance `json:"provenance"`
-	Error           *jsonError      `json:"error"`
+	fetch.Result
+	Blob   string      `json:"blob"` // outside a project: where the CAS holds it
+	File   string      `json:"file"` // -o: the .mur.zip written
+	Mirror *mirrorJSON `json:"mirror"`
+	Error  *jsonError  `json:"error"`
 }
 
 // mirrorJSON is a result's write-through to the mirror, its failure as {"token", "message"}.
@@ -49,12 +32,7 @@ type mirrorJSON struct {
 }
 
 func toResultJSON(r fetch.Result) resultJSON {
-	out := resultJSON{
-		Name: r.Name, Version: r.Version, Platform: r.Platform, Digest: r.Digest, Size: r.Size, Origin: r.Origin,
-		Release: r.Release, Asset: r.Asset, CacheHit: r.CacheHit, Transferred: r.Transferred, DurationMS: r.DurationMS,
-		Tools: r.Tools, NewPin: r.NewPin, Warnings: r.Warnings, Skipped: r.Skipped, Notes: r.Notes, Resumed: r.Resumed,
-		Connections: r.Connections, ResolvedOffline: r.ResolvedOffline, Provenance: r.Provenance, Error: toJSONError(r.Err),
-	}
+	out := resultJSON{Result: r, Error: toJSONError(r.Err)}
 	if out.Error == nil && r.Error != "" {
 		out.Error = recordError(r.Error)
 	}

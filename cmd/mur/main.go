@@ -104,23 +104,21 @@ func raw(w io.Writer) io.Writer {
 	return w
 }
 
-// Warn writes a warning to stderr. Unlike Progress it prints under -q: a warning is something
-// the user must see.
+// Warn writes a warning to stderr, as `mur: warning: …`. Every warning takes this path and
+// none takes Progress's: -q silences progress only, since CI runs quiet and a warning is
+// something the user must see (docs/commands.md).
 func (e *env) Warn(format string, args ...any) {
 	fmt.Fprintf(e.stderr, "mur: warning: "+format+"\n", args...)
 }
 
-// Progress writes a human progress line to stderr unless -q.
+// warning is Warn as the library's callbacks take it: one message, said as it is.
+func (e *env) warning(msg string) { e.Warn("%s", msg) }
+
+// Progress writes a human progress line to stderr unless -q. It is never a warning's path.
 func (e *env) Progress(format string, args ...any) {
 	if !e.g.quiet {
 		fmt.Fprintf(e.stderr, format+"\n", args...)
 	}
-}
-
-// SandboxWarning writes a warning that bears on what a guest may do, or on the sandbox that
-// holds it, to stderr: -q never hides these, since CI runs quiet and they change what runs.
-func (e *env) SandboxWarning(msg string) {
-	fmt.Fprintf(e.stderr, "mur: warning: %s\n", msg)
 }
 
 // command is one verb of the command line. A command either runs or has subcommands.
@@ -154,6 +152,7 @@ func (x *exitCode) Unwrap() error { return x.err }
 
 func commands() []*command {
 	return []*command{
+		initCmd(),
 		pullCmd(),
 		addCmd(),
 		rmCmd(),

@@ -19,6 +19,7 @@ const mib = 1 << 20
 // say where it resumed; the summary counts the bytes that moved and says, apart, the ones
 // resumed: the same count the note gave.
 func TestProgressRateAfterResume(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	t0 := time.Unix(1000, 0)
 	now := t0
@@ -47,6 +48,7 @@ func TestProgressRateAfterResume(t *testing.T) {
 
 // A narrow terminal drops the bar first, then the verb and the resume note; the numbers stay.
 func TestProgressNarrowKeepsTheNumbers(t *testing.T) {
+	t.Parallel()
 	p := newProgress(&bytes.Buffer{}, false, "pull")
 	l := &artifactLine{name: "acme/big", phase: fetch.PhaseFetch, bytes: 70 * mib, total: 100 * mib, resumed: 62 * mib}
 	for _, c := range []struct {
@@ -67,6 +69,7 @@ func TestProgressNarrowKeepsTheNumbers(t *testing.T) {
 
 // The Ctrl-C message says how much of an interrupted download was kept for the next pull.
 func TestProgressInterruptedSaysWhatWasKept(t *testing.T) {
+	t.Parallel()
 	p := newProgress(&bytes.Buffer{}, true, "pull")
 	p.lines = []*artifactLine{
 		{name: "acme/big", phase: fetch.PhaseFailed, kept: 62 * mib},
@@ -106,6 +109,7 @@ func rawControl(t *testing.T, out string) string {
 // A store address (and a name) from outside reaches the progress output escaped, never raw: in
 // a log's lines and on a terminal's redrawn ones, as it is fetched from and as it is done.
 func TestProgressEscapesWhatCameFromOutside(t *testing.T) {
+	t.Parallel()
 	const name = "acme/x\x1b[2J\u009b"
 	const nameShown = `acme/x\x1b[2J\u009b`
 	for _, tt := range []struct {

@@ -13,8 +13,6 @@ import (
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/config"
-	"github.com/murmur-nexus/mur/fetch/github"
-	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/manifest"
@@ -57,11 +55,11 @@ func (e *env) openProject() (*project, error) {
 		}
 	}
 	for _, msg := range w.Warnings {
-		e.Progress("mur: warning: %s", msg)
+		e.warning(msg)
 	}
 	if w.Capsule != nil {
 		for _, g := range w.Capsule.GrantWarnings {
-			e.SandboxWarning(g)
+			e.warning(g)
 		}
 	}
 	return &project{Workspace: w, capsule: w.Capsule, cfg: w.Config, home: h}, nil
@@ -89,37 +87,16 @@ func openCAS(h Home) (*cas.Store, error) {
 }
 
 // puller is the command's Puller, as fetch assembles it from the project, the flags f and o:
-// this file only hands it the store and source constructors and the compiled cache's eviction.
+// this file only hands it the network's settings and the compiled cache's eviction.
 func (p *project) puller(e *env, f storeFlags, o fetch.PullerOptions) (*fetch.Puller, error) {
 	o.Stores, o.PlainHTTP, o.Mirror = f.stores, f.plainHTTP, f.mirror
 	o.WorkDir, _ = os.Getwd()
 	o.Offline = e.Offline()
+	o.Network = fetch.Network{Timeout: networkTimeout(), Registries: p.home.Registries()}
 	o.Verifier = e.trustingVerifier(p.home, p.cfg)
-	o.Warn = func(msg string) { e.Progress("mur: warning: %s", msg) }
+	o.Warn = e.warning
 	o.Evict = func(ctx context.Context, d digest.Digest, dryRun bool) []string {
 		return sandbox.Evict(ctx, p.home.Compiled(), o.CAS, d, dryRun)
-	}
-	pool := ocistore.NewPool() // one authenticated transport per registry for this command
-	schemes := ocistore.NewSchemes(p.home.Registries())
-	o.Open = fetch.Openers{
-		Store: func(addr string, plain bool) (store.Store, error) {
-			opt := storeOptions()
-			opt.Pool, opt.PlainHTTP, opt.Schemes = pool, plain, schemes
-			return ocistore.Open(addr, opt)
-		},
-		// The mirror is written to: a transport of its own, not one a pull authenticated.
-		Mirror: func(addr string, plain bool) (store.Store, error) {
-			opt := storeOptions()
-			opt.PlainHTTP, opt.Schemes = plain, schemes
-			return ocistore.Open(addr, opt)
-		},
-		Source: func(sourceFor func(string) string) store.Source {
-			opt := github.ClientOptionsFromEnv()
-			if t := networkTimeout(); t > 0 {
-				opt.Timeout = t
-			}
-			return github.NewSource(github.NewClient(opt), sourceFor)
-		},
 	}
 	return p.Workspace.Puller(o)
 }
@@ -141,7 +118,7 @@ func networkTimeoutFromEnv() (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
-		return 0, usagef("MUR_NETWORK_TIMEOUT is %q; expected a positive duration such as 30s or 2m, or unset it for the default of %s", v, ocistore.DefaultTimeout)
+		return 0, usagef("MUR_NETWORK_TIMEOUT is %q; expected a positive duration such as 30s or 2m, or unset it for the default of %s", v, fetch.DefaultTimeout)
 	}
 	return d, nil
 }
@@ -180,14 +157,10 @@ func (f *storeFlags) register(fs *pflag.FlagSet, usage string) {
 	fs.BoolVar(&f.plainHTTP, "plain-http", false, "speak plain HTTP to the --store (and --mirror) registries (mur never does off loopback on its own)")
 }
 
-// registerDownload adds --connections and --mirror, for the commands that bring artifacts in.
-func (f *storeFlags) registerDownload(fs *pflag.FlagSet, connections *int) {
-	fs.IntVar(connections, "connections", fetch.DefaultConnections, "connections one large blob is fetched over, when its server serves ranges (1: one stream)")
+// registerMirror adds --mirror, for the commands that bring artifacts in and may write them
+// through.
+func (f *storeFlags) registerMirror(fs *pflag.FlagSet) {
 	fs.StringVar(&f.mirror, "mirror", "", "write every artifact brought in from elsewhere through to this registry (oci://HOST[:PORT]/PREFIX)")
-}
-
-func storeOptions() ocistore.Options {
-	return ocistore.Options{Timeout: networkTimeout()}
 }
 
 // resolveStoreArg makes a relative oci-layout: path given on the command line absolute.

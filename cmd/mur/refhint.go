@@ -88,8 +88,9 @@ func refHint(verb, arg string) string {
 		if verb == "push" { // the registry is where to push: --store is the destination
 			return "\"" + arg + "\" is a registry's full reference; mur push takes scope/name@version (or a .mur.zip) and the registry as --store: did you mean 'mur push " + r.ref() + " --store " + st + "'?"
 		}
-		if c := find(commands(), verb); c == nil || commandFlags(c).Lookup("store") == nil {
-			// A command without --store (mur info) asks the stores config.yaml names.
+		if c := find(commands(), verb); c == nil || !readsStores(commandFlags(c)) {
+			// A command without --store (mur info, whose --store serves --bundle-out only)
+			// asks the stores config.yaml names.
 			return "\"" + arg + "\" is a registry's full reference; mur takes scope/name@version and the registry as a store: did you mean 'mur " + verb + " " + r.ref() + "', with " + st + " added to stores: in .murmur/config.yaml?"
 		}
 		return "\"" + arg + "\" is a registry's full reference; mur takes scope/name@version and the registry as a store: did you mean 'mur " + verb + " --store " + st + " " + r.ref() + "'? (or add " + st + " to stores: in .murmur/config.yaml)"

@@ -3,6 +3,7 @@ package main
 import "testing"
 
 func TestRegistryRefs(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		arg, ref, store string
 		ok              bool
@@ -27,6 +28,7 @@ func TestRegistryRefs(t *testing.T) {
 }
 
 func TestDigestPins(t *testing.T) {
+	t.Parallel()
 	if n, d, ok := digestPin("acme/upper@sha256:" + hex64); !ok || n != "acme/upper" || d != "sha256:"+hex64 {
 		t.Errorf("digestPin = %q %q %v", n, d, ok)
 	}

@@ -35,6 +35,7 @@ func wordingSlips(text string) []string {
 }
 
 func TestWordingSlips(t *testing.T) {
+	t.Parallel()
 	for _, s := range []string{"pinned version version 1.0", "compiled compiled module", "found it?; retry", "2 place(s)"} {
 		if len(wordingSlips(s)) == 0 {
 			t.Errorf("wordingSlips(%q) found nothing", s)
@@ -49,6 +50,7 @@ func TestWordingSlips(t *testing.T) {
 
 // TestHelpHasNoSlips proofreads every command's --help and mur help.
 func TestHelpHasNoSlips(t *testing.T) {
+	t.Parallel()
 	var walk func(path []string, cs []*command)
 	walk = func(path []string, cs []*command) {
 		for _, c := range cs {
@@ -102,6 +104,7 @@ func TestErrorsHaveNoSlips(t *testing.T) {
 // TestGoldenOutputsHaveNoSlips proofreads every message and warning the --json goldens hold:
 // what the commands of the golden walk print.
 func TestGoldenOutputsHaveNoSlips(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("testdata", "golden", "*.json"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no goldens: %v", err)

@@ -21,12 +21,8 @@ import (
 // file is one mur accepts) and a murmur-index.json that `mur index` writes from packed artifacts.
 // Without node or the package it skips, unless CI is set (.ci/run installs both).
 func TestPresetQueries(t *testing.T) {
-	if _, err := exec.LookPath("node"); err != nil {
-		need(t, "node is not on PATH")
-	}
-	if _, err := os.Stat(filepath.Join("node_modules", "jsonata")); err != nil {
-		need(t, "the jsonata package is not installed: run 'npm ci' in contrib/renovate")
-	}
+	t.Parallel()
+	needQuery(t)
 	yamlData, err := os.ReadFile(filepath.Join("testdata", "murmur.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -63,10 +59,7 @@ func TestPresetQueries(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	out, err := exec.Command("node", "query.js", "murmur.json", manifestJSON, indexPath).CombinedOutput()
-	if err != nil {
-		t.Fatalf("node query.js: %v\n%s", err, out)
-	}
+	out := query(t, manifestJSON, indexPath)
 	var got struct {
 		Deps []struct {
 			DepName      string `json:"depName"`
@@ -110,6 +103,27 @@ func TestPresetQueries(t *testing.T) {
 	if r := got.Releases["murmur/hello"]; len(r) != 0 {
 		t.Fatalf("murmur/hello is not in acme's index, found %v", r)
 	}
+}
+
+// needQuery skips a test that runs query.js where node or jsonata is missing (need).
+func needQuery(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("node"); err != nil {
+		need(t, "node is not on PATH")
+	}
+	if _, err := os.Stat(filepath.Join("node_modules", "jsonata")); err != nil {
+		need(t, "the jsonata package is not installed: run 'npm ci' in contrib/renovate")
+	}
+}
+
+// query runs the murmur preset's queries (query.js) over the manifest and index files given.
+func query(t *testing.T, manifestJSON, indexPath string) []byte {
+	t.Helper()
+	out, err := exec.Command("node", "query.js", "murmur.json", manifestJSON, indexPath).CombinedOutput()
+	if err != nil {
+		t.Fatalf("node query.js: %v\n%s", err, out)
+	}
+	return out
 }
 
 // need skips a test for lack of a tool, or fails it when CI is set, where .ci/run installs it.

@@ -36,6 +36,7 @@ var (
 // pending (Renovate's default minimumReleaseAgeBehaviour wants a time), as does one from a
 // registry, whose tags carry no time.
 func TestRenovateLocal(t *testing.T) {
+	t.Parallel()
 	for _, p := range []string{node24, renovate} {
 		if _, err := os.Stat(p); err != nil {
 			need(t, p+" is not installed: run 'npm ci' in contrib/renovate")
@@ -68,7 +69,8 @@ func TestRenovateLocal(t *testing.T) {
 	add(file("grep", "1.2.0"), "any", monthAgo.Add(-time.Hour))
 	add(file("grep", "1.3.0"), "any", now)
 	add(file("sed", "4.9.0"), "any", monthAgo.Add(-time.Hour))
-	// One version for two platforms, the second a day later: the version's release is the first.
+	// One version for two platforms, the second a day later: the version's release is the second,
+	// the last one published.
 	add(file("sed", "4.10.0"), "linux-x86_64", monthAgo)
 	add(file("sed", "4.10.0"), "any", monthAgo.Add(24*time.Hour))
 	add(file("fmt", "1.0.0"), "any", monthAgo)
@@ -191,7 +193,7 @@ func TestRenovateLocal(t *testing.T) {
 	stamp := func(at time.Time) string { return at.Truncate(time.Second).Format("2006-01-02T15:04:05.000Z") }
 	want := map[string][]update{
 		"custom.murmur acme/grep@1.2.0": {{"1.3.0", stamp(now), true}},
-		"custom.murmur acme/sed@4.9.0":  {{"4.10.0", stamp(monthAgo), false}},
+		"custom.murmur acme/sed@4.9.0":  {{"4.10.0", stamp(monthAgo.Add(24 * time.Hour)), false}},
 		"custom.murmur acme/fmt@1.0.0":  {{"1.1.0", "", true}},
 		"docker team/lint@0.1.0":        {{"0.2.0", "", true}},
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -42,6 +43,9 @@ import (
 //     is always `github:murmur-nexus/default-artifacts` (writing exactly that is tolerated).
 //   - Config files are written by people, and newer mur may add keys, so unknown keys are ignored
 //     and reported in Config.Warnings instead of failing every command.
+//   - pull.max_decompressed bounds what the payloads one pull stages decompress to together
+//     (fetch/stage's budget), a size as cache.max_size is; of the two files' values the smaller
+//     holds, since a cloned project must not widen a bound against its own artifacts.
 //   - cache.max_size caps the CAS: after each pull, unpinned blobs go, least recently used first,
 //     until the blobs hold at most that many bytes (see GC). It is a number of bytes with an
 //     optional unit, K, M, G or T, each 1024 times the one before, spelled K, KB or KiB alike (as
@@ -65,6 +69,9 @@ type Config struct {
 	Sources map[string]string
 	// MaxCacheSize is cache.max_size in bytes; 0 when neither file sets it.
 	MaxCacheSize int64
+	// MaxPullDecompressed is pull.max_decompressed in bytes, the smaller of the two files'; 0
+	// when neither sets it.
+	MaxPullDecompressed int64
 	// PlainHTTP holds the oci:// stores (and the mirror) written as {url: …, plain_http: true}:
 	// registries the user chose to reach over plain HTTP (never chosen for them off loopback).
 	PlainHTTP map[string]bool
@@ -82,6 +89,9 @@ type Config struct {
 	// MirrorFromProject is set when the mirror is named by the project's .murmur/config.yaml and
 	// not by the home's config.yaml: a cloned project's choice (see Puller.MirrorFromProject).
 	MirrorFromProject bool
+	// ProjectStores are the stores the project's config.yaml lists and the home's does not: what
+	// they serve, and public sources, is all that a project's own mirror receives.
+	ProjectStores map[string]bool
 	// Warnings name keys that were ignored, with their file, for the command to print.
 	Warnings []string
 }
@@ -142,6 +152,11 @@ func Load(homeConfigPath, projectDir string) (*Config, error) {
 		if f.maxCacheSize > 0 {
 			c.MaxCacheSize = f.maxCacheSize
 		}
+		if n := f.maxPullDecompressed; n > 0 && (c.MaxPullDecompressed == 0 || n < c.MaxPullDecompressed) {
+			// A bound against what a project's own artifacts expand to: the project may lower
+			// the home's, never raise it.
+			c.MaxPullDecompressed = n
+		}
 		if f.mirror != "" {
 			c.Mirror = f.mirror
 			if f.plainHTTP[f.mirror] {
@@ -161,6 +176,14 @@ func Load(homeConfigPath, projectDir string) (*Config, error) {
 		c.Warnings = append(c.Warnings, loosening(c.Provenance, project.provenance, projectPath)...)
 	}
 	c.MirrorFromProject = project != nil && project.mirror != "" && (user == nil || user.mirror != project.mirror)
+	c.ProjectStores = map[string]bool{}
+	if project != nil {
+		for _, s := range project.stores {
+			if user == nil || !slices.Contains(user.stores, s) {
+				c.ProjectStores[s] = true
+			}
+		}
+	}
 	return c, nil
 }
 
@@ -190,22 +213,51 @@ func (c *Config) Mapped(scope string) bool {
 
 // configFile is one parsed config file, already validated and with its paths resolved.
 type configFile struct {
-	stores         []string
-	plainHTTP      map[string]bool
-	fallbacks      map[string]store.Fallback
-	sources        map[string]string
-	maxCacheSize   int64
-	mirror         string
-	mirrorRequired *bool
-	provenance     ProvenanceConfig
-	warnings       []string
+	stores       []string
+	plainHTTP    map[string]bool
+	fallbacks    map[string]store.Fallback
+	sources      map[string]string
+	maxCacheSize int64
+	// maxPullDecompressed is pull.max_decompressed; 0 when the file does not set it.
+	maxPullDecompressed int64
+	mirror              string
+	mirrorRequired      *bool
+	provenance          ProvenanceConfig
+	warnings            []string
+}
+
+// sizeKey reads parent: { key: SIZE } (cache.max_size, pull.max_decompressed) into dst,
+// warning of any other key under parent.
+func (f *configFile) sizeKey(path, parent, key, example string, v *yaml.Node, dst *int64) error {
+	if yamlnode.IsNull(v) {
+		return nil
+	}
+	if v.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: %s must be a mapping such as { %s: %s }, found %s", v.Line, parent, key, example, yamlnode.Describe(v))
+	}
+	for j := 0; j+1 < len(v.Content); j += 2 {
+		ck, cv := v.Content[j], v.Content[j+1]
+		if ck.Value != key {
+			f.warnings = append(f.warnings, fmt.Sprintf("%s: line %d: unknown key %s.%s ignored", path, ck.Line, parent, ck.Value))
+			continue
+		}
+		if cv.Kind != yaml.ScalarNode {
+			return fmt.Errorf("line %d: %s.%s must be a size such as %s, found %s", cv.Line, parent, key, example, yamlnode.Describe(cv))
+		}
+		n, err := cas.ParseSize(cv.Value)
+		if err != nil {
+			return fmt.Errorf("line %d: %s.%s: %s", cv.Line, parent, key, errs.Message(err))
+		}
+		*dst = n
+	}
+	return nil
 }
 
 // maxConfigBytes caps what is read of a config file, which holds a few lines.
 const maxConfigBytes = 1 << 20
 
 // topKeys are the keys config.yaml knows at its top level, for "did you mean".
-var topKeys = []string{"stores", "mirror", "mirror_required", "sources", "cache", "provenance", "trusted_root", "trusted_keys", "tuf_repositories", "scopes"}
+var topKeys = []string{"stores", "mirror", "mirror_required", "sources", "cache", "pull", "provenance", "trusted_root", "trusted_keys", "tuf_repositories", "scopes"}
 
 // readConfigFile reads one config file; home says it is the home's, the one that decides trust.
 func readConfigFile(path, baseDir string, home bool) (*configFile, error) {
@@ -329,26 +381,12 @@ func parseConfig(data []byte, path, baseDir string, home bool) (*configFile, err
 				f.sources[scope] = sv.Value
 			}
 		case "cache":
-			if yamlnode.IsNull(v) {
-				continue
+			if err := f.sizeKey(path, "cache", "max_size", "20GiB", v, &f.maxCacheSize); err != nil {
+				return nil, bad("%s", err)
 			}
-			if v.Kind != yaml.MappingNode {
-				return nil, bad("line %d: cache must be a mapping such as { max_size: 20GiB }, found %s", v.Line, yamlnode.Describe(v))
-			}
-			for j := 0; j+1 < len(v.Content); j += 2 {
-				ck, cv := v.Content[j], v.Content[j+1]
-				if ck.Value != "max_size" {
-					f.warnings = append(f.warnings, fmt.Sprintf("%s: line %d: unknown key cache.%s ignored", path, ck.Line, ck.Value))
-					continue
-				}
-				if cv.Kind != yaml.ScalarNode {
-					return nil, bad("line %d: cache.max_size must be a size such as 20GiB, found %s", cv.Line, yamlnode.Describe(cv))
-				}
-				n, err := cas.ParseSize(cv.Value)
-				if err != nil {
-					return nil, bad("line %d: cache.max_size: %s", cv.Line, errs.Message(err))
-				}
-				f.maxCacheSize = n
+		case "pull":
+			if err := f.sizeKey(path, "pull", "max_decompressed", "2GiB", v, &f.maxPullDecompressed); err != nil {
+				return nil, bad("%s", err)
 			}
 		default:
 			if ok, err := parseProvenanceKey(&f.provenance, k, v, baseDir, home); ok {

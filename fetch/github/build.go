@@ -1,12 +1,15 @@
 package github
 
 import (
+	"errors"
+	"io/fs"
 	"path/filepath"
 	"time"
 
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/safefile"
 	"github.com/murmur-nexus/mur/lock"
 )
 
@@ -55,4 +58,28 @@ func IndexFilesAt(files []string, scope, release, platform string, published tim
 		return nil, err
 	}
 	return merged, nil
+}
+
+// ReadIndexFile reads the murmur-index.json at path, a file the publisher named (mur index
+// --merge): through a symlink they chose, but only a regular file, never blocking on a FIFO, and
+// no more than the bound of an index read from a release, so that /dev/zero or a planted FIFO
+// neither exhausts memory nor hangs the command.
+func ReadIndexFile(path string) (*Index, error) {
+	b, err := safefile.ReadNamed(path, maxIndexBytes)
+	var nr *safefile.NotRegularError
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, errs.Wrap(err, errs.NotFound, "index %s does not exist; give the murmur-index.json to merge, or leave --merge out to start a new one", path)
+	case errors.As(err, &nr):
+		return nil, errs.Wrap(err, errs.Usage, "index %s is %s, not a regular file; give the murmur-index.json file itself", path, nr.Found)
+	case errors.Is(err, safefile.ErrTooLarge):
+		return nil, errs.Wrap(err, errs.IndexMismatch, "index %s is over %d bytes, far more than an index of 10,000 entries (about 3 MiB); check that it is a murmur-index.json", path, maxIndexBytes)
+	case err != nil:
+		return nil, errs.Wrap(err, errs.IO, "can't read index %s: %v", path, errs.OSCause(err))
+	}
+	ix, err := ParseIndex(b)
+	if err != nil {
+		return nil, errs.Wrap(err, errs.TokenOf(err), "%s: %s", path, errs.Message(err))
+	}
+	return ix, nil
 }

@@ -113,7 +113,7 @@ func TestIndexFilesRefusals(t *testing.T) {
 		{"scoped packed name", []string{scoped}, "acme", "v1", errs.InvalidArtifact, []string{scoped, "other/grep"}},
 		{"not a zip", []string{notZip}, "acme", "v1", errs.InvalidArtifact, []string{notZip}},
 		{"missing file", []string{filepath.Join(dir, "gone.mur.zip")}, "acme", "v1", errs.NotFound, []string{"gone.mur.zip"}},
-		{"one version, two hashes", []string{good, sameVersion}, "acme", "v1", errs.LockConflict, []string{"acme/grep@1.2.0"}},
+		{"one version, two hashes", []string{good, sameVersion}, "acme", "v1", errs.IndexMismatch, []string{"acme/grep@1.2.0"}},
 	} {
 		t.Run(c.what, func(t *testing.T) {
 			ix, err := IndexFiles(c.files, c.scope, c.release, "any")

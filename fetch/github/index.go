@@ -202,7 +202,7 @@ func (ix *Index) Lookup(name, version, platform string) (IndexEntry, bool) {
 // Merge adds other's entries to ix. An entry for the same name, version and platform replaces
 // the old one when the SHA-256 is the same, keeping the old published time (the version was
 // out since then; a later time would hold it back from update bots again); a different SHA-256
-// is refused with errs.LockConflict, because a published version never changes. Indexes of
+// is refused with errs.IndexMismatch, because a published version never changes. Indexes of
 // different scopes don't merge.
 func (ix *Index) Merge(other *Index) error {
 	if other.Scope != ix.Scope {
@@ -221,7 +221,7 @@ func (ix *Index) Merge(other *Index) error {
 			continue
 		}
 		if merged[i].SHA256 != e.SHA256 {
-			return errs.New(errs.LockConflict, "the index already lists %s@%s for %s with sha256 %s, and the new entry has sha256 %s; a published version can't change, so publish a new version", e.Name, e.Version, e.Platform, merged[i].SHA256, e.SHA256)
+			return errs.New(errs.IndexMismatch, "the index already lists %s@%s for %s with sha256 %s, and the new entry has sha256 %s; a published version can't change, so publish a new version", e.Name, e.Version, e.Platform, merged[i].SHA256, e.SHA256)
 		}
 		if merged[i].Published != "" {
 			e.Published = merged[i].Published

@@ -168,7 +168,7 @@ func TestMerge(t *testing.T) {
 		t.Fatalf("after merge: %+v", ix.Artifacts)
 	}
 	err := ix.Merge(&Index{Scope: "acme", Artifacts: []IndexEntry{entry("acme/grep", "1.1.0", "any", hexA)}})
-	if !errors.Is(err, errs.LockConflict) || !strings.Contains(err.Error(), hexA) || !strings.Contains(err.Error(), hexB) {
+	if !errors.Is(err, errs.IndexMismatch) || !strings.Contains(err.Error(), hexA) || !strings.Contains(err.Error(), hexB) {
 		t.Fatalf("conflicting merge: %v", err)
 	}
 	if len(ix.Artifacts) != 2 || ix.Artifacts[1].SHA256 != hexB {

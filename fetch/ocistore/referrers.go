@@ -10,10 +10,12 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/opencontainers/go-digest"
 
+	"github.com/murmur-nexus/mur/fetch/internal/retry"
 	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
@@ -139,15 +141,21 @@ func (s *registryStore) AttachBundle(ctx context.Context, n ref.Name, version st
 	what := fmt.Sprintf("attaching the bundle of %s@%s", n, version)
 	// The referrer manifest is a function of the subject and the bundle, so one HEAD tells
 	// whether an earlier push (or the registry a pull-through cache serves) holds it already:
-	// then nothing is written, and a registry that refuses writes is never asked to.
+	// then nothing is written, and a registry that refuses writes is never asked to. A server
+	// error is no answer, and is asked once: a pull-through cache asked for a manifest its
+	// upstream lacks answers 500 however often it is asked, so the bundle counts as absent and
+	// is written, which a registry that refuses writes refuses (denied, said once per command).
 	readOpts, err := s.pullOptions(ctx, r)
 	if err != nil {
 		return s.classify(err, what)
 	}
+	readOpts = append(readOpts, remote.WithContext(retry.Once(ctx)))
 	if _, err := remote.Head(r.Digest(sha256Hash(raw).String()), readOpts...); err == nil {
 		return nil
-	} else if err := s.classify(err, what); !errors.Is(err, errs.NotFound) {
-		return err
+	} else if !serverFailed(err) {
+		if err := s.classify(err, what); !errors.Is(err, errs.NotFound) {
+			return err
+		}
 	}
 	opts := s.options(ctx)
 	if err := remote.WriteLayer(r, static.NewLayer(emptyConfig, types.MediaType(emptyConfigType)), opts...); err != nil {
@@ -160,6 +168,12 @@ func (s *registryStore) AttachBundle(ctx context.Context, n ref.Name, version st
 		return s.classify(err, what)
 	}
 	return nil
+}
+
+// serverFailed reports whether err is a registry's 5xx answer.
+func serverFailed(err error) bool {
+	var te *transport.Error
+	return errors.As(err, &te) && te.StatusCode >= 500
 }
 
 // bundleManifest is cosign's referrer manifest for bundle, about the manifest sub.

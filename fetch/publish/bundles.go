@@ -35,7 +35,7 @@ func attachBundles(ctx context.Context, dst fstore.Store, it Item, extra [][]byt
 			if errs.TokenOf(err) == errs.Denied {
 				next = "" // pushing again meets the same refusal; the message says what to do
 			}
-			return errs.Wrap(err, errs.TokenOf(err), "%s@%s was pushed to %s, but its provenance bundle was not attached: %s%s", it.Desc.Name, it.Desc.Version, dst, errs.Message(err), next)
+			return errs.Wrap(err, errs.TokenOf(err), "%s@%s is in %s, but its provenance bundle was not attached: %s%s", it.Desc.Name, it.Desc.Version, dst, errs.Message(err), next)
 		}
 	}
 	return nil

@@ -92,7 +92,7 @@ func (h *StoreHealth) enter(ctx context.Context, st store.Store) (probe bool, er
 		if s.down != nil {
 			down := s.down
 			h.mu.Unlock()
-			return false, errs.Wrap(down, errs.TokenOf(down), "skipped: it failed earlier in this run, so mur does not ask it again until the next command (%s)", strings.TrimSuffix(errs.Message(down), "."))
+			return false, errs.Wrap(&failedEarlier{down}, errs.TokenOf(down), "skipped: it failed earlier in this run, so mur does not ask it again until the next command (%s)", strings.TrimSuffix(errs.Message(down), "."))
 		}
 		if s.known {
 			h.mu.Unlock()

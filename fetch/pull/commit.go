@@ -29,6 +29,9 @@ func (p *Puller) cacheHit(ctx context.Context, proj Project, req Request, res *R
 	if err != nil {
 		return err
 	}
+	if err := p.cachedLabel(ctx, req.Name, got); err != nil {
+		return err
+	}
 	plat := got.desc.Platform
 	if plat == "" {
 		plat = ref.PlatformAny
@@ -41,16 +44,6 @@ func (p *Puller) cacheHit(ctx context.Context, proj Project, req Request, res *R
 		return err
 	}
 	p.emit(Event{Name: res.Name, Phase: PhaseCached, Bytes: st.Size, Total: st.Size, Elapsed: p.now().Sub(start)})
-	return nil
-}
-
-// packedAs refuses an artifact whose own murmur.yaml names another artifact or version than the
-// one it was resolved as.
-func packedAs(a *artifact.Archive, name ref.Name, version, origin string, tok errs.Token) error {
-	if a.Manifest.Name != name.Name || a.Manifest.Version != version {
-		return errs.New(tok, "%s served %s@%s, but its packed murmur.yaml says name %q and version %q; nothing was written; report it to the publisher",
-			origin, name, version, a.Manifest.Name, a.Manifest.Version)
-	}
 	return nil
 }
 
@@ -127,7 +120,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 				got.known = known
 			}
 			if stage {
-				prepared, err = fstage.Prepare(proj.Tools(), req.Name, d, a, src, h)
+				prepared, err = fstage.Prepare(p.tools(proj), req.Name, d, a, src, h)
 			} else {
 				err = fstage.CheckPayload(a, h)
 			}
@@ -141,7 +134,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 		}
 	} else if stage {
 		var err error
-		if prepared, err = fstage.PrepareFromCAS(ctx, proj.Tools(), p.CAS, req.Name, d); err != nil {
+		if prepared, err = fstage.PrepareFromCAS(ctx, p.tools(proj), p.CAS, req.Name, d); err != nil {
 			return err
 		}
 	}
@@ -217,7 +210,8 @@ func (p *Puller) pinOf(req Request, res *Result, got *fetched, hex string) *pinC
 }
 
 func (p *Puller) precompile(ctx context.Context, d digest.Digest) error {
-	_, wasm, err := fstage.ReadBlob(ctx, p.CAS, d, true)
+	_, wasm, release, err := fstage.ReadBlob(ctx, p.CAS, d, true)
+	defer release()
 	if err != nil || wasm == nil {
 		return err
 	}
@@ -247,6 +241,9 @@ func (p *Puller) record(ctx context.Context, req Request, res *Result, start tim
 	}
 	if err != nil {
 		r.Outcome, r.Error = cas.OutcomeFailed, err.Error()
+		if ctx.Err() != nil {
+			r.Error = stoppedRecord(err)
+		}
 	}
 	p.appendRecord(ctx, r)
 }

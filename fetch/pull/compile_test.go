@@ -113,7 +113,7 @@ func TestPullCompilesOnlyWhatIsMissing(t *testing.T) {
 	pl.Compile.Precompile = func(_ context.Context, wasm []byte) error {
 		mu.Lock()
 		defer mu.Unlock()
-		compiled = append(compiled, wasm)
+		compiled = append(compiled, bytes.Clone(wasm)) // wasm is mapped only until Precompile returns
 		return nil
 	}
 	w.MustPull(pl, pulltest.Req(names[0], "1.0.0"), pulltest.Req(names[1], "1.0.0"), pulltest.Req(names[2], "1.0.0"))

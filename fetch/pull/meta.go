@@ -24,16 +24,21 @@ type MetaPin struct {
 
 // PinFromMeta resolves req from metadata (a store's manifest, a source's index) and checks its
 // provenance as a pull does, from the bundles its place holds and the bundle itself: never the
-// payload. recorded is the provenance the lock's entry recorded, which makes a verified bundle
-// required. A bundle that verifies is kept in the CAS, where the lock's record points.
-func (p *Puller) PinFromMeta(ctx context.Context, req Request, version string, owner *lock.ScopePin, recorded *lock.Provenance) (MetaPin, error) {
+// payload. entry is the lock's entry for req (nil for none): the provenance it recorded makes a
+// verified bundle required. A bundle that verifies is kept in the CAS, where the lock's record
+// points.
+func (p *Puller) PinFromMeta(ctx context.Context, req Request, version string, owner *lock.ScopePin, entry *lock.Entry) (MetaPin, error) {
 	desc, newPin, bf, err := p.resolveMeta(ctx, req, version, owner)
 	if err != nil {
 		return MetaPin{}, err
 	}
 	got := &fetched{desc: desc, newPin: newPin, bundles: bf}
 	var res Result
-	if err := p.checkProvenance(ctx, req, pinned{owner: owner, provenance: recorded}, got, &res); err != nil {
+	pin := pinned{owner: owner}
+	if entry != nil {
+		pin.provenance, pin.provenanceOf = entry.Provenance, entry.ResolvedVersion
+	}
+	if err := p.checkProvenance(ctx, req, pin, got, &res); err != nil {
 		return MetaPin{}, err
 	}
 	m := MetaPin{Desc: desc, NewPin: newPin}
@@ -106,7 +111,8 @@ func (p *Puller) resolveMeta(ctx context.Context, req Request, version string, o
 		}
 		failures = append(failures, err)
 	}
-	return fstore.Descriptor{}, nil, nil, allFailed(what, req.Name.Scope, from, len(p.Stores) > 0, asked, failures)
+	hints := chainHints(p.mappedSource(req.Name.Scope, owner != nil), from, len(p.Stores) > 0, failures)
+	return fstore.Descriptor{}, nil, nil, allFailed(what, hints, asked, failures)
 }
 
 // ResolveMeta is what version of req resolves to at its places, from metadata alone, and the

@@ -3,6 +3,7 @@ package pull
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/opencontainers/go-digest"
@@ -12,6 +13,7 @@ import (
 	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/errs"
+	"github.com/murmur-nexus/mur/lock"
 )
 
 // Write-through to a team registry. With a mirror set (mirror: in config.yaml, or --mirror), every
@@ -39,7 +41,12 @@ import (
 //     an artifact that was fetched with the user's credentials (a private repository, or a
 //     registry that asked for auth), now or by an earlier pull as the records say; the pull
 //     warns instead. Naming the same mirror in the home's config.yaml or with --mirror makes it
-//     the operator's.
+//     the operator's. Nor does it receive what came from a store the home names (an oci-layout
+//     share, an intranet registry that needs no login), from a store named on the command
+//     line or from a packed file: only what the project's own stores (Mirror.ProjectStores)
+//     or a public source served, on this pull or, for a blob already here, on an earlier one
+//     as the records say. The rest is said once per command and goes to the home's mirror
+//     only.
 
 // MirrorPush is the write-through of one artifact.
 type MirrorPush struct {
@@ -54,7 +61,8 @@ type mirrorLedger struct {
 	once    sync.Once
 	mu      sync.Mutex
 	has     map[digest.Digest]bool
-	private map[digest.Digest]bool // fetched with credentials by some pull
+	private map[digest.Digest]bool     // fetched with credentials by some pull
+	origins map[digest.Digest][]string // where pulls fetched it from
 }
 
 func (p *Puller) mirrorState() *mirrorLedger {
@@ -66,11 +74,14 @@ func (p *Puller) mirrorState() *mirrorLedger {
 
 func (m *mirrorLedger) read(store *cas.Store, mirror string) {
 	m.once.Do(func() {
-		m.has, m.private = map[digest.Digest]bool{}, map[digest.Digest]bool{}
+		m.has, m.private, m.origins = map[digest.Digest]bool{}, map[digest.Digest]bool{}, map[digest.Digest][]string{}
 		recs, _ := store.Records("") // unreadable records only cost a push that finds the blob there
 		for _, r := range recs {
 			if r.Private {
 				m.private[r.Digest] = true
+			}
+			if r.Outcome == cas.OutcomePulled && r.Digest != "" {
+				m.origins[r.Digest] = append(m.origins[r.Digest], r.Source)
 			}
 			if r.Digest != "" && r.Source == mirror && (r.Outcome == cas.OutcomeMirrored || r.Outcome == cas.OutcomePulled) {
 				m.has[r.Digest] = true
@@ -85,6 +96,14 @@ func (m *mirrorLedger) privateBlob(store *cas.Store, mirror string, d digest.Dig
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.private[d]
+}
+
+// fetchedFrom is where the pulls the records know fetched d from.
+func (m *mirrorLedger) fetchedFrom(store *cas.Store, mirror string, d digest.Digest) []string {
+	m.read(store, mirror)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.origins[d]
 }
 
 func (m *mirrorLedger) holds(store *cas.Store, mirror string, d digest.Digest) bool {
@@ -116,6 +135,14 @@ func (p *Puller) writeThrough(ctx context.Context, req Request, res *Result, m *
 	}
 	if p.Mirror.FromProject && (res.private || m.privateBlob(p.CAS, addr, d)) {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("not written through to the mirror %s: only this project's .murmur/config.yaml names it, and %s@%s was fetched with your credentials (a private repository, or a registry that asked for auth); a cloned project does not choose where private artifacts go: name the mirror in $MURMUR_HOME/config.yaml or pass --mirror to write it through", addr, req.Name, res.Version))
+		return nil
+	}
+	if p.Mirror.FromProject && !p.projectMayShare(res, m, addr, d) {
+		if p.InitHealth().writes.firstTime(addr, "not the project's") {
+			p.Warnf("not written through to the mirror %s, which only this project's .murmur/config.yaml names: %s@%s (and any other such artifact of this command) came from a store of your own (your home's config.yaml, --store or a file) rather than from one the project names or a public source; a cloned project does not choose where they go: name the mirror in $MURMUR_HOME/config.yaml or pass --mirror to write them through", addr, req.Name, res.Version)
+		}
+		// Told once, above; --json shows each artifact kept back, with the policy's token.
+		res.Mirror = &MirrorPush{Store: addr, Error: "not written: it came from a store of your own, and only this project's config names the mirror", Token: string(errs.Denied)}
 		return nil
 	}
 	desc := fstore.Descriptor{
@@ -167,4 +194,21 @@ func (p *Puller) writeThrough(ctx context.Context, req Request, res *Result, m *
 	}
 	res.Warnings = append(res.Warnings, fmt.Sprintf("not written through to the mirror %s: %s; the next pull or warm tries again", addr, errs.Message(err)))
 	return nil
+}
+
+// projectMayShare reports whether a mirror only the project names may receive res: what this pull
+// fetched came from one of the project's own stores or a public source, or, for a blob the CAS
+// held, some pull the records know did.
+func (p *Puller) projectMayShare(res *Result, m *mirrorLedger, addr string, d digest.Digest) bool {
+	shared := func(origin string) bool {
+		if p.Mirror.ProjectStores[origin] {
+			return true
+		}
+		_, _, err := lock.ParseSource(origin) // a source; private ones are refused above
+		return err == nil
+	}
+	if res.Origin != "cas" {
+		return shared(res.Origin)
+	}
+	return slices.ContainsFunc(m.fetchedFrom(p.CAS, addr, d), shared)
 }

@@ -18,6 +18,20 @@ import (
 type mirrorWrites struct {
 	mu    sync.Mutex
 	gates map[string]*writeGate
+	said  map[[2]string]bool // what the command said once about a mirror (firstTime)
+}
+
+// firstTime reports whether this is the first time the command asks about what, for the mirror
+// addr: a line said once per command, not once per artifact.
+func (m *mirrorWrites) firstTime(addr, what string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.said == nil {
+		m.said = map[[2]string]bool{}
+	}
+	first := !m.said[[2]string{addr, what}]
+	m.said[[2]string{addr, what}] = true
+	return first
 }
 
 type writeGate struct {

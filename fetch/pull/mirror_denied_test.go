@@ -1,6 +1,7 @@
 package pull_test
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"strings"
@@ -23,12 +24,14 @@ import (
 // pull-through cache (405 UNSUPPORTED) or read-only credentials (403 DENIED) do, and counts the
 // writes and reads it is sent.
 type readOnlyMirror struct {
-	reg     *registrytest.Registry
-	refused atomic.Int32 // the status of a refused write; 0 accepts writes
-	allowed string       // a write whose path holds it is accepted all the same
-	headFor string       // a HEAD whose path holds it is answered 403
-	mu      sync.Mutex
-	methods map[string]int
+	reg        *registrytest.Registry
+	refused    atomic.Int32 // the status of a refused write; 0 accepts writes
+	allowed    string       // a write whose path holds it is accepted all the same
+	headFor    string       // a HEAD whose path holds it is answered headStatus (403 when 0)
+	headStatus int
+	mu         sync.Mutex
+	methods    map[string]int
+	heads      int // HEADs answered headStatus
 }
 
 func startReadOnlyMirror(t *testing.T) *readOnlyMirror {
@@ -39,7 +42,10 @@ func startReadOnlyMirror(t *testing.T) *readOnlyMirror {
 			m.methods[r.Method]++
 			m.mu.Unlock()
 			if m.headFor != "" && r.Method == http.MethodHead && strings.Contains(r.URL.Path, m.headFor) {
-				w.WriteHeader(http.StatusForbidden)
+				m.mu.Lock()
+				m.heads++
+				m.mu.Unlock()
+				w.WriteHeader(cmp.Or(m.headStatus, http.StatusForbidden))
 				return
 			}
 			status := int(m.refused.Load())
@@ -66,6 +72,13 @@ func (m *readOnlyMirror) writes() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.methods[http.MethodPost] + m.methods[http.MethodPut] + m.methods[http.MethodPatch] + m.methods[http.MethodDelete]
+}
+
+// headCount is how many HEADs were answered headStatus.
+func (m *readOnlyMirror) headCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.heads
 }
 
 func (m *readOnlyMirror) requests() int {

@@ -24,6 +24,10 @@ type Limits struct {
 	ParallelMin int64
 	// Chunk is the piece one connection asks for at a time; <=0 means DefaultChunk.
 	Chunk int64
+	// MaxDecompressed bounds what the payloads one pull stages into tools/ decompress to
+	// together (config.yaml's pull.max_decompressed); <=0 means stage.DefaultMaxPullDecompressed.
+	// MURMUR_MAX_PULL_DECOMPRESSED_BYTES overrides it (stage.MaxPullDecompressed).
+	MaxDecompressed int64
 	// Hooks change the download engine's decisions (tests and benchmarks); nil for its own.
 	Hooks *download.Hooks
 }
@@ -46,8 +50,10 @@ type Mirror struct {
 	Required bool
 	// FromProject is set when only the project's .murmur/config.yaml names the mirror, not
 	// the home's config.yaml or --mirror: a cloned project's choice, which never receives an
-	// artifact fetched with the user's credentials.
-	FromProject bool
+	// artifact fetched with the user's credentials, and receives only what came from
+	// ProjectStores (the stores only the project names) or from a public source.
+	FromProject   bool
+	ProjectStores map[string]bool
 }
 
 // Provenance is how a pull checks Sigstore bundles (provenance.go).
@@ -64,7 +70,9 @@ type Provenance struct {
 // Compile is how a pull precompiles what it brings in.
 type Compile struct {
 	// Precompile compiles a fresh payload into the compiled cache; nil skips. A failure is a
-	// warning: the blob is pinned and valid, and `mur run` reports why it can't execute it.
+	// warning: the blob is pinned and valid, and `mur run` reports why it can't execute it. wasm
+	// is mapped from a file (stage.ReadBlob) and unmapped once Precompile returns, unless ctx has
+	// ended by then: it may be read past the return only by a compile that ctx cut short.
 	Precompile func(ctx context.Context, wasm []byte) error
 	// Cache, when set with Precompile, tells which payloads the compiled cache holds already,
 	// by a key the pull computes as it streams the payload anyway; those are not read back or

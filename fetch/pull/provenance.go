@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha512"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 
@@ -119,12 +120,7 @@ func (p *Puller) checkProvenance(ctx context.Context, req Request, pin pinned, g
 	}
 	if len(candidates) == 0 {
 		if pol.Mode == config.ProvenanceRequire {
-			why := "scope " + req.Name.Scope + " sets provenance: require"
-			if pin.provenance != nil {
-				why = "murmur.lock recorded a verified bundle for it (" + pin.provenance.Bundle + "), so it is required from every store"
-			}
-			return errs.New(errs.ProvenanceMissing, "%s has no Sigstore bundle at %s, and %s; nothing was pulled. The publisher must attest it (actions/attest-build-provenance) or the store must carry its bundle",
-				what, asked, why)
+			return missingBundle(req, what, asked, pol, pin)
 		}
 		res.Unsigned = string(errs.NoProvenance) + ": " + what + noBundleAt + asked + "; pulled on its digest alone (scope " + req.Name.Scope + ": " + ProvenanceWayOut + ")"
 		res.Warnings = append(res.Warnings, res.Unsigned)
@@ -186,6 +182,24 @@ func (p *Puller) checkProvenance(ctx context.Context, req Request, pin pinned, g
 	// Only unanchored signers: under prefer the artifact is as if unsigned.
 	res.Warnings = append(res.Warnings, string(errs.NoProvenance)+": "+what+" carries a bundle signed by "+strings.Join(unanchored, ", ")+", which nothing you trust anchors, so it proves nothing; pulled on its digest alone ("+errs.Message(unverifiable)+")")
 	return nil
+}
+
+// missingBundle is the refusal of an artifact that must have a bundle and has none: why it must,
+// and how its publisher signs it, with the scope's key when the scope is keyed.
+func missingBundle(req Request, what, asked string, pol config.ProvenancePolicy, pin pinned) error {
+	why := "scope " + req.Name.Scope + " sets provenance: require"
+	keyed := len(pol.Trust.Keys) > 0
+	if pin.provenance != nil {
+		// The pin is the version murmur.lock holds, which may not be the one asked for.
+		why = fmt.Sprintf("murmur.lock's pin %s@%s recorded a verified bundle (%s), so one is required of it and of every version it moves to", req.Name, pin.provenanceOf, pin.provenance.Bundle)
+		keyed = pin.provenance.Kind == lock.ProvenanceKey
+	}
+	how := "attest it (actions/attest-build-provenance)"
+	if keyed {
+		how = "sign it with the scope's key ('mur push FILE.mur.zip --scope " + req.Name.Scope + " --sign-key KEY --store STORE')"
+	}
+	return errs.New(errs.ProvenanceMissing, "%s has no Sigstore bundle at %s, and %s; nothing was pulled. The publisher must %s, or the store must carry its bundle",
+		what, asked, why, how)
 }
 
 func (p *Puller) readSmallBlob(ctx context.Context, d digest.Digest) ([]byte, error) {

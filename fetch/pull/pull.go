@@ -68,7 +68,8 @@ type Request struct {
 	stageTo *stage.Tools
 }
 
-// Result is what one pull did.
+// Result is what one pull did. Its json tags are its --json shape (docs/json.md): every key,
+// always; a command's view adds its own keys and the errors as {token, message}.
 type Result struct {
 	Name        string         `json:"name"`
 	Version     string         `json:"version"`
@@ -76,33 +77,33 @@ type Result struct {
 	Digest      string         `json:"digest"`
 	Size        int64          `json:"size"`
 	Origin      string         `json:"origin"`
-	Release     string         `json:"release,omitempty"`
-	Asset       string         `json:"asset,omitempty"`
+	Release     string         `json:"release"`
+	Asset       string         `json:"asset"`
 	CacheHit    bool           `json:"cache_hit"`
 	Transferred int64          `json:"transferred"`
 	DurationMS  int64          `json:"duration_ms"`
-	Tools       string         `json:"tools,omitempty"`
-	NewPin      *lock.ScopePin `json:"new_pin,omitempty"`
-	Warnings    []string       `json:"warnings,omitempty"`
-	Error       string         `json:"error,omitempty"`
+	Tools       string         `json:"tools"`
+	NewPin      *lock.ScopePin `json:"new_pin"`
+	Warnings    []string       `json:"warnings"`
+	Error       string         `json:"-"` // the failure as a record keeps it, "token: message"
 	Err         error          `json:"-"` // the failure itself, with its token
 	// Skipped are the places asked before Origin answered, and why each did not.
-	Skipped []Skipped `json:"skipped,omitempty"`
+	Skipped []Skipped `json:"skipped"`
 	// Notes say what the download had to do besides fetching: continue what an earlier pull
 	// kept, start over for a server that ignores Range.
-	Notes []string `json:"notes,omitempty"`
+	Notes []string `json:"notes"`
 	// Resumed is how many bytes an earlier, interrupted pull had kept, which this one
 	// continued after.
-	Resumed int64 `json:"resumed,omitempty"`
+	Resumed int64 `json:"resumed"`
 	// Connections is how many connections the download used at most.
-	Connections int `json:"connections,omitempty"`
+	Connections int `json:"connections"`
 	// Mirror is the write-through of the artifact to the mirror registry, when one is set.
-	Mirror *MirrorPush `json:"mirror,omitempty"`
+	Mirror *MirrorPush `json:"-"` // in --json with its error as {token, message}
 	// ResolvedOffline is set when "latest" was resolved offline from what the cache knew
 	// (offline_latest.go); Warnings then say how old that knowledge is.
-	ResolvedOffline bool `json:"resolved_offline,omitempty"`
+	ResolvedOffline bool `json:"resolved_offline"`
 	// Provenance is what the artifact's verified Sigstore bundle proved, when this pull checked one.
-	Provenance *cas.Provenance `json:"provenance,omitempty"`
+	Provenance *cas.Provenance `json:"provenance"`
 	// Unsigned is the one of Warnings that says no place held a provenance bundle for the
 	// artifact, when one did: a command says that once per scope (fetch.UnsignedWarnings).
 	Unsigned string `json:"-"`
@@ -210,13 +211,20 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 		return results, err
 	}
 	defer lease.Release()
+	limit, err := stage.MaxPullDecompressed(p.Limits.MaxDecompressed)
+	if err != nil {
+		for i := range reqs {
+			results[i] = Result{Name: reqs[i].Name.String(), Error: err.Error(), Err: err}
+		}
+		return results, err
+	}
 	// Staging leftovers of killed pulls go before new ones are made; one that can't be removed
 	// only costs disk space, and gc tries again.
 	if !p.CASOnly {
 		stage.Sweep(proj.Tools(), p.now(), false)
 	}
 	p.InitHealth()
-	p = p.begin(ctx, proj, reqs, jobs)
+	p = p.begin(ctx, proj, reqs, jobs, limit)
 	pinned := p.pinOnInterrupt(ctx, proj)
 	// Payloads are compiled one after another as their downloads finish, beside the downloads
 	// still running: each compile spreads over every core by itself, and holds no --jobs slot.
@@ -301,7 +309,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 		version = pin.version
 	}
 	if p.stages() {
-		t := proj.Tools()
+		t := p.tools(proj)
 		req.stageTo = &t
 	}
 	// A locked pull whose blob is already here makes no request at all.
@@ -310,7 +318,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 			return res, err
 		}
 		if p.CAS.Has(pin.digest) {
-			got := &fetched{desc: store.Descriptor{Name: req.Name, Version: version, Platform: pin.platform, Digest: pin.digest, Origin: "cas"}}
+			got := &fetched{desc: store.Descriptor{Name: req.Name, Version: version, Platform: pin.platform, Digest: pin.digest, Origin: originPin}}
 			if err := p.provenanceFromCAS(ctx, req, pin, got, &res); err != nil {
 				return res, err
 			}

@@ -28,7 +28,9 @@ type pinned struct {
 	platform string
 	owner    *lock.ScopePin
 	// provenance is what the entry recorded: from then on a verified bundle is required.
-	provenance *lock.Provenance
+	// provenanceOf is the version it was recorded for, the entry's.
+	provenance   *lock.Provenance
+	provenanceOf string
 }
 
 func (p *Puller) readPin(ctx context.Context, proj Project, req Request) (pinned, error) {
@@ -47,7 +49,7 @@ func (p *Puller) readPin(ctx context.Context, proj Project, req Request) (pinned
 	if e == nil {
 		return pin, nil
 	}
-	pin.provenance = e.Provenance
+	pin.provenance, pin.provenanceOf = e.Provenance, e.ResolvedVersion
 	if req.Update {
 		// An update re-resolves, also at the pinned version: the lock-conflict for a moved tag
 		// tells the user to run exactly that, so the old digest must not be enforced here.
@@ -158,10 +160,19 @@ func (p *Puller) fetch(ctx context.Context, req Request, version string, pin pin
 		failures = append(failures, err)
 		skipped = append(skipped, skippedOf(pl.label, err))
 		if pl.store != nil && i < len(places)-1 && !p.fallsThrough(pl.store, err) {
-			return nil, stopped(what, pl.store, err, skipped[:len(skipped)-1], len(places)-1-i)
+			return nil, chainError(stopped(what, pl.store, err, skipped[:len(skipped)-1], len(places)-1-i), what, asked, failures, false)
 		}
 	}
-	return nil, allFailed(what, p.mappedSource(req.Name.Scope, pin.owner != nil), from, len(p.Stores) > 0, asked, failures)
+	hints := chainHints(p.mappedSource(req.Name.Scope, pin.owner != nil), from, len(p.Stores) > 0, failures)
+	ce := chainError(allFailed(what, hints, asked, failures), what, asked, failures, false)
+	for _, h := range hints {
+		if h == NoStoreHint {
+			ce.NoStore = true
+		} else {
+			ce.Hints = append(ce.Hints, h)
+		}
+	}
+	return nil, ce
 }
 
 // place is a store or the source, in the order a request asks them.
@@ -212,15 +223,8 @@ func (p *Puller) mappedSource(scope string, pinned bool) string {
 // named only when config.yaml maps the scope to one and every place said not-found: after a
 // full disk or a stopped registry, or for a scope no source serves, it would send the reader
 // the wrong way.
-func allFailed(what, source string, from []string, haveStores bool, asked []string, failures []error) error {
+func allFailed(what string, hints, asked []string, failures []error) error {
 	tok := topToken(failures)
-	var hints []string
-	if source != "" && !slices.Contains(from, FromSources) && allNotFound(failures) {
-		hints = append(hints, fmt.Sprintf("%s was not asked: install.from is [%s]; add sources to it to ask", source, strings.Join(from, ", ")))
-	}
-	if slices.Contains(from, FromStores) && !haveStores {
-		hints = append(hints, "no store is configured: add one to .murmur/config.yaml (or $MURMUR_HOME/config.yaml) as stores: [\"oci://registry.example:5000/murmur\"], or pass --store oci://HOST[:PORT]/PREFIX or --store oci-layout:PATH")
-	}
 	hint := ""
 	if len(hints) > 0 {
 		hint = "; " + strings.Join(hints, "; ")
@@ -251,6 +255,19 @@ func allFailed(what, source string, from []string, haveStores bool, asked []stri
 		hint = "\n  " + strings.TrimPrefix(hint, "; ")
 	}
 	return errs.Wrap(errors.Join(failures...), tok, "%s %s any of the %d places asked:%s%s", what, verb, len(failures), strings.Join(reasons, ""), hint)
+}
+
+// chainHints are the advice a chain's failure ends with: the source that was not asked, and the
+// missing store.
+func chainHints(source string, from []string, haveStores bool, failures []error) []string {
+	var hints []string
+	if source != "" && !slices.Contains(from, FromSources) && allNotFound(failures) {
+		hints = append(hints, fmt.Sprintf("%s was not asked: install.from is [%s]; add sources to it to ask", source, strings.Join(from, ", ")))
+	}
+	if slices.Contains(from, FromStores) && !haveStores {
+		hints = append(hints, NoStoreHint)
+	}
+	return hints
 }
 
 // topToken is the token of a chain's failure: that of a place that answered, since one that

@@ -5,6 +5,7 @@ import (
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch/internal/download"
+	"github.com/murmur-nexus/mur/fetch/stage"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
@@ -21,18 +22,28 @@ type run struct {
 	commits *group[*commitItem]
 	pins    *ledger // what the commits pinned, until the pull writes murmur.lock
 	records *group[cas.Record]
+	staged  *stage.Budget // what the pull's payloads may still decompress to in tools/
+}
+
+// tools is the project's tools/ as this pull stages into it: within the pull's budget.
+func (p *Puller) tools(proj Project) stage.Tools {
+	t := proj.Tools()
+	if p.run != nil {
+		t.Budget = p.run.staged
+	}
+	return t
 }
 
 // begin is a copy of p that carries the run of a pull of reqs. Every request resolves at once,
 // up to the metadata bound; its bytes wait for one of the jobs slots, which bound the downloads
 // (slots.go). Commits and records are grouped (batch.go), and the commits' pins are written once
 // (ledger.go). All of it is this pull's own, handed down as the run of a copy of p.
-func (p *Puller) begin(ctx context.Context, proj Project, reqs []Request, jobs int) *Puller {
+func (p *Puller) begin(ctx context.Context, proj Project, reqs []Request, jobs int, limit int64) *Puller {
 	names := make([]ref.Name, len(reqs))
 	for i, r := range reqs {
 		names[i] = r.Name
 	}
-	p = p.with(&run{meta: make(chan struct{}, p.metaJobs()), jobs: download.NewSlots(jobs), names: names, pins: &ledger{}})
+	p = p.with(&run{meta: make(chan struct{}, p.metaJobs()), jobs: download.NewSlots(jobs), names: names, pins: &ledger{}, staged: stage.NewBudget(limit)})
 	p.run.commits = &group[*commitItem]{run: func(items []*commitItem) { p.commitAll(ctx, proj, p.run.pins, items) }}
 	p.run.records = &group[cas.Record]{run: func(rs []cas.Record) {
 		// A record that can't be written must not undo a pull that is complete.

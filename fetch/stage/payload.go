@@ -21,20 +21,32 @@ func OpenPacked(ctx context.Context, store *cas.Store, d digest.Digest) (*artifa
 	return artifact.OpenBlob(store.ReaderAt(ctx, d))
 }
 
-// readBlob reads a packed artifact back from the CAS (openPacked): its directory and manifest,
+// ReadBlob reads a packed artifact back from the CAS (OpenPacked): its directory and manifest,
 // and with inflate the payload too, unless it is a component (which mur never runs and so never
-// compiles).
-func ReadBlob(ctx context.Context, store *cas.Store, d digest.Digest, inflate bool) (*artifact.Archive, []byte, error) {
+// compiles). The payload is mapped from a file on the CAS's disk (artifact.MapPayload), not held
+// on the heap: a precompile of a payload of hundreds of MiB costs the process no more memory
+// than the kernel can drop. release unmaps it; call it once done with the bytes, even when
+// there are none. Once ctx has ended it leaves the mapping to the process's end: a compile that
+// ctx cut short may still be reading the bytes (the command returns without waiting for it).
+func ReadBlob(ctx context.Context, store *cas.Store, d digest.Digest, inflate bool) (a *artifact.Archive, wasm []byte, release func(), err error) {
+	release = func() {}
 	a, blob, err := OpenPacked(ctx, store, d)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, release, err
 	}
 	defer blob.Close()
 	if !inflate || a.Component {
-		return a, nil, nil
+		return a, nil, release, nil
 	}
-	wasm, err := a.ReadPayload()
-	return a, wasm, err
+	wasm, unmap, err := a.MapPayload(store.TempDir())
+	if err != nil {
+		return a, nil, release, err
+	}
+	return a, wasm, func() {
+		if ctx.Err() == nil {
+			unmap()
+		}
+	}, nil
 }
 
 // checkPayload streams the payload of a to its end, so that everything the zip says of it holds

@@ -66,6 +66,9 @@ func stamp(path string) string {
 // rather than followed out of the project.
 type Tools struct {
 	Project string // the folder that holds tools/
+	// Budget, when set, bounds what the payloads staged through this value decompress to
+	// together: a pull's (budget.go).
+	Budget *Budget
 }
 
 // Dir is the tools/ folder itself.
@@ -119,6 +122,8 @@ type Prepared struct {
 	h        *scopeHandles // the project and tools/<scope>/, held (see stage_root.go)
 	tmpName  string        // tmp's name in the scope folder
 	files    *os.Root      // tmp, held
+	budget   *Budget       // what reserved the payload's size, given back if discarded
+	reserved int64
 }
 
 // prepareStage writes the staged files of the packed file src (whose digest is d, already read
@@ -127,7 +132,7 @@ type Prepared struct {
 // durable. key, when not nil, is fed the payload as it is written (the compiled cache's key of
 // it).
 func Prepare(tools Tools, name ref.Name, d digest.Digest, a *artifact.Archive, src cas.ReaderAt, key hash.Hash) (*Prepared, error) {
-	st, err := openStageDir(tools, name, d)
+	st, err := openStageDir(tools, name, d, a.PayloadSize)
 	if err != nil {
 		return nil, err
 	}
@@ -155,11 +160,26 @@ func Prepare(tools Tools, name ref.Name, d digest.Digest, a *artifact.Archive, s
 	return st, nil
 }
 
-// openStageDir makes the temporary folder a staging fills, flocked while it lives.
-func openStageDir(tools Tools, name ref.Name, d digest.Digest) (*Prepared, error) {
+// openStageDir makes the temporary folder a staging fills, flocked while it lives, once the
+// tools' budget has room for its payload of size bytes.
+func openStageDir(tools Tools, name ref.Name, d digest.Digest, size int64) (*Prepared, error) {
 	if err := CheckDirs(tools, name); err != nil {
 		return nil, err
 	}
+	if err := tools.Budget.reserve(name, size); err != nil {
+		return nil, err
+	}
+	st, err := makeStageDir(tools, name, d)
+	if err != nil {
+		tools.Budget.release(size)
+		return nil, err
+	}
+	st.budget, st.reserved = tools.Budget, size
+	return st, nil
+}
+
+// makeStageDir is openStageDir's folder.
+func makeStageDir(tools Tools, name ref.Name, d digest.Digest) (*Prepared, error) {
 	dir := StagedDir(tools, name)
 	// A failed pull leaves no tools/: the folders made here go again unless it succeeds.
 	h, err := openScope(tools, name)
@@ -219,6 +239,8 @@ func (st *Prepared) Discard() {
 	if st != nil {
 		st.closeTmp()
 		st.h.close(true)
+		st.budget.release(st.reserved)
+		st.reserved = 0
 	}
 }
 
@@ -249,6 +271,7 @@ func (st *Prepared) Install() (string, error) {
 		return "", errs.Wrap(err, errs.IO, "can't move staged files into %s: %v", st.dir, err)
 	}
 	installed = true
+	st.reserved = 0 // staged: what it reserved stays taken
 	scope.RemoveAll(old)
 	// The rename is not fsynced either (see writeStaged): a crash may lose it, and the next
 	// pull, finding no marker for the pinned digest, stages again.

@@ -46,10 +46,13 @@ const (
 
 // streamStage follows a blob's bytes from its first one, as an io.Writer beside the CAS ingest.
 type Stream struct {
-	tools   *Tools // nil when the payload is only checked
-	name    ref.Name
-	d       digest.Digest
-	file    *os.File  // the unnamed file the payload is written to; nil when it is only checked
+	tools *Tools // nil when the payload is only checked
+	name  ref.Name
+	d     digest.Digest
+	file  *os.File // the unnamed file the payload is written to; nil when it is only checked
+	// charged counts what the stream wrote to file against the pull's budget, until its folder
+	// takes it over or the stream is abandoned; nil without a budget.
+	charged *charged
 	key     hash.Hash // fed the payload, when the compiled cache wants its key; may be nil
 	full    chan []byte
 	free    chan []byte
@@ -186,6 +189,9 @@ func (s *Stream) abandon() {
 		default:
 			s.finish()
 		}
+		if s.charged != nil {
+			s.charged.b.release(s.charged.handOver())
+		}
 		if s.file != nil {
 			s.file.Close()
 		}
@@ -210,10 +216,11 @@ func (s *Stream) Adopt(a *artifact.Archive, size int64) *Prepared {
 	if !ok || s.file == nil {
 		return nil
 	}
-	st, err := openStageDir(*s.tools, s.name, s.d)
+	st, err := openStageDir(*s.tools, s.name, s.d, 0)
 	if err != nil {
 		return nil
 	}
+	st.reserved = s.charged.handOver() // all of the payload, or complete refuses it
 	// The unnamed file gets its name only now. linkat through /proc needs no privilege, unlike
 	// AT_EMPTY_PATH; a project on two file systems (tools/ a mount point) falls back.
 	if err := atomicfile.LinkUnnamed(s.file, st.hold, r.name); err != nil {
@@ -358,6 +365,10 @@ func (s *Stream) stage(br *bufio.Reader, cr *chanReader, name string, start int6
 	var f io.Writer = io.Discard
 	if s.file != nil {
 		f = s.file
+		if b := s.tools.Budget; b != nil {
+			s.charged = &charged{w: s.file, b: b}
+			f = s.charged
+		}
 	}
 	crc := crc32.NewIEEE()
 	var src io.Reader = io.LimitReader(br, csize)

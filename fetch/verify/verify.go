@@ -33,7 +33,8 @@ import (
 type Compiler interface {
 	// CheckCache lists the damaged entries of the compiled cache, removing them when repair.
 	CheckCache(repair bool) ([]string, error)
-	// Precompile compiles wasm into the cache.
+	// Precompile compiles wasm into the cache. wasm is mapped from a file (stage.ReadBlob) and
+	// unmapped once Precompile returns: it must not keep it.
 	Precompile(ctx context.Context, wasm []byte) error
 }
 
@@ -153,7 +154,14 @@ func Run(ctx context.Context, in Input) (*Report, error) {
 	host := make([]hostCheck, len(blobs))
 	parallel(len(blobs), func(i int) {
 		var a *artifact.Archive
-		if a, bad[i] = checkBlob(ctx, in.CAS, blobs[i].digest); bad[i] == nil && in.Platform == "" {
+		if a, bad[i] = checkBlob(ctx, in.CAS, blobs[i].digest); bad[i] == nil {
+			// The pull's own check of what a blob is taken for: a lock edited to call a blob
+			// another version is refused here as by a pull.
+			if err := pull.PackedAs(a, blobs[i].name, blobs[i].entry.ResolvedVersion); err != nil {
+				bad[i] = mislabeled{err}
+			}
+		}
+		if bad[i] == nil && in.Platform == "" {
 			host[i] = hostCheck{done: true, present: true, component: a.Component,
 				staged: stage.CheckStaged(in.Project.Tools(), blobs[i].name, blobs[i].digest)}
 		}
@@ -166,7 +174,12 @@ func Run(ctx context.Context, in Input) (*Report, error) {
 		}
 		msg := errs.Message(bad[i])
 		canRefetch := b.refetch
+		var ml mislabeled
 		switch {
+		case errors.As(bad[i], &ml):
+			// No store can make these bytes another version: the lock is what is wrong.
+			msg = pull.MislabeledPin(b.name, b.entry.ResolvedVersion, b.digest, ml.err)
+			canRefetch = false
 		case errors.Is(bad[i], errs.NotFound):
 			msg = fmt.Sprintf("%s@%s (%s) is pinned but not in the CAS; run 'mur pull' or 'mur verify --repair'", b.name, b.entry.ResolvedVersion, b.digest)
 		case errors.Is(bad[i], errs.InvalidArtifact):
@@ -268,15 +281,15 @@ func Run(ctx context.Context, in Input) (*Report, error) {
 			}
 			continue
 		}
-		a, wasm, err := stage.ReadBlob(ctx, in.CAS, b.digest, in.Repair != nil)
-		if err != nil || a.Component {
-			continue
+		a, wasm, release, err := stage.ReadBlob(ctx, in.CAS, b.digest, in.Repair != nil)
+		if err == nil && !a.Component {
+			rep.Compiled++
+			if wasm != nil {
+				// Compiling from a warm cache is a cheap load; from a cold one it restores the entry.
+				in.Runner.Precompile(ctx, wasm)
+			}
 		}
-		rep.Compiled++
-		if wasm != nil {
-			// Compiling from a warm cache is a cheap load; from a cold one it restores the entry.
-			in.Runner.Precompile(ctx, wasm)
-		}
+		release()
 	}
 	verifyProvenance(ctx, in, rep)
 	// Owner pins that can be checked without the network: the pin must still name the source
@@ -316,6 +329,12 @@ func checkBlob(ctx context.Context, store *cas.Store, d digest.Digest) (*artifac
 	}
 	return a, nil
 }
+
+// mislabeled is a pinned blob whose packed murmur.yaml is not the version the lock pins it as
+// (pull.PackedAs).
+type mislabeled struct{ err error }
+
+func (m mislabeled) Error() string { return m.err.Error() }
 
 // hostCheck is what verify found of a blob this machine runs: whether the CAS holds it, what
 // CheckStaged said of its tools/, and whether its payload is a component (not compiled).

@@ -293,7 +293,7 @@ func (f *fakeCompiler) CheckCache(repair bool) ([]string, error) {
 func (f *fakeCompiler) Precompile(ctx context.Context, wasm []byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.compiled = append(f.compiled, wasm)
+	f.compiled = append(f.compiled, bytes.Clone(wasm)) // wasm is mapped only until Precompile returns
 	return nil
 }
 

@@ -43,7 +43,9 @@ func TestCheckBlobZstd(t *testing.T) {
 			t.Fatalf("checkBlob of a zstd blob that hashes right: %v", err)
 		}
 	}
-	if _, got, err := stage.ReadBlob(ctx, store, d, true); err != nil || !bytes.Equal(got, wasm) {
+	_, got, release, err := stage.ReadBlob(ctx, store, d, true)
+	defer release()
+	if err != nil || !bytes.Equal(got, wasm) {
 		t.Fatalf("ReadBlob: %d bytes, %v", len(got), err)
 	}
 }

@@ -118,7 +118,7 @@ func Read(r io.ReaderAt, size int64) (*Archive, error) {
 		err = nil
 	}
 	if err != nil {
-		return nil, errs.Wrap(err, errs.InvalidArtifact, "the packed artifact (%d bytes) is not a readable zip archive, or it is truncated (%v); download it again or %s", size, err, remedy)
+		return nil, errs.Wrap(notZip{err}, errs.InvalidArtifact, "the packed artifact (%d bytes) is not a readable zip archive, or it is truncated (%v); download it again or %s", size, err, remedy)
 	}
 	// Per archive, not for the whole process: mur's zips read zstd, anyone else's reader is left
 	// as it was.
@@ -376,7 +376,7 @@ func (a *Archive) PayloadEntry() (dataOffset int64, method uint16, compressedSiz
 // packed file: once the file's SHA-256 is verified, so is this checksum of the payload.
 func (a *Archive) PayloadCRC32() uint32 { return a.payload.CRC32 }
 
-// ReadPayload reads the whole payload into memory. Use OpenPayload where a stream will do.
+// ReadPayload reads the whole payload onto the heap; OpenPayload streams it, MapPayload maps it.
 func (a *Archive) ReadPayload() ([]byte, error) {
 	rc, err := a.OpenPayload()
 	if err != nil {

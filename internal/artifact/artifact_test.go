@@ -73,6 +73,7 @@ func read(b []byte) (*Archive, error) { return Read(bytes.NewReader(b), int64(le
 func manifestEntry() entry { return entry{name: "murmur.yaml", data: goodManifest} }
 
 func TestReadGood(t *testing.T) {
+	t.Parallel()
 	z := buildZip(t, manifestEntry(), entry{name: "docs/", mode: fs.ModeDir | 0o755}, entry{name: "docs/README.md", data: []byte("hi")},
 		entry{name: "other.wasm", data: coreWasm}, entry{name: "capsule.wasm", data: coreWasm}, entry{name: "sub/x.wasm", data: coreWasm})
 	a, err := read(z)
@@ -96,6 +97,7 @@ func TestReadGood(t *testing.T) {
 }
 
 func TestReadSingleOtherWasm(t *testing.T) {
+	t.Parallel()
 	a, err := read(buildZip(t, manifestEntry(), entry{name: "sub/capsule.wasm", data: coreWasm}, entry{name: "grep.wasm", data: componentWasm}))
 	if err != nil {
 		t.Fatal(err)
@@ -106,6 +108,7 @@ func TestReadSingleOtherWasm(t *testing.T) {
 }
 
 func TestReadManifestForms(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		yaml string
 		want Manifest
@@ -123,6 +126,7 @@ func TestReadManifestForms(t *testing.T) {
 }
 
 func TestReadRefusals(t *testing.T) {
+	t.Parallel()
 	wasm := entry{name: "capsule.wasm", data: coreWasm}
 	m := manifestEntry()
 	many := []entry{m, wasm}
@@ -190,6 +194,7 @@ func TestReadRefusals(t *testing.T) {
 }
 
 func TestReadNotAZip(t *testing.T) {
+	t.Parallel()
 	for _, b := range [][]byte{nil, []byte("hello"), bytes.Repeat([]byte{0}, 4096), coreWasm} {
 		_, err := read(b)
 		errtest.WantToken(t, err, errs.InvalidArtifact, "not a readable zip archive")
@@ -200,6 +205,7 @@ func TestReadNotAZip(t *testing.T) {
 }
 
 func TestReadTruncated(t *testing.T) {
+	t.Parallel()
 	z := buildZip(t, manifestEntry(), entry{name: "capsule.wasm", data: bytes.Repeat(coreWasm, 200)})
 	for cut := 1; cut < len(z); cut += max(1, len(z)/97) {
 		_, err := read(z[:len(z)-cut])
@@ -291,6 +297,7 @@ func TestZipBomb(t *testing.T) {
 }
 
 func TestPayloadCorrupt(t *testing.T) {
+	t.Parallel()
 	fh := &zip.FileHeader{Name: "capsule.wasm", Method: zip.Store, CRC32: crc32.ChecksumIEEE(coreWasm) ^ 1,
 		CompressedSize64: uint64(len(coreWasm)), UncompressedSize64: uint64(len(coreWasm))}
 	a, err := read(buildZip(t, manifestEntry(), entry{fh: fh, data: coreWasm, raw: true}))
@@ -302,6 +309,7 @@ func TestPayloadCorrupt(t *testing.T) {
 }
 
 func TestIsComponent(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		in   string
 		want bool
@@ -321,6 +329,7 @@ func TestIsComponent(t *testing.T) {
 }
 
 func TestOpen(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.mur.zip")
 	os.WriteFile(good, buildZip(t, manifestEntry(), entry{name: "capsule.wasm", data: coreWasm}), 0o644)

@@ -36,6 +36,7 @@ func pack(t *testing.T, dir string) ([]byte, Manifest, error) {
 }
 
 func TestPackReproducible(t *testing.T) {
+	t.Parallel()
 	payload := bytes.Repeat(coreWasm, 5000)
 	files := map[string][]byte{"murmur.yaml": goodManifest, "capsule.wasm": payload, "README.md": []byte("ignored"), "sub/x.wasm": coreWasm, "other.wasm": coreWasm}
 	dir1 := writeDir(t, files)
@@ -92,6 +93,7 @@ func TestPackReproducible(t *testing.T) {
 }
 
 func TestPackSingleWasmAndComponent(t *testing.T) {
+	t.Parallel()
 	dir := writeDir(t, map[string][]byte{"murmur.yaml": []byte("name: grep\nversion: 1.0.0\n"), "grep.wasm": componentWasm})
 	z, _, err := pack(t, dir)
 	if err != nil {
@@ -104,6 +106,7 @@ func TestPackSingleWasmAndComponent(t *testing.T) {
 }
 
 func TestPackSymlinkedPayload(t *testing.T) {
+	t.Parallel()
 	dir := writeDir(t, map[string][]byte{"murmur.yaml": goodManifest, "build/out.wasm": coreWasm})
 	if err := os.Symlink(filepath.Join(dir, "build/out.wasm"), filepath.Join(dir, "capsule.wasm")); err != nil {
 		t.Skip(err)
@@ -122,6 +125,7 @@ func TestPackSymlinkedPayload(t *testing.T) {
 }
 
 func TestPackRefusals(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		files map[string][]byte
@@ -170,6 +174,7 @@ func TestPackCeiling(t *testing.T) {
 }
 
 func TestPackWritesNothingOnRefusal(t *testing.T) {
+	t.Parallel()
 	dir := writeDir(t, map[string][]byte{"murmur.yaml": goodManifest, "a.wasm": coreWasm, "b.wasm": coreWasm})
 	var buf bytes.Buffer
 	if _, err := Pack(dir, &buf); err == nil || buf.Len() != 0 {

@@ -15,6 +15,7 @@ type memBlob struct {
 func (b *memBlob) Close() error { b.closed++; return nil }
 
 func TestOpenBlob(t *testing.T) {
+	t.Parallel()
 	good := &memBlob{Reader: bytes.NewReader(buildZip(t, manifestEntry(), entry{name: "capsule.wasm", data: coreWasm}))}
 	a, blob, err := OpenBlob(good, nil)
 	if err != nil || a.Manifest.Name != "grep" || blob != good || good.closed != 0 {

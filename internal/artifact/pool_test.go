@@ -25,6 +25,7 @@ func deflate(t *testing.T, s string) []byte {
 // stream's end: the bytes after it are still the reader's, which is how CheckStream and the
 // streaming stage know where the next entry starts.
 func TestPooledInflaterStartsAfreshAndStopsAtTheEnd(t *testing.T) {
+	t.Parallel()
 	payloads := []string{strings.Repeat("wasm ", 5000), "short", strings.Repeat("z", 70000)}
 	for round := 0; round < 3; round++ {
 		for _, p := range payloads {
@@ -51,6 +52,7 @@ func TestPooledInflaterStartsAfreshAndStopsAtTheEnd(t *testing.T) {
 
 // Closing twice gives the decompressor back once: two readers made afterwards never share one.
 func TestPooledInflaterClosedTwiceIsPooledOnce(t *testing.T) {
+	t.Parallel()
 	fr := NewInflater(bytes.NewReader(deflate(t, "x")))
 	io.ReadAll(fr)
 	fr.Close()

@@ -42,6 +42,7 @@ func bigWasm(compressible bool) []byte {
 }
 
 func TestCheckStreamGood(t *testing.T) {
+	t.Parallel()
 	for name, payload := range map[string]entry{
 		"deflated":              {name: "capsule.wasm", data: coreWasm},
 		"stored":                {fh: &zip.FileHeader{Name: "capsule.wasm", Method: zip.Store}, data: coreWasm},
@@ -78,6 +79,7 @@ func lying(name string, method uint16, data []byte, crc uint32, size, csize int)
 // Every entry is held to its zip's record, the payload and the entries mur never reads alike;
 // what fails is named.
 func TestCheckStreamRefusals(t *testing.T) {
+	t.Parallel()
 	big := bigWasm(true)
 	crcBig := crc32.ChecksumIEEE(big)
 	readme := []byte("read me")
@@ -109,6 +111,7 @@ func TestCheckStreamRefusals(t *testing.T) {
 // A stream that ends before the last entry's data does (the file changed under the reader) is
 // refused, not taken for a short entry.
 func TestCheckStreamCut(t *testing.T) {
+	t.Parallel()
 	z := buildZip(t, manifestEntry(), entry{fh: &zip.FileHeader{Name: "capsule.wasm", Method: zip.Store}, data: bigWasm(false)})
 	a, err := read(z)
 	if err != nil {
@@ -120,6 +123,7 @@ func TestCheckStreamCut(t *testing.T) {
 // Two entries whose central records point at the same data are refused: that is how a small zip
 // inflates without bound, and no archiver writes it.
 func TestCheckStreamOverlap(t *testing.T) {
+	t.Parallel()
 	z := buildZip(t, manifestEntry(), entry{name: "capsule.wasm", data: coreWasm}, entry{name: "copy.bin", data: coreWasm})
 	// Point the last central record at the payload's local header.
 	var offsets []int

@@ -129,6 +129,7 @@ func readBoth(t *testing.T, z []byte) (payload []byte, opened, streamed error) {
 // its content size or checksum, several frames, a skippable frame, raw blocks in a single
 // segment, an empty payload.
 func TestZstdGood(t *testing.T) {
+	t.Parallel()
 	wasm := bigWasm(true)
 	half := len(wasm) / 2
 	skippable := binary.LittleEndian.AppendUint32(nil, zstdSkippable|7)
@@ -161,6 +162,7 @@ func TestZstdGood(t *testing.T) {
 // Damaged or hostile zstd payloads are refused both ways with invalid-artifact, naming the
 // payload and saying what to do; never a panic, never more output than the zip records.
 func TestZstdRefusals(t *testing.T) {
+	t.Parallel()
 	wasm := bigWasm(true)
 	good := zstdOf(t, wasm)
 	flipped := append([]byte(nil), good...)
@@ -212,6 +214,7 @@ func TestZstdRefusals(t *testing.T) {
 // The same frames after a good one, so that Read (which decodes the payload's first bytes) takes
 // the artifact and the refusal comes from reading the payload, each way.
 func TestZstdRefusalsInALaterFrame(t *testing.T) {
+	t.Parallel()
 	wasm := bigWasm(true)
 	head, rest := wasm[:4096], wasm[4096:]
 	first := zstdOf(t, head)
@@ -276,6 +279,7 @@ func TestZstdWindowRefusedBeforeAllocating(t *testing.T) {
 // entry) are still the reader's, which is how CheckStream and the stream stage find the next
 // entry. Decoders from the pool decode each entry from scratch.
 func TestZstdStopsAtTheEndAndStartsAfresh(t *testing.T) {
+	t.Parallel()
 	// Not an empty one: an encoder writes no frame at all for it, so only the zip's record of the
 	// entry's compressed size (0) can tell where it ends.
 	payloads := [][]byte{bigWasm(true), []byte("short"), bytes.Repeat([]byte("z"), 70000)}
@@ -303,6 +307,7 @@ func TestZstdStopsAtTheEndAndStartsAfresh(t *testing.T) {
 
 // A frame that says it holds more than the entry may is refused at its header.
 func TestZstdFrameLargerThanDeclared(t *testing.T) {
+	t.Parallel()
 	wasm := bigWasm(true)
 	br, release := NewStreamReader(bytes.NewReader(zstdOf(t, wasm)))
 	defer release()
@@ -316,6 +321,7 @@ func TestZstdFrameLargerThanDeclared(t *testing.T) {
 
 // Closing twice gives the decoder back once: two readers made afterwards never share one.
 func TestZstdClosedTwiceIsPooledOnce(t *testing.T) {
+	t.Parallel()
 	body := zstdOf(t, []byte("x"))
 	z := newZstdReader(bytes.NewReader(body), -1)
 	io.ReadAll(z)
@@ -332,6 +338,7 @@ func TestZstdClosedTwiceIsPooledOnce(t *testing.T) {
 // Pack with zstd: reproducible, the payload under method 93 and murmur.yaml still deflated, and
 // the frame records the payload's size and a window no larger than it needs.
 func TestPackZstd(t *testing.T) {
+	t.Parallel()
 	payload := bigWasm(true)
 	files := map[string][]byte{"murmur.yaml": goodManifest, "capsule.wasm": payload}
 	pk := func(dir string) []byte {
@@ -378,6 +385,7 @@ func TestPackZstd(t *testing.T) {
 
 // An entry of a method mur does not read is refused by name, wherever it is.
 func TestCheckStreamUnknownMethod(t *testing.T) {
+	t.Parallel()
 	z := buildZip(t, manifestEntry(), entry{fh: &zip.FileHeader{Name: "docs/x.bz2", Method: 12, UncompressedSize64: 3, CompressedSize64: 3, CRC32: crc32.ChecksumIEEE([]byte("abc"))}, data: []byte("abc"), raw: true},
 		entry{name: "capsule.wasm", data: coreWasm})
 	errtest.WantToken(t, checkStream(t, z), errs.InvalidArtifact, `entry "docs/x.bz2"`, "method 12", "zstd")

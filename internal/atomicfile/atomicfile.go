@@ -11,6 +11,7 @@ package atomicfile
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -151,12 +152,21 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 // zip's CRC-32), which a power cut may lose or leave short but never half-replaced by another.
 // Two fsyncs would cost a cold run more than writing the file does.
 func WriteCache(path string, data []byte, perm os.FileMode) error {
+	return WriteCacheFrom(path, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteCacheFrom is WriteCache of what write writes, for content too large to hold in memory
+// first; an error from write leaves nothing behind.
+func WriteCacheFrom(path string, perm os.FileMode, write func(w io.Writer) error) error {
 	f, err := Create("", path, perm)
 	if err != nil {
 		return err
 	}
 	defer f.Abort()
-	if _, err := f.Write(data); err != nil {
+	if err := write(f); err != nil {
 		return err
 	}
 	if err := f.Chmod(perm); err != nil {

@@ -8,6 +8,7 @@ import (
 )
 
 func TestWriteFileReplacesWhole(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "murmur.lock")
 	if err := WriteFile(p, []byte("one\n"), 0o644); err != nil {
@@ -28,6 +29,7 @@ func TestWriteFileReplacesWhole(t *testing.T) {
 }
 
 func TestAbortLeavesNothing(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	tmp := filepath.Join(dir, "ingest")
 	os.Mkdir(tmp, 0o700)
@@ -49,6 +51,7 @@ func TestAbortLeavesNothing(t *testing.T) {
 }
 
 func TestCommitIntoOtherFolder(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	tmp := filepath.Join(dir, "ingest")
 	os.Mkdir(tmp, 0o700)
@@ -72,6 +75,7 @@ func TestCommitIntoOtherFolder(t *testing.T) {
 }
 
 func TestCreateInMissingFolderFails(t *testing.T) {
+	t.Parallel()
 	if _, err := Create(filepath.Join(t.TempDir(), "nope"), "/x", 0o644); err == nil {
 		t.Fatal("Create in a missing folder succeeded")
 	}

@@ -50,6 +50,7 @@ func (r *recorder) durability() Durability {
 }
 
 func TestCommitSyncsFileThenRenamesThenSyncsFolder(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	tmpDir := filepath.Join(dir, "ingest")
 	os.Mkdir(tmpDir, 0o700)
@@ -76,6 +77,7 @@ func TestCommitSyncsFileThenRenamesThenSyncsFolder(t *testing.T) {
 }
 
 func TestFailedStepLeavesNothing(t *testing.T) {
+	t.Parallel()
 	for _, step := range []string{"sync", "rename"} {
 		t.Run(step, func(t *testing.T) {
 			dir := t.TempDir()
@@ -102,6 +104,7 @@ func TestFailedStepLeavesNothing(t *testing.T) {
 }
 
 func TestPublishOrder(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	final := filepath.Join(dir, "sub", "blob")
 	os.Mkdir(filepath.Dir(final), 0o700)

@@ -8,6 +8,7 @@ import (
 
 // An unnamed file is nowhere until it is linked, and then whole at its name.
 func TestUnnamedFileIsLinkedWhole(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	f, err := OpenUnnamed(dir, 0o644)
 	if err != nil {

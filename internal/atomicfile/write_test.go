@@ -14,6 +14,7 @@ import (
 // A large write reaches the kernel WriteChunk bytes at a time, whole and in place, through each
 // of the three ways in.
 func TestLargeWritesGoInChunks(t *testing.T) {
+	t.Parallel()
 	data := bytes.Repeat([]byte("0123456789abcdef"), (1<<20+5)/16+1)[:1<<20+5]
 	want := 1<<20/WriteChunk + 1
 	dir := t.TempDir()
@@ -51,6 +52,7 @@ func TestLargeWritesGoInChunks(t *testing.T) {
 
 // A write that fails part way reports the bytes that did land and the error.
 func TestChunkedWriteReportsItsFailure(t *testing.T) {
+	t.Parallel()
 	p := filepath.Join(t.TempDir(), "ro")
 	os.WriteFile(p, nil, 0o644)
 	f, err := os.Open(p) // read-only: every write fails
@@ -74,6 +76,7 @@ func TestChunkedWriteReportsItsFailure(t *testing.T) {
 // WriteCache replaces a file whole, with the mode asked, and leaves no temporary file; where it
 // can't, it fails and leaves nothing.
 func TestWriteCacheReplacesWhole(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "kept.wasm")
 	if err := WriteCache(p, []byte("old"), 0o644); err != nil {

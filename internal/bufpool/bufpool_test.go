@@ -6,6 +6,7 @@ import (
 )
 
 func TestGetIsTheSizeAsked(t *testing.T) {
+	t.Parallel()
 	for _, size := range []int{1, 4096, 1 << 20} {
 		b := Get(size)
 		if len(*b) != size || cap(*b) != size {
@@ -21,6 +22,7 @@ func TestGetIsTheSizeAsked(t *testing.T) {
 
 // A buffer comes back to the pool of its own size, never to a smaller one's.
 func TestPutGoesToItsOwnSize(t *testing.T) {
+	t.Parallel()
 	big := Get(1 << 16)
 	Put(big)
 	for i := 0; i < 100; i++ {
@@ -68,6 +70,7 @@ func TestSlabBuffersAreDistinctAndReused(t *testing.T) {
 
 // A buffer larger than half a slab is made on its own, and still comes back to its size.
 func TestOutsizedBufferIsPooled(t *testing.T) {
+	t.Parallel()
 	b := Get(6 << 20)
 	if len(*b) != 6<<20 {
 		t.Fatalf("len %d", len(*b))

@@ -11,6 +11,7 @@ import (
 
 // Slab memory is eligible for transparent huge pages wherever the system offers them on request.
 func TestSlabAsksForHugePages(t *testing.T) {
+	t.Parallel()
 	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
 	if err != nil || strings.Contains(string(mode), "[never]") {
 		t.Skipf("transparent huge pages are off here (%q)", mode)

@@ -20,8 +20,9 @@ var Docs = []TokenDoc{
 		"or the name and version packed inside. Nothing of them is kept; a CAS blob that fails is " +
 		"moved to cas/quarantine/."},
 	{IndexMismatch, "a scope's murmur-index.json disagrees with its releases or with the scope asked " +
-		"for (an asset or release it lists is missing, it names another scope), or mur index --merge " +
-		"met an entry with another hash. Its publisher must fix the index."},
+		"for (an asset or release it lists is missing, it names another scope), or mur index met one " +
+		"name, version and platform with two hashes (among its files, or against --merge's index). " +
+		"Its publisher must fix the index."},
 	{OwnerChanged, "the GitHub owner or repository behind a scope is no longer the one murmur.lock " +
 		"pinned by id, or config.yaml maps the scope to another repository. Nothing was fetched; run " +
 		"'mur lock forget-scope SCOPE' only if the move is expected."},
@@ -42,10 +43,12 @@ var Docs = []TokenDoc{
 	{InvalidManifest, "a project's murmur.yaml can't be read: not YAML, no name, a bad version or " +
 		"path, or an unknown key under capabilities (a grant mur can't read is refused, not guessed)."},
 	{InvalidArtifact, "a .mur.zip, or the folder mur pack packs, is not a valid artifact: its zip, its " +
-		"murmur.yaml (name, version, runtime) or its payload. Under mur run, a payload that can't " +
+		"murmur.yaml (name, version, runtime) or its payload; or the payloads of one pull decompress to " +
+		"more than it may stage (pull.max_decompressed). Under mur run, a payload that can't " +
 		"execute (exit status 126)."},
 	{InvalidConfig, "a config.yaml can't be read (a value of the wrong kind, a store address, a source, " +
-		"a trusted_keys entry), or MURMUR_MAX_ARTIFACT_DECOMPRESSED_BYTES is not a positive number."},
+		"a trusted_keys entry), or MURMUR_MAX_ARTIFACT_DECOMPRESSED_BYTES or " +
+		"MURMUR_MAX_PULL_DECOMPRESSED_BYTES is not a positive number."},
 	{InvalidBundle, "a bundle for mur cache import is damaged, truncated, holds something that " +
 		"is not a blob, or holds a packed artifact whose entries are not what its zip records. " +
 		"Nothing of the bad entry was admitted; export it again."},

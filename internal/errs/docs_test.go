@@ -51,6 +51,7 @@ func declaredTokens(t *testing.T) []Token {
 
 // Every token has one entry in Docs, in the constants' order, with a sentence.
 func TestDocsCoverEveryToken(t *testing.T) {
+	t.Parallel()
 	declared := declaredTokens(t)
 	if len(Docs) != len(declared) {
 		t.Errorf("Docs has %d entries, errs.go declares %d tokens", len(Docs), len(declared))
@@ -69,6 +70,7 @@ func TestDocsCoverEveryToken(t *testing.T) {
 // docs/tokens.md names every token at the start of a line of its table (the `mur help tokens`
 // block that cmd/mur's tests keep equal to the command's output).
 func TestTokensPageNamesEveryToken(t *testing.T) {
+	t.Parallel()
 	page, err := os.ReadFile(filepath.Join("..", "..", "docs", "tokens.md"))
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 )
 
 func TestTokenSurvivesWrapping(t *testing.T) {
+	t.Parallel()
 	base := Wrap(fs.ErrNotExist, NotFound, "acme/grep@1.2.0 is not in the store")
 	err := fmt.Errorf("pulling: %w", base)
 	if !errors.Is(err, NotFound) {
@@ -35,6 +36,7 @@ func TestTokenSurvivesWrapping(t *testing.T) {
 
 // A sentence that names the path already prints the system's cause alone.
 func TestOSCause(t *testing.T) {
+	t.Parallel()
 	_, err := os.Open(filepath.Join(t.TempDir(), "absent"))
 	if got := OSCause(err); got != fs.ErrNotExist && got.Error() != "no such file or directory" {
 		t.Fatalf("OSCause(%v) = %v, want the bare cause", err, got)

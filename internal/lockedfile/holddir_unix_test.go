@@ -10,6 +10,7 @@ import (
 
 // A held folder can't be held again until it is closed, and a symlink is never held.
 func TestHoldDirIn(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.Mkdir(filepath.Join(dir, "staging"), 0o755); err != nil {
 		t.Fatal(err)

@@ -9,9 +9,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/murmur-nexus/mur/internal/slowdown/deadline"
 )
 
 func TestExclusiveLockSerialises(t *testing.T) {
+	t.Parallel()
 	p := filepath.Join(t.TempDir(), "x.lock")
 	var mu sync.Mutex
 	inside, maxInside := 0, 0
@@ -39,13 +42,14 @@ func TestExclusiveLockSerialises(t *testing.T) {
 			unlock()
 		}()
 	}
-	wg.Wait()
+	deadline.Wait(t, &wg, "the lock holders")
 	if maxInside != 1 {
 		t.Fatalf("%d holders at once", maxInside)
 	}
 }
 
 func TestLockWaitIsCancellable(t *testing.T) {
+	t.Parallel()
 	p := filepath.Join(t.TempDir(), "x.lock")
 	unlock, err := Lock(context.Background(), p)
 	if err != nil {
@@ -65,6 +69,7 @@ func TestLockWaitIsCancellable(t *testing.T) {
 // TestLockRefusesASymlink: a lock path that is a symlink (planted in a cloned project, say) is
 // refused, and nothing is created where it points.
 func TestLockRefusesASymlink(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	target := filepath.Join(dir, "elsewhere", "victim")
 	os.MkdirAll(filepath.Dir(target), 0o755)

@@ -9,6 +9,7 @@ import (
 // Two open files of one path conflict as two processes would: an exclusive lock shuts out both
 // kinds, and shared locks admit each other.
 func TestTryLockConflicts(t *testing.T) {
+	t.Parallel()
 	p := filepath.Join(t.TempDir(), "x")
 	open := func() *os.File {
 		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)

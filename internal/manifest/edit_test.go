@@ -22,6 +22,7 @@ capabilities:
 `
 
 func TestSetArtifactKeepsTheRest(t *testing.T) {
+	t.Parallel()
 	grep, _ := ref.ParseName("acme/grep")
 	upper, _ := ref.ParseName("acme/upper")
 	sed, _ := ref.ParseName("acme/sed")
@@ -60,6 +61,7 @@ func TestSetArtifactKeepsTheRest(t *testing.T) {
 }
 
 func TestRemoveArtifact(t *testing.T) {
+	t.Parallel()
 	grep, _ := ref.ParseName("acme/grep")
 	upper, _ := ref.ParseName("acme/upper")
 	got, err := RemoveArtifact([]byte(editSrc), "murmur.yaml", grep)

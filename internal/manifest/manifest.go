@@ -148,7 +148,7 @@ type Install struct {
 
 // Load reads and parses a murmur.yaml.
 func Load(p string) (*Capsule, error) {
-	data, err := safefile.ReadProject(p, maxFileBytes, errs.InvalidManifest)
+	data, err := Read(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, errs.Wrap(err, errs.NotFound, "%s does not exist; run mur in a capsule folder, beside its murmur.yaml", p)
 	}
@@ -156,6 +156,12 @@ func Load(p string) (*Capsule, error) {
 		return nil, err
 	}
 	return Parse(data, p)
+}
+
+// Read reads a murmur.yaml's bytes as a project's file (safefile.ReadProject), within the bound
+// of a manifest; a missing file is an error that wraps fs.ErrNotExist.
+func Read(p string) ([]byte, error) {
+	return safefile.ReadProject(p, maxFileBytes, errs.InvalidManifest)
 }
 
 // Parse parses murmur.yaml's bytes; p names the file in messages.

@@ -45,6 +45,7 @@ func mustParse(t *testing.T, y string) *Capsule {
 }
 
 func TestParseFull(t *testing.T) {
+	t.Parallel()
 	c := mustParse(t, full)
 	if c.Name != "my-capsule" || c.Version != "1.0.0" || c.Path != "murmur.yaml" || len(c.Warnings) != 0 {
 		t.Fatalf("capsule = %+v", c)
@@ -103,6 +104,7 @@ func TestParseFull(t *testing.T) {
 }
 
 func TestDefaults(t *testing.T) {
+	t.Parallel()
 	c := mustParse(t, "name: cap\nartifacts:\n  - name: acme/grep\n    version: 1.0.0\n")
 	want := Capabilities{Filesystem: Filesystem{Scope: "."}, Install: Install{From: []string{"stores", "sources"}}}
 	if !reflect.DeepEqual(c.Capabilities, want) {
@@ -129,6 +131,7 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestLimitsNarrowing(t *testing.T) {
+	t.Parallel()
 	c := mustParse(t, `name: cap
 capabilities: { limits: { timeout_s: 30 } }
 artifacts:
@@ -147,6 +150,7 @@ artifacts:
 }
 
 func TestWarnings(t *testing.T) {
+	t.Parallel()
 	c := mustParse(t, `name: cap
 description: other tools read this
 capabilities:
@@ -181,6 +185,7 @@ capabilites: { state: {} }
 // capsule's or an artifact's, every unknown key is an error that names its line and the key
 // meant.
 func TestUnknownGrantsAreErrors(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ yaml, want string }{
 		{"name: c\ncapabilities:\n  filesystem: { scope: \".\", readonly: [docs] }\n",
 			`murmur.yaml:3: capabilities.filesystem has no key "readonly"; did you mean read_only?`},
@@ -206,6 +211,7 @@ func TestUnknownGrantsAreErrors(t *testing.T) {
 }
 
 func TestParseErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, yaml, want string
 	}{
@@ -265,6 +271,7 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestArtifactNarrowingAccepted(t *testing.T) {
+	t.Parallel()
 	c := mustParse(t, `name: c
 capabilities: { filesystem: { scope: data, read_only: [docs] }, state: { store: s } }
 artifacts:
@@ -280,6 +287,7 @@ artifacts:
 }
 
 func TestFind(t *testing.T) {
+	t.Parallel()
 	c := mustParse(t, full)
 	for _, tt := range []struct {
 		in   string
@@ -318,6 +326,7 @@ func TestFind(t *testing.T) {
 }
 
 func TestNarrowFrom(t *testing.T) {
+	t.Parallel()
 	both := []string{"stores", "sources"}
 	for _, tt := range []struct {
 		from, flag, want []string
@@ -344,6 +353,7 @@ func TestNarrowFrom(t *testing.T) {
 }
 
 func TestLoad(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "murmur.yaml")
 	if err := os.WriteFile(p, []byte(full), 0o644); err != nil {
@@ -365,6 +375,7 @@ func TestLoad(t *testing.T) {
 // TestStoreNamesRecorded: the parser leaves store names to state.ValidateStoreName, and records
 // each one with the key and line it stands on.
 func TestStoreNamesRecorded(t *testing.T) {
+	t.Parallel()
 	c := mustParse(t, "name: .cap\ncapabilities:\n  state: {}\nartifacts:\n  - name: a/b\n    capabilities: { state: { store: .cap } }\n")
 	want := []StoreName{
 		{Store: ".cap", Key: "name", Line: 1},

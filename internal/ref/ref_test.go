@@ -9,6 +9,7 @@ import (
 )
 
 func TestParseName(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("a", 100)
 	tests := []struct {
 		in      string
@@ -58,6 +59,7 @@ func TestParseName(t *testing.T) {
 }
 
 func TestValidateSegment(t *testing.T) {
+	t.Parallel()
 	for _, ok := range []string{"a", "a-b", "abc123", strings.Repeat("z", 100)} {
 		if err := ValidateSegment(ok); err != nil {
 			t.Errorf("ValidateSegment(%q) = %v", ok, err)
@@ -71,6 +73,7 @@ func TestValidateSegment(t *testing.T) {
 }
 
 func TestValidateVersion(t *testing.T) {
+	t.Parallel()
 	for _, ok := range []string{"1", "1.2.0", "v1.2.0", "1.0.0-rc.1+build.5", "2024_01_01", "A", strings.Repeat("9", 128), "latest1", "_x", "+x"} {
 		if err := ValidateVersion(ok); err != nil {
 			t.Errorf("ValidateVersion(%q) = %v", ok, err)
@@ -98,6 +101,7 @@ func TestValidateVersion(t *testing.T) {
 }
 
 func TestIsReservedVersion(t *testing.T) {
+	t.Parallel()
 	for v, want := range map[string]bool{"latest": true, "Latest": true, "STABLE": true, "edge": true, "1.0": false, "latest-1": false, "": false} {
 		if got := IsReservedVersion(v); got != want {
 			t.Errorf("IsReservedVersion(%q) = %v", v, got)
@@ -106,6 +110,7 @@ func TestIsReservedVersion(t *testing.T) {
 }
 
 func TestPlatforms(t *testing.T) {
+	t.Parallel()
 	for _, p := range append([]string{PlatformAny}, KnownPlatforms...) {
 		if err := ValidatePlatform(p); err != nil {
 			t.Errorf("ValidatePlatform(%q) = %v", p, err)
@@ -122,6 +127,7 @@ func TestPlatforms(t *testing.T) {
 }
 
 func TestParseRef(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in      string
 		want    Ref
@@ -164,6 +170,7 @@ func TestParseRef(t *testing.T) {
 }
 
 func TestParseDigest(t *testing.T) {
+	t.Parallel()
 	hex := strings.Repeat("ab", 32)
 	d, err := ParseDigest("sha256:" + hex)
 	if err != nil || d.Encoded() != hex {
@@ -187,6 +194,7 @@ func TestParseDigest(t *testing.T) {
 
 // The OCI spelling, which crane, oras and docker take, is accepted for mur's own.
 func TestNormalizePlatform(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"linux/arm64": "linux-aarch64", "linux/arm64/v8": "linux-aarch64", "linux/amd64": "linux-x86_64",
 		"darwin/arm64": "darwin-aarch64", "linux-amd64": "linux-x86_64", "linux-aarch64": "linux-aarch64",

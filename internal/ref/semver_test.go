@@ -29,6 +29,7 @@ func compareSemver(a, b string) int {
 }
 
 func TestIsSemver(t *testing.T) {
+	t.Parallel()
 	for v, want := range map[string]bool{
 		"1.2.3": true, "v1.2.3": true, "0.0.0": true, "1.2.3-rc.1": true, "1.2.3+build.7": true,
 		"1.2.3-alpha-1.0+x-y": true, "10.20.30": true, "99999999999999999999.0.0": true,
@@ -63,6 +64,7 @@ var ordered = []string{
 }
 
 func TestCompareSemver(t *testing.T) {
+	t.Parallel()
 	for i := range ordered {
 		for j := range ordered {
 			want := 0
@@ -93,6 +95,7 @@ func TestCompareSemver(t *testing.T) {
 }
 
 func TestHighestSemver(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewSource(1))
 	for range 20 {
 		shuffled := append([]string{"nightly", "1.2", "2024-01-01"}, ordered...)
@@ -125,6 +128,7 @@ func TestHighestSemver(t *testing.T) {
 }
 
 func TestVersionRangesAreRefused(t *testing.T) {
+	t.Parallel()
 	for _, v := range []string{"^1.2", "~1.2", ">=1.0.0", "1.x", "*", "1.2.*"} {
 		err := ValidateVersion(v)
 		if err == nil || !strings.Contains(err.Error(), "version ranges aren't supported: pin an exact version or use latest") {
@@ -142,6 +146,7 @@ func TestVersionRangesAreRefused(t *testing.T) {
 }
 
 func TestNewestFirst(t *testing.T) {
+	t.Parallel()
 	got := strings.Join(NewestFirst([]string{"1.0.0", "nightly", "1.10.0", "1.2.0-rc.1", "1.2.0"}), " ")
 	if got != "1.10.0 1.2.0 1.2.0-rc.1 1.0.0 nightly" {
 		t.Fatal(got)
@@ -149,6 +154,7 @@ func TestNewestFirst(t *testing.T) {
 }
 
 func TestTagFromVersion(t *testing.T) {
+	t.Parallel()
 	for v, tag := range map[string]string{"1.2.0": "1.2.0", "1.0.0+build.1": "1.0.0_build.1", "+a+b": "_a_b"} {
 		if got := TagFromVersion(v); got != tag {
 			t.Errorf("TagFromVersion(%q) = %q, want %q", v, got, tag)
@@ -160,6 +166,7 @@ func TestTagFromVersion(t *testing.T) {
 }
 
 func TestListVersionsAndClosest(t *testing.T) {
+	t.Parallel()
 	var many []string
 	for i := 0; i < 14; i++ {
 		many = append(many, "1."+strconv.Itoa(i)+".0")
@@ -179,6 +186,7 @@ func TestListVersionsAndClosest(t *testing.T) {
 }
 
 func TestDropV(t *testing.T) {
+	t.Parallel()
 	have := []string{"1.0.0", "1.2.0", "v2.0.0"}
 	for in, want := range map[string]string{
 		"v1.2.0": "1.2.0", "V1.2.0": "1.2.0", // the tag a Git user would type

@@ -40,6 +40,7 @@ func readSoon(t *testing.T, path string, max int64) ([]byte, error) {
 // A cloned project commits its murmur.lock (or murmur.yaml, or .murmur/config.yaml) as whatever
 // it likes. Only a regular file is read, and a refusal never quotes what the file points at.
 func TestReadProjectRefusesWhatIsNotAFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	outside := filepath.Join(t.TempDir(), "credentials")
 	if err := os.WriteFile(outside, []byte(secret+"\n"), 0o600); err != nil {
@@ -86,6 +87,7 @@ func TestReadProjectRefusesWhatIsNotAFile(t *testing.T) {
 
 // A .murmur/ committed as a symlink is refused even when the file it leads to is regular.
 func TestReadProjectRefusesALinkedMurmurFolder(t *testing.T) {
+	t.Parallel()
 	elsewhere := t.TempDir()
 	if err := os.WriteFile(filepath.Join(elsewhere, "config.yaml"), []byte("stores: []\n"), 0o600); err != nil {
 		t.Fatal(err)

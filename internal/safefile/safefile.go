@@ -40,13 +40,32 @@ func (e *NotRegularError) Unwrap() error { return ErrNotRegular }
 // blocking (O_NONBLOCK) and then refused, so that a planted FIFO can't hang the caller. Symlinks
 // in the folders above path are followed: callers hold those folders themselves.
 func Open(path string, flag int, perm os.FileMode) (*os.File, error) {
-	return open(path, flag, perm, true)
+	return open(path, flag, perm, true, false)
 }
 
 // OpenRead opens path for reading as Open does, but takes a regular file with several links:
 // reading one changes nothing anywhere else.
 func OpenRead(path string) (*os.File, error) {
-	return open(path, os.O_RDONLY, 0, false)
+	return open(path, os.O_RDONLY, 0, false, false)
+}
+
+// OpenNamed opens for reading a file the user named, on the command line say: a final symlink
+// is followed, since the user chose the name, but as everywhere here the open never blocks on a
+// FIFO, and anything but a regular file (a FIFO, a device such as /dev/zero, a folder, a socket)
+// is refused with a *NotRegularError.
+func OpenNamed(path string) (*os.File, error) {
+	return open(path, os.O_RDONLY, 0, false, true)
+}
+
+// ReadNamed reads the file the user named at path (see OpenNamed), refusing one of more than
+// max bytes as ReadFile does.
+func ReadNamed(path string, max int64) ([]byte, error) {
+	f, err := OpenNamed(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readAtMost(f, path, max)
 }
 
 // ReadFile reads the regular file at path (see Open), refusing one of more than max bytes with
@@ -54,11 +73,16 @@ func OpenRead(path string) (*os.File, error) {
 // file that grows while it is read can't exhaust memory either. A file with several links is
 // read: it is a plain file of the user's own file system, and nothing here writes to it.
 func ReadFile(path string, max int64) ([]byte, error) {
-	f, err := open(path, os.O_RDONLY, 0, false)
+	f, err := open(path, os.O_RDONLY, 0, false, false)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	return readAtMost(f, path, max)
+}
+
+// readAtMost reads f, opened from path, to its end, refusing more than max bytes.
+func readAtMost(f *os.File, path string, max int64) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
 		return nil, &fs.PathError{Op: "read", Path: path, Err: err}

@@ -15,14 +15,20 @@ import (
 // one (ELOOP), and with O_CREATE no file is made where it points.
 const NoFollow = unix.O_NOFOLLOW
 
-func open(path string, flag int, perm os.FileMode, oneLink bool) (*os.File, error) {
-	fd, err := unix.Open(path, flag|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, uint32(perm.Perm()))
+// open opens path, never blocking, and hands back only a regular file (with one link, when
+// oneLink). A final symlink is refused unless follow.
+func open(path string, flag int, perm os.FileMode, oneLink, follow bool) (*os.File, error) {
+	flag |= unix.O_NONBLOCK | unix.O_CLOEXEC
+	if !follow {
+		flag |= unix.O_NOFOLLOW
+	}
+	fd, err := unix.Open(path, flag, uint32(perm.Perm()))
 	for errors.Is(err, unix.EINTR) {
-		fd, err = unix.Open(path, flag|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, uint32(perm.Perm()))
+		fd, err = unix.Open(path, flag, uint32(perm.Perm()))
 	}
 	if err != nil {
 		switch {
-		case errors.Is(err, unix.ELOOP):
+		case errors.Is(err, unix.ELOOP) && !follow:
 			return nil, &NotRegularError{Path: path, Found: "a symlink"}
 		case errors.Is(err, unix.EISDIR):
 			return nil, &NotRegularError{Path: path, Found: "a folder"}

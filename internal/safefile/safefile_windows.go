@@ -16,9 +16,13 @@ import (
 // anything already there.
 const NoFollow = windows.FILE_FLAG_OPEN_REPARSE_POINT
 
-func open(path string, flag int, perm os.FileMode, oneLink bool) (*os.File, error) {
+func open(path string, flag int, perm os.FileMode, oneLink, follow bool) (*os.File, error) {
 	// O_TRUNC waits for the checks: truncating first would empty whatever was planted at path.
-	f, err := os.OpenFile(path, flag&^os.O_TRUNC|NoFollow, perm)
+	how := flag &^ os.O_TRUNC
+	if !follow {
+		how |= NoFollow
+	}
+	f, err := os.OpenFile(path, how, perm)
 	if err != nil {
 		if errors.Is(err, syscall.EISDIR) {
 			return nil, &NotRegularError{Path: path, Found: "a folder"}

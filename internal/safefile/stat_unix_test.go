@@ -9,6 +9,7 @@ import (
 )
 
 func TestStampAndLinks(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "f")
 	if err := os.WriteFile(p, []byte("one"), 0o600); err != nil {

@@ -3,6 +3,7 @@ package suggest
 import "testing"
 
 func TestNearest(t *testing.T) {
+	t.Parallel()
 	keys := []string{"scope", "read_only"}
 	for _, c := range []struct {
 		word, want string

@@ -13,6 +13,7 @@ import (
 const hostile = "ok\x1b]52;c;aGFja2Vk\x07 \x1b[2J\rmur: fine \u009b31m\x7f\x00\tend"
 
 func TestEscapeShowsEveryControl(t *testing.T) {
+	t.Parallel()
 	got := Escape(hostile + "\nline two")
 	want := `ok\x1b]52;c;aGFja2Vk\x07 \x1b[2J\rmur: fine \u009b31m\x7f\x00` + "\tend\nline two"
 	if got != want {
@@ -32,6 +33,7 @@ func TestEscapeShowsEveryControl(t *testing.T) {
 }
 
 func TestForeignCutsLongStrings(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("é", 2000)
 	got := Foreign(long)
 	if len(got) > MaxForeign+40 || !strings.HasSuffix(got, "… (cut: 3488 more bytes)") {
@@ -46,6 +48,7 @@ func TestForeignCutsLongStrings(t *testing.T) {
 }
 
 func TestWriterEscapesAStream(t *testing.T) {
+	t.Parallel()
 	var b bytes.Buffer
 	w := NewWriter(&b)
 	// A rune split across two writes passes whole; the controls never do.
@@ -60,6 +63,7 @@ func TestWriterEscapesAStream(t *testing.T) {
 }
 
 func TestJSONEscapesWhatEncodingJSONLeaves(t *testing.T) {
+	t.Parallel()
 	raw, _ := json.Marshal(map[string]string{"m": hostile})
 	out := JSON(raw)
 	if bytes.ContainsAny(out, "\x1b\r\x07\x7f\x00") || strings.Contains(string(out), "\u009b") {
@@ -75,6 +79,7 @@ func TestJSONEscapesWhatEncodingJSONLeaves(t *testing.T) {
 // it escaped: the last C0 control and DEL and both ends of the C1 controls are shown as escapes,
 // by Escape, Line, a Writer and JSON; the printable runes beside them pass as they are.
 func TestEscapeEdgesOfTheControlRanges(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		r       rune
 		visible string // "" when the rune is harmless and passes as it is

@@ -9,6 +9,7 @@ import (
 )
 
 func TestDescribe(t *testing.T) {
+	t.Parallel()
 	for src, want := range map[string]string{
 		"a: 1":                   "a mapping",
 		"- 1":                    "a list",
@@ -32,6 +33,7 @@ func TestDescribe(t *testing.T) {
 // Decode refuses what the YAML parser would follow or half read: bytes that are not UTF-8, a
 // second document, and input the parser can't parse; it names the line where it can.
 func TestDecode(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		data    string

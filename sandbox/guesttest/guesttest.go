@@ -1,11 +1,16 @@
 // Package guesttest builds the small WebAssembly guests that the sandbox and CLI tests run.
 //
-// Go guests live in sandbox/testdata/guests/<name>/ and are built with GOOS=wasip1 GOARCH=wasm.
-// C guests live in sandbox/testdata/cguests/<name>/ and are built against wasi-libc with clang
-// (Debian: clang, lld, wasi-libc, libclang-rt-dev-wasm32), as most non-Go WASI programs are.
+// The Go guest is one multi-call program, sandbox/testdata/guest, built with GOOS=wasip1
+// GOARCH=wasm: it behaves as the command its argv[0] names, or else its first argument (hello,
+// exitcode, state, paths and the rest; its main.go lists them). One program rather than one per
+// behaviour, because wazero takes seconds to compile a Go guest, far more under the race
+// detector: a test binary compiles this one once. C guests live in sandbox/testdata/cguests/<name>/
+// and are built against wasi-libc with clang (Debian: clang, lld, wasi-libc,
+// libclang-rt-dev-wasm32), as most non-Go WASI programs are.
+//
 // Building takes seconds, so outputs are cached under the user cache folder, keyed by the guest's
-// source and the toolchain. Several test packages build at once, so cache entries are written to
-// a temporary name and renamed into place.
+// source and the toolchain, and each process builds or reads a guest once. Several test packages
+// build at once, so cache entries are written to a temporary name and renamed into place.
 package guesttest
 
 import (
@@ -17,30 +22,54 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 )
 
-// Build returns the wasm bytes of guest name, building it if the cache has no copy. It fails the
-// test when the guest can't be built.
+// GoGuestDir is the multi-call Go guest's folder, relative to the repository's root.
+const GoGuestDir = "sandbox/testdata/guest"
+
+// commands are the names the Go guest answers to; TestCommandsMatchTheGuest holds this list to
+// the guest's own.
+var commands = []string{"append", "escaper", "exitcode", "flip", "grow", "hello", "memhog", "paths", "probe", "sleeper", "spin", "state", "swap"}
+
+// Build returns the wasm bytes of the multi-call Go guest, which the caller runs as the command
+// name: as argv[0] (under `mur run`, the artifact's name) or as its first argument. It fails the
+// test when name is no command of the guest, or when the guest can't be built.
 func Build(t testing.TB, name string) []byte {
 	t.Helper()
+	if !slices.Contains(commands, name) {
+		t.Fatalf("guesttest: the Go guest has no command %q; it has %s", name, strings.Join(commands, ", "))
+	}
+	return Go(t)
+}
+
+// Go returns the wasm bytes of the multi-call Go guest, for a test that runs it as several
+// commands. It fails the test when the guest can't be built.
+func Go(t testing.TB) []byte {
+	t.Helper()
+	b, err := goGuest()
+	if err != nil {
+		t.Fatalf("guesttest: building the Go guest: %v", err)
+	}
+	return bytes.Clone(b) // callers may damage their copy
+}
+
+// goGuest builds or reads the Go guest once per process: tests running in parallel share it.
+var goGuest = sync.OnceValues(func() ([]byte, error) {
 	root, err := repoRoot()
 	if err != nil {
-		t.Fatalf("guesttest: %v", err)
+		return nil, err
 	}
-	out, err := Cached(filepath.Join(root, "sandbox", "testdata", "guests", name))
+	out, err := Cached(filepath.Join(root, filepath.FromSlash(GoGuestDir)))
 	if err != nil {
-		t.Fatalf("guesttest: building guest %s: %v", name, err)
+		return nil, err
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatalf("guesttest: %v", err)
-	}
-	return b
-}
+	return os.ReadFile(out)
+})
 
 // BuildC returns the wasm bytes of C guest name, building it with clang if the cache has no
 // copy. Without clang the test is skipped, except under CI (CI set), where it fails: CI installs

@@ -16,9 +16,9 @@ import (
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 )
 
-// TestReliabilityMirrorChain is the chain of stores, in order: one that never answers,
-// one that answers 503, one that serves wrong bytes, and a good one.
-func TestReliabilityMirrorChain(t *testing.T) {
+// testReliabilityMirrorChain is the chain of stores, in order: one that never answers,
+// one that answers 503, one that serves wrong bytes, and a good one. It runs alone (TestRunsAlone).
+func testReliabilityMirrorChain(t *testing.T) {
 	scenario(t, "a chain of stores: silent, 503, wrong bytes, good (fallback any-error, then not-found)")
 	names := []string{"one", "two", "three"}
 	files := map[string]string{} // name -> packed file
@@ -136,6 +136,7 @@ func TestReliabilityMirrorChain(t *testing.T) {
 // team registry as its mirror; another, with the same lock and only the registry, gets the same
 // digests without a single request to GitHub.
 func TestReliabilityWriteThroughFleet(t *testing.T) {
+	t.Parallel()
 	scenario(t, "write-through: one machine fills the team registry from GitHub, the others never ask GitHub")
 	gh := githubtest.New(t)
 	gh.AddRepo("acme", "murmur-artifacts", ownerID, repoID)
@@ -200,7 +201,6 @@ func TestReliabilityWriteThroughFleet(t *testing.T) {
 
 	// A mirror that fails is reported and the pull succeeds; mirror_required makes it fail.
 	dead := newWorld(t)
-	dead.env = append(dead.env, networkTimeout())
 	dead.write("murmur.yaml", capsuleYAML(refs[0]))
 	dead.write(".murmur/config.yaml", "stores: [\""+team+"\"]\nmirror: \"oci://127.0.0.1:1/murmur\"\n")
 	r := dead.ok("pull", "--no-precompile")

@@ -16,6 +16,7 @@ import (
 // and declares its artifact under one file lock, and prunes only what murmur.yaml, read under
 // that lock, does not declare, so no command prunes another's pin as undeclared.
 func TestConcurrentCommandsLoseNoPin(t *testing.T) {
+	t.Parallel()
 	const n, rounds = 8, 10
 	layout := t.TempDir()
 	seed := newWorld(t)
@@ -71,6 +72,7 @@ func TestConcurrentCommandsLoseNoPin(t *testing.T) {
 // A mistyped key in murmur.yaml never prunes or pins: a command that would write murmur.lock or
 // tools/ refuses it with invalid-manifest and the key it most likely meant, and changes nothing.
 func TestManifestTyposChangeNothing(t *testing.T) {
+	t.Parallel()
 	layout := t.TempDir()
 	w := newWorld(t)
 	for _, name := range []string{"notes", "grep"} {
@@ -103,6 +105,7 @@ func TestManifestTyposChangeNothing(t *testing.T) {
 // The air-gap hand-over: `mur warm --layout DIR` on a machine with the network, then a fresh
 // home pulls from DIR with the network off. A layout is a folder on disk, not the network.
 func TestOfflinePullFromAWarmedLayout(t *testing.T) {
+	t.Parallel()
 	layout := t.TempDir()
 	w := newWorld(t)
 	f := artifacttest.File(t, t.TempDir(), "notes", "1.0.0", artifacttest.Tagged("notes"))
@@ -135,6 +138,7 @@ func TestOfflinePullFromAWarmedLayout(t *testing.T) {
 // a declared artifact says the move, and mur rm takes the bare name of a declared artifact and
 // offers "did you mean" for a near miss.
 func TestAddAndRmSpeakPlainly(t *testing.T) {
+	t.Parallel()
 	layout := t.TempDir()
 	w := newWorld(t)
 	for _, v := range []string{"0.9.0", "1.0.0"} {

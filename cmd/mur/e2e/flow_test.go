@@ -21,6 +21,7 @@ import (
 // TestPullFromRealRegistry is the newcomer's path: push a packed tool to docker-registry, pull it
 // into a fresh project, and find a correct lock, record and tools/ folder.
 func TestPullFromRealRegistry(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.Start(t)
 	w := newWorld(t)
 	store := "oci://" + reg.Addr() + "/murmur"
@@ -83,6 +84,7 @@ func TestPullFromRealRegistry(t *testing.T) {
 
 // TestRegistryUnreachable names the registry and changes nothing.
 func TestRegistryUnreachable(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.stores("oci://127.0.0.1:1/murmur")
 	w.write("murmur.yaml", capsuleYAML("acme/hello@1.0.0"))
@@ -96,6 +98,7 @@ func TestRegistryUnreachable(t *testing.T) {
 // TestRunStateAndExplain: state persists across runs in the capsule's store, --explain-scope
 // prints what a launch opens and changes nothing, and a run never uses tools/.
 func TestRunStateAndExplain(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	store := "oci-layout:" + filepath.Join(t.TempDir(), "store")
 	f := artifacttest.File(t, t.TempDir(), "state", "1.0.0", guesttest.Build(t, "state"))
@@ -183,6 +186,7 @@ func TestRunStateAndExplain(t *testing.T) {
 }
 
 func TestRunExitCodes(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	store := "oci-layout:" + filepath.Join(t.TempDir(), "store")
 	dir := t.TempDir()
@@ -210,6 +214,7 @@ func TestRunExitCodes(t *testing.T) {
 
 // TestWarmOffline: warm with network, then pull, verify and run with every store gone.
 func TestWarmOffline(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	layout := filepath.Join(t.TempDir(), "store")
 	f := artifacttest.File(t, t.TempDir(), "hello", "1.0.0", guesttest.Build(t, "hello"))
@@ -269,6 +274,7 @@ func TestWarmOffline(t *testing.T) {
 
 // TestWarmUnservedPlatform: a lock that pins a platform nobody serves fails clearly.
 func TestWarmUnservedPlatform(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	layout := filepath.Join(t.TempDir(), "store")
 	f := artifacttest.File(t, t.TempDir(), "hello", "1.0.0", []byte("\x00asm\x01\x00\x00\x00"))

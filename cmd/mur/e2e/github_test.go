@@ -21,6 +21,7 @@ import (
 // browser_download_url, so a pull spends two API calls, the latest release and the repository,
 // where downloading through the API would spend seven and exhaust the quota.
 func TestGitHubQuotaTenColdPulls(t *testing.T) {
+	t.Parallel()
 	const machines, apiLimit = 10, 60
 	gh := githubtest.New(t)
 	gh.AddRepo("acme", "murmur-artifacts", ownerID, repoID)
@@ -96,6 +97,7 @@ func TestGitHubQuotaTenColdPulls(t *testing.T) {
 // calls carry the token, the download link and storage never do (the test server refuses any
 // credential there, which would make the pull fall back to the API endpoint).
 func TestGitHubTokenStaysOnTheAPI(t *testing.T) {
+	t.Parallel()
 	gh := githubtest.New(t)
 	gh.AddRepo("acme", "murmur-artifacts", ownerID, repoID)
 	art := githubtest.Artifact{Name: "acme/hello", Version: "1.0.0", Release: "v1.0.0", Asset: "hello-1.0.0.mur.zip",

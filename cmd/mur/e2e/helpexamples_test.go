@@ -2,23 +2,29 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/murmur-nexus/mur/internal/slowdown/deadline"
 )
 
 func init() { scriptCmds["help-examples"] = helpExamples }
 
 // helpExamples FILE: runs every example that `mur help` and every command's --help show, through
-// bash in the script's current folder, after replacing each placeholder FILE lists
-// ("placeholder => value", $NAMES expanded) with something real. Each example starts from the
-// world as it was when help-examples began (the current folder and the Murmur home are put back),
-// so that no example depends on another. An example fails when mur calls it a usage error (a flag
+// bash, after replacing each placeholder FILE lists ("placeholder => value", $NAMES expanded) with
+// something real. Each example starts from the world as it was when help-examples began (fresh
+// copies of the current folder and the Murmur home, where it runs), so that no example depends on
+// another, and several run at once. An example fails when mur calls it a usage error (a flag
 // or an argument that no longer exists): the examples are what users copy, so a stale one must
 // fail the build. Other failures (a guest's own status, an owner pin a source never made) are
 // logged, not judged.
@@ -47,50 +53,102 @@ func helpExamples(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		return string(b)
 	}
-	examplesSnapshot(ts)
-	var paths [][]string
+	var examples []helpExample
 	for _, c := range listed(mur("help"), "Commands:") {
-		paths = append(paths, []string{c})
+		examples = append(examples, examplesOf(ts, mur, args[0], fill, []string{c})...)
 		for _, s := range listed(mur(c, "--help"), "Subcommands:") {
-			paths = append(paths, []string{c, s})
+			examples = append(examples, examplesOf(ts, mur, args[0], fill, []string{c, s})...)
 		}
 	}
-	ran := 0
-	for _, p := range paths {
-		examples := listed(mur(append(p, "--help")...), "Examples:")
-		if len(examples) == 0 {
-			ts.Fatalf("mur %s --help shows no examples", strings.Join(p, " "))
+	examplesSnapshot(ts)
+	results := make([]exampleResult, len(examples))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for w := range examplesWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				results[i] = runExample(ts, w, examples[i].line)
+			}
+		}()
+	}
+	for i := range examples {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for i, ex := range examples {
+		res := results[i]
+		if res.err != nil {
+			ts.Fatalf("%s: %v", ex.line, res.err)
 		}
-		for _, ex := range examples {
-			line := ex
-			for _, f := range fill {
-				line = strings.ReplaceAll(line, f[0], f[1])
-			}
-			if strings.Contains(line, "…") {
-				ts.Fatalf("example %q has a placeholder (…) that %s does not fill", ex, args[0])
-			}
-			examplesFresh(ts)
-			cmd := exec.Command("bash", "-c", line)
-			cmd.Dir = ts.MkAbs(".")
-			cmd.Env = scriptEnv(ts)
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err := cmd.Run()
-			code := 0
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				code = ee.ExitCode()
-			} else if err != nil {
-				ts.Fatalf("%s: %v", line, err)
-			}
-			ts.Logf("mur %s example: %s\n  ran: %s\n  exit %d", strings.Join(p, " "), ex, line, code)
-			if strings.Contains(stderr.String(), "mur: usage:") {
-				ts.Fatalf("the example %q of 'mur %s --help' is a usage error now:\n%s", ex, strings.Join(p, " "), stderr.String())
-			}
-			ran++
+		ts.Logf("mur %s example: %s\n  ran: %s\n  exit %d", ex.command, ex.text, ex.line, res.code)
+		if strings.Contains(res.stderr, "mur: usage:") {
+			ts.Fatalf("the example %q of 'mur %s --help' is a usage error now:\n%s", ex.text, ex.command, res.stderr)
 		}
 	}
-	ts.Logf("ran %d examples of %d commands", ran, len(paths))
+	ts.Logf("ran %d examples", len(examples))
+}
+
+// examplesWorkers is how many examples run at once, each in its own copy of the world: much of an
+// example's time is mur starting, files being copied, and the registry answering.
+const examplesWorkers = 4
+
+type helpExample struct {
+	command    string // "cache gc"
+	text, line string // as the help shows it, and with its placeholders filled
+}
+
+type exampleResult struct {
+	code   int
+	stderr string
+	err    error // the example could not be run at all
+}
+
+// examplesOf lists the examples of `mur p... --help` with the placeholders in fill filled; it
+// fails the script when there are none, or when one keeps a placeholder FILE does not fill.
+func examplesOf(ts *testscript.TestScript, mur func(...string) string, file string, fill [][2]string, p []string) []helpExample {
+	var out []helpExample
+	for _, ex := range listed(mur(append(p, "--help")...), "Examples:") {
+		line := ex
+		for _, f := range fill {
+			line = strings.ReplaceAll(line, f[0], f[1])
+		}
+		if strings.Contains(line, "…") {
+			ts.Fatalf("example %q has a placeholder (…) that %s does not fill", ex, file)
+		}
+		out = append(out, helpExample{command: strings.Join(p, " "), text: ex, line: line})
+	}
+	if len(out) == 0 {
+		ts.Fatalf("mur %s --help shows no examples", strings.Join(p, " "))
+	}
+	return out
+}
+
+// runExample runs line through bash in worker w's copy of the world, made afresh from the
+// snapshot. It runs beside the other workers, so it reports rather than fails the script.
+func runExample(ts *testscript.TestScript, w int, line string) exampleResult {
+	dir, home, err := examplesFresh(ts, w)
+	if err != nil {
+		return exampleResult{err: err}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), deadline.Limit())
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", line)
+	cmd.Dir = dir
+	cmd.Env = append(scriptEnv(ts), "MURMUR_HOME="+home)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	err = cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		return exampleResult{err: fmt.Errorf("still running after %s, and killed", deadline.Limit())}
+	case errors.As(err, &ee):
+		return exampleResult{code: ee.ExitCode(), stderr: stderr.String()}
+	}
+	return exampleResult{stderr: stderr.String(), err: err}
 }
 
 // scriptVar is a $NAME in a placeholder's value; anything else ($(…) for one) is bash's.
@@ -130,14 +188,24 @@ func examplesSnapshot(ts *testscript.TestScript) {
 	}
 }
 
-// examplesFresh puts back what examplesSnapshot kept.
-func examplesFresh(ts *testscript.TestScript) {
+// examplesFresh makes worker w's copies of the current folder and the Murmur home afresh from
+// what examplesSnapshot kept, and says where they are.
+func examplesFresh(ts *testscript.TestScript, w int) (dir, home string, err error) {
 	snap := filepath.Join(ts.Getenv("WORK"), ".examples-snapshot")
-	for _, dir := range []string{ts.MkAbs("."), ts.Getenv("MURMUR_HOME")} {
-		ts.Check(os.RemoveAll(dir))
-		out, err := exec.Command("cp", "-a", filepath.Join(snap, filepath.Base(dir)), dir).CombinedOutput()
+	base := filepath.Join(ts.Getenv("WORK"), fmt.Sprintf(".examples-%d", w))
+	dir = filepath.Join(base, filepath.Base(ts.MkAbs(".")))
+	home = filepath.Join(base, filepath.Base(ts.Getenv("MURMUR_HOME")))
+	if err := os.RemoveAll(base); err != nil {
+		return "", "", err
+	}
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return "", "", err
+	}
+	for _, d := range []string{dir, home} {
+		out, err := exec.Command("cp", "-a", filepath.Join(snap, filepath.Base(d)), d).CombinedOutput()
 		if err != nil {
-			ts.Fatalf("restoring %s: %v\n%s", dir, err, out)
+			return "", "", fmt.Errorf("restoring %s: %v\n%s", d, err, out)
 		}
 	}
+	return dir, home, nil
 }

@@ -13,6 +13,7 @@ import (
 // A cloned project whose tools/, tools/<scope> or .murmur/ is a symlink is refused before a
 // single request is made: nothing is downloaded, pinned or written through the link.
 func TestLinkedProjectFoldersAreRefusedBeforeAnyDownload(t *testing.T) {
+	t.Parallel()
 	f := artifacttest.File(t, t.TempDir(), "one", "1.0.0", artifacttest.Module(16<<10, 621))
 	for _, linked := range []string{"tools", "tools/e2e", ".murmur"} {
 		t.Run(strings.ReplaceAll(linked, "/", "-"), func(t *testing.T) {

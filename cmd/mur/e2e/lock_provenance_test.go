@@ -15,6 +15,7 @@ import (
 // `mur pull --update`. An unsigned release is refused with provenance-missing and the lock is
 // unchanged byte for byte; a signed one moves the pin and records its provenance from metadata.
 func TestLockCarriesProvenance(t *testing.T) {
+	t.Parallel()
 	layout := t.TempDir()
 	w := newWorld(t)
 	dir := t.TempDir()
@@ -123,6 +124,7 @@ func TestLockCarriesProvenance(t *testing.T) {
 // home that already holds the blob and its verified bundle writes the same murmur.lock as a
 // fresh home.
 func TestWarmAndFreshHomesWriteOneLock(t *testing.T) {
+	t.Parallel()
 	layout := t.TempDir()
 	w := newWorld(t)
 	keyFile, pubPEM := teamKey(t, t.TempDir())

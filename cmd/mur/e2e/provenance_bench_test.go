@@ -52,7 +52,7 @@ func provenanceBench(b *testing.B) (*githubtest.Server, func(policy string) *wor
 func BenchmarkProvenancePull20(b *testing.B) {
 	_, project := provenanceBench(b)
 	var with, without *world
-	interleave(b,
+	interleaveOn(b, beside{served: "github"},
 		contender{"provenance", func() { with = project("require") }, func(b *testing.B) { runTimed(b, with.cmd("pull", "-q", "--no-precompile")) }},
 		contender{"off", func() { without = project("off") }, func(b *testing.B) { runTimed(b, without.cmd("pull", "-q", "--no-precompile")) }},
 	)
@@ -70,7 +70,7 @@ func BenchmarkProvenanceWarm20(b *testing.B) {
 	runTimed(b, with.cmd("pull", "-q", "--no-precompile"))
 	runTimed(b, without.cmd("pull", "-q", "--no-precompile"))
 	gh.ResetRequests()
-	interleave(b,
+	interleaveOn(b, beside{served: "github"},
 		contender{"provenance", nil, func(b *testing.B) { runTimed(b, with.cmd("pull", "-q", "--no-precompile")) }},
 		contender{"off", nil, func(b *testing.B) { runTimed(b, without.cmd("pull", "-q", "--no-precompile")) }},
 	)

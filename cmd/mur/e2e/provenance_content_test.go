@@ -20,6 +20,7 @@ import (
 // the network off, a locked pull and `mur verify` (which re-verifies the bundle from the CAS)
 // pass; `cache gc` keeps it as a pinned blob, and verify still passes after gc.
 func TestProvenanceBundlesAreContent(t *testing.T) {
+	t.Parallel()
 	w, gh, ca, d, _ := attestedWorld(t)
 	w.ok("pull", "--no-precompile")
 	recorded := w.lock().Find("acme/hello").Provenance

@@ -28,6 +28,7 @@ import (
 // application/vnd.dev.sigstore.bundle.v0.3+json referrer; and a bundle `oras attach` adds to an
 // unsigned artifact is found and verified by `mur pull` under provenance: require.
 func TestProvenanceOrasInterop(t *testing.T) {
+	t.Parallel()
 	needOras(t)
 	reg := registrytest.Start(t)
 	w := newWorld(t)
@@ -87,6 +88,7 @@ func TestProvenanceOrasInterop(t *testing.T) {
 // bundle `oras attach --oci-layout-path` adds to an unsigned copy is found and verified by `mur
 // pull` under provenance: require.
 func TestProvenanceOrasLayoutInterop(t *testing.T) {
+	t.Parallel()
 	needOras(t)
 	w := newWorld(t)
 	dir := t.TempDir()

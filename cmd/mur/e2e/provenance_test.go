@@ -34,6 +34,7 @@ func attestedWorld(t *testing.T) (*world, *githubtest.Server, *provenancetest.CA
 // shows it in verify --json and cache records; a second artifact attested by another owner fails
 // with the facts side by side and leaves nothing behind.
 func TestProvenanceThroughTheBinary(t *testing.T) {
+	t.Parallel()
 	w, gh, ca, _, bundle := attestedWorld(t)
 
 	w.ok("pull", "--no-precompile")

@@ -27,6 +27,7 @@ import (
 // network) when it does not. With the upstream down, a version the cache never served is
 // not-found, and latest sees only what is cached.
 func TestFleetPullThroughCache(t *testing.T) {
+	t.Parallel()
 	scenario(t, "a pull-through cache (docker-registry proxy:) as the fleet's store, with its upstream up and down")
 	upstream := registrytest.Start(t)
 	cache := registrytest.StartPullThrough(t, upstream.URL())
@@ -185,6 +186,7 @@ func TestFleetPullThroughCache(t *testing.T) {
 // upstream (distribution also downloads the blob once more for itself), while behind a cache one
 // `mur warm` filled, the same fan-out costs the upstream no download of the payload.
 func TestFleetPullThroughCacheFanOut(t *testing.T) {
+	t.Parallel()
 	scenario(t, "a pull-through cache: a cold fan-out passes its misses upstream, a warmed one does not")
 	const machines = 6
 	upstream := registrytest.Start(t)

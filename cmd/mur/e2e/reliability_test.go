@@ -9,11 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
 	"github.com/murmur-nexus/mur/fetch/proxytest"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
-	"github.com/murmur-nexus/mur/internal/slowdown"
+	"github.com/murmur-nexus/mur/internal/slowdown/deadline"
 	"github.com/murmur-nexus/mur/sandbox/guesttest"
 )
 
@@ -45,6 +44,7 @@ func capsuleYAML(artifacts ...string) string {
 }
 
 func TestReliabilityKillDuringPull(t *testing.T) {
+	t.Parallel()
 	scenario(t, "SIGKILL at several points of a 64 MiB pull from the registry")
 	reg := registrytest.Start(t)
 	w := newWorld(t)
@@ -63,7 +63,7 @@ func TestReliabilityKillDuringPull(t *testing.T) {
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
-		grown := waitFor(t, 20*time.Second, func() bool { return slow.BytesServed("/v2/murmur/e2e/big/blobs/")-before >= at })
+		grown := waitFor(func() bool { return slow.BytesServed("/v2/murmur/e2e/big/blobs/")-before >= at })
 		c.Process.Signal(syscall.SIGKILL)
 		c.Wait()
 		if !grown {
@@ -72,7 +72,7 @@ func TestReliabilityKillDuringPull(t *testing.T) {
 		w.assertUnchanged(0, "")
 	}
 	w.afterFault("e2e/big")
-	time.Sleep(cas.IngestGrace) // gc leaves fresh temporary files alone; these are the killed pulls'
+	w.ageIngest() // gc leaves fresh temporary files alone; these are the killed pulls'
 	if r := w.ok("cache", "gc", "--older-than", "0s", "--keep", filepath.Join(w.project, "murmur.lock")); r.code != 0 {
 		t.Fatal(r)
 	}
@@ -83,6 +83,7 @@ func TestReliabilityKillDuringPull(t *testing.T) {
 }
 
 func TestReliabilityConcurrentPulls(t *testing.T) {
+	t.Parallel()
 	scenario(t, "eight concurrent mur pull processes in one project")
 	w := newWorld(t)
 	store := "oci-layout:" + filepath.Join(t.TempDir(), "store")
@@ -127,6 +128,7 @@ func TestReliabilityConcurrentPulls(t *testing.T) {
 }
 
 func TestReliabilityCorruption(t *testing.T) {
+	t.Parallel()
 	scenario(t, "a corrupted CAS blob and a corrupted compiled entry")
 	w := newWorld(t)
 	store := "oci-layout:" + filepath.Join(t.TempDir(), "store")
@@ -166,6 +168,7 @@ func TestReliabilityCorruption(t *testing.T) {
 }
 
 func TestReliabilityEscaper(t *testing.T) {
+	t.Parallel()
 	scenario(t, "a sandbox escaper")
 	w := newWorld(t)
 	store := "oci-layout:" + filepath.Join(t.TempDir(), "store")
@@ -207,6 +210,7 @@ func TestReliabilityEscaper(t *testing.T) {
 }
 
 func TestReliabilityHostileInputs(t *testing.T) {
+	t.Parallel()
 	scenario(t, "hostile zips and locks")
 	w := newWorld(t)
 	dir := t.TempDir()
@@ -242,10 +246,10 @@ func TestReliabilityHostileInputs(t *testing.T) {
 	w.afterFault("e2e/ok")
 }
 
-// waitFor polls cond until it holds or limit (stretched by MUR_TEST_SLOWDOWN) has passed.
-func waitFor(t *testing.T, limit time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(slowdown.Scale(limit))
-	for time.Now().Before(deadline) {
+// waitFor polls cond until it holds, or gives up at the test's deadline for one event.
+func waitFor(cond func() bool) bool {
+	until := time.Now().Add(deadline.Limit())
+	for time.Now().Before(until) {
 		if cond() {
 			return true
 		}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/opencontainers/go-digest"
 
@@ -62,7 +61,7 @@ func (w *world) killAt(t *testing.T, served func() int64, at int64, args ...stri
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	reached := waitFor(t, 60*time.Second, func() bool { return served() >= at })
+	reached := waitFor(func() bool { return served() >= at })
 	c.Process.Signal(syscall.SIGKILL)
 	c.Wait()
 	if !reached {
@@ -87,6 +86,7 @@ func (w *world) keptDownloads() int {
 // then pulled again: the registry serves at most 1.1 times the blob in all. Behind a server that
 // ignores Range the second pull starts over and still pins the right bytes.
 func TestReliabilityResumeAfterKill(t *testing.T) {
+	t.Parallel()
 	scenario(t, "SIGKILL at half of a 256 MiB pull, then resume with Range (and start over where Range is ignored)")
 	const size = 256 << 20
 	reg := registrytest.Start(t)
@@ -160,6 +160,7 @@ func TestReliabilityResumeAfterKill(t *testing.T) {
 // TestReliabilityResumeFromGitHub is the same kill through the GitHub source, with the storage
 // links expired before the second pull: it asks the download link for a fresh one.
 func TestReliabilityResumeFromGitHub(t *testing.T) {
+	t.Parallel()
 	scenario(t, "SIGKILL at half of a 256 MiB pull from GitHub, resumed after its storage link expired")
 	const size = 256 << 20
 	gh := githubtest.New(t)
@@ -202,6 +203,7 @@ func TestReliabilityResumeFromGitHub(t *testing.T) {
 
 // TestPullBrokenBodyResumes: a body cut mid-transfer is continued within the same pull.
 func TestPullBrokenBodyResumes(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.Start(t)
 	px := proxytest.Start(t, reg.Addr(), proxytest.Options{})
 	f := artifacttest.File(t, t.TempDir(), "cut", "1.0.0", artifacttest.Module(8<<20, 258))
@@ -224,9 +226,9 @@ func TestPullBrokenBodyResumes(t *testing.T) {
 	}
 }
 
-// TestPullParallelConnections: a large blob is fetched over --connections connections, within
-// --jobs.
-func TestPullParallelConnections(t *testing.T) {
+// testPullParallelConnections: a large blob is fetched over --connections connections, within
+// --jobs. It runs alone (TestRunsAlone).
+func testPullParallelConnections(t *testing.T) {
 	reg := registrytest.Start(t)
 	px := proxytest.Start(t, reg.Addr(), proxytest.Options{})
 	f := artifacttest.File(t, t.TempDir(), "wide", "1.0.0", artifacttest.Module(80<<20, 259))

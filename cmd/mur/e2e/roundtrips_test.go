@@ -64,6 +64,7 @@ func repository(path string) string {
 // one on the ping's connection (3) and one on a new one (4), each blob on its manifest's
 // connection (4, 5). A manifest sent before the ping's answer came back does not wait for it.
 func TestRoundTripsFollowsTheChain(t *testing.T) {
+	t.Parallel()
 	const rtt = 20 * time.Millisecond
 	at := func(ms int) time.Time { return time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond) }
 	log := []proxytest.Logged{

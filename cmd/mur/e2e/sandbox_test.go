@@ -45,6 +45,7 @@ func sandboxWorld(t testing.TB, caps string, guests map[string][]byte) *world {
 // TestRunGuestSeesOnlyAllowedEnv: mur's own environment holds secrets; the guest gets the names
 // env.allow grants and PWD, and nothing else.
 func TestRunGuestSeesOnlyAllowedEnv(t *testing.T) {
+	t.Parallel()
 	w := sandboxWorld(t, "  env: { allow: [MUR_T_LANG, MUR_T_UNSET] }\n", map[string][]byte{"hello": guesttest.Build(t, "hello")})
 	w.ok("pull")
 	w.env = append(w.env, "MUR_TEST_SECRET=hunter2", "GITHUB_TOKEN=ghp_e2esecret", "MUR_T_LANG=C.UTF-8")
@@ -67,8 +68,9 @@ func TestRunGuestSeesOnlyAllowedEnv(t *testing.T) {
 // TestRunPathsGoAndC: a Go guest and a C (wasi-libc) guest reach the state store by every
 // spelling of state/<file>, and names that only start with "state" or "docs" stay in the workdir.
 func TestRunPathsGoAndC(t *testing.T) {
+	t.Parallel()
 	w := sandboxWorld(t, "  filesystem: { scope: \".\", read_only: [docs] }\n  state: {}\n", map[string][]byte{
-		"gopaths": guesttest.Build(t, "fsops"),
+		"gopaths": guesttest.Build(t, "paths"),
 		"cpaths":  guesttest.BuildC(t, "paths"),
 	})
 	w.ok("pull")
@@ -99,6 +101,7 @@ func TestRunPathsGoAndC(t *testing.T) {
 // symlinks to a folder elsewhere. pull, verify --repair and run refuse, name the symlink and its
 // target, and leave the target alone.
 func TestClonedProjectSymlinks(t *testing.T) {
+	t.Parallel()
 	w := sandboxWorld(t, "", map[string][]byte{"hello": guesttest.Build(t, "hello")})
 	outside := filepath.Join(t.TempDir(), "elsewhere")
 	for _, f := range []string{"key.txt", "e2e/hello/key.txt", "hello/key.txt"} {
@@ -178,6 +181,7 @@ var guestMemory = regexp.MustCompile(`guest memory (\d+) MiB`)
 // TestRunMemoryTracksGuest: mur's peak RSS follows the memory the guest really uses, for a guest
 // that grows to 1 GiB under a 2 GiB cap and for one that stays small under the default cap.
 func TestRunMemoryTracksGuest(t *testing.T) {
+	t.Parallel()
 	grow := guesttest.Build(t, "grow")
 	for _, c := range []struct{ caps, mib string }{
 		{"  limits: { memory_mib: 2048 }\n", "1024"},

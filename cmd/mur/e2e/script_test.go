@@ -22,6 +22,7 @@ import (
 // binary: the examples of the README and docs/ (make demo and make ci-demo among them), and the errors and exit
 // statuses users see. Each script gets a fresh $WORK, with MURMUR_HOME=$WORK/home.
 func TestScripts(t *testing.T) {
+	t.Parallel()
 	bin := filepath.Dir(murBin)
 	testscript.Run(t, testscript.Params{
 		Dir:                 filepath.Join("..", "testdata", "script"),

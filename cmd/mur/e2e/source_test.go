@@ -31,7 +31,7 @@ func githubWorld(t *testing.T) (*world, *githubtest.Server, githubtest.Artifact)
 		Data: readFile(t, artifacttest.File(t, t.TempDir(), "hello", "1.0.0", guesttest.Build(t, "hello")))}
 	gh.Publish("acme", "murmur-artifacts", "acme", art)
 	w := newWorld(t)
-	w.env = append(w.env, "MUR_GITHUB_API_BASE="+gh.APIURL(), "GITHUB_TOKEN=s3cret", networkTimeout())
+	w.env = append(w.env, "MUR_GITHUB_API_BASE="+gh.APIURL(), "GITHUB_TOKEN=s3cret")
 	w.write("murmur.yaml", sourceCapsule("stores, sources", "acme/hello@1.0.0"))
 	return w, gh, art
 }
@@ -47,6 +47,7 @@ func readFile(t testing.TB, p string) []byte {
 // TestSourcePullPinsOwner is the newcomer's path for sources: a pull answered by a release,
 // the owner pinned, and refusals with nothing written when the owner or the bytes change.
 func TestSourcePullPinsOwner(t *testing.T) {
+	t.Parallel()
 	w, gh, art := githubWorld(t)
 	r := w.ok("pull")
 	if !strings.Contains(r.stdout, "pinned scope acme to github:acme/murmur-artifacts (owner id 1234567, repo id 7654321)") {
@@ -111,6 +112,7 @@ func TestSourcePullPinsOwner(t *testing.T) {
 }
 
 func TestSourceNotGranted(t *testing.T) {
+	t.Parallel()
 	w, gh, _ := githubWorld(t)
 	w.write("murmur.yaml", sourceCapsule("stores", "acme/hello@1.0.0"))
 	w.write(".murmur/config.yaml", "sources:\n  acme: github:acme/murmur-artifacts\n")
@@ -128,9 +130,12 @@ func TestSourceNotGranted(t *testing.T) {
 	w.assertUnchanged(0, "")
 }
 
-func TestReliabilityMisbehavingGitHub(t *testing.T) {
+// testReliabilityMisbehavingGitHub runs alone (TestRunsAlone): its stalls wait out a short
+// network timeout, which GitHub's other answers must beat.
+func testReliabilityMisbehavingGitHub(t *testing.T) {
 	scenario(t, "a GitHub server that misbehaves (wrong bytes, stalls, 5xx, rate limits)")
 	w, gh, art := githubWorld(t)
+	w.env = append(w.env, networkTimeout()) // the stalls wait it out
 	faults := []struct {
 		name, token string
 		inflict     func()

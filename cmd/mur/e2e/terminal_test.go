@@ -64,7 +64,7 @@ func hostileSetups(t *testing.T) map[string]func(w *world) []string {
 			gh := githubtest.New(t)
 			gh.AlwaysFail(http.StatusForbidden)
 			gh.FailMessage(hostileText)
-			w.env = append(w.env, "MUR_GITHUB_API_BASE="+gh.APIURL(), "MUR_NETWORK_TIMEOUT=2s")
+			w.env = append(w.env, "MUR_GITHUB_API_BASE="+gh.APIURL())
 			w.write("murmur.yaml", sourceCapsule("sources", "acme/hello@1.0.0"))
 			return []string{"pull"}
 		},
@@ -105,6 +105,7 @@ func yamlEscape(s string) string {
 // a pipe no ESC, BEL or CR reaches stdout or stderr at all, with --json too; on a terminal the
 // hostile sequences arrive escaped, while mur's own progress display still draws.
 func TestHostileTextNeverReachesTheTerminal(t *testing.T) {
+	t.Parallel()
 	for name, setup := range hostileSetups(t) {
 		t.Run(name, func(t *testing.T) {
 			w := newWorld(t)

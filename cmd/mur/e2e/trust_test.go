@@ -35,6 +35,7 @@ func trustWorld(t *testing.T, ca, signer *provenancetest.CA) (w *world, pg, gh *
 // `mur trust refresh` and verifies after it; the command says what changed, and --offline never
 // fetches.
 func TestTrustRefreshThroughTheBinary(t *testing.T) {
+	t.Parallel()
 	old, rotated := provenancetest.NewCA(t, "GitHub, Inc."), provenancetest.NewCA(t, "GitHub, Inc.")
 	w, pg, gh := trustWorld(t, old, rotated)
 
@@ -93,6 +94,7 @@ func TestTrustRefreshThroughTheBinary(t *testing.T) {
 // A day after the last refresh, with the repositories unreachable, a pull still verifies against
 // the cache, says so once, and does not fail.
 func TestUnreachableTUFRepositoryWarnsOnce(t *testing.T) {
+	t.Parallel()
 	ca := provenancetest.NewCA(t, "GitHub, Inc.")
 	w, pg, gh := trustWorld(t, ca, ca)
 	w.ok("trust", "refresh")

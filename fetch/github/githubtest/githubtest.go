@@ -72,9 +72,16 @@ type asset struct {
 	owner, repo string
 }
 
+// Reporter hears of a misuse of the fake (a release added twice, an asset that does not exist):
+// a test's testing.TB, or a program's own (contrib/ghreleases).
+type Reporter interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
 // Server is a fake GitHub: its API, web and storage hosts, each on 127.0.0.1.
 type Server struct {
-	t       testing.TB
+	t       Reporter
 	api     *httptest.Server
 	web     *httptest.Server
 	storage *httptest.Server
@@ -109,6 +116,14 @@ type Server struct {
 // New starts the fake and closes it when the test ends.
 func New(t testing.TB) *Server {
 	t.Helper()
+	s := Start(t)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Start starts the fake for r, which the caller closes: a program's, such as contrib/ghreleases,
+// which serves a publisher's files as releases before the first real one.
+func Start(t Reporter) *Server {
 	s := &Server{
 		t:       t,
 		secret:  []byte("githubtest-signing-key"),
@@ -122,7 +137,6 @@ func New(t testing.TB) *Server {
 	s.api = httptest.NewServer(http.HandlerFunc(s.serveAPI))
 	s.web = httptest.NewServer(http.HandlerFunc(s.serveWeb))
 	s.storage = httptest.NewServer(http.HandlerFunc(s.serveStorage))
-	t.Cleanup(s.Close)
 	return s
 }
 

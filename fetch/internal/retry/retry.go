@@ -154,6 +154,13 @@ var TransientStatus = map[int]bool{
 	http.StatusGatewayTimeout:      true,
 }
 
+type onceKey struct{}
+
+// Once marks ctx so that a Transport sends its requests once, answering with whatever the first
+// attempt got: for a look whose failure its caller can do without, where asking again only
+// costs the command time.
+func Once(ctx context.Context) context.Context { return context.WithValue(ctx, onceKey{}, true) }
+
 // Transport retries what Transient and TransientStatus call transient, honouring Retry-After. A
 // request whose body can't be sent twice (a streamed upload) gets one attempt. The last attempt's
 // answer is returned as it is, so that the caller reports the server's own status.
@@ -179,7 +186,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			req = req.Clone(req.Context())
 			req.Body = body
 		}
-		last := attempt >= t.Policy.Retries || !replayable
+		last := attempt >= t.Policy.Retries || !replayable || req.Context().Value(onceKey{}) != nil
 		r, err := t.Inner.RoundTrip(req)
 		if err != nil {
 			if last || req.Context().Err() != nil || !Transient(err) || noAnswer(err) {

@@ -108,6 +108,12 @@ func TestTransport(t *testing.T) {
 	if err != nil || resp.StatusCode != 502 || calls != 4 {
 		t.Fatalf("exhausted: %v, %v after %d calls", resp, err, calls)
 	}
+	// A request whose context says Once gets the first answer, whatever it is.
+	calls = 0
+	once := req.WithContext(Once(req.Context()))
+	if resp, err = rt.RoundTrip(once); err != nil || resp.StatusCode != 502 || calls != 1 {
+		t.Fatalf("once: %v, %v after %d calls", resp, err, calls)
+	}
 	// A streamed upload can't be sent twice.
 	calls = 0
 	up, _ := http.NewRequest(http.MethodPut, "http://x/", io.NopCloser(strings.NewReader("data")))

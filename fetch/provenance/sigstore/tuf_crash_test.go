@@ -87,26 +87,6 @@ func killAt(t *testing.T, w *tufWorld, step string) {
 	cmd.Wait()
 }
 
-func (w *tufWorld) github(t *testing.T) instanceCache {
-	t.Helper()
-	insts, err := instanceCaches(&w.cache)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return insts[1]
-}
-
-// cachedRoot is the path of the trusted root that github's generation in use holds.
-func (w *tufWorld) cachedRoot(t *testing.T) string {
-	t.Helper()
-	gh := w.github(t)
-	gen, err := gh.generation(gh.state())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(gen, targetName)
-}
-
 // names lists dir's entries.
 func names(t *testing.T, dir string) []string {
 	t.Helper()

@@ -412,3 +412,23 @@ func TestRefreshOnUseRechecksUnderTheLock(t *testing.T) {
 		t.Fatalf("a killed refresh's staging folder is still there: %v", err)
 	}
 }
+
+// cachedRoot is the path of the trusted root that github's generation in use holds.
+func (w *tufWorld) cachedRoot(t *testing.T) string {
+	t.Helper()
+	gh := w.github(t)
+	gen, err := gh.generation(gh.state())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(gen, targetName)
+}
+
+func (w *tufWorld) github(t *testing.T) instanceCache {
+	t.Helper()
+	insts, err := instanceCaches(&w.cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return insts[1]
+}

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/klauspost/compress/flate"
@@ -38,6 +39,10 @@ func Module(size int, seed uint64) []byte {
 // Tagged is a valid empty core module with a custom section named tag and holding tag, so that a
 // test can tell payloads apart by a readable name.
 func Tagged(tag string) []byte { return custom(tag, []byte(tag)) }
+
+// Padded is a valid empty core module with a custom section named tag of size zero bytes: a
+// payload that compresses to almost nothing, as a decompression bomb's does.
+func Padded(tag string, size int) []byte { return custom(tag, make([]byte, max(size, 1))) }
 
 func custom(name string, content []byte) []byte {
 	body := binary.AppendUvarint(nil, uint64(len(name)))
@@ -193,4 +198,15 @@ func (s Spec) Raw(method uint16, body []byte, crc uint32, size uint64) []byte {
 		panic(err)
 	}
 	return out.Bytes()
+}
+
+// LiveHeap is the heap still reachable, for tests that pin what holding a payload costs: two
+// collections empty the pools too (a pooled zstd decoder keeps its 8 MiB window until then),
+// which are not what the code under test holds.
+func LiveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }

@@ -15,6 +15,7 @@ import (
 // TestModulesCompile checks that every module this package makes is one wazero accepts, and that
 // seeds and tags give different bytes.
 func TestModulesCompile(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt := wazero.NewRuntime(ctx)
 	defer rt.Close(ctx)
@@ -52,6 +53,7 @@ func read(t *testing.T, zip []byte) *artifact.Archive {
 }
 
 func TestZip(t *testing.T) {
+	t.Parallel()
 	wasm := Module(500, 3)
 	z := Zip("grep", "1.2.0+b1", wasm)
 	if !bytes.Equal(z, Zip("grep", "1.2.0+b1", wasm)) {
@@ -73,6 +75,7 @@ func TestZip(t *testing.T) {
 }
 
 func TestSpec(t *testing.T) {
+	t.Parallel()
 	s := Spec{Name: "multi", Version: "2.0.0", Description: "built for linux-x86_64", Payload: "multi.wasm"}
 	a := read(t, s.Zip())
 	if a.Manifest.Description != s.Description || a.PayloadName != "multi.wasm" || string(a.ManifestBytes) != s.Manifest() {
@@ -86,6 +89,7 @@ func TestSpec(t *testing.T) {
 }
 
 func TestSpecRefusedPanics(t *testing.T) {
+	t.Parallel()
 	defer func() {
 		if recover() == nil {
 			t.Error("packing a payload that is not wasm did not panic")
@@ -95,6 +99,7 @@ func TestSpecRefusedPanics(t *testing.T) {
 }
 
 func TestFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := File(t, dir, "find", "0.3.0", Tagged("f"))
 	if p != filepath.Join(dir, "find-0.3.0.mur.zip") {

@@ -34,6 +34,7 @@ func check(err error, tok errs.Token, mentions ...string) (r *recorder) {
 }
 
 func TestWantToken(t *testing.T) {
+	t.Parallel()
 	notFound := fmt.Errorf("resolving: %w", errs.New(errs.NotFound, "acme/grep@1.0.0 is not in the store"))
 	for _, c := range []struct {
 		what     string

@@ -1,0 +1,57 @@
+package fetch_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/pull"
+	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
+)
+
+// murmur.yaml keeps its permissions through the edits mur makes to it.
+func TestDeclaringKeepsMurmurYAMLsPermissions(t *testing.T) {
+	w := newWorld(t)
+	layout := pulltest.LayoutStore(t)
+	pulltest.Push(t, layout, grep, "1.0.0", "any", pulltest.Pack(t, "grep", "1.0.0", 71))
+	pulltest.Push(t, layout, grep, "1.1.0", "any", pulltest.Pack(t, "grep", "1.1.0", 72))
+	in := intentOf(t, w, "name: p\n")
+	if err := os.Chmod(in.Path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := w.puller(layout)
+	wantPrivate := func(what string) {
+		t.Helper()
+		fi, err := os.Stat(in.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Fatalf("after %s murmur.yaml is %v, want -rw-------", what, fi.Mode().Perm())
+		}
+	}
+	// A pull of what murmur.yaml does not declare declares it.
+	if _, err := p.PullProject(t.Context(), w.Proj, in, []pull.Request{pulltest.Req(grep, "1.0.0")}, fetch.SyncOptions{Args: true}); err != nil {
+		t.Fatal(err)
+	}
+	wantPrivate("a pull that declares")
+	// mur add of another version moves the entry.
+	in = intentOf(t, w, mustRead(t, in.Path))
+	if _, err := p.PullProject(t.Context(), w.Proj, in, []pull.Request{pulltest.Req(grep, "1.1.0")}, fetch.SyncOptions{Args: true, Add: true}); err != nil {
+		t.Fatal(err)
+	}
+	wantPrivate("mur add")
+	if !strings.Contains(mustRead(t, in.Path), "1.1.0") {
+		t.Fatalf("mur add did not declare 1.1.0:\n%s", mustRead(t, in.Path))
+	}
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
