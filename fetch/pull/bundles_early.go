@@ -42,7 +42,7 @@ func (p *Puller) startBundles(ctx context.Context, st store.Store, req Request, 
 			l.err = ctx.Err()
 			return
 		}
-		release, err := p.metaSlot(ctx)
+		release, err := p.run.metaSlot(ctx)
 		if err != nil {
 			l.err = err
 			return

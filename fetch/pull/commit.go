@@ -120,7 +120,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 				got.known = known
 			}
 			if stage {
-				prepared, err = fstage.Prepare(p.tools(proj), req.Name, d, a, src, h)
+				prepared, err = fstage.Prepare(p.run.tools(proj), req.Name, d, a, src, h)
 			} else {
 				err = fstage.CheckPayload(a, h)
 			}
@@ -134,7 +134,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 		}
 	} else if stage {
 		var err error
-		if prepared, err = fstage.PrepareFromCAS(ctx, p.tools(proj), p.CAS, req.Name, d); err != nil {
+		if prepared, err = fstage.PrepareFromCAS(ctx, p.run.tools(proj), p.CAS, req.Name, d); err != nil {
 			return err
 		}
 	}
@@ -245,16 +245,5 @@ func (p *Puller) record(ctx context.Context, req Request, res *Result, start tim
 			r.Error = stoppedRecord(err)
 		}
 	}
-	p.appendRecord(ctx, r)
-}
-
-// appendRecord writes r durably, in a pull with the records of the pull's other requests that
-// are ready at the same moment: one write and one fsync for them all. A record that can't be
-// written must not undo a pull that is complete.
-func (p *Puller) appendRecord(ctx context.Context, r cas.Record) {
-	if p.run != nil {
-		p.run.records.submit(r)
-		return
-	}
-	_ = p.CAS.AppendRecord(r)
+	p.run.appendRecord(p.CAS, r)
 }

@@ -39,11 +39,11 @@ type rangeStore interface {
 	Ranger(ctx context.Context, name ref.Name, d digest.Digest, size int64) (download.Ranger, error)
 }
 
-// options are the Puller's knobs for the engine.
-func (p *Puller) options() download.Options {
-	o := download.Options{Connections: p.Limits.Connections, ParallelMin: p.Limits.ParallelMin, Chunk: p.Limits.Chunk, Hooks: p.Limits.Hooks}
-	if p.run != nil {
-		o.Slots = p.run.jobs
+// options are the Puller's knobs for the engine, its connections taking free slots of r's jobs.
+func (l Limits) options(r *run) download.Options {
+	o := download.Options{Connections: l.Connections, ParallelMin: l.ParallelMin, Chunk: l.Chunk, Hooks: l.Hooks}
+	if r != nil {
+		o.Slots = r.jobs
 	}
 	return o
 }
@@ -84,7 +84,7 @@ func (p *Puller) download(ctx context.Context, st store.Store, req Request, desc
 		return nil, transfer{}, nil, err
 	}
 	kept, _ := w.Resumed()
-	f := download.New(w, desc.Digest, desc.Size, st.String(), p.options(), p.progress(req.Name.String(), desc.Size, st.String(), kept.Held))
+	f := download.New(w, desc.Digest, desc.Size, st.String(), p.Limits.options(p.run), p.progress(req.Name.String(), desc.Size, st.String(), kept.Held))
 	var stream *stage.Stream
 	if w.Held() == 0 {
 		if stream = stage.NewStream(req.stageTo, req.Name, desc.Digest, key); stream != nil {
@@ -181,7 +181,7 @@ func (p *Puller) newSourceScratch(w *cas.Writer, s store.Sourced, name string) *
 	return &sourceScratch{
 		w: w, digest: s.Digest, from: s.Origin,
 		pw: download.Progress{W: w, Report: p.progress(name, s.Size, "source", 0)},
-		f:  download.New(w, s.Digest, s.Size, s.Origin, p.options(), p.progress(name, s.Size, s.Origin, kept.Held)),
+		f:  download.New(w, s.Digest, s.Size, s.Origin, p.Limits.options(p.run), p.progress(name, s.Size, s.Origin, kept.Held)),
 	}
 }
 

@@ -168,7 +168,7 @@ func (p *Puller) writeThrough(ctx context.Context, req Request, res *Result, m *
 		m.add(d)
 		res.Mirror = &MirrorPush{Store: addr, Pushed: true}
 		// A record that can't be written costs one more push, which finds the blob there.
-		p.appendRecord(ctx, cas.Record{
+		p.run.appendRecord(p.CAS, cas.Record{
 			Time: p.now().UTC(), Ref: req.Asked, Name: req.Name.String(), Version: res.Version, Platform: res.Platform,
 			Digest: d, Size: res.Size, Source: addr, Transferred: res.Size, Outcome: cas.OutcomeMirrored,
 		})

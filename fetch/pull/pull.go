@@ -280,7 +280,7 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 // as a goroutine each, whose stack (tens of KiB once it has resolved) a pull of 1,000 artifacts
 // held all at once.
 func (p *Puller) workers() chan struct{} {
-	return make(chan struct{}, p.metaJobs()+p.run.jobs.Most())
+	return make(chan struct{}, p.Limits.metaJobs()+p.run.jobs.Most())
 }
 
 func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *cas.Lease) (res Result, err error) {
@@ -309,7 +309,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 		version = pin.version
 	}
 	if p.stages() {
-		t := p.tools(proj)
+		t := p.run.tools(proj)
 		req.stageTo = &t
 	}
 	// A locked pull whose blob is already here makes no request at all.

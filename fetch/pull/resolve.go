@@ -331,7 +331,7 @@ func (p *Puller) resolveAt(ctx context.Context, st fstore.Store, req Request, ve
 func (p *Puller) fromStore(ctx context.Context, st fstore.Store, req Request, version string, pin pinned, lease *cas.Lease) (out *fetched, outErr error) {
 	// The metadata slot is taken before the health is asked, and given back only once the
 	// health knows the outcome: the next resolve must see a failure.
-	release, err := p.metaSlot(ctx)
+	release, err := p.run.metaSlot(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -346,7 +346,7 @@ func (p *Puller) fromStore(ctx context.Context, st fstore.Store, req Request, ve
 		// answer is the store's verdict: every artifact's manifest is then asked at once, none
 		// waiting a round trip for another's. A registry that pings but fails its manifests is
 		// marked down by the first failure to come back (h.failed), for what asks after it.
-		err := pr.Prepare(ctx, p.pullNames(req.Name))
+		err := pr.Prepare(ctx, p.run.pullNames(req.Name))
 		h.verdict(ctx, st, err)
 		if err != nil {
 			h.failed(ctx, st, err)
@@ -391,10 +391,10 @@ func (p *Puller) fromStore(ctx context.Context, st fstore.Store, req Request, ve
 		return got, err
 	}
 	key, known := p.moduleKey(desc.Digest)
-	release, free := p.tryJobSlot(desc.Size)
+	release, free := p.run.tryJobSlot(desc.Size)
 	if !free {
 		asked() // the blob waits for room; its look-up need not
-		if release, err = p.jobSlot(ctx, desc.Size); err != nil {
+		if release, err = p.run.jobSlot(ctx, desc.Size); err != nil {
 			return nil, err
 		}
 	}

@@ -26,12 +26,23 @@ type run struct {
 }
 
 // tools is the project's tools/ as this pull stages into it: within the pull's budget.
-func (p *Puller) tools(proj Project) stage.Tools {
+func (r *run) tools(proj Project) stage.Tools {
 	t := proj.Tools()
-	if p.run != nil {
-		t.Budget = p.run.staged
+	if r != nil {
+		t.Budget = r.staged
 	}
 	return t
+}
+
+// appendRecord writes r durably, in a pull with the records of the pull's other requests that
+// are ready at the same moment: one write and one fsync for them all. A record that can't be
+// written must not undo a pull that is complete.
+func (r *run) appendRecord(c *cas.Store, rec cas.Record) {
+	if r != nil {
+		r.records.submit(rec)
+		return
+	}
+	_ = c.AppendRecord(rec)
 }
 
 // begin is a copy of p that carries the run of a pull of reqs. Every request resolves at once,
@@ -43,7 +54,7 @@ func (p *Puller) begin(ctx context.Context, proj Project, reqs []Request, jobs i
 	for i, r := range reqs {
 		names[i] = r.Name
 	}
-	p = p.with(&run{meta: make(chan struct{}, p.metaJobs()), jobs: download.NewSlots(jobs), names: names, pins: &ledger{}, staged: stage.NewBudget(limit)})
+	p = p.with(&run{meta: make(chan struct{}, p.Limits.metaJobs()), jobs: download.NewSlots(jobs), names: names, pins: &ledger{}, staged: stage.NewBudget(limit)})
 	p.run.commits = &group[*commitItem]{run: func(items []*commitItem) { p.commitAll(ctx, proj, p.run.pins, items) }}
 	p.run.records = &group[cas.Record]{run: func(rs []cas.Record) {
 		// A record that can't be written must not undo a pull that is complete.

@@ -10,11 +10,11 @@ import (
 // dozen artifacts resolves in one round trip, few enough to be fair to a registry.
 const DefaultMetaJobs = 32
 
-func (p *Puller) metaJobs() int {
-	if p.Limits.MetaJobs < 1 {
+func (l Limits) metaJobs() int {
+	if l.MetaJobs < 1 {
 		return DefaultMetaJobs
 	}
-	return p.Limits.MetaJobs
+	return l.MetaJobs
 }
 
 // preparer is a Store that readies itself for all of a pull's artifacts at once, before any is
@@ -25,35 +25,35 @@ type preparer interface {
 }
 
 // pullNames are the artifacts of the pull, or just n outside of one.
-func (p *Puller) pullNames(n ref.Name) []ref.Name {
-	if p.run != nil && len(p.run.names) > 0 {
-		return p.run.names
+func (r *run) pullNames(n ref.Name) []ref.Name {
+	if r != nil && len(r.names) > 0 {
+		return r.names
 	}
 	return []ref.Name{n}
 }
 
 // metaSlot waits for a metadata slot and returns its release; outside a pull it waits for nothing.
-func (p *Puller) metaSlot(ctx context.Context) (func(), error) {
-	if p.run == nil {
+func (r *run) metaSlot(ctx context.Context) (func(), error) {
+	if r == nil {
 		return func() {}, nil
 	}
-	return take(ctx, p.run.meta)
+	return take(ctx, r.meta)
 }
 
 // jobSlot waits for room for a download of size bytes (<0: not known) and returns its release.
-func (p *Puller) jobSlot(ctx context.Context, size int64) (func(), error) {
-	if p.run == nil {
+func (r *run) jobSlot(ctx context.Context, size int64) (func(), error) {
+	if r == nil {
 		return func() {}, nil
 	}
-	return p.run.jobs.Take(ctx, size)
+	return r.jobs.Take(ctx, size)
 }
 
 // tryJobSlot takes room for a download of size bytes if there is room now.
-func (p *Puller) tryJobSlot(size int64) (func(), bool) {
-	if p.run == nil {
+func (r *run) tryJobSlot(size int64) (func(), bool) {
+	if r == nil {
 		return func() {}, true
 	}
-	return p.run.jobs.TryTake(size)
+	return r.jobs.TryTake(size)
 }
 
 func take(ctx context.Context, slots chan struct{}) (func(), error) {

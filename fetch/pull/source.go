@@ -35,7 +35,7 @@ func (p *Puller) fromCAS(ctx context.Context, desc fstore.Descriptor, lease *cas
 }
 
 func (p *Puller) fromSource(ctx context.Context, req Request, version string, pin pinned, lease *cas.Lease) (*fetched, error) {
-	release, err := p.metaSlot(ctx)
+	release, err := p.run.metaSlot(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ func (p *Puller) fromSource(ctx context.Context, req Request, version string, pi
 		}
 	}()
 	rs := p.newSourceScratch(w, s, req.Name.String())
-	release, err = p.jobSlot(ctx, s.Size)
+	release, err = p.run.jobSlot(ctx, s.Size)
 	if err != nil {
 		ok = true
 		w.Close()
