@@ -18,18 +18,18 @@ type bundleLookup struct {
 	cancel context.CancelFunc
 }
 
-// wantsBundles mirrors checkProvenance: whether it will ask for the bundles of req.
-func (p *Puller) wantsBundles(req Request, pin pinned) bool {
-	mode := p.provenancePolicy(req.Name.Scope).Mode
-	return mode != config.ProvenanceOff && (p.Provenance.Verifier != nil || pin.provenance != nil)
+// wants mirrors check: whether it will ask for the bundles of req.
+func (a *attestor) wants(req Request, pin pinned) bool {
+	mode := a.policy(req.Name.Scope).Mode
+	return mode != config.ProvenanceOff && (a.prov.Verifier != nil || pin.provenance != nil)
 }
 
-// startBundles starts the look-up of desc's bundles at st once after is closed, or returns nil
+// start starts the look-up of desc's bundles at st once after is closed, or returns nil
 // when st holds none or the pull will not ask. It takes a metadata slot, like any other metadata
 // request.
-func (p *Puller) startBundles(ctx context.Context, st store.Store, req Request, pin pinned, desc store.Descriptor, after <-chan struct{}) *bundleLookup {
+func (a *attestor) start(ctx context.Context, st store.Store, req Request, pin pinned, desc store.Descriptor, after <-chan struct{}) *bundleLookup {
 	bf, ok := st.(store.BundleFinder)
-	if !ok || !p.wantsBundles(req, pin) {
+	if !ok || !a.wants(req, pin) {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -42,7 +42,7 @@ func (p *Puller) startBundles(ctx context.Context, st store.Store, req Request, 
 			l.err = ctx.Err()
 			return
 		}
-		release, err := p.run.metaSlot(ctx)
+		release, err := a.run.metaSlot(ctx)
 		if err != nil {
 			l.err = err
 			return

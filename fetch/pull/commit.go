@@ -154,7 +154,7 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 	}
 	register()
 	if got.verified != nil {
-		if err := p.keepBundle(ctx, got.verified); err != nil {
+		if err := p.attestor().keep(ctx, got.verified); err != nil {
 			prepared.Discard()
 			return err
 		}

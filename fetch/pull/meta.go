@@ -38,7 +38,8 @@ func (p *Puller) PinFromMeta(ctx context.Context, req Request, version string, o
 	if entry != nil {
 		pin.provenance, pin.provenanceOf = entry.Provenance, entry.ResolvedVersion
 	}
-	if err := p.checkProvenance(ctx, req, pin, got, &res); err != nil {
+	att := p.attestor()
+	if err := att.check(ctx, req, pin, got, &res); err != nil {
 		return MetaPin{}, err
 	}
 	m := MetaPin{Desc: desc, NewPin: newPin}
@@ -50,7 +51,7 @@ func (p *Puller) PinFromMeta(ctx context.Context, req Request, version string, o
 		}
 	}
 	if got.verified != nil {
-		if err := p.keepBundle(ctx, got.verified); err != nil {
+		if err := att.keep(ctx, got.verified); err != nil {
 			return MetaPin{}, err
 		}
 		rec := got.verified.lockEntry()

@@ -319,7 +319,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 		}
 		if p.CAS.Has(pin.digest) {
 			got := &fetched{desc: store.Descriptor{Name: req.Name, Version: version, Platform: pin.platform, Digest: pin.digest, Origin: originPin}}
-			if err := p.provenanceFromCAS(ctx, req, pin, got, &res); err != nil {
+			if err := p.attestor().fromCAS(ctx, req, pin, got, &res); err != nil {
 				return res, err
 			}
 			return res, p.cacheHit(ctx, proj, req, &res, got, start)
@@ -352,7 +352,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 	if version == ref.Latest {
 		res.versionList = p.keepVersionList(ctx, req, got.desc, lease)
 	}
-	if err := p.checkProvenance(ctx, req, pin, got, &res); err != nil {
+	if err := p.attestor().check(ctx, req, pin, got, &res); err != nil {
 		got.discard()
 		return res, err
 	}

@@ -86,7 +86,7 @@ type fetched struct {
 	key     hash.Hash     // the compiled cache's key, fed by stream
 	known   []byte        // the compiled cache's key as the cache remembers it; then key is nil
 	// bundles is the place that served the payload, when it can hold Sigstore bundles;
-	// verified is the one that passed checkProvenance.
+	// verified is the one that passed the attestor's check.
 	bundles  fstore.BundleFinder
 	verified *verifiedBundle
 	lookup   *bundleLookup // the look-up of bundles at bundles, begun on resolve; nil when not
@@ -378,7 +378,7 @@ func (p *Puller) fromStore(ctx context.Context, st fstore.Store, req Request, ve
 	var askOnce sync.Once
 	asked := func() { askOnce.Do(func() { close(blobAsked) }) }
 	defer asked()
-	lookup := p.startBundles(ctx, st, req, pin, desc, blobAsked)
+	lookup := p.attestor().start(ctx, st, req, pin, desc, blobAsked)
 	defer func() {
 		if outErr != nil {
 			lookup.stop()

@@ -24,7 +24,8 @@ func (p *Puller) RecordedBundle(ctx context.Context, req Request, e *lock.Entry,
 		return nil, nil
 	}
 	recorded := digest.Digest(e.Provenance.Bundle)
-	if b, err := p.readSmallBlob(ctx, recorded); err == nil {
+	att := p.attestor()
+	if b, err := att.readSmallBlob(ctx, recorded); err == nil {
 		return b, nil
 	}
 	what := e.Name + "@" + e.ResolvedVersion
@@ -54,7 +55,7 @@ func (p *Puller) RecordedBundle(ctx context.Context, req Request, e *lock.Entry,
 		}
 		for _, b := range found {
 			if digest.FromBytes(b) == recorded {
-				if err := p.keepBundle(ctx, &verifiedBundle{raw: b}); err != nil {
+				if err := att.keep(ctx, &verifiedBundle{raw: b}); err != nil {
 					return nil, err
 				}
 				return b, nil
