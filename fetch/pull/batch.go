@@ -22,6 +22,24 @@ import (
 // and a request that fails its lock check or its commit changes nothing and leaves the others
 // alone.
 
+// committer is the commit phase of a pull into proj: it checks each payload's pin against the lock
+// the pull holds, commits the blobs that pass in groups, and writes their pins into murmur.lock
+// once (ledger.go). What it shares with the pull's other requests is the run's; outside a Pull it
+// commits and pins each payload alone.
+type committer struct {
+	cas     *cas.Store
+	proj    Project
+	lock    LockWriter // nil pins nothing: a pin that would change murmur.lock fails
+	casOnly bool       // outside a project: no murmur.lock
+	target  string     // the platform the pull is for
+	run     *run
+	report  Report // the failure of a request whose pin could not be written
+}
+
+func (p *Puller) committer(proj Project) *committer {
+	return &committer{cas: p.CAS, proj: proj, lock: p.Lock, casOnly: p.CASOnly, target: p.TargetPlatform(), run: p.run, report: p.Report}
+}
+
 // commitItem is one request's share of a commit.
 type commitItem struct {
 	w    *cas.Writer // the fresh blob's ingest; nil for a payload the CAS held
@@ -70,15 +88,15 @@ func (g *group[T]) submit(x T) {
 
 // commitOf hands it to the pull's committer, or, outside of a pull, commits it alone and writes
 // its pin at once.
-func (p *Puller) commitOf(ctx context.Context, proj Project, it *commitItem) error {
-	if p.run != nil {
-		p.run.commits.submit(it)
+func (cm *committer) commitOf(ctx context.Context, it *commitItem) error {
+	if cm.run != nil {
+		cm.run.commits.submit(it)
 		return it.err
 	}
 	led := &ledger{}
-	p.commitAll(ctx, proj, led, []*commitItem{it})
+	cm.commitAll(ctx, led, []*commitItem{it})
 	if it.err == nil {
-		p.flush(ctx, proj, led)
+		cm.flush(ctx, led)
 		it.err = led.failure(it.pin.name.String())
 	}
 	return it.err
@@ -86,7 +104,7 @@ func (p *Puller) commitOf(ctx context.Context, proj Project, it *commitItem) err
 
 // commitAll makes the items' fresh blobs durable together, checks every item's pin against the
 // lock the pull holds, commits the blobs of those that pass, and notes their pins in led.
-func (p *Puller) commitAll(ctx context.Context, proj Project, led *ledger, items []*commitItem) {
+func (cm *committer) commitAll(ctx context.Context, led *ledger, items []*commitItem) {
 	var ws []*cas.Writer
 	var fresh []*commitItem
 	for _, it := range items {
@@ -97,7 +115,7 @@ func (p *Puller) commitAll(ctx context.Context, proj Project, led *ledger, items
 	for i, err := range cas.SyncAll(ws) {
 		fresh[i].err = err
 	}
-	held, heldErr := p.heldLock(proj, led)
+	held, heldErr := cm.heldLock(led)
 	var changes []*lock.Change
 	pin := func() {
 		for _, it := range items {
@@ -108,7 +126,7 @@ func (p *Puller) commitAll(ctx context.Context, proj Project, led *ledger, items
 				it.err = heldErr
 				continue
 			}
-			ch, mismatch, err := p.tryPin(proj, held, it.pin)
+			ch, mismatch, err := cm.tryPin(held, it.pin)
 			it.err, it.mismatch = err, mismatch
 			if ch != nil {
 				changes = append(changes, ch)
@@ -125,7 +143,7 @@ func (p *Puller) commitAll(ctx context.Context, proj Project, led *ledger, items
 		}
 	}
 	failed := false
-	for i, err := range p.CAS.CommitAll(ctx, commits) {
+	for i, err := range cm.cas.CommitAll(ctx, commits) {
 		if err != nil {
 			committing[i].err, failed = err, true
 		}
@@ -142,7 +160,7 @@ func (p *Puller) commitAll(ctx context.Context, proj Project, led *ledger, items
 		if it.err == nil && it.mismatch != nil {
 			it.err = it.mismatch
 		}
-		if it.err == nil && !p.CASOnly && p.Lock != nil {
+		if it.err == nil && !cm.casOnly && cm.lock != nil {
 			led.note(it.pin)
 		}
 	}

@@ -43,7 +43,7 @@ func (p *Puller) cacheHit(ctx context.Context, proj Project, req Request, res *R
 	if err := p.finish(ctx, proj, req, res, got, start); err != nil {
 		return err
 	}
-	p.emit(Event{Name: res.Name, Phase: PhaseCached, Bytes: st.Size, Total: st.Size, Elapsed: p.now().Sub(start)})
+	p.Report.emit(Event{Name: res.Name, Phase: PhaseCached, Bytes: st.Size, Total: st.Size, Elapsed: p.now().Sub(start)})
 	return nil
 }
 
@@ -142,12 +142,13 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 	// that protects its blobs ends, so that no gc run elsewhere takes them, even if this process
 	// is killed in between.
 	lockPath, _ := filepath.Abs(proj.LockPath())
+	cm := p.committer(proj)
 	warned := false
 	register := func() {
 		if p.CASOnly {
 			return
 		}
-		if err := p.registerRoot(ctx, lockPath); err != nil && !warned {
+		if err := cm.registerRoot(ctx, lockPath); err != nil && !warned {
 			warned = true
 			res.Warnings = append(res.Warnings, "not registered as a GC root, so 'mur cache gc' run outside this project may remove its blobs: "+errs.Message(err))
 		}
@@ -160,14 +161,14 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 		}
 		res.Provenance = got.verified.record()
 	}
-	item := &commitItem{size: res.Size, want: d, pin: p.pinOf(req, res, got, hex)}
+	item := &commitItem{size: res.Size, want: d, pin: cm.pinOf(req, res, got, hex)}
 	if fresh {
 		item.w = got.w
 	}
 	// With the pull's other payloads ready by then: the blob appears only once its pin passed
 	// (batch.go), and the pull writes the pin into murmur.lock when it ends (ledger.go).
-	if fresh || got.newPin != nil || got.verified != nil || p.CASOnly || !p.pinHolds(proj, item.pin) {
-		if err := p.commitOf(ctx, proj, item); err != nil {
+	if fresh || got.newPin != nil || got.verified != nil || p.CASOnly || !cm.pinHolds(item.pin) {
+		if err := cm.commitOf(ctx, item); err != nil {
 			prepared.Discard()
 			return err
 		}
@@ -196,17 +197,6 @@ func (p *Puller) finish(ctx context.Context, proj Project, req Request, res *Res
 	}
 	p.record(ctx, req, res, start, nil)
 	return nil
-}
-
-// pinOf is the change to murmur.lock that pins what res pulled.
-func (p *Puller) pinOf(req Request, res *Result, got *fetched, hex string) *pinChange {
-	c := &pinChange{name: req.Name, version: res.Version, platform: res.Platform, hex: hex, target: p.TargetPlatform(), update: req.Update, owner: got.newPin}
-	// A --locked pull changes nothing: what it verified satisfies the pin either way.
-	if got.verified != nil && p.Lock != nil {
-		e := got.verified.lockEntry()
-		c.provenance = &e
-	}
-	return c
 }
 
 func (p *Puller) precompile(ctx context.Context, d digest.Digest) error {

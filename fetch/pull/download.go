@@ -54,7 +54,7 @@ func (p *Puller) progress(name string, total int64, from string, resumed int64) 
 		if n < resumed { // the kept bytes were dropped: the download started over
 			resumed = 0
 		}
-		p.emit(Event{Name: name, Phase: PhaseFetch, Bytes: n, Total: total, From: from, Resumed: resumed})
+		p.Report.emit(Event{Name: name, Phase: PhaseFetch, Bytes: n, Total: total, From: from, Resumed: resumed})
 	}
 }
 

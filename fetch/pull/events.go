@@ -1,6 +1,7 @@
 package pull
 
 import (
+	"fmt"
 	"time"
 )
 
@@ -33,8 +34,14 @@ type Event struct {
 	Resumed, Kept, Moved int64
 }
 
-func (p *Puller) emit(ev Event) {
-	if p.Report.Events != nil {
-		p.Report.Events(ev)
+func (r Report) warnf(format string, args ...any) {
+	if r.Warn != nil {
+		r.Warn(fmt.Sprintf(format, args...))
+	}
+}
+
+func (r Report) emit(ev Event) {
+	if r.Events != nil {
+		r.Events(ev)
 	}
 }

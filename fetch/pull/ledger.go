@@ -69,6 +69,17 @@ func (c *pinChange) try(l *lock.Lock) (*lock.Change, error) {
 	return l.Try(c.name.String(), c.name.Scope, c.apply)
 }
 
+// pinOf is the change to murmur.lock that pins what res pulled.
+func (cm *committer) pinOf(req Request, res *Result, got *fetched, hex string) *pinChange {
+	c := &pinChange{name: req.Name, version: res.Version, platform: res.Platform, hex: hex, target: cm.target, update: req.Update, owner: got.newPin}
+	// A --locked pull changes nothing: what it verified satisfies the pin either way.
+	if got.verified != nil && cm.lock != nil {
+		e := got.verified.lockEntry()
+		c.provenance = &e
+	}
+	return c
+}
+
 // ledger is what a pull's commits pinned and murmur.lock does not say yet.
 type ledger struct {
 	// held is the lock as the pull's commits left it, read from murmur.lock as stamp was; only
@@ -152,18 +163,18 @@ func (led *ledger) failure(name string) error {
 // the pins the pull noted and has not written. It is read again only when another process wrote
 // it since (its stamp changed), so that a pin it made meanwhile is checked before a blob commits,
 // and otherwise once per pull. A pull outside a project has none.
-func (p *Puller) heldLock(proj Project, led *ledger) (*lock.Lock, error) {
-	if p.CASOnly {
+func (cm *committer) heldLock(led *ledger) (*lock.Lock, error) {
+	if cm.casOnly {
 		return nil, nil
 	}
 	stamp := "absent"
-	if fi, err := os.Stat(proj.LockPath()); err == nil {
+	if fi, err := os.Stat(cm.proj.LockPath()); err == nil {
 		stamp = safefile.Stamp(fi)
 	}
 	if led.held != nil && stamp != "" && stamp == led.stamp {
 		return led.held, nil
 	}
-	l, err := lock.Read(proj.LockPath())
+	l, err := lock.Read(cm.proj.LockPath())
 	led.held, led.heldErr, led.stamp = l, err, stamp
 	if err != nil {
 		return nil, err
@@ -180,17 +191,17 @@ func (p *Puller) heldLock(proj Project, led *ledger) (*lock.Lock, error) {
 // an empty lock and kept nowhere. Under --locked (no LockWriter) a pin that would change the
 // lock is not kept, and mismatch says so: its blob passed the pin's checks, so it may still
 // commit, as a cache entry for the pull that follows 'mur lock'.
-func (p *Puller) tryPin(proj Project, held *lock.Lock, c *pinChange) (ch *lock.Change, mismatch, err error) {
-	if p.CASOnly {
+func (cm *committer) tryPin(held *lock.Lock, c *pinChange) (ch *lock.Change, mismatch, err error) {
+	if cm.casOnly {
 		_, err := c.try(&lock.Lock{Scopes: map[string]lock.ScopePin{}})
 		return nil, nil, err
 	}
 	if ch, err = c.try(held); err != nil {
 		return nil, nil, err
 	}
-	if p.Lock == nil && ch.Changed() {
+	if cm.lock == nil && ch.Changed() {
 		ch.Undo()
-		return nil, lock.WouldChange(proj.LockPath()), nil
+		return nil, lock.WouldChange(cm.proj.LockPath()), nil
 	}
 	return ch, nil, nil
 }
@@ -199,18 +210,18 @@ func (p *Puller) tryPin(proj Project, held *lock.Lock, c *pinChange) (ch *lock.C
 // safe to call at any time and again: each call writes what was noted since the last, if
 // anything was. ctx's cancellation does not stop it: an interrupted pull still pins what it
 // committed.
-func (p *Puller) flush(ctx context.Context, proj Project, led *ledger) {
+func (cm *committer) flush(ctx context.Context, led *ledger) {
 	led.flushing.Lock()
 	defer led.flushing.Unlock()
 	led.mu.Lock()
 	pins := led.pending
 	led.pending = nil
 	led.mu.Unlock()
-	if len(pins) == 0 || p.CASOnly || p.Lock == nil {
+	if len(pins) == 0 || cm.casOnly || cm.lock == nil {
 		return
 	}
 	failed := map[string]error{}
-	err := p.Lock(context.WithoutCancel(ctx), proj, func(l *lock.Lock) error {
+	err := cm.lock(context.WithoutCancel(ctx), cm.proj, func(l *lock.Lock) error {
 		clear(failed)
 		for _, c := range pins {
 			if _, err := c.try(l); err != nil {
@@ -225,8 +236,8 @@ func (p *Puller) flush(ctx context.Context, proj Project, led *ledger) {
 		}
 	} else {
 		// Registered again after the write, as before it (commit.go), before the lease ends.
-		lockPath, _ := filepath.Abs(proj.LockPath())
-		_ = p.registerRoot(context.WithoutCancel(ctx), lockPath)
+		lockPath, _ := filepath.Abs(cm.proj.LockPath())
+		_ = cm.registerRoot(context.WithoutCancel(ctx), lockPath)
 	}
 	led.mu.Lock()
 	defer led.mu.Unlock()
@@ -239,5 +250,39 @@ func (p *Puller) flush(ctx context.Context, proj Project, led *ledger) {
 			led.failed = map[string]error{}
 		}
 		led.failed[name] = errs.Wrap(err, errs.TokenOf(err), "%s is in the cache, but murmur.lock could not pin it: %s", name, errs.Message(err))
+	}
+}
+
+// pinOnInterrupt writes what the pull's commits pinned into murmur.lock as soon as ctx is
+// cancelled, so that Ctrl-C loses nothing that committed, however long the rest takes to wind
+// down. The func it returns writes what they pinned since, once every request is over.
+func (cm *committer) pinOnInterrupt(ctx context.Context) (end func()) {
+	over, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-ctx.Done():
+			cm.flush(ctx, cm.run.pins)
+		case <-over:
+		}
+	}()
+	return func() {
+		close(over)
+		<-watched
+		cm.flush(ctx, cm.run.pins)
+	}
+}
+
+// pinFailures fails the requests whose pins the flush could not write: their blobs are in the
+// CAS, but murmur.lock does not name them.
+func (cm *committer) pinFailures(results []Result, errList []error) {
+	for i := range results {
+		if errList[i] != nil {
+			continue
+		}
+		if err := cm.run.pins.failure(results[i].Name); err != nil {
+			results[i].Error, results[i].Err, errList[i] = err.Error(), err, err
+			cm.report.emit(Event{Name: results[i].Name, Phase: PhaseFailed})
+		}
 	}
 }

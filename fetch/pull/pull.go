@@ -18,7 +18,6 @@ package pull
 import (
 	"context"
 	"errors"
-	"fmt"
 	"hash"
 	"path/filepath"
 	"sync"
@@ -169,11 +168,8 @@ func (p *Puller) moduleKey(d digest.Digest) (hash.Hash, []byte) {
 	return p.Compile.Cache.ModuleKey(), nil
 }
 
-func (p *Puller) Warnf(format string, args ...any) {
-	if p.Report.Warn != nil {
-		p.Report.Warn(fmt.Sprintf(format, args...))
-	}
-}
+// Warnf reports what went wrong without failing the pull.
+func (p *Puller) Warnf(format string, args ...any) { p.Report.warnf(format, args...) }
 
 func (p *Puller) TargetPlatform() string {
 	if p.Platform != "" {
@@ -225,7 +221,8 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 	}
 	p.InitHealth()
 	p = p.begin(ctx, proj, reqs, jobs, limit)
-	pinned := p.pinOnInterrupt(ctx, proj)
+	cm := p.committer(proj)
+	pinned := cm.pinOnInterrupt(ctx)
 	// Payloads are compiled one after another as their downloads finish, beside the downloads
 	// still running: each compile spreads over every core by itself, and holds no --jobs slot.
 	compiles := make(chan int, len(reqs))
@@ -252,7 +249,7 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 			if err != nil {
 				res.Name = reqs[i].Name.String()
 				res.Error, res.Err = err.Error(), err
-				p.emit(Event{Name: res.Name, Phase: PhaseFailed, Kept: keptOf(err)})
+				p.Report.emit(Event{Name: res.Name, Phase: PhaseFailed, Kept: keptOf(err)})
 			}
 			results[i], errList[i] = res, err
 			if err == nil && res.compile != "" {
@@ -262,7 +259,7 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 	}
 	wg.Wait()
 	pinned()
-	p.pinFailures(results, errList)
+	cm.pinFailures(results, errList)
 	close(compiles)
 	<-compiled
 	lease.Release()
@@ -293,8 +290,8 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 			p.record(ctx, req, &res, start, err)
 		}
 	}()
-	p.emit(Event{Name: res.Name, Phase: PhaseResolve, Total: -1})
-	pin, err := p.readPin(ctx, proj, req)
+	p.Report.emit(Event{Name: res.Name, Phase: PhaseResolve, Total: -1})
+	pin, err := p.committer(proj).readPin(ctx, req)
 	if err != nil {
 		return res, err
 	}
@@ -361,7 +358,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 		return res, p.cacheHit(ctx, proj, req, &res, got, start)
 	}
 	defer got.w.Close()
-	p.emit(Event{Name: res.Name, Phase: PhaseVerify, Bytes: got.w.Size(), Total: got.w.Size(), From: got.desc.Origin})
+	p.Report.emit(Event{Name: res.Name, Phase: PhaseVerify, Bytes: got.w.Size(), Total: got.w.Size(), From: got.desc.Origin})
 	fetchTook := p.now().Sub(start)
 	res.Version, res.Platform, res.Origin = got.desc.Version, got.desc.Platform, got.desc.Origin
 	res.Size, res.Transferred, res.Release, res.Asset, res.NewPin = got.w.Size(), got.xfer.Bytes, got.release, got.asset, got.newPin
@@ -374,10 +371,10 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 	res.took = fetchTook
 	if res.compile != "" {
 		// Done once it is compiled.
-		p.emit(Event{Name: res.Name, Phase: PhaseCompile, Bytes: res.Size, Total: res.Size, From: res.Origin})
+		p.Report.emit(Event{Name: res.Name, Phase: PhaseCompile, Bytes: res.Size, Total: res.Size, From: res.Origin})
 		return res, nil
 	}
-	p.emit(Event{Name: res.Name, Phase: PhaseDone, Bytes: res.Size, Total: res.Size, From: res.Origin, Elapsed: fetchTook, Resumed: res.Resumed, Moved: res.Transferred})
+	p.Report.emit(Event{Name: res.Name, Phase: PhaseDone, Bytes: res.Size, Total: res.Size, From: res.Origin, Elapsed: fetchTook, Resumed: res.Resumed, Moved: res.Transferred})
 	return res, nil
 }
 
@@ -391,5 +388,5 @@ func (p *Puller) compile(ctx context.Context, res *Result) {
 			res.Warnings = append(res.Warnings, "not precompiled: "+err.Error())
 		}
 	}
-	p.emit(Event{Name: res.Name, Phase: PhaseDone, Bytes: res.Size, Total: res.Size, From: res.Origin, Elapsed: res.took, Resumed: res.Resumed, Moved: res.Transferred})
+	p.Report.emit(Event{Name: res.Name, Phase: PhaseDone, Bytes: res.Size, Total: res.Size, From: res.Origin, Elapsed: res.took, Resumed: res.Resumed, Moved: res.Transferred})
 }

@@ -33,44 +33,6 @@ type pinned struct {
 	provenanceOf string
 }
 
-func (p *Puller) readPin(ctx context.Context, proj Project, req Request) (pinned, error) {
-	if p.CASOnly {
-		return pinned{}, nil
-	}
-	l, err := p.readLock(proj)
-	if err != nil {
-		return pinned{}, err
-	}
-	var pin pinned
-	if op, ok := l.Pin(req.Name.Scope); ok {
-		pin.owner = &op
-	}
-	e := l.Find(req.Name.String())
-	if e == nil {
-		return pin, nil
-	}
-	pin.provenance, pin.provenanceOf = e.Provenance, e.ResolvedVersion
-	if req.Update {
-		// An update re-resolves, also at the pinned version: the lock-conflict for a moved tag
-		// tells the user to run exactly that, so the old digest must not be enforced here.
-		return pin, nil
-	}
-	if req.Version != ref.Latest && req.Version != e.ResolvedVersion {
-		return pin, errs.New(errs.LockConflict,
-			"murmur.lock pins %s at %s, and %s was asked for; to move the pin run 'mur pull --update %s@%s'",
-			req.Name, e.ResolvedVersion, req.Version, req.Name, req.Version)
-	}
-	pin.version = e.ResolvedVersion
-	if hex, plat, ok := e.Digest(p.TargetPlatform()); ok {
-		d, err := ref.DigestFromHex(hex)
-		if err != nil {
-			return pin, errs.Wrap(err, errs.InvalidLock, "murmur.lock pins %s with %q, which is not a sha256 hex digest; fix or remove the entry", req.Name, hex)
-		}
-		pin.digest, pin.platform = d, plat
-	}
-	return pin, nil
-}
-
 // fetched is a payload that passed every check but the lock's: in a CAS scratch, or (w nil) a
 // blob the CAS already holds.
 type fetched struct {

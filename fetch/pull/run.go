@@ -55,46 +55,13 @@ func (p *Puller) begin(ctx context.Context, proj Project, reqs []Request, jobs i
 		names[i] = r.Name
 	}
 	p = p.with(&run{meta: make(chan struct{}, p.Limits.metaJobs()), jobs: download.NewSlots(jobs), names: names, pins: &ledger{}, staged: stage.NewBudget(limit)})
-	p.run.commits = &group[*commitItem]{run: func(items []*commitItem) { p.commitAll(ctx, proj, p.run.pins, items) }}
+	cm := p.committer(proj)
+	p.run.commits = &group[*commitItem]{run: func(items []*commitItem) { cm.commitAll(ctx, p.run.pins, items) }}
 	p.run.records = &group[cas.Record]{run: func(rs []cas.Record) {
 		// A record that can't be written must not undo a pull that is complete.
 		_ = p.CAS.AppendRecords(rs)
 	}}
 	return p
-}
-
-// pinOnInterrupt writes what the pull's commits pinned into murmur.lock as soon as ctx is
-// cancelled, so that Ctrl-C loses nothing that committed, however long the rest takes to wind
-// down. The func it returns writes what they pinned since, once every request is over.
-func (p *Puller) pinOnInterrupt(ctx context.Context, proj Project) (end func()) {
-	over, watched := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(watched)
-		select {
-		case <-ctx.Done():
-			p.flush(ctx, proj, p.run.pins)
-		case <-over:
-		}
-	}()
-	return func() {
-		close(over)
-		<-watched
-		p.flush(ctx, proj, p.run.pins)
-	}
-}
-
-// pinFailures fails the requests whose pins the flush could not write: their blobs are in the
-// CAS, but murmur.lock does not name them.
-func (p *Puller) pinFailures(results []Result, errList []error) {
-	for i := range results {
-		if errList[i] != nil {
-			continue
-		}
-		if err := p.run.pins.failure(results[i].Name); err != nil {
-			results[i].Error, results[i].Err, errList[i] = err.Error(), err, err
-			p.emit(Event{Name: results[i].Name, Phase: PhaseFailed})
-		}
-	}
 }
 
 // with is a copy of p that carries r.
