@@ -6,6 +6,7 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
+	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/internal/artifact"
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
@@ -42,9 +43,9 @@ func MislabeledPin(name ref.Name, version string, d digest.Digest, err error) st
 // cachedLabel holds the blob d the CAS already holds to the label the pull takes it for (got's
 // descriptor), as a download is held: a murmur.lock edited to call a blob another version is
 // refused by a warm pull as by a pull on a fresh home, before anything changes.
-func (p *Puller) cachedLabel(ctx context.Context, name ref.Name, got *fetched) error {
+func cachedLabel(ctx context.Context, c *cas.Store, name ref.Name, got *fetched) error {
 	d, version := got.desc.Digest, got.desc.Version
-	a, blob, err := artifact.OpenBlob(p.CAS.ReaderAt(ctx, d))
+	a, blob, err := artifact.OpenBlob(c.ReaderAt(ctx, d))
 	if err != nil {
 		return errs.Wrap(err, errs.TokenOf(err), "%s@%s (%s, in the CAS): %s", name, version, d, errs.Message(err))
 	}

@@ -158,14 +158,14 @@ type CompiledCache interface {
 // moduleKey is how the pull learns the compiled cache's key of blob d's payload: the key the
 // cache remembers, or else a fresh hash to feed the payload with; both nil when the pull compiles
 // nothing or can't ask.
-func (p *Puller) moduleKey(d digest.Digest) (hash.Hash, []byte) {
-	if p.Compile.Precompile == nil || p.Compile.Cache == nil {
+func (c Compile) moduleKey(d digest.Digest) (hash.Hash, []byte) {
+	if c.Precompile == nil || c.Cache == nil {
 		return nil, nil
 	}
-	if key, ok := p.Compile.Cache.BlobKey(d); ok {
+	if key, ok := c.Cache.BlobKey(d); ok {
 		return nil, key
 	}
-	return p.Compile.Cache.ModuleKey(), nil
+	return c.Cache.ModuleKey(), nil
 }
 
 // Warnf reports what went wrong without failing the pull.
@@ -227,10 +227,11 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 	// still running: each compile spreads over every core by itself, and holds no --jobs slot.
 	compiles := make(chan int, len(reqs))
 	compiled := make(chan struct{})
+	fin := p.finisher(proj)
 	go func() {
 		defer close(compiled)
 		for i := range compiles {
-			p.compile(ctx, &results[i])
+			fin.compileQueued(ctx, &results[i])
 		}
 	}()
 	mirrored := p.mirrorState()
@@ -283,11 +284,12 @@ func (p *Puller) workers() chan struct{} {
 func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *cas.Lease) (res Result, err error) {
 	start := p.now()
 	res = Result{Name: req.Name.String()}
+	fin := p.finisher(proj)
 	// Every failure is recorded, the ones decided before any request (offline, a version the
 	// lock doesn't pin) too, so that 'mur cache records' explains each failed pull.
 	defer func() {
 		if err != nil {
-			p.record(ctx, req, &res, start, err)
+			fin.record(ctx, req, &res, start, err)
 		}
 	}()
 	p.Report.emit(Event{Name: res.Name, Phase: PhaseResolve, Total: -1})
@@ -319,7 +321,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 			if err := p.attestor().fromCAS(ctx, req, pin, got, &res); err != nil {
 				return res, err
 			}
-			return res, p.cacheHit(ctx, proj, req, &res, got, start)
+			return res, fin.cacheHit(ctx, req, &res, got, start)
 		}
 	}
 	if p.Offline && version == ref.Latest {
@@ -329,7 +331,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 		}
 		if got != nil {
 			res.Warnings, res.ResolvedOffline = append(res.Warnings, warning), true
-			return res, p.cacheHit(ctx, proj, req, &res, got, start)
+			return res, fin.cacheHit(ctx, req, &res, got, start)
 		}
 	}
 	fetcher := p
@@ -355,7 +357,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 	}
 	if got.w == nil {
 		// Resolved to a digest the CAS already holds: nothing to download.
-		return res, p.cacheHit(ctx, proj, req, &res, got, start)
+		return res, fin.cacheHit(ctx, req, &res, got, start)
 	}
 	defer got.w.Close()
 	p.Report.emit(Event{Name: res.Name, Phase: PhaseVerify, Bytes: got.w.Size(), Total: got.w.Size(), From: got.desc.Origin})
@@ -365,7 +367,7 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 	res.Skipped, res.Notes, res.Resumed, res.Connections = got.skipped, got.xfer.Notes, got.xfer.Resumed, got.xfer.Conns
 	res.Digest = got.w.Digest().String()
 	res.private = got.desc.Private
-	if err := p.finish(ctx, proj, req, &res, got, start); err != nil {
+	if err := fin.finish(ctx, req, &res, got, start); err != nil {
 		return res, err
 	}
 	res.took = fetchTook
@@ -376,17 +378,4 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 	}
 	p.Report.emit(Event{Name: res.Name, Phase: PhaseDone, Bytes: res.Size, Total: res.Size, From: res.Origin, Elapsed: fetchTook, Resumed: res.Resumed, Moved: res.Transferred})
 	return res, nil
-}
-
-// compile precompiles a fresh payload the pull queued, then reports it done. A failure is a
-// warning: the blob is pinned and valid, and `mur run` reports why it can't execute it.
-func (p *Puller) compile(ctx context.Context, res *Result) {
-	d := res.compile
-	res.compile = ""
-	if ctx.Err() == nil {
-		if err := p.precompile(ctx, d); err != nil {
-			res.Warnings = append(res.Warnings, "not precompiled: "+err.Error())
-		}
-	}
-	p.Report.emit(Event{Name: res.Name, Phase: PhaseDone, Bytes: res.Size, Total: res.Size, From: res.Origin, Elapsed: res.took, Resumed: res.Resumed, Moved: res.Transferred})
 }

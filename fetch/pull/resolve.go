@@ -352,7 +352,7 @@ func (p *Puller) fromStore(ctx context.Context, st fstore.Store, req Request, ve
 		}
 		return got, err
 	}
-	key, known := p.moduleKey(desc.Digest)
+	key, known := p.Compile.moduleKey(desc.Digest)
 	release, free := p.run.tryJobSlot(desc.Size)
 	if !free {
 		asked() // the blob waits for room; its look-up need not
