@@ -27,16 +27,16 @@ import (
 // the pull records. Whichever store answers, its bytes are checked against the digest, and
 // against the lock's pin, as any store's are: a mirror can serve nothing else.
 
-func (p *Puller) fallback(st store.Store) store.Fallback {
-	if f, ok := p.Chain.Fallbacks[st.String()]; ok && f != "" {
+func (rv *resolver) fallback(st store.Store) store.Fallback {
+	if f, ok := rv.fallbacks[st.String()]; ok && f != "" {
 		return f
 	}
 	return store.FallbackNotFound
 }
 
 // fallsThrough reports whether a failure of st lets the pull ask the next place.
-func (p *Puller) fallsThrough(st store.Store, err error) bool {
-	return p.fallback(st) == store.FallbackAnyError || errs.TokenOf(err) == errs.NotFound
+func (rv *resolver) fallsThrough(st store.Store, err error) bool {
+	return rv.fallback(st) == store.FallbackAnyError || errs.TokenOf(err) == errs.NotFound
 }
 
 // Skipped is a place a pull asked, or skipped, before the one that answered.

@@ -49,12 +49,12 @@ func (l Limits) options(r *run) download.Options {
 }
 
 // progress reports a download's bytes as fetch events of name.
-func (p *Puller) progress(name string, total int64, from string, resumed int64) func(int64) {
+func (ft *fetcher) progress(name string, total int64, from string, resumed int64) func(int64) {
 	return func(n int64) {
 		if n < resumed { // the kept bytes were dropped: the download started over
 			resumed = 0
 		}
-		p.Report.emit(Event{Name: name, Phase: PhaseFetch, Bytes: n, Total: total, From: from, Resumed: resumed})
+		ft.report.emit(Event{Name: name, Phase: PhaseFetch, Bytes: n, Total: total, From: from, Resumed: resumed})
 	}
 }
 
@@ -70,21 +70,21 @@ type transfer = download.Transfer
 // (single-pass staging, fed key) as long as they arrive in order from the blob's first byte: an
 // ingest that continues kept bytes, starts over or is split into pieces is staged from the blob
 // once it is in, and the returned stream is nil.
-func (p *Puller) download(ctx context.Context, st store.Store, req Request, desc store.Descriptor, key hash.Hash) (*cas.Writer, transfer, *stage.Stream, error) {
+func (ft *fetcher) download(ctx context.Context, st store.Store, req Request, desc store.Descriptor, key hash.Hash) (*cas.Writer, transfer, *stage.Stream, error) {
 	rs, ok := st.(rangeStore)
 	if !ok || desc.Size <= 0 {
-		return p.downloadStream(ctx, st, req, desc, key)
+		return ft.downloadStream(ctx, st, req, desc, key)
 	}
 	r, err := rs.Ranger(ctx, req.Name, desc.Digest, desc.Size)
 	if err != nil {
 		return nil, transfer{}, nil, err
 	}
-	w, err := p.CAS.OpenResumable(ctx, cas.ResumeInfo{Digest: desc.Digest, Size: desc.Size, Store: st.String()})
+	w, err := ft.cas.OpenResumable(ctx, cas.ResumeInfo{Digest: desc.Digest, Size: desc.Size, Store: st.String()})
 	if err != nil {
 		return nil, transfer{}, nil, err
 	}
 	kept, _ := w.Resumed()
-	f := download.New(w, desc.Digest, desc.Size, st.String(), p.Limits.options(p.run), p.progress(req.Name.String(), desc.Size, st.String(), kept.Held))
+	f := download.New(w, desc.Digest, desc.Size, st.String(), ft.limits.options(ft.run), ft.progress(req.Name.String(), desc.Size, st.String(), kept.Held))
 	var stream *stage.Stream
 	if w.Held() == 0 {
 		if stream = stage.NewStream(req.stageTo, req.Name, desc.Digest, key); stream != nil {
@@ -93,7 +93,7 @@ func (p *Puller) download(ctx context.Context, st store.Store, req Request, desc
 		}
 	}
 	if err := f.Fill(ctx, r); err != nil {
-		return nil, f.Transfer(), nil, p.dropOrKeep(ctx, w, err, "reading %s@%s from %s", req.Name, desc.Version, st)
+		return nil, f.Transfer(), nil, ft.dropOrKeep(ctx, w, err, "reading %s@%s from %s", req.Name, desc.Version, st)
 	}
 	if f.Tee() == nil {
 		stream = nil
@@ -103,7 +103,7 @@ func (p *Puller) download(ctx context.Context, st store.Store, req Request, desc
 
 // dropOrKeep closes an ingest whose download failed with err, keeping its bytes for the next pull
 // when err says nothing against them, and says so in the error.
-func (p *Puller) dropOrKeep(ctx context.Context, w *cas.Writer, err error, format string, args ...any) error {
+func (ft *fetcher) dropOrKeep(ctx context.Context, w *cas.Writer, err error, format string, args ...any) error {
 	held := w.Held()
 	// An interrupt says nothing against the bytes either.
 	keep := (download.Resumable(ctx, err) || ctx.Err() != nil) && w.Resumable() && held > 0
@@ -125,7 +125,7 @@ func (p *Puller) dropOrKeep(ctx context.Context, w *cas.Writer, err error, forma
 
 // downloadStream is the download of a store that serves no ranges: one stream, bounded by the
 // declared size, that a break fails.
-func (p *Puller) downloadStream(ctx context.Context, st store.Store, req Request, desc store.Descriptor, key hash.Hash) (*cas.Writer, transfer, *stage.Stream, error) {
+func (ft *fetcher) downloadStream(ctx context.Context, st store.Store, req Request, desc store.Descriptor, key hash.Hash) (*cas.Writer, transfer, *stage.Stream, error) {
 	rc, err := st.Open(ctx, req.Name, desc.Digest)
 	if err != nil {
 		return nil, transfer{}, nil, err
@@ -135,7 +135,7 @@ func (p *Puller) downloadStream(ctx context.Context, st store.Store, req Request
 	if err != nil {
 		return nil, transfer{}, nil, err
 	}
-	w, err := p.CAS.NewWriter(ctx)
+	w, err := ft.cas.NewWriter(ctx)
 	if err != nil {
 		return nil, transfer{}, nil, err
 	}
@@ -146,7 +146,7 @@ func (p *Puller) downloadStream(ctx context.Context, st store.Store, req Request
 		stream.Expect(desc.Size)
 		sink = io.MultiWriter(w, stream)
 	}
-	if _, err := download.Stream(sink, rc, bound, p.progress(req.Name.String(), desc.Size, st.String(), 0)); err != nil {
+	if _, err := download.Stream(sink, rc, bound, ft.progress(req.Name.String(), desc.Size, st.String(), 0)); err != nil {
 		w.Close()
 		if stream != nil {
 			stream.Abandon()
@@ -176,12 +176,12 @@ type sourceScratch struct {
 
 var _ download.Fillable = (*sourceScratch)(nil)
 
-func (p *Puller) newSourceScratch(w *cas.Writer, s store.Sourced, name string) *sourceScratch {
+func (ft *fetcher) newSourceScratch(w *cas.Writer, s store.Sourced, name string) *sourceScratch {
 	kept, _ := w.Resumed()
 	return &sourceScratch{
 		w: w, digest: s.Digest, from: s.Origin,
-		pw: download.Progress{W: w, Report: p.progress(name, s.Size, "source", 0)},
-		f:  download.New(w, s.Digest, s.Size, s.Origin, p.Limits.options(p.run), p.progress(name, s.Size, s.Origin, kept.Held)),
+		pw: download.Progress{W: w, Report: ft.progress(name, s.Size, "source", 0)},
+		f:  download.New(w, s.Digest, s.Size, s.Origin, ft.limits.options(ft.run), ft.progress(name, s.Size, s.Origin, kept.Held)),
 	}
 }
 

@@ -28,7 +28,7 @@ type MetaPin struct {
 // verified bundle required. A bundle that verifies is kept in the CAS, where the lock's record
 // points.
 func (p *Puller) PinFromMeta(ctx context.Context, req Request, version string, owner *lock.ScopePin, entry *lock.Entry) (MetaPin, error) {
-	desc, newPin, bf, err := p.resolveMeta(ctx, req, version, owner)
+	desc, newPin, bf, err := p.resolver().resolveMeta(ctx, req, version, owner)
 	if err != nil {
 		return MetaPin{}, err
 	}
@@ -63,12 +63,12 @@ func (p *Puller) PinFromMeta(ctx context.Context, req Request, version string, o
 // resolveMeta asks the places of req, in order, what version resolves to, downloading nothing: a
 // store's manifest, a source's index. It also returns the place that answered, when it can hold
 // Sigstore bundles.
-func (p *Puller) resolveMeta(ctx context.Context, req Request, version string, owner *lock.ScopePin) (fstore.Descriptor, *lock.ScopePin, fstore.BundleFinder, error) {
+func (rv *resolver) resolveMeta(ctx context.Context, req Request, version string, owner *lock.ScopePin) (fstore.Descriptor, *lock.ScopePin, fstore.BundleFinder, error) {
 	what := req.Name.String() + "@" + version
 	if req.Name.Scope == ref.ScopeLocal {
 		return fstore.Descriptor{}, nil, nil, errs.New(errs.NotFound, "%s was read from a file, and no store or source serves scope local; pull the file again with 'mur pull FILE.mur.zip'", what)
 	}
-	if p.Offline {
+	if rv.offline {
 		return fstore.Descriptor{}, nil, nil, errs.New(errs.Offline, "%s is not pinned in murmur.lock and the network is off (--offline or MUR_OFFLINE); run 'mur lock' with network", what)
 	}
 	from := req.From
@@ -77,11 +77,11 @@ func (p *Puller) resolveMeta(ctx context.Context, req Request, version string, o
 	}
 	var failures []error
 	var asked []string
-	places := p.places(req, from)
+	places := rv.places(req, from)
 	for i, pl := range places {
 		asked = append(asked, pl.label)
 		if pl.store != nil {
-			d, err := pl.store.Resolve(ctx, req.Name, version, p.TargetPlatform())
+			d, err := pl.store.Resolve(ctx, req.Name, version, rv.target)
 			if err == nil {
 				d.Origin = pl.store.String()
 				bf, _ := pl.store.(fstore.BundleFinder)
@@ -91,7 +91,7 @@ func (p *Puller) resolveMeta(ctx context.Context, req Request, version string, o
 				return fstore.Descriptor{}, nil, nil, err
 			}
 			failures = append(failures, err)
-			if i < len(places)-1 && !p.fallsThrough(pl.store, err) {
+			if i < len(places)-1 && !rv.fallsThrough(pl.store, err) {
 				return fstore.Descriptor{}, nil, nil, stopped(what, pl.store, err, nil, len(places)-1-i)
 			}
 			continue
@@ -101,10 +101,10 @@ func (p *Puller) resolveMeta(ctx context.Context, req Request, version string, o
 				return fstore.Descriptor{}, nil, nil, err
 			}
 		}
-		s, err := p.Source.Resolve(ctx, req.Name, version, p.TargetPlatform(), owner)
+		s, err := rv.source.Resolve(ctx, req.Name, version, rv.target, owner)
 		if err == nil {
 			s.Descriptor.Origin = s.Origin
-			bf, _ := p.Source.(fstore.BundleFinder)
+			bf, _ := rv.source.(fstore.BundleFinder)
 			return s.Descriptor, s.NewPin, bf, nil
 		}
 		if ctx.Err() != nil || errors.Is(err, errs.OwnerChanged) {
@@ -112,13 +112,13 @@ func (p *Puller) resolveMeta(ctx context.Context, req Request, version string, o
 		}
 		failures = append(failures, err)
 	}
-	hints := chainHints(p.mappedSource(req.Name.Scope, owner != nil), from, len(p.Stores) > 0, failures)
+	hints := chainHints(rv.mappedSource(req.Name.Scope, owner != nil), from, len(rv.stores) > 0, failures)
 	return fstore.Descriptor{}, nil, nil, allFailed(what, hints, asked, failures)
 }
 
 // ResolveMeta is what version of req resolves to at its places, from metadata alone, and the
 // scope's new owner pin when a source answered without one.
 func (p *Puller) ResolveMeta(ctx context.Context, req Request, version string, owner *lock.ScopePin) (fstore.Descriptor, *lock.ScopePin, error) {
-	d, pin, _, err := p.resolveMeta(ctx, req, version, owner)
+	d, pin, _, err := p.resolver().resolveMeta(ctx, req, version, owner)
 	return d, pin, err
 }

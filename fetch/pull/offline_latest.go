@@ -33,7 +33,7 @@ const maxVersionList = 4 << 20
 // keepVersionList stores the versions "latest" was resolved from in the CAS, under the pull's
 // lease, and returns its digest for the pull record. A list that can't be kept only costs
 // offline "latest" its answer, so it is a warning, never a failed pull.
-func (p *Puller) keepVersionList(ctx context.Context, req Request, desc store.Descriptor, lease *cas.Lease) digest.Digest {
+func (rv *resolver) keepVersionList(ctx context.Context, req Request, desc store.Descriptor, lease *cas.Lease) digest.Digest {
 	if len(desc.Versions) == 0 {
 		return ""
 	}
@@ -43,12 +43,12 @@ func (p *Puller) keepVersionList(ctx context.Context, req Request, desc store.De
 	}
 	d := digest.FromBytes(b)
 	if err := lease.Add(ctx, d); err != nil {
-		p.Warnf("%s: can't keep the version list \"latest\" was resolved from: %v; offline, latest will not resolve until the next online pull", req.Name, err)
+		rv.report.warnf("%s: can't keep the version list \"latest\" was resolved from: %v; offline, latest will not resolve until the next online pull", req.Name, err)
 		return ""
 	}
-	if !p.CAS.Has(d) {
-		if _, err := p.CAS.Ingest(ctx, bytes.NewReader(b), int64(len(b)), d); err != nil {
-			p.Warnf("%s: can't keep the version list \"latest\" was resolved from: %v; offline, latest will not resolve until the next online pull", req.Name, err)
+	if !rv.cas.Has(d) {
+		if _, err := rv.cas.Ingest(ctx, bytes.NewReader(b), int64(len(b)), d); err != nil {
+			rv.report.warnf("%s: can't keep the version list \"latest\" was resolved from: %v; offline, latest will not resolve until the next online pull", req.Name, err)
 			return ""
 		}
 	}
@@ -73,19 +73,19 @@ func NewestVersionLists(records []cas.Record) map[string]cas.Record {
 // "latest" cached for the artifact, and says how old that list is, every time, because a newer
 // release may exist. With no list cached it returns nil and no error: the pull then fails offline
 // as it always did. A list whose newest version the CAS does not hold is an error that says so.
-func (p *Puller) offlineLatest(ctx context.Context, req Request, lease *cas.Lease) (*fetched, string, error) {
-	records, err := p.CAS.Records("")
+func (rv *resolver) offlineLatest(ctx context.Context, req Request, lease *cas.Lease) (*fetched, string, error) {
+	records, err := rv.cas.Records("")
 	if err != nil {
 		return nil, "", nil
 	}
 	lr, ok := NewestVersionLists(records)[req.Name.String()]
-	if !ok || !p.CAS.Has(lr.VersionList) {
+	if !ok || !rv.cas.Has(lr.VersionList) {
 		return nil, "", nil
 	}
 	if err := lease.Add(ctx, lr.VersionList); err != nil {
 		return nil, "", err
 	}
-	b, err := safefile.ReadFile(p.CAS.Path(lr.VersionList), maxVersionList)
+	b, err := safefile.ReadFile(rv.cas.Path(lr.VersionList), maxVersionList)
 	var list versionList
 	if err != nil || json.Unmarshal(b, &list) != nil || list.Name != req.Name.String() || sha256Digest(b) != lr.VersionList {
 		return nil, "", errs.New(errs.Integrity, "the version list cached for %s (%s) is not one mur wrote for it; run 'mur cache verify', then 'mur pull %s' with network", req.Name, lr.VersionList, req.Name)
@@ -95,7 +95,7 @@ func (p *Puller) offlineLatest(ctx context.Context, req Request, lease *cas.Leas
 		return nil, "", nil
 	}
 	what := listName(req.Name, list.From)
-	age := fmt.Sprintf("%s (%s)", ago(p.now().Sub(lr.Time)), lr.Time.UTC().Format(time.RFC3339))
+	age := fmt.Sprintf("%s (%s)", ago(rv.now().Sub(lr.Time)), lr.Time.UTC().Format(time.RFC3339))
 	// The list names versions; the pull records say which blob each one was.
 	var hit *cas.Record
 	for i := range records {
@@ -103,7 +103,7 @@ func (p *Puller) offlineLatest(ctx context.Context, req Request, lease *cas.Leas
 		if r.Name != req.Name.String() || r.Version != best || r.Outcome == cas.OutcomeFailed || r.Digest == "" {
 			continue
 		}
-		if r.Platform != ref.PlatformAny && r.Platform != p.TargetPlatform() || !p.CAS.Has(r.Digest) {
+		if r.Platform != ref.PlatformAny && r.Platform != rv.target || !rv.cas.Has(r.Digest) {
 			continue
 		}
 		if hit == nil || !r.Time.Before(hit.Time) {

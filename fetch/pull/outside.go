@@ -19,11 +19,11 @@ func (p *Puller) stages() bool {
 // the lock fails with lock-mismatch.
 type LockWriter func(ctx context.Context, proj Project, fn func(*lock.Lock) error) error
 
-// localOnly is p with only its stores on disk (oci-layout: folders and packed files), no source
-// and no mirror, for a pull with the network off; nil when p has no such store.
-func (p *Puller) localOnly() *Puller {
+// localOnly is rv with only its stores on disk (oci-layout: folders and packed files) and no
+// source, for a pull with the network off; nil when rv has no such store.
+func (rv *resolver) localOnly() *resolver {
 	var local []store.Store
-	for _, st := range p.Stores {
+	for _, st := range rv.stores {
 		if store.IsLocal(st) {
 			local = append(local, st)
 		}
@@ -31,7 +31,7 @@ func (p *Puller) localOnly() *Puller {
 	if len(local) == 0 {
 		return nil
 	}
-	c := *p
-	c.Stores, c.Source, c.Mirror = local, nil, Mirror{}
+	c := *rv
+	c.stores, c.source = local, nil
 	return &c
 }

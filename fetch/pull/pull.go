@@ -324,8 +324,9 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 			return res, fin.cacheHit(ctx, req, &res, got, start)
 		}
 	}
+	rv := p.resolver()
 	if p.Offline && version == ref.Latest {
-		got, warning, err := p.offlineLatest(ctx, req, lease)
+		got, warning, err := rv.offlineLatest(ctx, req, lease)
 		if err != nil {
 			return res, err
 		}
@@ -334,22 +335,21 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 			return res, fin.cacheHit(ctx, req, &res, got, start)
 		}
 	}
-	fetcher := p
 	if p.Offline {
 		// Folders on disk (an oci-layout: store, a packed file) are no network: an air-gapped
 		// machine pulls from the layout `mur warm --layout` wrote. Nothing else is asked.
-		if fetcher = p.localOnly(); fetcher == nil {
+		if rv = rv.localOnly(); rv == nil {
 			what := req.Name.String() + "@" + version
 			return res, errs.New(errs.Offline, "%s is not in the cache and the network is off (--offline or MUR_OFFLINE); run 'mur warm' (or 'mur pull %s') with network first, or pull from a layout that 'mur warm --layout DIR' wrote: --store oci-layout:DIR", what, what)
 		}
 	}
-	got, err := fetcher.fetch(ctx, req, version, pin, lease)
+	got, err := p.fetcher(rv).fetch(ctx, req, version, pin, lease)
 	if err != nil {
 		return res, err
 	}
 	defer got.releaseSlot() // finish gives it back once the payload is followed
 	if version == ref.Latest {
-		res.versionList = p.keepVersionList(ctx, req, got.desc, lease)
+		res.versionList = rv.keepVersionList(ctx, req, got.desc, lease)
 	}
 	if err := p.attestor().check(ctx, req, pin, got, &res); err != nil {
 		got.discard()

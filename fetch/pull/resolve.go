@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 
@@ -21,6 +22,45 @@ import (
 	"github.com/murmur-nexus/mur/lock"
 )
 
+// resolver is the resolve phase: it asks the places a request may look, in order (the stores,
+// then the source), what the request resolves to, as their health allows, and resolves "latest"
+// offline from what the cache knows.
+type resolver struct {
+	cas       *cas.Store
+	stores    []fstore.Store
+	source    fstore.Source // nil when no source may be asked
+	fallbacks map[string]fstore.Fallback
+	health    *StoreHealth
+	offline   bool
+	target    string // the platform the pull is for
+	run       *run
+	report    Report
+	now       func() time.Time
+}
+
+func (p *Puller) resolver() *resolver {
+	return &resolver{cas: p.CAS, stores: p.Stores, source: p.Source, fallbacks: p.Chain.Fallbacks, health: p.InitHealth(),
+		offline: p.Offline, target: p.TargetPlatform(), run: p.run, report: p.Report, now: p.now}
+}
+
+// fetcher is the fetch phase: it walks a request's places along the chain until one serves bytes
+// that pass their checks, downloading them into a CAS scratch (or finding them in the CAS), and
+// starts the look-up of their bundles on the way.
+type fetcher struct {
+	cas     *cas.Store
+	resolve *resolver
+	attest  *attestor
+	limits  Limits
+	compile Compile // the compiled cache's key, fed as the payload streams
+	report  Report
+	run     *run
+}
+
+// fetcher fetches from what rv resolves.
+func (p *Puller) fetcher(rv *resolver) *fetcher {
+	return &fetcher{cas: p.CAS, resolve: rv, attest: p.attestor(), limits: p.Limits, compile: p.Compile, report: p.Report, run: p.run}
+}
+
 // pinned is what murmur.lock says about a request.
 type pinned struct {
 	version  string
@@ -31,6 +71,19 @@ type pinned struct {
 	// provenanceOf is the version it was recorded for, the entry's.
 	provenance   *lock.Provenance
 	provenanceOf string
+}
+
+// checkDownload holds the bytes w fetched from origin to what they were resolved as: their digest,
+// and their size when it is known (>= 0), refused with wrong's error; then, once they are right
+// and their fsync has begun, the name and version their packed murmur.yaml says.
+func checkDownload(w *cas.Writer, name ref.Name, desc fstore.Descriptor, size int64, origin string, tok errs.Token, wrong func() error) (*artifact.Archive, error) {
+	if w.Digest() != desc.Digest || (size >= 0 && w.Size() != size) {
+		return nil, wrong()
+	}
+	// The bytes are right: their fsync runs while the payload is checked and staged, and the
+	// commit waits for it (batch.go).
+	w.SyncSoon()
+	return checkPacked(w, w.Size(), name, desc.Version, origin, tok)
 }
 
 // fetched is a payload that passed every check but the lock's: in a CAS scratch, or (w nil) a
@@ -77,7 +130,7 @@ func (f *fetched) discard() {
 	}
 }
 
-func (p *Puller) fetch(ctx context.Context, req Request, version string, pin pinned, lease *cas.Lease) (*fetched, error) {
+func (ft *fetcher) fetch(ctx context.Context, req Request, version string, pin pinned, lease *cas.Lease) (*fetched, error) {
 	from := req.From
 	if from == nil {
 		from = manifest.DefaultFrom()
@@ -86,13 +139,13 @@ func (p *Puller) fetch(ctx context.Context, req Request, version string, pin pin
 	var failures []error
 	var skipped []Skipped
 	asked := []string{} // parallel to failures once every place has failed
-	places := p.places(req, from)
+	places := ft.resolve.places(req, from)
 	for i, pl := range places {
 		asked = append(asked, pl.label)
 		var got *fetched
 		var err error
 		if pl.store != nil {
-			got, err = p.fromStore(ctx, pl.store, req, version, pin, lease)
+			got, err = ft.fromStore(ctx, pl.store, req, version, pin, lease)
 			if c, ok := pl.store.(fstore.Credentialed); ok && err == nil && c.Credentialed() {
 				got.desc.Private = true
 			}
@@ -102,14 +155,14 @@ func (p *Puller) fetch(ctx context.Context, req Request, version string, pin pin
 					return nil, err
 				}
 			}
-			got, err = p.fromSource(ctx, req, version, pin, lease)
+			got, err = ft.fromSource(ctx, req, version, pin, lease)
 		}
 		if err == nil {
 			got.skipped = skipped
 			if pl.store != nil {
 				got.bundles, _ = pl.store.(fstore.BundleFinder)
 			} else {
-				got.bundles, _ = p.Source.(fstore.BundleFinder)
+				got.bundles, _ = ft.resolve.source.(fstore.BundleFinder)
 			}
 			return got, nil
 		}
@@ -121,11 +174,11 @@ func (p *Puller) fetch(ctx context.Context, req Request, version string, pin pin
 		}
 		failures = append(failures, err)
 		skipped = append(skipped, skippedOf(pl.label, err))
-		if pl.store != nil && i < len(places)-1 && !p.fallsThrough(pl.store, err) {
+		if pl.store != nil && i < len(places)-1 && !ft.resolve.fallsThrough(pl.store, err) {
 			return nil, chainError(stopped(what, pl.store, err, skipped[:len(skipped)-1], len(places)-1-i), what, asked, failures, false)
 		}
 	}
-	hints := chainHints(p.mappedSource(req.Name.Scope, pin.owner != nil), from, len(p.Stores) > 0, failures)
+	hints := chainHints(ft.resolve.mappedSource(req.Name.Scope, pin.owner != nil), from, len(ft.resolve.stores) > 0, failures)
 	ce := chainError(allFailed(what, hints, asked, failures), what, asked, failures, false)
 	for _, h := range hints {
 		if h == NoStoreHint {
@@ -143,19 +196,19 @@ type place struct {
 	label string
 }
 
-func (p *Puller) places(req Request, from []string) []place {
+func (rv *resolver) places(req Request, from []string) []place {
 	var out []place
 	for _, kind := range from {
 		switch kind {
 		case FromStores:
-			for _, st := range p.Stores {
+			for _, st := range rv.stores {
 				out = append(out, place{store: st, label: st.String()})
 			}
 		case FromSources:
-			if p.Source == nil {
+			if rv.source == nil {
 				continue
 			}
-			if label, ok := p.Source.Label(req.Name.Scope); ok {
+			if label, ok := rv.source.Label(req.Name.Scope); ok {
 				out = append(out, place{label: label})
 			}
 		}
@@ -168,12 +221,12 @@ type guesser interface{ Guess(scope string) bool }
 
 // mappedSource is the source config.yaml maps scope to, or murmur.lock pins it to, or "" when
 // there is none: a guess could have had nothing, so a miss elsewhere does not send the reader to it.
-func (p *Puller) mappedSource(scope string, pinned bool) string {
-	if p.Source == nil {
+func (rv *resolver) mappedSource(scope string, pinned bool) string {
+	if rv.source == nil {
 		return ""
 	}
-	label, ok := p.Source.Label(scope)
-	if g, guessing := p.Source.(guesser); !ok || !pinned && guessing && g.Guess(scope) {
+	label, ok := rv.source.Label(scope)
+	if g, guessing := rv.source.(guesser); !ok || !pinned && guessing && g.Guess(scope) {
 		return ""
 	}
 	return label
@@ -271,8 +324,8 @@ func allNotFound(failures []error) bool {
 // pinned blob itself is gone, which Open finds out. Only a tag that serves the pinned platform
 // itself can contradict the pin; an "any" payload for a platform-specific pin means the store does
 // not serve that platform.
-func (p *Puller) resolveAt(ctx context.Context, st fstore.Store, req Request, version string, pin pinned) (desc fstore.Descriptor, movedTo digest.Digest, err error) {
-	d, err := st.Resolve(ctx, req.Name, version, p.TargetPlatform())
+func (rv *resolver) resolveAt(ctx context.Context, st fstore.Store, req Request, version string, pin pinned) (desc fstore.Descriptor, movedTo digest.Digest, err error) {
+	d, err := st.Resolve(ctx, req.Name, version, rv.target)
 	d.Origin = st.String()
 	switch {
 	case pin.digest == "":
@@ -290,34 +343,36 @@ func (p *Puller) resolveAt(ctx context.Context, st fstore.Store, req Request, ve
 	return fstore.Descriptor{Name: req.Name, Version: version, Platform: pin.platform, Digest: pin.digest, Size: -1, Origin: st.String()}, movedTo, nil
 }
 
-func (p *Puller) fromStore(ctx context.Context, st fstore.Store, req Request, version string, pin pinned, lease *cas.Lease) (out *fetched, outErr error) {
+// resolveStore resolves req at st, as the store's health allows: the first request to a store
+// whose health is unknown probes it, and the others wait for its verdict. movedTo is resolveAt's.
+func (rv *resolver) resolveStore(ctx context.Context, st fstore.Store, req Request, version string, pin pinned) (desc fstore.Descriptor, movedTo digest.Digest, err error) {
 	// The metadata slot is taken before the health is asked, and given back only once the
 	// health knows the outcome: the next resolve must see a failure.
-	release, err := p.run.metaSlot(ctx)
+	release, err := rv.run.metaSlot(ctx)
 	if err != nil {
-		return nil, err
+		return desc, "", err
 	}
-	h := p.InitHealth()
+	h := rv.health
 	probe, err := h.enter(ctx, st)
 	if err != nil {
 		release()
-		return nil, err
+		return desc, "", err
 	}
 	if pr, ok := st.(preparer); ok && probe {
 		// The probe readies the store for the whole pull (one ping, one token), and that first
 		// answer is the store's verdict: every artifact's manifest is then asked at once, none
 		// waiting a round trip for another's. A registry that pings but fails its manifests is
 		// marked down by the first failure to come back (h.failed), for what asks after it.
-		err := pr.Prepare(ctx, p.run.pullNames(req.Name))
+		err := pr.Prepare(ctx, rv.run.pullNames(req.Name))
 		h.verdict(ctx, st, err)
 		if err != nil {
 			h.failed(ctx, st, err)
 			release()
-			return nil, err
+			return desc, "", err
 		}
 		probe = false
 	}
-	desc, movedTo, err := p.resolveAt(ctx, st, req, version, pin)
+	desc, movedTo, err = rv.resolveAt(ctx, st, req, version, pin)
 	if probe {
 		h.verdict(ctx, st, err)
 	}
@@ -326,10 +381,18 @@ func (p *Puller) fromStore(ctx context.Context, st fstore.Store, req Request, ve
 	}
 	release()
 	if err != nil {
-		return nil, err
+		return fstore.Descriptor{}, "", err
 	}
 	if desc.Platform == "" {
 		desc.Platform = ref.PlatformAny
+	}
+	return desc, movedTo, nil
+}
+
+func (ft *fetcher) fromStore(ctx context.Context, st fstore.Store, req Request, version string, pin pinned, lease *cas.Lease) (out *fetched, outErr error) {
+	desc, movedTo, err := ft.resolve.resolveStore(ctx, st, req, version, pin)
+	if err != nil {
+		return nil, err
 	}
 	// The look-up waits until the blob is in, and then takes the connection the blob's answer
 	// freed: sent first, it would take the connection the manifest's answer just freed, and the
@@ -340,27 +403,27 @@ func (p *Puller) fromStore(ctx context.Context, st fstore.Store, req Request, ve
 	var askOnce sync.Once
 	asked := func() { askOnce.Do(func() { close(blobAsked) }) }
 	defer asked()
-	lookup := p.attestor().start(ctx, st, req, pin, desc, blobAsked)
+	lookup := ft.attest.start(ctx, st, req, pin, desc, blobAsked)
 	defer func() {
 		if outErr != nil {
 			lookup.stop()
 		}
 	}()
-	if got, err := p.fromCAS(ctx, desc, lease, st.String(), errs.Integrity); got != nil || err != nil {
+	if got, err := ft.fromCAS(ctx, desc, lease, st.String(), errs.Integrity); got != nil || err != nil {
 		if got != nil {
 			got.lookup = lookup
 		}
 		return got, err
 	}
-	key, known := p.Compile.moduleKey(desc.Digest)
-	release, free := p.run.tryJobSlot(desc.Size)
+	key, known := ft.compile.moduleKey(desc.Digest)
+	release, free := ft.run.tryJobSlot(desc.Size)
 	if !free {
 		asked() // the blob waits for room; its look-up need not
-		if release, err = p.run.jobSlot(ctx, desc.Size); err != nil {
+		if release, err = ft.run.jobSlot(ctx, desc.Size); err != nil {
 			return nil, err
 		}
 	}
-	w, xfer, stream, err := p.download(ctx, st, req, desc, key)
+	w, xfer, stream, err := ft.download(ctx, st, req, desc, key)
 	asked()
 	if stream == nil {
 		release()
@@ -377,7 +440,7 @@ func (p *Puller) fromStore(ctx context.Context, st fstore.Store, req Request, ve
 			st, req.Name, version, movedTo, pin.digest, req.Name, version)
 	}
 	if err != nil {
-		h.failed(ctx, st, err)
+		ft.resolve.health.failed(ctx, st, err)
 		return nil, err
 	}
 	defer func() {
@@ -388,14 +451,10 @@ func (p *Puller) fromStore(ctx context.Context, st fstore.Store, req Request, ve
 			}
 		}
 	}()
-	if w.Digest() != desc.Digest || (desc.Size >= 0 && w.Size() != desc.Size) {
-		return nil, errs.New(errs.Integrity, "%s served %d bytes with digest %s for %s@%s, expected %s (%d bytes); nothing was written; report it to the store's owner",
+	a, err := checkDownload(w, req.Name, desc, desc.Size, st.String(), errs.Integrity, func() error {
+		return errs.New(errs.Integrity, "%s served %d bytes with digest %s for %s@%s, expected %s (%d bytes); nothing was written; report it to the store's owner",
 			st, w.Size(), w.Digest(), req.Name, desc.Version, desc.Digest, desc.Size)
-	}
-	// The bytes are right: their fsync runs while the payload is checked and staged, and the
-	// commit waits for it (batch.go).
-	w.SyncSoon()
-	a, err := checkPacked(w, w.Size(), req.Name, desc.Version, st.String(), errs.Integrity)
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch/stage"
+	"github.com/murmur-nexus/mur/fetch/store"
 	fstore "github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/errs"
 )
@@ -13,14 +14,14 @@ import (
 // fromCAS leases desc's digest and, when the CAS holds it, returns it as fetched without
 // downloading anything, once its packed manifest names what it was resolved as. It returns nil,
 // nil when the CAS does not hold it.
-func (p *Puller) fromCAS(ctx context.Context, desc fstore.Descriptor, lease *cas.Lease, origin string, tok errs.Token) (*fetched, error) {
+func (ft *fetcher) fromCAS(ctx context.Context, desc fstore.Descriptor, lease *cas.Lease, origin string, tok errs.Token) (*fetched, error) {
 	if err := lease.Add(ctx, desc.Digest); err != nil {
 		return nil, err
 	}
-	if !p.CAS.Has(desc.Digest) {
+	if !ft.cas.Has(desc.Digest) {
 		return nil, nil
 	}
-	a, blob, err := stage.OpenPacked(ctx, p.CAS, desc.Digest)
+	a, blob, err := stage.OpenPacked(ctx, ft.cas, desc.Digest)
 	if errors.Is(err, errs.NotFound) {
 		return nil, nil
 	}
@@ -34,27 +35,41 @@ func (p *Puller) fromCAS(ctx context.Context, desc fstore.Descriptor, lease *cas
 	return &fetched{desc: desc, archive: a}, nil
 }
 
-func (p *Puller) fromSource(ctx context.Context, req Request, version string, pin pinned, lease *cas.Lease) (*fetched, error) {
-	release, err := p.run.metaSlot(ctx)
+// resolveSource resolves req at the source, holding what it names to murmur.lock's pin.
+func (rv *resolver) resolveSource(ctx context.Context, req Request, version string, pin pinned) (store.Sourced, error) {
+	release, err := rv.run.metaSlot(ctx)
 	if err != nil {
-		return nil, err
+		return store.Sourced{}, err
 	}
-	s, err := p.Source.Resolve(ctx, req.Name, version, p.TargetPlatform(), pin.owner)
+	s, err := rv.source.Resolve(ctx, req.Name, version, rv.target, pin.owner)
 	release()
 	if err != nil {
-		return nil, err
+		return store.Sourced{}, err
 	}
+	return s, sourceMoved(s, req, pin)
+}
+
+// sourceMoved refuses what the source names for req when murmur.lock pins other bytes.
+func sourceMoved(s store.Sourced, req Request, pin pinned) error {
 	if pin.digest != "" && s.Digest != pin.digest {
-		return nil, errs.New(errs.LockConflict, "%s serves %s@%s as %s, but murmur.lock pins %s; if the new bytes are expected run 'mur pull --update %s@%s'",
+		return errs.New(errs.LockConflict, "%s serves %s@%s as %s, but murmur.lock pins %s; if the new bytes are expected run 'mur pull --update %s@%s'",
 			s.Origin, req.Name, s.Version, s.Digest, pin.digest, req.Name, s.Version)
 	}
-	if got, err := p.fromCAS(ctx, s.Descriptor, lease, s.Origin, errs.IndexMismatch); got != nil || err != nil {
+	return nil
+}
+
+func (ft *fetcher) fromSource(ctx context.Context, req Request, version string, pin pinned, lease *cas.Lease) (*fetched, error) {
+	s, err := ft.resolve.resolveSource(ctx, req, version, pin)
+	if err != nil {
+		return nil, err
+	}
+	if got, err := ft.fromCAS(ctx, s.Descriptor, lease, s.Origin, errs.IndexMismatch); got != nil || err != nil {
 		if got != nil {
 			got.release, got.asset, got.newPin = s.Release, s.Asset, s.NewPin
 		}
 		return got, err
 	}
-	w, err := p.CAS.OpenResumable(ctx, cas.ResumeInfo{Digest: s.Digest, Size: s.Size, Store: s.Origin})
+	w, err := ft.cas.OpenResumable(ctx, cas.ResumeInfo{Digest: s.Digest, Size: s.Size, Store: s.Origin})
 	if err != nil {
 		return nil, err
 	}
@@ -64,28 +79,25 @@ func (p *Puller) fromSource(ctx context.Context, req Request, version string, pi
 			w.Close()
 		}
 	}()
-	rs := p.newSourceScratch(w, s, req.Name.String())
-	release, err = p.run.jobSlot(ctx, s.Size)
+	rs := ft.newSourceScratch(w, s, req.Name.String())
+	release, err := ft.run.jobSlot(ctx, s.Size)
 	if err != nil {
 		ok = true
 		w.Close()
 		return nil, err
 	}
-	s, err = p.Source.Fetch(ctx, req.Name, version, p.TargetPlatform(), pin.owner, rs)
+	s, err = ft.resolve.source.Fetch(ctx, req.Name, version, ft.resolve.target, pin.owner, rs)
 	release()
 	if err != nil {
 		ok = true // dropOrKeep closes it
-		return nil, p.dropOrKeep(ctx, w, err, "fetching %s@%s from %s", req.Name, version, rs.from)
+		return nil, ft.dropOrKeep(ctx, w, err, "fetching %s@%s from %s", req.Name, version, rs.from)
 	}
-	if pin.digest != "" && s.Digest != pin.digest {
-		return nil, errs.New(errs.LockConflict, "%s serves %s@%s as %s, but murmur.lock pins %s; if the new bytes are expected run 'mur pull --update %s@%s'",
-			s.Origin, req.Name, s.Version, s.Digest, pin.digest, req.Name, s.Version)
+	if err := sourceMoved(s, req, pin); err != nil {
+		return nil, err
 	}
-	if w.Digest() != s.Digest {
-		return nil, errs.New(errs.Integrity, "%s reported %s for %s@%s but the bytes hash to %s; nothing was written", s.Origin, s.Digest, req.Name, s.Version, w.Digest())
-	}
-	w.SyncSoon()
-	a, err := checkPacked(w, w.Size(), req.Name, s.Version, s.Origin, errs.IndexMismatch)
+	a, err := checkDownload(w, req.Name, s.Descriptor, -1, s.Origin, errs.IndexMismatch, func() error {
+		return errs.New(errs.Integrity, "%s reported %s for %s@%s but the bytes hash to %s; nothing was written", s.Origin, s.Digest, req.Name, s.Version, w.Digest())
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -37,12 +37,13 @@ func (p *Puller) RecordedBundle(ctx context.Context, req Request, e *lock.Entry,
 		from = manifest.DefaultFrom()
 	}
 	var asked, why []string
-	for _, pl := range p.places(req, from) {
+	rv := p.resolver()
+	for _, pl := range rv.places(req, from) {
 		var finder fstore.BundleFinder
 		if pl.store != nil {
 			finder, _ = pl.store.(fstore.BundleFinder)
 		} else {
-			finder, _ = p.Source.(fstore.BundleFinder)
+			finder, _ = rv.source.(fstore.BundleFinder)
 		}
 		if finder == nil {
 			continue
