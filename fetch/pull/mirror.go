@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 
@@ -65,11 +66,24 @@ type mirrorLedger struct {
 	origins map[digest.Digest][]string // where pulls fetched it from
 }
 
-func (p *Puller) mirrorState() *mirrorLedger {
+// mirrorWriter writes what one Pull brings in through to the mirror (see above).
+type mirrorWriter struct {
+	cas     *cas.Store
+	mirror  Mirror
+	offline bool
+	health  *StoreHealth // whose writes say what each mirror answered this process's first write
+	report  Report
+	now     func() time.Time
+	run     *run
+	seen    *mirrorLedger // what the pull records say the mirror holds
+}
+
+// mirrorWriter is the write-through of one Pull; nil when no mirror is set.
+func (p *Puller) mirrorWriter() *mirrorWriter {
 	if p.Mirror.Store == nil {
 		return nil
 	}
-	return &mirrorLedger{}
+	return &mirrorWriter{cas: p.CAS, mirror: p.Mirror, offline: p.Offline, health: p.InitHealth(), report: p.Report, now: p.now, run: p.run, seen: &mirrorLedger{}}
 }
 
 func (m *mirrorLedger) read(store *cas.Store, mirror string) {
@@ -120,26 +134,26 @@ func (m *mirrorLedger) add(d digest.Digest) {
 }
 
 // writeThrough pushes a pulled artifact to the mirror (see above). It returns an error only when
-// MirrorRequired.
-func (p *Puller) writeThrough(ctx context.Context, req Request, res *Result, m *mirrorLedger) error {
-	if p.Mirror.Store == nil || m == nil || res.Digest == "" {
+// MirrorRequired. A nil mw writes nothing.
+func (mw *mirrorWriter) writeThrough(ctx context.Context, req Request, res *Result) error {
+	if mw == nil || res.Digest == "" {
 		return nil
 	}
-	addr := p.Mirror.Store.String()
+	addr := mw.mirror.Store.String()
 	d := digest.Digest(res.Digest)
-	if res.Origin == addr || m.holds(p.CAS, addr, d) {
+	if res.Origin == addr || mw.seen.holds(mw.cas, addr, d) {
 		return nil
 	}
-	if p.Offline {
+	if mw.offline {
 		return nil
 	}
-	if p.Mirror.FromProject && (res.private || m.privateBlob(p.CAS, addr, d)) {
+	if mw.mirror.FromProject && (res.private || mw.seen.privateBlob(mw.cas, addr, d)) {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("not written through to the mirror %s: only this project's .murmur/config.yaml names it, and %s@%s was fetched with your credentials (a private repository, or a registry that asked for auth); a cloned project does not choose where private artifacts go: name the mirror in $MURMUR_HOME/config.yaml or pass --mirror to write it through", addr, req.Name, res.Version))
 		return nil
 	}
-	if p.Mirror.FromProject && !p.projectMayShare(res, m, addr, d) {
-		if p.InitHealth().writes.firstTime(addr, "not the project's") {
-			p.Warnf("not written through to the mirror %s, which only this project's .murmur/config.yaml names: %s@%s (and any other such artifact of this command) came from a store of your own (your home's config.yaml, --store or a file) rather than from one the project names or a public source; a cloned project does not choose where they go: name the mirror in $MURMUR_HOME/config.yaml or pass --mirror to write them through", addr, req.Name, res.Version)
+	if mw.mirror.FromProject && !mw.projectMayShare(res, addr, d) {
+		if mw.health.writes.firstTime(addr, "not the project's") {
+			mw.report.warnf("not written through to the mirror %s, which only this project's .murmur/config.yaml names: %s@%s (and any other such artifact of this command) came from a store of your own (your home's config.yaml, --store or a file) rather than from one the project names or a public source; a cloned project does not choose where they go: name the mirror in $MURMUR_HOME/config.yaml or pass --mirror to write them through", addr, req.Name, res.Version)
 		}
 		// Told once, above; --json shows each artifact kept back, with the policy's token.
 		res.Mirror = &MirrorPush{Store: addr, Error: "not written: it came from a store of your own, and only this project's config names the mirror", Token: string(errs.Denied)}
@@ -149,27 +163,27 @@ func (p *Puller) writeThrough(ctx context.Context, req Request, res *Result, m *
 		Name: req.Name, Version: res.Version, Platform: res.Platform, Digest: d, Size: res.Size,
 		Title: artifact.FileName(req.Name.Name, res.Version),
 	}
-	writes := &p.InitHealth().writes
+	writes := &mw.health.writes
 	probe, refused, err := writes.enter(ctx, addr)
 	own := false // this artifact's own write was refused, not an earlier one
 	if err == nil && refused == nil {
 		// The store looks before it writes (the tag, each blob, each bundle's manifest), so a
 		// mirror that holds all of it already is written nothing and can refuse nothing.
-		err = publish.Push(ctx, p.Mirror.Store, publish.Item{CAS: p.CAS, Desc: desc})
+		err = publish.Push(ctx, mw.mirror.Store, publish.Item{CAS: mw.cas, Desc: desc})
 		if errs.TokenOf(err) == errs.Denied {
 			refused, err, own = err, nil, true
 		}
-		if writes.settle(addr, probe, refused) && !p.Mirror.Required {
+		if writes.settle(addr, probe, refused) && !mw.mirror.Required {
 			// One line for the command; with mirror_required each artifact's failure says it.
-			p.Warnf("the mirror %s refused a write: %s; nothing more is written through to it by this command (the next pull or warm tries again); a pull-through cache, or a registry you may only read, belongs under stores:, not mirror: (docs/fleets.md)", addr, errs.Message(refused))
+			mw.report.warnf("the mirror %s refused a write: %s; nothing more is written through to it by this command (the next pull or warm tries again); a pull-through cache, or a registry you may only read, belongs under stores:, not mirror: (docs/fleets.md)", addr, errs.Message(refused))
 		}
 	}
 	if err == nil && refused == nil {
-		m.add(d)
+		mw.seen.add(d)
 		res.Mirror = &MirrorPush{Store: addr, Pushed: true}
 		// A record that can't be written costs one more push, which finds the blob there.
-		p.run.appendRecord(p.CAS, cas.Record{
-			Time: p.now().UTC(), Ref: req.Asked, Name: req.Name.String(), Version: res.Version, Platform: res.Platform,
+		mw.run.appendRecord(mw.cas, cas.Record{
+			Time: mw.now().UTC(), Ref: req.Asked, Name: req.Name.String(), Version: res.Version, Platform: res.Platform,
 			Digest: d, Size: res.Size, Source: addr, Transferred: res.Size, Outcome: cas.OutcomeMirrored,
 		})
 		return nil
@@ -181,14 +195,14 @@ func (p *Puller) writeThrough(ctx context.Context, req Request, res *Result, m *
 			msg = "not tried: the mirror refused an earlier write of this command: " + msg
 		}
 		res.Mirror = &MirrorPush{Store: addr, Error: msg, Token: string(errs.Denied)}
-		if p.Mirror.Required {
+		if mw.mirror.Required {
 			return errs.Wrap(refused, errs.Denied, "%s@%s is pulled and pinned here, but the mirror %s refuses writes (%s); mirror_required is set, so this fails the command: give these credentials push access to the mirror, or name a registry that accepts pushes (a pull-through cache is a store, not a mirror)",
 				req.Name, res.Version, addr, errs.Message(refused))
 		}
 		return nil
 	}
 	res.Mirror = &MirrorPush{Store: addr, Error: errs.Message(err), Token: string(errs.TokenOf(err))}
-	if p.Mirror.Required {
+	if mw.mirror.Required {
 		return errs.Wrap(err, errs.TokenOf(err), "%s@%s is pulled and pinned here, but writing it through to the mirror %s failed: %s; mirror_required is set, so this fails the command: fix the mirror and run it again, which retries the push",
 			req.Name, res.Version, addr, errs.Message(err))
 	}
@@ -199,9 +213,9 @@ func (p *Puller) writeThrough(ctx context.Context, req Request, res *Result, m *
 // projectMayShare reports whether a mirror only the project names may receive res: what this pull
 // fetched came from one of the project's own stores or a public source, or, for a blob the CAS
 // held, some pull the records know did.
-func (p *Puller) projectMayShare(res *Result, m *mirrorLedger, addr string, d digest.Digest) bool {
+func (mw *mirrorWriter) projectMayShare(res *Result, addr string, d digest.Digest) bool {
 	shared := func(origin string) bool {
-		if p.Mirror.ProjectStores[origin] {
+		if mw.mirror.ProjectStores[origin] {
 			return true
 		}
 		_, _, err := lock.ParseSource(origin) // a source; private ones are refused above
@@ -210,5 +224,5 @@ func (p *Puller) projectMayShare(res *Result, m *mirrorLedger, addr string, d di
 	if res.Origin != "cas" {
 		return shared(res.Origin)
 	}
-	return slices.ContainsFunc(m.fetchedFrom(p.CAS, addr, d), shared)
+	return slices.ContainsFunc(mw.seen.fetchedFrom(mw.cas, addr, d), shared)
 }

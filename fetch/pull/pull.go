@@ -17,11 +17,9 @@ package pull
 
 import (
 	"context"
-	"errors"
 	"hash"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/opencontainers/go-digest"
@@ -188,53 +186,26 @@ func (p *Puller) now() time.Time {
 // Pull pulls every request, its downloads bounded by Jobs, and returns one Result per request in order. The
 // error is the first failure; the failed requests changed nothing, the others are complete.
 func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Result, error) {
-	jobs := p.Limits.Jobs
-	if jobs < 1 {
-		jobs = 4
-	}
-	results := make([]Result, len(reqs))
-	errList := make([]error, len(reqs))
-	// The lease keeps every digest this pull learns from GC until the lock pins it.
-	lease, err := p.CAS.NewLease(ctx)
-	if errors.Is(err, syscall.EROFS) {
-		// A read-only home (a restored CI cache): nothing can be brought in, and no gc can run.
-		lease, err = nil, nil
-	}
+	p, lease, failed, err := p.open(ctx, proj, reqs)
 	if err != nil {
-		for i := range reqs {
-			results[i] = Result{Name: reqs[i].Name.String(), Error: err.Error()}
-		}
-		return results, err
+		return failed, err
 	}
 	defer lease.Release()
-	limit, err := stage.MaxPullDecompressed(p.Limits.MaxDecompressed)
-	if err != nil {
-		for i := range reqs {
-			results[i] = Result{Name: reqs[i].Name.String(), Error: err.Error(), Err: err}
-		}
-		return results, err
-	}
-	// Staging leftovers of killed pulls go before new ones are made; one that can't be removed
-	// only costs disk space, and gc tries again.
-	if !p.CASOnly {
-		stage.Sweep(proj.Tools(), p.now(), false)
-	}
-	p.InitHealth()
-	p = p.begin(ctx, proj, reqs, jobs, limit)
-	cm := p.committer(proj)
-	pinned := cm.pinOnInterrupt(ctx)
+	results := make([]Result, len(reqs))
+	errList := make([]error, len(reqs))
+	ph := p.phases(proj)
+	pinned := ph.commit.pinOnInterrupt(ctx)
 	// Payloads are compiled one after another as their downloads finish, beside the downloads
 	// still running: each compile spreads over every core by itself, and holds no --jobs slot.
 	compiles := make(chan int, len(reqs))
 	compiled := make(chan struct{})
-	fin := p.finisher(proj)
 	go func() {
 		defer close(compiled)
 		for i := range compiles {
-			fin.compileQueued(ctx, &results[i])
+			ph.finish.compileQueued(ctx, &results[i])
 		}
 	}()
-	mirrored := p.mirrorState()
+	mirror := p.mirrorWriter()
 	var wg sync.WaitGroup
 	workers := p.workers()
 	for i := range reqs {
@@ -243,9 +214,9 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 		go func(i int) {
 			defer func() { <-workers }()
 			defer wg.Done()
-			res, err := p.pullOne(ctx, proj, reqs[i], lease)
+			res, err := p.pullOne(ctx, ph, reqs[i], lease)
 			if err == nil {
-				err = p.writeThrough(ctx, reqs[i], &res, mirrored)
+				err = mirror.writeThrough(ctx, reqs[i], &res)
 			}
 			if err != nil {
 				res.Name = reqs[i].Name.String()
@@ -260,7 +231,7 @@ func (p *Puller) Pull(ctx context.Context, proj Project, reqs []Request) ([]Resu
 	}
 	wg.Wait()
 	pinned()
-	cm.pinFailures(results, errList)
+	ph.commit.pinFailures(results, errList)
 	close(compiles)
 	<-compiled
 	lease.Release()
@@ -281,60 +252,39 @@ func (p *Puller) workers() chan struct{} {
 	return make(chan struct{}, p.Limits.metaJobs()+p.run.jobs.Most())
 }
 
-func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *cas.Lease) (res Result, err error) {
+// pullOne pulls one request through the phases: its pin, what the CAS holds already, the places
+// of its chain, its provenance, and the finish.
+func (p *Puller) pullOne(ctx context.Context, ph *phases, req Request, lease *cas.Lease) (res Result, err error) {
 	start := p.now()
 	res = Result{Name: req.Name.String()}
-	fin := p.finisher(proj)
 	// Every failure is recorded, the ones decided before any request (offline, a version the
 	// lock doesn't pin) too, so that 'mur cache records' explains each failed pull.
 	defer func() {
 		if err != nil {
-			fin.record(ctx, req, &res, start, err)
+			ph.finish.record(ctx, req, &res, start, err)
 		}
 	}()
 	p.Report.emit(Event{Name: res.Name, Phase: PhaseResolve, Total: -1})
-	pin, err := p.committer(proj).readPin(ctx, req)
+	pin, err := ph.commit.readPin(ctx, req)
 	if err != nil {
 		return res, err
 	}
 	// Refused before anything is fetched or pinned: staging must not go through a symlink.
 	if p.stages() {
-		if err := stage.CheckDirs(proj.Tools(), req.Name); err != nil {
+		if err := stage.CheckDirs(ph.proj.Tools(), req.Name); err != nil {
 			return res, err
 		}
+		t := p.run.tools(ph.proj)
+		req.stageTo = &t
 	}
 	version := req.Version
 	if pin.version != "" {
 		version = pin.version
 	}
-	if p.stages() {
-		t := p.run.tools(proj)
-		req.stageTo = &t
+	if done, err := p.fromCache(ctx, ph, req, pin, version, lease, &res, start); done {
+		return res, err
 	}
-	// A locked pull whose blob is already here makes no request at all.
-	if pin.digest != "" && !req.Update {
-		if err := lease.Add(ctx, pin.digest); err != nil {
-			return res, err
-		}
-		if p.CAS.Has(pin.digest) {
-			got := &fetched{desc: store.Descriptor{Name: req.Name, Version: version, Platform: pin.platform, Digest: pin.digest, Origin: originPin}}
-			if err := p.attestor().fromCAS(ctx, req, pin, got, &res); err != nil {
-				return res, err
-			}
-			return res, fin.cacheHit(ctx, req, &res, got, start)
-		}
-	}
-	rv := p.resolver()
-	if p.Offline && version == ref.Latest {
-		got, warning, err := rv.offlineLatest(ctx, req, lease)
-		if err != nil {
-			return res, err
-		}
-		if got != nil {
-			res.Warnings, res.ResolvedOffline = append(res.Warnings, warning), true
-			return res, fin.cacheHit(ctx, req, &res, got, start)
-		}
-	}
+	rv := ph.resolve
 	if p.Offline {
 		// Folders on disk (an oci-layout: store, a packed file) are no network: an air-gapped
 		// machine pulls from the layout `mur warm --layout` wrote. Nothing else is asked.
@@ -351,23 +301,19 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 	if version == ref.Latest {
 		res.versionList = rv.keepVersionList(ctx, req, got.desc, lease)
 	}
-	if err := p.attestor().check(ctx, req, pin, got, &res); err != nil {
+	if err := ph.attest.check(ctx, req, pin, got, &res); err != nil {
 		got.discard()
 		return res, err
 	}
 	if got.w == nil {
 		// Resolved to a digest the CAS already holds: nothing to download.
-		return res, fin.cacheHit(ctx, req, &res, got, start)
+		return res, ph.finish.cacheHit(ctx, req, &res, got, start)
 	}
 	defer got.w.Close()
 	p.Report.emit(Event{Name: res.Name, Phase: PhaseVerify, Bytes: got.w.Size(), Total: got.w.Size(), From: got.desc.Origin})
 	fetchTook := p.now().Sub(start)
-	res.Version, res.Platform, res.Origin = got.desc.Version, got.desc.Platform, got.desc.Origin
-	res.Size, res.Transferred, res.Release, res.Asset, res.NewPin = got.w.Size(), got.xfer.Bytes, got.release, got.asset, got.newPin
-	res.Skipped, res.Notes, res.Resumed, res.Connections = got.skipped, got.xfer.Notes, got.xfer.Resumed, got.xfer.Conns
-	res.Digest = got.w.Digest().String()
-	res.private = got.desc.Private
-	if err := fin.finish(ctx, req, &res, got, start); err != nil {
+	got.describe(&res)
+	if err := ph.finish.finish(ctx, req, &res, got, start); err != nil {
 		return res, err
 	}
 	res.took = fetchTook
@@ -378,4 +324,33 @@ func (p *Puller) pullOne(ctx context.Context, proj Project, req Request, lease *
 	}
 	p.Report.emit(Event{Name: res.Name, Phase: PhaseDone, Bytes: res.Size, Total: res.Size, From: res.Origin, Elapsed: fetchTook, Resumed: res.Resumed, Moved: res.Transferred})
 	return res, nil
+}
+
+// fromCache answers req from what the CAS holds, without asking any place: the blob murmur.lock
+// pins (a locked pull whose blob is here makes no request at all), or, offline, the version
+// "latest" was when it was last listed. done is false when the request must be fetched.
+func (p *Puller) fromCache(ctx context.Context, ph *phases, req Request, pin pinned, version string, lease *cas.Lease, res *Result, start time.Time) (done bool, err error) {
+	if pin.digest != "" && !req.Update {
+		if err := lease.Add(ctx, pin.digest); err != nil {
+			return true, err
+		}
+		if p.CAS.Has(pin.digest) {
+			got := &fetched{desc: store.Descriptor{Name: req.Name, Version: version, Platform: pin.platform, Digest: pin.digest, Origin: originPin}}
+			if err := ph.attest.fromCAS(ctx, req, pin, got, res); err != nil {
+				return true, err
+			}
+			return true, ph.finish.cacheHit(ctx, req, res, got, start)
+		}
+	}
+	if p.Offline && version == ref.Latest {
+		got, warning, err := ph.resolve.offlineLatest(ctx, req, lease)
+		if err != nil {
+			return true, err
+		}
+		if got != nil {
+			res.Warnings, res.ResolvedOffline = append(res.Warnings, warning), true
+			return true, ph.finish.cacheHit(ctx, req, res, got, start)
+		}
+	}
+	return false, nil
 }

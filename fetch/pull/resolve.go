@@ -111,6 +111,15 @@ type fetched struct {
 	slot func()
 }
 
+// describe sets what res says of the download got is.
+func (f *fetched) describe(res *Result) {
+	res.Version, res.Platform, res.Origin = f.desc.Version, f.desc.Platform, f.desc.Origin
+	res.Size, res.Transferred, res.Release, res.Asset, res.NewPin = f.w.Size(), f.xfer.Bytes, f.release, f.asset, f.newPin
+	res.Skipped, res.Notes, res.Resumed, res.Connections = f.skipped, f.xfer.Notes, f.xfer.Resumed, f.xfer.Conns
+	res.Digest = f.w.Digest().String()
+	res.private = f.desc.Private
+}
+
 // releaseSlot gives back the download's share of --jobs, if it still holds one.
 func (f *fetched) releaseSlot() {
 	if f != nil && f.slot != nil {

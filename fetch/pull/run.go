@@ -2,6 +2,8 @@ package pull
 
 import (
 	"context"
+	"errors"
+	"syscall"
 
 	"github.com/murmur-nexus/mur/cas"
 	"github.com/murmur-nexus/mur/fetch/internal/download"
@@ -45,6 +47,46 @@ func (r *run) appendRecord(c *cas.Store, rec cas.Record) {
 	_ = c.AppendRecord(rec)
 }
 
+// open readies a pull of reqs into proj: the lease that keeps every digest it learns from GC until
+// the lock pins it, and the run (begin) it hands down as a copy of p. When it can't, every request
+// fails with its error.
+func (p *Puller) open(ctx context.Context, proj Project, reqs []Request) (*Puller, *cas.Lease, []Result, error) {
+	jobs := p.Limits.Jobs
+	if jobs < 1 {
+		jobs = 4
+	}
+	failed := func(err error, keep bool) []Result {
+		results := make([]Result, len(reqs))
+		for i := range reqs {
+			results[i] = Result{Name: reqs[i].Name.String(), Error: err.Error()}
+			if keep {
+				results[i].Err = err
+			}
+		}
+		return results
+	}
+	lease, err := p.CAS.NewLease(ctx)
+	if errors.Is(err, syscall.EROFS) {
+		// A read-only home (a restored CI cache): nothing can be brought in, and no gc can run.
+		lease, err = nil, nil
+	}
+	if err != nil {
+		return nil, nil, failed(err, false), err
+	}
+	limit, err := stage.MaxPullDecompressed(p.Limits.MaxDecompressed)
+	if err != nil {
+		lease.Release()
+		return nil, nil, failed(err, true), err
+	}
+	// Staging leftovers of killed pulls go before new ones are made; one that can't be removed
+	// only costs disk space, and gc tries again.
+	if !p.CASOnly {
+		stage.Sweep(proj.Tools(), p.now(), false)
+	}
+	p.InitHealth()
+	return p.begin(ctx, proj, reqs, jobs, limit), lease, nil, nil
+}
+
 // begin is a copy of p that carries the run of a pull of reqs. Every request resolves at once,
 // up to the metadata bound; its bytes wait for one of the jobs slots, which bound the downloads
 // (slots.go). Commits and records are grouped (batch.go), and the commits' pins are written once
@@ -62,6 +104,20 @@ func (p *Puller) begin(ctx context.Context, proj Project, reqs []Request, jobs i
 		_ = p.CAS.AppendRecords(rs)
 	}}
 	return p
+}
+
+// phases are the phases of a pull into proj, built once for all of its requests over p's run.
+type phases struct {
+	proj    Project
+	resolve *resolver
+	attest  *attestor
+	commit  *committer
+	finish  *finisher
+}
+
+func (p *Puller) phases(proj Project) *phases {
+	fin := p.finisher(proj)
+	return &phases{proj: proj, resolve: p.resolver(), attest: fin.attest, commit: fin.commit, finish: fin}
 }
 
 // with is a copy of p that carries r.
