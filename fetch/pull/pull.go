@@ -5,14 +5,19 @@
 // precompiles. It learns of murmur.lock only through the LockWriter it is handed, and takes its
 // limits as fields, never from the context.
 //
+// The Puller holds the options and drives each request through its phases, each a type that
+// holds only what it reads of the Puller (built by a method of the same name): the resolver
+// (resolve.go, chain.go, meta.go, offline_latest.go: the places asked, their health, "latest"
+// offline), the fetcher (fetch.go, source.go, download.go: the chain walk and the downloads),
+// the attestor (provenance.go, bundles_early.go: Sigstore bundles), the committer (batch.go,
+// ledger.go, once.go: the pins, group commits and the one write of murmur.lock) and the finisher
+// (commit.go: checking and staging the payload, the records, the precompile queue). The
+// mirrorWriter (mirror.go, mirror_denied.go) writes what a pull brought in through to a mirror.
+//
 // Files: pull.go (Puller, Pull, one request); options.go (its options, by concern); run.go (what
-// one Pull shares); resolve.go and source.go (the places asked and what each answered); meta.go
-// (resolving from metadata alone, for mur lock); download.go, download_bound.go, kept.go (the
-// seam to fetch/internal/download); chain.go (when a failing store falls through, and store
-// health); commit.go, batch.go, ledger.go, once.go (checking, group commits, the one write of
-// murmur.lock, what a pull does once); slots.go (the bounds on what is in flight); provenance.go,
-// bundles_early.go, warm_bundles.go (Sigstore bundles at pull); mirror.go (the write-through
-// mirror); offline_latest.go ("latest" offline); events.go (progress).
+// one Pull shares, and the phases built for it); slots.go (the bounds on what is in flight);
+// download_bound.go, kept.go (the seam to fetch/internal/download); warm_bundles.go (a recorded
+// bundle for warm); events.go (progress).
 package pull
 
 import (

@@ -58,6 +58,8 @@ func sourceMoved(s store.Sourced, req Request, pin pinned) error {
 	return nil
 }
 
+// fromSource fetches req from the source into a resumable scratch, within a job slot, and checks
+// what arrived against the pin and the digest the source reported.
 func (ft *fetcher) fromSource(ctx context.Context, req Request, version string, pin pinned, lease *cas.Lease) (*fetched, error) {
 	s, err := ft.resolve.resolveSource(ctx, req, version, pin)
 	if err != nil {
