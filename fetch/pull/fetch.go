@@ -72,7 +72,7 @@ type fetched struct {
 	slot func()
 }
 
-// describe sets what res says of the download got is.
+// describe fills in what res says of the download f.
 func (f *fetched) describe(res *Result) {
 	res.Version, res.Platform, res.Origin = f.desc.Version, f.desc.Platform, f.desc.Origin
 	res.Size, res.Transferred, res.Release, res.Asset, res.NewPin = f.w.Size(), f.xfer.Bytes, f.release, f.asset, f.newPin

@@ -78,12 +78,13 @@ type mirrorWriter struct {
 	seen    *mirrorLedger // what the pull records say the mirror holds
 }
 
-// mirrorWriter is the write-through of one Pull; nil when no mirror is set.
+// mirrorWriter is the write-through of one Pull, whose open set p's health; nil when no mirror
+// is set.
 func (p *Puller) mirrorWriter() *mirrorWriter {
 	if p.Mirror.Store == nil {
 		return nil
 	}
-	return &mirrorWriter{cas: p.CAS, mirror: p.Mirror, offline: p.Offline, health: p.InitHealth(), report: p.Report, now: p.now, run: p.run, seen: &mirrorLedger{}}
+	return &mirrorWriter{cas: p.CAS, mirror: p.Mirror, offline: p.Offline, health: p.Chain.Health, report: p.Report, now: p.now, run: p.run, seen: &mirrorLedger{}}
 }
 
 func (m *mirrorLedger) read(store *cas.Store, mirror string) {

@@ -33,8 +33,10 @@ type resolver struct {
 	now       func() time.Time
 }
 
+// resolver is p's resolve phase. Its health is p's, which a Pull's open makes sure of: what runs
+// outside a Pull (mur lock's metadata, warm's bundles) asks no store's health.
 func (p *Puller) resolver() *resolver {
-	return &resolver{cas: p.CAS, stores: p.Stores, source: p.Source, fallbacks: p.Chain.Fallbacks, health: p.InitHealth(),
+	return &resolver{cas: p.CAS, stores: p.Stores, source: p.Source, fallbacks: p.Chain.Fallbacks, health: p.Chain.Health,
 		offline: p.Offline, target: p.TargetPlatform(), run: p.run, report: p.Report, now: p.now}
 }
 
