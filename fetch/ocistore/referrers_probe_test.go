@@ -116,6 +116,11 @@ func TestFailedReferrersProbeIsAskedAgain(t *testing.T) {
 // The probe's 404 is read to its end, so that its connection serves the next request: after one
 // look-up (the probe and its fallback tag, side by side on two connections), two look-ups at once
 // (their fallback tags, which the registry answers only once both are in) need no third.
+//
+// A loaded machine can only add connections, never save one: Go's transport drops a connection
+// whose request write it hasn't seen confirmed within 50 ms of the answer. So the scenario runs
+// afresh (a new proxy and store) up to five times and passes on the first that opens none; a 404
+// left unread costs its connection every time.
 func TestReferrers404KeepsItsConnection(t *testing.T) {
 	f := registrytest.StartFaulty(t)
 	var names []ref.Name
@@ -125,6 +130,21 @@ func TestReferrers404KeepsItsConnection(t *testing.T) {
 		names = append(names, ref.Name{Scope: "acme", Name: fmt.Sprintf("keep%d", i)})
 		descs = append(descs, push(t, pusher, names[i], "1.0.0", "any", payload(100, uint64(700+i))))
 	}
+	var extra []string
+	for range 5 {
+		opened, before := lookUpTwoAtOnce(t, f, names, descs)
+		if opened == 0 {
+			return
+		}
+		extra = append(extra, fmt.Sprintf("%d beside the %d the first one left", opened, before))
+	}
+	t.Errorf("in each of five tries, the two look-ups opened connections: %s", strings.Join(extra, "; "))
+}
+
+// lookUpTwoAtOnce runs TestReferrers404KeepsItsConnection's scenario once, through a proxy and a
+// store of its own, and says how many connections the two look-ups opened beside the first one's.
+func lookUpTwoAtOnce(t *testing.T, f *registrytest.Faulty, names []ref.Name, descs []store.Descriptor) (opened, before int) {
+	t.Helper()
 	var fallbacks atomic.Int64
 	both := make(chan struct{})
 	f.Arm(func(w http.ResponseWriter, r *http.Request, next http.Handler) {
@@ -141,11 +161,12 @@ func TestReferrers404KeepsItsConnection(t *testing.T) {
 		next.ServeHTTP(w, r)
 	})
 	px := proxytest.Start(t, f.Addr(), proxytest.Options{})
+	defer px.Close()
 	s := open(t, "oci://"+px.Addr()+"/murmur", ocistore.Options{}).(store.BundleFinder)
 	if _, err := s.Bundles(context.Background(), names[0], "1.0.0", descs[0].Digest); err != nil {
 		t.Fatal(err)
 	}
-	before := px.Connections()
+	before = px.Connections()
 	var wg sync.WaitGroup
 	for i := 1; i <= 2; i++ {
 		wg.Add(1)
@@ -157,7 +178,5 @@ func TestReferrers404KeepsItsConnection(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if after := px.Connections(); after != before {
-		t.Errorf("the two look-ups opened %d connections beside the %d the first one left", after-before, before)
-	}
+	return px.Connections() - before, before
 }
