@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/murmur-nexus/mur/internal/slowdown"
+	"github.com/murmur-nexus/mur/internal/slowdown/deadline"
 )
 
 // manualClock moves only when a test moves it, so that the latency's tests follow events, never
@@ -94,17 +95,6 @@ func (c *manualClock) advanceTo(at time.Time) {
 	c.sleepers = keep
 }
 
-func recv[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(slowdown.Scale(30 * time.Second)):
-		t.Fatalf("no %s", what)
-	}
-	panic("unreachable")
-}
-
 func none[T any](t *testing.T, ch <-chan T, what string) {
 	t.Helper()
 	select {
@@ -163,7 +153,7 @@ func (w *latencyWorld) stamps(t *testing.T, n int) []time.Time {
 	t.Helper()
 	var dues []time.Time
 	for got := 0; ; {
-		c := recv(t, w.stamped, "body chunk")
+		c := deadline.Recv(t, w.stamped, "body chunk")
 		dues = append(dues, c.due)
 		got += len(c.b)
 		if c.err != nil {
@@ -189,7 +179,7 @@ func TestRTTNewConnectionAndReuse(t *testing.T) {
 	w.clock.awaitSleeper(t, ms(150))
 	none(t, arrived, "the request")
 	w.clock.advanceTo(ms(150))
-	if p := recv(t, arrived, "request at the upstream"); p != "/a" {
+	if p := deadline.Recv(t, arrived, "request at the upstream"); p != "/a" {
 		t.Fatalf("upstream got %s", p)
 	}
 	for _, due := range w.stamps(t, len("ok/a")) {
@@ -200,7 +190,7 @@ func TestRTTNewConnectionAndReuse(t *testing.T) {
 	w.clock.awaitSleeper(t, ms(200)) // the status and headers
 	none(t, got, "the answer")
 	w.clock.advanceTo(ms(200))
-	if a := recv(t, got, "answer"); a.err != nil || a.body != "ok/a" {
+	if a := deadline.Recv(t, got, "answer"); a.err != nil || a.body != "ok/a" {
 		t.Fatalf("answer %+v", a)
 	}
 
@@ -208,12 +198,12 @@ func TestRTTNewConnectionAndReuse(t *testing.T) {
 	w.clock.awaitSleeper(t, ms(250))
 	none(t, arrived, "the second request")
 	w.clock.advanceTo(ms(250))
-	recv(t, arrived, "second request at the upstream")
+	deadline.Recv(t, arrived, "second request at the upstream")
 	w.stamps(t, len("ok/b"))
 	w.clock.awaitSleeper(t, ms(300))
 	none(t, got, "the second answer")
 	w.clock.advanceTo(ms(300))
-	if a := recv(t, got, "second answer"); a.err != nil || a.body != "ok/b" {
+	if a := deadline.Recv(t, got, "second answer"); a.err != nil || a.body != "ok/b" {
 		t.Fatalf("second answer %+v", a)
 	}
 	if n := w.proxy.Connections(); n != 1 {
@@ -262,12 +252,12 @@ func TestRTTDelaysEachChunkWithoutACap(t *testing.T) {
 
 	w.clock.awaitSleeper(t, ms(150))
 	w.clock.advanceTo(ms(150))
-	if c := recv(t, w.stamped, "first chunk"); string(c.b) != "first." || !c.due.Equal(ms(200)) {
+	if c := deadline.Recv(t, w.stamped, "first chunk"); string(c.b) != "first." || !c.due.Equal(ms(200)) {
 		t.Fatalf("first chunk %q due t0+%v", c.b, c.due.Sub(t0))
 	}
 	w.clock.awaitSleeper(t, ms(200))
 	w.clock.advanceTo(ms(200))
-	if r := recv(t, reads, "first chunk at the client"); r.data != "first." || r.at.Before(ms(200)) {
+	if r := deadline.Recv(t, reads, "first chunk at the client"); r.data != "first." || r.at.Before(ms(200)) {
 		t.Fatalf("client read %q at t0+%v", r.data, r.at.Sub(t0))
 	}
 

@@ -20,6 +20,7 @@ import (
 	"github.com/murmur-nexus/mur/internal/lockedfile"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/internal/slowdown"
+	"github.com/murmur-nexus/mur/internal/slowdown/deadline"
 	"github.com/murmur-nexus/mur/lock"
 )
 
@@ -61,7 +62,7 @@ func TestPullCommitsUnderTheLock(t *testing.T) {
 		t.Fatalf("the lock was written while another process held it: %v", err)
 	}
 	unlock()
-	if err := pulltest.Within(t, done, "pull"); err != nil {
+	if err := deadline.Recv(t, done, "pull"); err != nil {
 		t.Fatal(err)
 	}
 	l, err := lock.Read(w.Proj.LockPath())

@@ -20,6 +20,7 @@ import (
 	"github.com/murmur-nexus/mur/internal/lockedfile"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/internal/slowdown"
+	"github.com/murmur-nexus/mur/internal/slowdown/deadline"
 	"github.com/murmur-nexus/mur/lock"
 )
 
@@ -99,10 +100,10 @@ func TestInterruptedPullPinsWhatCommittedAtOnce(t *testing.T) {
 		pulled <- err
 	}()
 	for range held {
-		pulltest.Within(t, stuck.entered, "a held download")
+		deadline.Recv(t, stuck.entered, "a held download")
 	}
 	for range done {
-		pulltest.Within(t, finished, "a finished artifact")
+		deadline.Recv(t, finished, "a finished artifact")
 	}
 	cancel()
 	// Polling the file, nothing timed: the held downloads wait until the lock has the pins.
@@ -116,7 +117,7 @@ func TestInterruptedPullPinsWhatCommittedAtOnce(t *testing.T) {
 		}
 	}
 	close(stuck.release)
-	if err := pulltest.Within(t, pulled, "the pull's end"); err == nil {
+	if err := deadline.Recv(t, pulled, "the pull's end"); err == nil {
 		t.Fatal("the interrupted pull reported no error")
 	}
 	l := w.ReadLock()
@@ -258,25 +259,23 @@ func TestWaitForPinsHoldsUntilTheInterruptWrite(t *testing.T) {
 		_, err := pl.Pull(ctx, w.Proj, append(append([]pull.Request(nil), done...), held...))
 		pulled <- err
 	}()
-	pulltest.Within(t, stuck.entered, "the held download")
+	deadline.Recv(t, stuck.entered, "the held download")
 	for range done {
-		pulltest.Within(t, finished, "a finished artifact")
+		deadline.Recv(t, finished, "a finished artifact")
 	}
 	cancel()
 	give, stopWaiting := context.WithCancel(context.Background())
 	waited := make(chan bool, 1)
 	go func() { waited <- pull.WaitForPins(give) }()
 	stopWaiting()
-	if pulltest.Within(t, waited, "WaitForPins, given up") {
+	if deadline.Recv(t, waited, "WaitForPins, given up") {
 		t.Fatal("WaitForPins reported every pin written while the lock's write still waited for the file lock")
 	}
 	unlock()
-	deadline, stop := context.WithTimeout(context.Background(), slowdown.Scale(30*time.Second))
-	defer stop()
-	if !pull.WaitForPins(deadline) {
+	if !pull.WaitForPins(deadline.Context(t)) {
 		t.Fatal("WaitForPins still waited once the lock was free")
 	}
 	assertPinned(t, w, done)
 	close(stuck.release)
-	pulltest.Within(t, pulled, "the pull's end")
+	deadline.Recv(t, pulled, "the pull's end")
 }

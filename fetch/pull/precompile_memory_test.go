@@ -9,6 +9,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
 	"github.com/murmur-nexus/mur/internal/artifact/artifacttest"
 	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/slowdown/deadline"
 )
 
 // A pull that precompiles a payload of 32 MiB, packed to a few KiB, hands the compiler the whole
@@ -66,7 +67,7 @@ func TestAnInterruptedPrecompileKeepsThePayloadMapped(t *testing.T) {
 	}
 	p.Pull(ctx, w.Proj, []pull.Request{pulltest.Req(name, "1.0.0")})
 	close(readNow)
-	if !pulltest.Within(t, read, "the abandoned compile's read") {
+	if !deadline.Recv(t, read, "the abandoned compile's read") {
 		t.Error("the abandoned compile read other bytes than the payload")
 	}
 }

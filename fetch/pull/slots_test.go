@@ -16,6 +16,7 @@ import (
 	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/internal/slowdown"
+	"github.com/murmur-nexus/mur/internal/slowdown/deadline"
 )
 
 // openGate counts a store's blob downloads in flight (from Open to the body's Close) and lets
@@ -136,7 +137,7 @@ func TestPullHoldsASlotUntilThePayloadIsFollowed(t *testing.T) {
 	go func() { _, err := w.Pull(pl, reqs...); done <- err }()
 	perSlot := int(download.SlotBytes / (1 << 20))
 	for range perSlot {
-		pulltest.Within(t, g.opened, "download of a slot's share")
+		deadline.Recv(t, g.opened, "download of a slot's share")
 	}
 	select {
 	case <-g.opened:
@@ -144,7 +145,7 @@ func TestPullHoldsASlotUntilThePayloadIsFollowed(t *testing.T) {
 	case <-time.After(slowdown.Scale(300 * time.Millisecond)):
 	}
 	release()
-	if err := pulltest.Within(t, done, "end of the pull"); err != nil {
+	if err := deadline.Recv(t, done, "end of the pull"); err != nil {
 		t.Fatal(err)
 	}
 }

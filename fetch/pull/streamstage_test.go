@@ -25,6 +25,7 @@ import (
 	"github.com/murmur-nexus/mur/internal/errs"
 	"github.com/murmur-nexus/mur/internal/ref"
 	"github.com/murmur-nexus/mur/internal/slowdown"
+	"github.com/murmur-nexus/mur/internal/slowdown/deadline"
 )
 
 // pausingStore serves its blobs up to pauseAt bytes, then waits for release.
@@ -81,11 +82,11 @@ func TestPullStagesWhileDownloading(t *testing.T) {
 	}()
 	release := sync.OnceFunc(func() { close(ps.release) })
 	defer release()
-	pulltest.Within(t, ps.paused, "pause after the payload's last byte")
+	deadline.Recv(t, ps.paused, "pause after the payload's last byte")
 	scopeDir := filepath.Join(w.Proj.ToolsDir(), "acme")
 	assertStagedUnseen(t, w, wasm)
 	release()
-	if err := pulltest.Within(t, done, "end of the pull"); err != nil {
+	if err := deadline.Recv(t, done, "end of the pull"); err != nil {
 		t.Fatal(err)
 	}
 	got, err := os.ReadFile(filepath.Join(scopeDir, "tool", "capsule.wasm"))
@@ -236,10 +237,10 @@ func TestRangedStagesWhileDownloading(t *testing.T) {
 	}()
 	release := sync.OnceFunc(func() { close(g.release) })
 	defer release()
-	pulltest.Within(t, g.paused, "pause after the payload's last byte")
+	deadline.Recv(t, g.paused, "pause after the payload's last byte")
 	assertStagedUnseen(t, w, wasm)
 	release()
-	res := pulltest.Within(t, done, "end of the pull")
+	res := deadline.Recv(t, done, "end of the pull")
 	if len(res) != 1 || res[0].Digest != p.Digest().String() || res[0].Transferred != int64(len(p.Zip)) {
 		t.Fatalf("result %+v", res)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/opencontainers/go-digest"
@@ -73,17 +72,4 @@ type OpenCounter struct {
 func (c *OpenCounter) Open(ctx context.Context, n ref.Name, d digest.Digest) (io.ReadCloser, error) {
 	c.Opens.Add(1)
 	return c.Store.Open(ctx, n, d)
-}
-
-// Within is the next value from ch, failing the test when none comes within a loaded machine's
-// margin.
-func Within[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(slowdown.Scale(30 * time.Second)):
-		t.Fatalf("no %s", what)
-	}
-	panic("unreachable")
 }
