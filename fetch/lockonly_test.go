@@ -2,6 +2,7 @@ package fetch_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,10 +14,13 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/murmur-nexus/mur/fetch"
+	"github.com/murmur-nexus/mur/fetch/config"
 	"github.com/murmur-nexus/mur/fetch/github/githubtest"
 	"github.com/murmur-nexus/mur/fetch/ocistore"
 	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/fetch/provenance"
 	"github.com/murmur-nexus/mur/fetch/proxytest"
+	"github.com/murmur-nexus/mur/fetch/publish"
 	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
 	"github.com/murmur-nexus/mur/fetch/stage"
@@ -245,4 +249,111 @@ func TestLockMovesAndDrops(t *testing.T) {
 	}
 	_, err = p.LockProject(context.Background(), w.Proj, in, []pull.Request{pulltest.Req(sed, "1.0.0")}, fetch.LockOptions{Args: true})
 	errtest.WantToken(t, err, errs.Usage, "does not declare acme/sed", "mur add acme/sed")
+}
+
+// resolveHook is a fake source that runs midResolve once it has answered a Resolve: the moment
+// between `mur lock` reading murmur.lock and writing it.
+type resolveHook struct {
+	*pulltest.FakeSource
+	midResolve func()
+}
+
+func (s *resolveHook) Resolve(ctx context.Context, name ref.Name, version, platform string, pin *lock.ScopePin) (store.Sourced, error) {
+	out, err := s.FakeSource.Resolve(ctx, name, version, platform, pin)
+	if s.midResolve != nil {
+		s.midResolve()
+	}
+	return out, err
+}
+
+// Another process pins the scope while `mur lock` resolves: the owner the source answered with
+// is checked against that pin, under the lock, and another owner is refused with nothing written;
+// the same owner pins as if nobody had raced.
+func TestLockRechecksTheOwnerPinnedMeanwhile(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		theirs lock.ScopePin
+		token  errs.Token
+	}{
+		{"another owner", lock.ScopePin{Source: "github:acme/murmur-artifacts", OwnerID: 2, RepoID: 43}, errs.OwnerChanged},
+		{"the same owner", lock.ScopePin{Source: "github:acme/murmur-artifacts", OwnerID: 1, RepoID: 42}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			in := intentOf(t, w, "name: app\nartifacts:\n  - name: acme/grep\n    version: 1.2.0\n")
+			src := &resolveHook{FakeSource: &pulltest.FakeSource{Source: "github:acme/murmur-artifacts", Owner: 1, Version: "1.2.0", Zip: githubtest.PackArtifact("grep", "1.2.0")}}
+			src.midResolve = func() {
+				err := lock.Update(context.Background(), w.Proj.LockPath(), func(l *lock.Lock) error { return l.SetPin("acme", tt.theirs) })
+				if err != nil {
+					t.Error(err)
+				}
+			}
+			p := w.puller()
+			p.Pipeline().Source = src
+			_, err := p.LockProject(context.Background(), w.Proj, in, declaredReqs(in), fetch.LockOptions{})
+			l := w.ReadLock()
+			pin, _ := l.Pin("acme")
+			if tt.token != "" {
+				errtest.WantToken(t, err, tt.token, "acme", "1", "2")
+				if pin != tt.theirs || l.Find("acme/grep") != nil {
+					t.Fatalf("lock after the refusal: pin %+v, entries %+v", pin, l.Artifacts)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pin != tt.theirs || l.Find("acme/grep") == nil || l.Find("acme/grep").ResolvedVersion != "1.2.0" {
+				t.Fatalf("lock: pin %+v, entries %+v", pin, l.Artifacts)
+			}
+		})
+	}
+}
+
+// mur lock records the provenance it verified from metadata, as a pull records it: the bundle,
+// its kind and its signer, with the bundle kept in the CAS.
+func TestLockRecordsTheProvenanceItVerified(t *testing.T) {
+	ctx := context.Background()
+	p, item, local, hint, pub := pulltest.SignedGrep(t, 91)
+	st := pulltest.OpenStore(t, "oci-layout:"+filepath.Join(t.TempDir(), "layout"), ocistore.Options{})
+	if err := publish.Push(ctx, st, item); err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld(t)
+	in := intentOf(t, w, "name: app\nartifacts:\n  - name: acme/grep\n    version: 1.2.0\n")
+	pl := w.puller(st)
+	pl.Pipeline().Provenance.Verifier = local
+	pl.Pipeline().Provenance.Policy = func(string) config.ProvenancePolicy {
+		return config.ProvenancePolicy{Mode: config.ProvenanceRequire, Trust: provenance.Trust{Keys: []provenance.TrustedKey{{Hint: hint, PEM: pub}}}}
+	}
+	if _, err := pl.LockProject(ctx, w.Proj, in, declaredReqs(in), fetch.LockOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bd := digest.FromBytes(item.Bundles[0])
+	e := w.ReadLock().Find("acme/grep")
+	if e == nil || e.Provenance == nil || *e.Provenance != (lock.Provenance{Kind: lock.ProvenanceKey, Bundle: bd.String(), Signer: hint}) {
+		t.Fatalf("entry %+v", e)
+	}
+	if !w.CAS.Has(bd) || w.CAS.Has(p.Digest()) {
+		t.Fatalf("the CAS after mur lock: bundle %v, payload %v (want the bundle only)", w.CAS.Has(bd), w.CAS.Has(p.Digest()))
+	}
+}
+
+// An entry that pins per platform gets a store's "any" payload under the platform locked for,
+// as a pull pins it, so that the other platforms' pins keep their meaning.
+func TestLockPinsAnyPayloadPerPlatform(t *testing.T) {
+	st := pulltest.LayoutStore(t)
+	anyP, arm := pulltest.Pack(t, "grep", "1.2.0", 92), pulltest.Pack(t, "grep", "1.2.0", 93)
+	pulltest.Push(t, st, grep, "1.2.0", "any", anyP)
+	w := newWorld(t)
+	w.PinAll([]pulltest.Pin{{Name: "acme/grep", Version: "1.2.0", Platform: "linux-aarch64", Blob: arm.Zip}})
+	in := intentOf(t, w, "name: app\nartifacts:\n  - name: acme/grep\n    version: 1.2.0\n")
+	if _, err := w.puller(st).LockProject(context.Background(), w.Proj, in, declaredReqs(in), fetch.LockOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e := w.ReadLock().Find("acme/grep")
+	want := map[string]string{"linux-aarch64": arm.Digest().Encoded(), "linux-x86_64": anyP.Digest().Encoded()}
+	if e.SHA256.Any != "" || fmt.Sprint(e.SHA256.Platforms) != fmt.Sprint(want) {
+		t.Fatalf("entry %+v; want platforms %v", e.SHA256, want)
+	}
 }
