@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -15,7 +16,8 @@ import (
 // 1,000 artifacts, each a distinct 16 KiB module, pulled from one docker-registry on loopback
 // (no latency proxy: round trips don't change CPU). The payloads are small so that what grows
 // with the project (the lock, per-artifact state) is not drowned by inflating, and so that the
-// 1,000 take seconds, not minutes. Each size reports, over its rounds (five at most):
+// 1,000 take seconds, not minutes. Each size reports, over its scaleRounds rounds, taken in turn
+// with the other sizes':
 //
 //   - cold-cpu-ms: mur's CPU, user and system, for the cold pull (--no-precompile), median, and
 //     cold-registry-cpu-ms the registry's over it; cold-median-ms its wall time;
@@ -35,9 +37,42 @@ func BenchmarkScale(b *testing.B) {
 	sizes := []int{20, 100, 300, 1000}
 	names := pushSmall(b, w, store, sizes[len(sizes)-1])
 	w.stores(store)
+	measured := measureScale(b, w, reg.PID(), names, sizes)
 	for _, n := range sizes {
-		b.Run(strconv.Itoa(n), func(b *testing.B) { benchScale(b, w, reg.PID(), names[:n]) })
+		b.Run(strconv.Itoa(n), func(b *testing.B) { measured[n].report(b, reg.PID(), n) })
 	}
+}
+
+// scaleRounds is how many rounds each size gets. A cold pull's CPU is mostly system time
+// (opens, renames, fsyncs), which this VM's disk moves by a fifth or more from one minute to the
+// next, so the sizes take their rounds in turn, ascending in one round and descending in the
+// next, as the other rows alternate mur with its peer: a drift then moves every size alike
+// instead of the size measured last.
+const scaleRounds = 5
+
+// scaleSamples is what the rounds of one size measured.
+type scaleSamples struct {
+	cold, warm, empty  []sample
+	rss                float64
+	writes, warmWrites int
+}
+
+// measureScale runs scaleRounds rounds of every size in turn; benchmarks report them afterwards.
+func measureScale(b *testing.B, w *world, registry int, names []string, sizes []int) map[int]*scaleSamples {
+	out := map[int]*scaleSamples{}
+	for _, n := range sizes {
+		out[n] = &scaleSamples{}
+	}
+	for round := range scaleRounds {
+		order := append([]int(nil), sizes...)
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, n := range order {
+			out[n].round(b, w, registry, names[:n])
+		}
+	}
+	return out
 }
 
 // pushSmall packs n distinct 16 KiB modules, pushes them to store in 4 `mur push` processes at
@@ -71,40 +106,37 @@ func pushSmall(b *testing.B, w *world, store string, n int) []string {
 	return names
 }
 
-func benchScale(b *testing.B, w *world, registry int, names []string) {
+// round measures one cold pull of names (beside the same command in a project that declares
+// nothing) and the warm pull after it.
+func (m *scaleSamples) round(b *testing.B, w *world, registry int, names []string) {
 	pull := func() usage { return measure(b, w.cmd("pull", "-q", "--no-precompile")) }
-	var cold, warm, empty []sample
-	var rss float64
-	var writes, warmWrites int
-	// Five rounds at most (b.N of them): a cold pull's CPU is mostly system time (opens, renames,
-	// fsyncs), which this VM's disk moves by a fifth from one round to the next, and the 1,000
-	// take seconds each.
-	for i := 0; i < min(b.N, 5); i++ {
-		w.write("murmur.yaml", capsuleYAML())
-		w.forget()
-		empty = append(empty, sample{cpu: pull().cpu})
+	w.write("murmur.yaml", capsuleYAML())
+	w.forget()
+	m.empty = append(m.empty, sample{cpu: pull().cpu})
 
-		w.write("murmur.yaml", capsuleYAML(names...))
-		w.forget()
-		syncDisks()
-		lw := watchLock(b, w.project)
-		start, reg := time.Now(), procCPU(registry)
-		u := pull()
-		cold = append(cold, sample{wall: time.Since(start), cpu: u.cpu, registry: procCPU(registry) - reg})
-		writes, rss = max(writes, lw.writes()), max(rss, u.maxRSS)
+	w.write("murmur.yaml", capsuleYAML(names...))
+	w.forget()
+	syncDisks()
+	lw := watchLock(b, w.project)
+	start, reg := time.Now(), procCPU(registry)
+	u := pull()
+	m.cold = append(m.cold, sample{wall: time.Since(start), cpu: u.cpu, registry: procCPU(registry) - reg})
+	m.writes, m.rss = max(m.writes, lw.writes()), max(m.rss, u.maxRSS)
 
-		lw = watchLock(b, w.project)
-		start = time.Now()
-		u = pull()
-		warm = append(warm, sample{wall: time.Since(start), cpu: u.cpu})
-		warmWrites = max(warmWrites, lw.writes())
-	}
+	lw = watchLock(b, w.project)
+	start = time.Now()
+	u = pull()
+	m.warm = append(m.warm, sample{wall: time.Since(start), cpu: u.cpu})
+	m.warmWrites = max(m.warmWrites, lw.writes())
 	if lock := w.lock(); len(lock.Artifacts) != len(names) {
 		b.Fatalf("the lock pins %d artifacts after the pull, want %d", len(lock.Artifacts), len(names))
 	}
-	on := beside{registry: registry}
-	on.report(b, "cold", cold)
-	beside{}.report(b, "warm", warm)
+}
+
+// report gives the benchmark of size n the figures of its rounds.
+func (m *scaleSamples) report(b *testing.B, registry, n int) {
+	beside{registry: registry}.report(b, "cold", m.cold)
+	beside{}.report(b, "warm", m.warm)
 	medCPU := func(ss []sample) time.Duration {
 		cpu := make([]time.Duration, len(ss))
 		for i, s := range ss {
@@ -112,12 +144,12 @@ func benchScale(b *testing.B, w *world, registry int, names []string) {
 		}
 		return median(cpu)
 	}
-	b.ReportMetric(ms(medCPU(empty)), "empty-cpu-ms")
-	b.ReportMetric(ms(medCPU(cold)-medCPU(empty))/float64(len(names)), "cold-cpu-per-artifact-ms")
-	b.ReportMetric(rss, "maxrss-MiB")
-	if writes >= 0 {
-		b.ReportMetric(float64(writes), "lock-writes")
-		b.ReportMetric(float64(warmWrites), "warm-lock-writes")
+	b.ReportMetric(ms(medCPU(m.empty)), "empty-cpu-ms")
+	b.ReportMetric(ms(medCPU(m.cold)-medCPU(m.empty))/float64(n), "cold-cpu-per-artifact-ms")
+	b.ReportMetric(m.rss, "maxrss-MiB")
+	if m.writes >= 0 {
+		b.ReportMetric(float64(m.writes), "lock-writes")
+		b.ReportMetric(float64(m.warmWrites), "warm-lock-writes")
 	}
-	b.ReportMetric(float64(len(names)), "artifacts")
+	b.ReportMetric(float64(n), "artifacts")
 }
