@@ -102,11 +102,7 @@ func TestRangedContinuesAKeptDownload(t *testing.T) {
 // A body that breaks off mid-transfer is continued within the same pull.
 func TestRangedBrokenBodyContinues(t *testing.T) {
 	t.Parallel()
-	reg := registrytest.StartFaulty(t)
-	px := proxytest.Start(t, reg.Addr(), proxytest.Options{})
-	st := pulltest.OpenStore(t, "oci://"+px.Addr()+"/murmur", ocistore.Options{})
-	p := pulltest.PackSized(t, "grep", "1.0.0", 1<<20, 202)
-	pulltest.Push(t, st, grep, "1.0.0", "any", p)
+	px, st, p := proxiedGrep(t, 1<<20, 202, ocistore.Options{})
 	px.Set(proxytest.Options{PathContains: "/blobs/", Fault: proxytest.Cut, After: 300_000, Times: 2})
 	pushed := px.Requests(blobPath(p)) // the push asked whether the blob was there
 	w := pulltest.NewWorld(t)
@@ -299,11 +295,7 @@ func TestRangedWrongContentRangeStartsOver(t *testing.T) {
 // Ctrl-C keeps the bytes too.
 func TestRangedInterruptKeeps(t *testing.T) {
 	t.Parallel()
-	reg := registrytest.StartFaulty(t)
-	px := proxytest.Start(t, reg.Addr(), proxytest.Options{})
-	st := pulltest.OpenStore(t, "oci://"+px.Addr()+"/murmur", ocistore.Options{})
-	p := pulltest.PackSized(t, "grep", "1.0.0", 3<<20, 211)
-	pulltest.Push(t, st, grep, "1.0.0", "any", p)
+	px, st, p := proxiedGrep(t, 3<<20, 211, ocistore.Options{})
 	px.Set(proxytest.Options{PathContains: "/blobs/", BytesPerSecond: 2 << 20})
 	w := pulltest.NewWorld(t)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -140,11 +140,7 @@ func TestParallelFallsBackToOneStream(t *testing.T) {
 // Pieces cut mid-way go back to the queue, and the blob completes.
 func TestParallelCutPiecesComplete(t *testing.T) {
 	t.Parallel()
-	reg := registrytest.StartFaulty(t)
-	px := proxytest.Start(t, reg.Addr(), proxytest.Options{})
-	st := pulltest.OpenStore(t, "oci://"+px.Addr()+"/murmur", ocistore.Options{})
-	p := pulltest.PackSized(t, "grep", "1.0.0", 1<<20, 209)
-	pulltest.Push(t, st, grep, "1.0.0", "any", p)
+	px, st, p := proxiedGrep(t, 1<<20, 209, ocistore.Options{})
 	px.Set(proxytest.Options{PathContains: "/blobs/", Fault: proxytest.Cut, After: 20_000, Times: 3})
 	w := pulltest.NewWorld(t)
 	res := w.MustPull(parallelPuller(w, st, 4, 4), pulltest.Req(grep, "1.0.0"))[0]
@@ -160,11 +156,7 @@ func TestParallelCutPiecesComplete(t *testing.T) {
 // the others.
 func TestParallelFailureKeepsPieces(t *testing.T) {
 	t.Parallel()
-	reg := registrytest.StartFaulty(t)
-	px := proxytest.Start(t, reg.Addr(), proxytest.Options{})
-	st := pulltest.OpenStore(t, "oci://"+px.Addr()+"/murmur", ocistore.Options{Retries: -1})
-	p := pulltest.PackSized(t, "grep", "1.0.0", 1<<20, 210)
-	pulltest.Push(t, st, grep, "1.0.0", "any", p)
+	px, st, p := proxiedGrep(t, 1<<20, 210, ocistore.Options{Retries: -1})
 	w := pulltest.NewWorld(t)
 	before := w.State()
 	// Once bytes arrive, every new request is hung up on: the pull fails with pieces held.

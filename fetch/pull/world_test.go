@@ -7,7 +7,12 @@ import (
 	"time"
 
 	"github.com/murmur-nexus/mur/fetch/internal/download"
+	"github.com/murmur-nexus/mur/fetch/ocistore"
+	"github.com/murmur-nexus/mur/fetch/ocistore/registrytest"
+	"github.com/murmur-nexus/mur/fetch/proxytest"
 	"github.com/murmur-nexus/mur/fetch/pull"
+	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/ref"
 )
 
@@ -52,3 +57,16 @@ func judgeFast(p *pull.Puller, asked *atomic.Int64) {
 // piecesFirst makes p fetch a large blob in pieces from the start, without the single stream
 // that comes first otherwise.
 func piecesFirst(p *pull.Puller) { hooksOf(p).PiecesFirst = true }
+
+// proxiedGrep pushes acme/grep 1.0.0, a payload of size bytes made from seed, to an in-process
+// registry, and returns the proxy in front of it, the store opened through that proxy with opt,
+// and the artifact.
+func proxiedGrep(t *testing.T, size int, seed uint64, opt ocistore.Options) (*proxytest.Proxy, store.Store, pulltest.Packed) {
+	t.Helper()
+	reg := registrytest.StartFaulty(t)
+	px := proxytest.Start(t, reg.Addr(), proxytest.Options{})
+	st := pulltest.OpenStore(t, "oci://"+px.Addr()+"/murmur", opt)
+	p := pulltest.PackSized(t, "grep", "1.0.0", size, seed)
+	pulltest.Push(t, st, grep, "1.0.0", "any", p)
+	return px, st, p
+}
