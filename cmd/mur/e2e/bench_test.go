@@ -142,7 +142,7 @@ func benchTool(tb testing.TB, name string) string {
 	if p, ok := tools[name]; ok {
 		return p
 	}
-	p := filepath.Join(filepath.Dir(murBin), name)
+	p := filepath.Join(scratch, name)
 	if out, err := exec.Command("go", "build", "-o", p, "./testdata/"+name).CombinedOutput(); err != nil {
 		tb.Fatalf("building testdata/%s: %v\n%s", name, err, out)
 	}

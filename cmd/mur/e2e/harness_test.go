@@ -26,6 +26,8 @@ import (
 var (
 	summary = flag.Bool("reliability-summary", false, "print the reliability scenarios as a table")
 	murBin  string
+	// scratch is the test binary's own folder, removed when it ends, for what outlives a test.
+	scratch string
 )
 
 func TestMain(m *testing.M) {
@@ -35,13 +37,19 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	scratch = dir
 	murBin = filepath.Join(dir, "mur")
-	// mur-provenance sits beside mur, where mur looks for it, as `make build` installs them.
-	build := exec.Command("go", "build", "-o", dir, "github.com/murmur-nexus/mur/cmd/mur", "github.com/murmur-nexus/mur/cmd/mur-provenance")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building mur:", err)
-		os.Exit(1)
+	if bin := os.Getenv("MUR_E2E_BIN"); bin != "" {
+		// make test built it beside the unit half (Makefile: e2e-bins), mur-provenance beside it.
+		murBin = bin
+	} else {
+		// mur-provenance sits beside mur, where mur looks for it, as `make build` installs them.
+		build := exec.Command("go", "build", "-o", dir, "github.com/murmur-nexus/mur/cmd/mur", "github.com/murmur-nexus/mur/cmd/mur-provenance")
+		build.Stderr = os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building mur:", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	if *summary {
@@ -102,7 +110,12 @@ type world struct {
 
 func newWorld(t testing.TB) *world {
 	t.Helper()
-	root := t.TempDir()
+	return newWorldIn(t, t.TempDir())
+}
+
+// newWorldIn is a machine whose home and project are in root.
+func newWorldIn(t testing.TB, root string) *world {
+	t.Helper()
 	w := &world{t: t, home: filepath.Join(root, "home"), project: filepath.Join(root, "project")}
 	if err := os.MkdirAll(filepath.Join(w.project, ".murmur"), 0o755); err != nil {
 		t.Fatal(err)
