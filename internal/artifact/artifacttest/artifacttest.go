@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
 
 	"github.com/klauspost/compress/flate"
@@ -28,29 +29,43 @@ const EmptyModule = "\x00asm\x01\x00\x00\x00"
 // (at least one, because wazero refuses an empty custom section), so that each seed gives other
 // bytes.
 func Module(size int, seed uint64) []byte {
-	pad := make([]byte, max(size, 1))
-	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	for i := range pad {
-		pad[i] = byte(r.Uint32())
-	}
-	return custom("pad", pad)
+	b, pad := custom("pad", max(size, 1))
+	// ChaCha8 fills the section a block at a time: a byte at a time costs seconds per 100 MiB
+	// under -race, where every write is checked.
+	var key [32]byte
+	binary.LittleEndian.PutUint64(key[:], seed)
+	binary.LittleEndian.PutUint64(key[8:], seed^0x9e3779b97f4a7c15)
+	rand.NewChaCha8(key).Read(pad)
+	return b
 }
 
 // Tagged is a valid empty core module with a custom section named tag and holding tag, so that a
 // test can tell payloads apart by a readable name.
-func Tagged(tag string) []byte { return custom(tag, []byte(tag)) }
+func Tagged(tag string) []byte {
+	b, content := custom(tag, len(tag))
+	copy(content, tag)
+	return b
+}
 
 // Padded is a valid empty core module with a custom section named tag of size zero bytes: a
 // payload that compresses to almost nothing, as a decompression bomb's does.
-func Padded(tag string, size int) []byte { return custom(tag, make([]byte, max(size, 1))) }
+func Padded(tag string, size int) []byte {
+	b, _ := custom(tag, max(size, 1))
+	return b
+}
 
-func custom(name string, content []byte) []byte {
-	body := binary.AppendUvarint(nil, uint64(len(name)))
-	body = append(body, name...)
-	body = append(body, content...)
+// custom is a valid empty core module with one custom section named name and size bytes long,
+// zeroed, which it returns apart for the caller to fill. It is allocated once, at its size: the
+// modules of the memory tests are tens of MiB.
+func custom(name string, size int) (module, content []byte) {
+	head := binary.AppendUvarint(nil, uint64(len(name)))
+	head = append(head, name...)
 	b := append([]byte(EmptyModule), 0)
-	b = binary.AppendUvarint(b, uint64(len(body)))
-	return append(b, body...)
+	b = binary.AppendUvarint(b, uint64(len(head)+size))
+	b = append(b, head...)
+	module = make([]byte, len(b)+size)
+	copy(module, b)
+	return module, module[len(b):]
 }
 
 // Spec describes a packed artifact.
@@ -86,6 +101,18 @@ func (s Spec) Zip() []byte {
 	if wasm == nil {
 		wasm = []byte(EmptyModule)
 	}
+	// Packing is reproducible, so a spec packed before is not packed again: tests pack the same
+	// small artifacts over and over, and a pack costs milliseconds under -race.
+	key := zipKey{s.Name, s.Version, s.Description, payload, s.Compression, sha256.Sum256(wasm)}
+	remember := len(wasm) <= maxRemembered
+	if remember {
+		zips.mu.Lock()
+		z, ok := zips.m[key]
+		zips.mu.Unlock()
+		if ok {
+			return bytes.Clone(z)
+		}
+	}
 	dir, err := os.MkdirTemp("", "packtest-")
 	if err != nil {
 		panic(err)
@@ -98,10 +125,34 @@ func (s Spec) Zip() []byte {
 		panic(err)
 	}
 	var buf bytes.Buffer
+	buf.Grow(min(len(wasm), maxRemembered) + 4096) // a random payload packs to about its size, a padded one to little
 	if _, err := artifact.PackWith(dir, &buf, artifact.PackOptions{Compression: s.Compression}); err != nil {
 		panic(fmt.Sprintf("packtest: packing %s@%s: %v", s.Name, s.Version, err))
 	}
+	if remember {
+		zips.mu.Lock()
+		if zips.m == nil {
+			zips.m = map[zipKey][]byte{}
+		}
+		zips.m[key] = bytes.Clone(buf.Bytes())
+		zips.mu.Unlock()
+	}
 	return buf.Bytes()
+}
+
+// maxRemembered is the largest payload whose packed artifact Zip keeps for the next call: the
+// large ones are few, and would stay in memory until the test binary ends.
+const maxRemembered = 1 << 20
+
+type zipKey struct {
+	name, version, description, payload string
+	compression                         artifact.Compression
+	wasm                                [32]byte
+}
+
+var zips struct {
+	mu sync.Mutex
+	m  map[zipKey][]byte
 }
 
 // Zip packs name@version (runtime tool) around wasm, or EmptyModule when wasm is nil.
