@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/klauspost/compress/flate"
 	"github.com/klauspost/compress/zip"
@@ -134,9 +135,7 @@ func PackWith(dir string, w io.Writer, opt PackOptions) (Manifest, error) {
 	}
 
 	zw := zip.NewWriter(w)
-	zw.RegisterCompressor(zip.Deflate, func(out io.Writer) (io.WriteCloser, error) {
-		return flate.NewWriter(out, packLevel)
-	})
+	zw.RegisterCompressor(zip.Deflate, newPackFlate)
 	mw, err := zw.CreateHeader(fixedHeader(ManifestName))
 	if err != nil {
 		return Manifest{}, writeErr(err)
@@ -149,15 +148,7 @@ func PackWith(dir string, w io.Writer, opt PackOptions) (Manifest, error) {
 		ph.Method = MethodZstd
 		size := fi.Size()
 		zw.RegisterCompressor(MethodZstd, func(out io.Writer) (io.WriteCloser, error) {
-			enc, err := zstd.NewWriter(nil, zstdPackOptions()...)
-			if err != nil {
-				return nil, err
-			}
-			// The frame then records the payload's size, and its window shrinks to fit it: a
-			// reader decodes a small payload with a small buffer. A payload that changes size
-			// while it is packed fails Close, as the size check below would.
-			enc.ResetContentSize(out, size)
-			return enc, nil
+			return newPackZstd(out, size)
 		})
 	}
 	pw, err := zw.CreateHeader(ph)
@@ -175,6 +166,60 @@ func PackWith(dir string, w io.Writer, opt PackOptions) (Manifest, error) {
 		return Manifest{}, writeErr(err)
 	}
 	return m, nil
+}
+
+// Compressors are kept for the next pack, as archive/zip keeps its flate writers: setting one up
+// costs more than packing a small payload (a best-level zstd encoder's tables are megabytes), and
+// a publisher's index, or a test suite, packs many. Reset makes a kept one what a new one would
+// be, so the bytes, and the artifact's digest, are the same.
+var (
+	packFlates sync.Pool // *flate.Writer at packLevel
+	packZstds  sync.Pool // *zstd.Encoder with zstdPackOptions
+)
+
+type pooledFlate struct{ *flate.Writer }
+
+func newPackFlate(out io.Writer) (io.WriteCloser, error) {
+	if fw, ok := packFlates.Get().(*flate.Writer); ok {
+		fw.Reset(out)
+		return pooledFlate{fw}, nil
+	}
+	fw, err := flate.NewWriter(out, packLevel)
+	if err != nil {
+		return nil, err
+	}
+	return pooledFlate{fw}, nil
+}
+
+func (p pooledFlate) Close() error {
+	err := p.Writer.Close()
+	p.Writer.Reset(io.Discard) // holds no reference to the artifact's writer while kept
+	packFlates.Put(p.Writer)
+	return err
+}
+
+type pooledZstd struct{ *zstd.Encoder }
+
+func newPackZstd(out io.Writer, size int64) (io.WriteCloser, error) {
+	enc, ok := packZstds.Get().(*zstd.Encoder)
+	if !ok {
+		var err error
+		if enc, err = zstd.NewWriter(nil, zstdPackOptions()...); err != nil {
+			return nil, err
+		}
+	}
+	// The frame then records the payload's size, and its window shrinks to fit it: a reader
+	// decodes a small payload with a small buffer. A payload that changes size while it is
+	// packed fails Close, as the size check in PackWith would.
+	enc.ResetContentSize(out, size)
+	return pooledZstd{enc}, nil
+}
+
+func (p pooledZstd) Close() error {
+	err := p.Encoder.Close()
+	p.Encoder.Reset(nil)
+	packZstds.Put(p.Encoder)
+	return err
 }
 
 func writeErr(err error) error {

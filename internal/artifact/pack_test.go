@@ -181,3 +181,29 @@ func TestPackWritesNothingOnRefusal(t *testing.T) {
 		t.Fatalf("Pack = %v, wrote %d bytes", err, buf.Len())
 	}
 }
+
+// Compressors are kept from one pack for the next (pack.go): one that packed other bytes, with
+// other sizes and other compression, leaves nothing behind, so an artifact packs to the same
+// bytes whatever was packed before it in the process.
+func TestPackKeepsNothingFromTheLastPack(t *testing.T) {
+	t.Parallel()
+	small := writeDir(t, map[string][]byte{"murmur.yaml": goodManifest, "capsule.wasm": coreWasm})
+	large := writeDir(t, map[string][]byte{"murmur.yaml": []byte("name: other\nversion: 2.0.0\n"), "capsule.wasm": bytes.Repeat(append(coreWasm, 7, 9, 11), 40000)})
+	for _, c := range []Compression{Deflate, Zstd} {
+		packOf := func(dir string, c Compression) []byte {
+			t.Helper()
+			var buf bytes.Buffer
+			if _, err := PackWith(dir, &buf, PackOptions{Compression: c}); err != nil {
+				t.Fatal(err)
+			}
+			return buf.Bytes()
+		}
+		first := packOf(small, c)
+		for _, between := range []Compression{Deflate, Zstd} {
+			packOf(large, between)
+			if again := packOf(small, c); !bytes.Equal(first, again) {
+				t.Errorf("%s: packed after a %s pack of other bytes, the artifact differs (%d bytes, then %d)", c, between, len(first), len(again))
+			}
+		}
+	}
+}
