@@ -16,7 +16,7 @@ import (
 )
 
 // raceSeconds bounds each race test's guests.
-const raceSeconds = "2"
+const raceSeconds = "1"
 
 // TestRaceReadOnlyThroughSwappedName: one guest swaps the name x between a folder and a symlink
 // to the read-only docs/ while another guest of the same capsule appends to x/secret.txt. The

@@ -286,34 +286,3 @@ func TestCheckCacheRepairs(t *testing.T) {
 		t.Errorf("healthy entry removed: %v", err)
 	}
 }
-
-func TestCorruptGoGuestEntry(t *testing.T) {
-	t.Parallel()
-	wasm := goGuest(t)
-	dir := filepath.Join(t.TempDir(), "compiled")
-	// Warm the private cache by copying the shared one, where goGuest compiled the guest,
-	// instead of compiling again.
-	r := newRunner(t, Options{CacheDir: dir})
-	vd := versionDirOf(t, dir)
-	for _, p := range entryFiles(t, sharedCacheDir) {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(vd, filepath.Base(p)), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	r.Close(context.Background())
-	corruptAll(t, dir, corruptions["truncated"])
-
-	var w warnings
-	r2 := newRunner(t, Options{CacheDir: dir, Warn: w.add})
-	res := run(t, r2, wasm, Config{Args: []string{"hello"}})
-	if res.code != 0 || res.err != nil || !strings.HasPrefix(res.stdout, "hello from hello") {
-		t.Fatalf("Run = %d, %v, %q", res.code, res.err, res.stdout)
-	}
-	if len(w.list) == 0 {
-		t.Error("no warning about the repaired cache")
-	}
-}
