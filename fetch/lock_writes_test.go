@@ -3,6 +3,7 @@ package fetch_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -17,20 +18,24 @@ import (
 	"github.com/murmur-nexus/mur/fetch"
 	"github.com/murmur-nexus/mur/fetch/pull"
 	"github.com/murmur-nexus/mur/fetch/pull/pulltest"
+	"github.com/murmur-nexus/mur/fetch/store"
 	"github.com/murmur-nexus/mur/internal/cputime"
+	"github.com/murmur-nexus/mur/internal/ref"
+	"github.com/murmur-nexus/mur/internal/slowdown/deadline"
 )
 
 // A pull writes murmur.lock once, however many artifacts it pins and however many group commits
 // that takes: a pull of 300 made 34 writes when each commit wrote its own, every one a re-read
-// and a rewrite of a lock that grew with the pull. Through the project verb too, whose last
+// and a rewrite of a lock that grew with the pull. Here the artifacts arrive one at a time, so
+// that there are about as many commits as artifacts. Through the project verb too, whose last
 // transition declares and prunes.
 func TestPullWritesTheLockOnce(t *testing.T) {
-	const n = 300
+	const n = 12
 	st := pulltest.LayoutStore(t)
 	reqs := pulltest.PushMany(t, st, "once", n, 0, 9000)
 	t.Run("pull", func(t *testing.T) {
 		w := newWorld(t)
-		pl := w.puller(st)
+		pl := oneAtATime(w, st)
 		writes := fetch.CountLockWrites(pl)
 		w.mustPull(pl, reqs...)
 		if got := writes.Load(); got > 2 {
@@ -41,7 +46,7 @@ func TestPullWritesTheLockOnce(t *testing.T) {
 	t.Run("project", func(t *testing.T) {
 		w := newWorld(t)
 		in := declaring(t, w, reqs)
-		pl := w.puller(st)
+		pl := oneAtATime(w, st)
 		writes := fetch.CountLockWrites(pl)
 		if _, err := pl.PullProject(context.Background(), w.Proj, in, declaredReqs(in), fetch.SyncOptions{}); err != nil {
 			t.Fatal(err)
@@ -51,6 +56,41 @@ func TestPullWritesTheLockOnce(t *testing.T) {
 		}
 		assertPinned(t, w.World, reqs)
 	})
+}
+
+// oneAtATime is w's Puller from st, whose payloads are opened one at a time: each after the
+// previous artifact is done (committed, and its pin noted). So every group commit holds one
+// artifact, and a lock written per group (as it was) would be written once per artifact.
+func oneAtATime(w *world, st store.Store) *fetch.Puller {
+	turn := make(chan struct{}, 1)
+	turn <- struct{}{}
+	p := w.World.Puller(&inTurn{Store: st, turn: turn})
+	p.Report.Events = func(ev pull.Event) {
+		if ev.Phase == pull.PhaseDone || ev.Phase == pull.PhaseFailed {
+			select {
+			case turn <- struct{}{}:
+			default:
+			}
+		}
+	}
+	return fetch.NewPuller(p)
+}
+
+// inTurn opens a payload only when it is given the turn.
+type inTurn struct {
+	store.Store
+	turn chan struct{}
+}
+
+func (s *inTurn) Open(ctx context.Context, n ref.Name, d digest.Digest) (io.ReadCloser, error) {
+	select {
+	case <-s.turn:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(deadline.Limit()):
+		return nil, fmt.Errorf("%s: the artifact before it never finished", n)
+	}
+	return s.Store.Open(ctx, n, d)
 }
 
 // declaring writes the murmur.yaml of w's project that declares reqs.

@@ -103,6 +103,7 @@ func TestFaultTransientRetried(t *testing.T) {
 		retryAfter string
 	}{{500, ""}, {503, ""}, {429, "1"}} {
 		t.Run(http.StatusText(c.code), func(t *testing.T) {
+			t.Parallel() // each waits out its retries, on its own registry
 			f := registrytest.StartFaulty(t)
 			s := faultyStore(t, f, ocistore.Options{})
 			data := payload(10_000, 73)
