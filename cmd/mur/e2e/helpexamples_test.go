@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -188,24 +189,151 @@ func examplesSnapshot(ts *testscript.TestScript) {
 	}
 }
 
-// examplesFresh makes worker w's copies of the current folder and the Murmur home afresh from
-// what examplesSnapshot kept, and says where they are.
+// examplesFresh puts worker w's copies of the current folder and the Murmur home back as
+// examplesSnapshot kept them, and says where they are. Most examples change little (a record, a
+// lock) or nothing, so the copies are brought back file by file (syncTree) rather than made
+// anew: copying the whole world for each of a hundred examples was most of this script's time.
 func examplesFresh(ts *testscript.TestScript, w int) (dir, home string, err error) {
 	snap := filepath.Join(ts.Getenv("WORK"), ".examples-snapshot")
 	base := filepath.Join(ts.Getenv("WORK"), fmt.Sprintf(".examples-%d", w))
 	dir = filepath.Join(base, filepath.Base(ts.MkAbs(".")))
 	home = filepath.Join(base, filepath.Base(ts.Getenv("MURMUR_HOME")))
-	if err := os.RemoveAll(base); err != nil {
-		return "", "", err
-	}
-	if err := os.MkdirAll(base, 0o755); err != nil {
-		return "", "", err
-	}
 	for _, d := range []string{dir, home} {
-		out, err := exec.Command("cp", "-a", filepath.Join(snap, filepath.Base(d)), d).CombinedOutput()
-		if err != nil {
-			return "", "", fmt.Errorf("restoring %s: %v\n%s", d, err, out)
+		if err := syncTree(filepath.Join(snap, filepath.Base(d)), d); err != nil {
+			return "", "", fmt.Errorf("restoring %s: %v", d, err)
 		}
 	}
 	return dir, home, nil
+}
+
+// syncTree makes dst hold what src holds: the same folders, links, and files with the same
+// bytes, mode and modification time. A file of dst with src's size, mode and modification time
+// is taken to hold its bytes and kept (every copy keeps the time, and a write changes it); the
+// rest is copied again, and what src lacks is removed. A dst it cannot bring back so (an example
+// left a folder it may not enter) is removed and copied whole, as cp -a copies.
+func syncTree(src, dst string) error {
+	if err := syncInto(src, dst); err == nil {
+		return nil
+	}
+	_ = exec.Command("chmod", "-R", "u+rwx", dst).Run() // RemoveAll says what is still wrong
+	if err := os.RemoveAll(dst); err != nil {
+		return err
+	}
+	if out, err := exec.Command("cp", "-a", src, dst).CombinedOutput(); err != nil {
+		return fmt.Errorf("%v\n%s", err, out)
+	}
+	return nil
+}
+
+type dirMode struct {
+	path string
+	perm fs.FileMode
+}
+
+func syncInto(src, dst string) error {
+	seen := map[string]bool{}
+	var dirs []dirMode // given their modes last, deepest first, so that a read-only one is filled
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		seen[rel] = true
+		to := filepath.Join(dst, rel)
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		have, haveErr := os.Lstat(to)
+		switch {
+		case fi.IsDir():
+			if haveErr == nil && !have.IsDir() {
+				if err := os.RemoveAll(to); err != nil {
+					return err
+				}
+			}
+			if err := os.MkdirAll(to, 0o700); err != nil {
+				return err
+			}
+			dirs = append(dirs, dirMode{to, fi.Mode().Perm()})
+			return nil
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			if cur, err := os.Readlink(to); err == nil && cur == target {
+				return nil
+			}
+			if err := os.RemoveAll(to); err != nil {
+				return err
+			}
+			return os.Symlink(target, to)
+		case fi.Mode().IsRegular():
+			if haveErr == nil && have.Mode() == fi.Mode() && have.Size() == fi.Size() && have.ModTime().Equal(fi.ModTime()) {
+				return nil
+			}
+			if err := os.RemoveAll(to); err != nil {
+				return err
+			}
+			return copyFile(p, to, fi)
+		}
+		return fmt.Errorf("%s: not a folder, link or file", p)
+	})
+	if err != nil {
+		return err
+	}
+	// What an example added: removed, deepest first, so that a folder goes with what it held.
+	var extra []string
+	err = filepath.WalkDir(dst, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dst, p)
+		if !seen[rel] {
+			extra = append(extra, p)
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, p := range extra {
+		if err := os.RemoveAll(p); err != nil {
+			return err
+		}
+	}
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := os.Chmod(dirs[i].path, dirs[i].perm); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyFile copies the regular file from to to, with fi's mode and modification time.
+func copyFile(from, to string, fi fs.FileInfo) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(to, fi.Mode().Perm()); err != nil {
+		return err
+	}
+	return os.Chtimes(to, fi.ModTime(), fi.ModTime())
 }

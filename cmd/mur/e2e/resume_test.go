@@ -82,13 +82,13 @@ func (w *world) keptDownloads() int {
 	return n
 }
 
-// TestReliabilityResumeAfterKill is a 256 MiB pull from docker-registry killed at about half,
+// TestReliabilityResumeAfterKill is a 128 MiB pull from docker-registry killed at about half,
 // then pulled again: the registry serves at most 1.1 times the blob in all. Behind a server that
 // ignores Range the second pull starts over and still pins the right bytes.
 func TestReliabilityResumeAfterKill(t *testing.T) {
 	t.Parallel()
-	scenario(t, "SIGKILL at half of a 256 MiB pull, then resume with Range (and start over where Range is ignored)")
-	const size = 256 << 20
+	scenario(t, "SIGKILL at half of a 128 MiB pull, then resume with Range (and start over where Range is ignored)")
+	const size = 128 << 20
 	reg := registrytest.Start(t)
 	px := proxytest.Start(t, reg.Addr(), proxytest.Options{})
 	big := artifacttest.File(t, t.TempDir(), "big", "1.0.0", artifacttest.Module(size, 256))
@@ -117,7 +117,7 @@ func TestReliabilityResumeAfterKill(t *testing.T) {
 		px.Set(proxytest.Options{})
 		res := pullResults(t, w.ok("--json", "pull", "--no-precompile"))
 		total := served()
-		t.Logf("256 MiB blob: killed after %d bytes served, resumed at %d, %d bytes served in all (%.3f× the blob)", killed, res[0].Resumed, total, float64(total)/float64(fi.Size()))
+		t.Logf("128 MiB blob: killed after %d bytes served, resumed at %d, %d bytes served in all (%.3f× the blob)", killed, res[0].Resumed, total, float64(total)/float64(fi.Size()))
 		// What the kill left (the bytes from the start, and pieces beyond) is not fetched again.
 		if res[0].Resumed == 0 || res[0].Transferred > fi.Size()*7/10 || res[0].Digest != fileDigest(t, big) {
 			t.Fatalf("result %+v", res[0])
@@ -161,8 +161,8 @@ func TestReliabilityResumeAfterKill(t *testing.T) {
 // links expired before the second pull: it asks the download link for a fresh one.
 func TestReliabilityResumeFromGitHub(t *testing.T) {
 	t.Parallel()
-	scenario(t, "SIGKILL at half of a 256 MiB pull from GitHub, resumed after its storage link expired")
-	const size = 256 << 20
+	scenario(t, "SIGKILL at half of a 128 MiB pull from GitHub, resumed after its storage link expired")
+	const size = 128 << 20
 	gh := githubtest.New(t)
 	gh.AddRepo("acme", "murmur-artifacts", ownerID, repoID)
 	data := readFile(t, artifacttest.File(t, t.TempDir(), "big", "1.0.0", artifacttest.Module(size, 257)))
@@ -183,7 +183,7 @@ func TestReliabilityResumeFromGitHub(t *testing.T) {
 	px.Set(proxytest.Options{})
 	res := pullResults(t, w.ok("--json", "pull", "--no-precompile"))
 	total := px.BytesServed(object)
-	t.Logf("256 MiB asset: resumed at %d, %d bytes served by storage in all (%.3f× the asset)", res[0].Resumed, total, float64(total)/float64(len(data)))
+	t.Logf("128 MiB asset: resumed at %d, %d bytes served by storage in all (%.3f× the asset)", res[0].Resumed, total, float64(total)/float64(len(data)))
 	if res[0].Resumed == 0 || res[0].Transferred > int64(len(data))*7/10 || res[0].Digest != digest.FromBytes(data).String() {
 		t.Fatalf("result %+v", res[0])
 	}
