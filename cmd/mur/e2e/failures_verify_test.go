@@ -96,6 +96,7 @@ func TestNetworkTimeoutIsChecked(t *testing.T) {
 func TestVerifyTellsTheTruth(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
+	w.seedCompiled() // the guest runs here for what it does (compiled_seed_test.go)
 	storeDir := filepath.Join(t.TempDir(), "store")
 	f := artifacttest.File(t, t.TempDir(), "hello", "1.0.0", guesttest.Build(t, "hello"))
 	w.ok("push", f, "--scope", "e2e", "--store", "oci-layout:"+storeDir)

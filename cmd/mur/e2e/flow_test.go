@@ -24,6 +24,7 @@ func TestPullFromRealRegistry(t *testing.T) {
 	t.Parallel()
 	reg := registrytest.Start(t)
 	w := newWorld(t)
+	w.seedCompiled() // the guest runs here for what it does (compiled_seed_test.go)
 	store := "oci://" + reg.Addr() + "/murmur"
 	wasm := guesttest.Build(t, "hello")
 	f := artifacttest.File(t, t.TempDir(), "hello", "1.2.0", wasm)
@@ -100,6 +101,7 @@ func TestRegistryUnreachable(t *testing.T) {
 func TestRunStateAndExplain(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
+	w.seedCompiled() // the guest runs here for what it does (compiled_seed_test.go)
 	store := "oci-layout:" + filepath.Join(t.TempDir(), "store")
 	f := artifacttest.File(t, t.TempDir(), "state", "1.0.0", guesttest.Build(t, "state"))
 	w.ok("push", f, "--scope", "acme", "--store", store)
@@ -188,6 +190,7 @@ func TestRunStateAndExplain(t *testing.T) {
 func TestRunExitCodes(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
+	w.seedCompiled() // the guest runs here for what it does (compiled_seed_test.go)
 	store := "oci-layout:" + filepath.Join(t.TempDir(), "store")
 	dir := t.TempDir()
 	for _, g := range []string{"exitcode", "sleeper"} {
@@ -224,6 +227,7 @@ func TestWarmOffline(t *testing.T) {
 	w.ok("pull", "--no-precompile")
 	os.RemoveAll(w.home)
 	os.RemoveAll(filepath.Join(w.project, "tools"))
+	w.seedCompiled() // the guest runs here for what it does (compiled_seed_test.go)
 
 	// Offline with a cold cache and no store on disk: a clear offline error that names the
 	// artifact. (A layout on disk is no network: with one, the pull reads it.)
@@ -254,6 +258,7 @@ func TestWarmOffline(t *testing.T) {
 
 	// The layout written by warm serves another machine.
 	w2 := newWorld(t)
+	w2.seedCompiled()
 	w2.stores("oci-layout:" + mirror)
 	w2.write("murmur.yaml", capsuleYAML("acme/hello@1.0.0"))
 	os.WriteFile(filepath.Join(w2.project, "murmur.lock"), []byte(w.lockBytes()), 0o644)
@@ -264,6 +269,7 @@ func TestWarmOffline(t *testing.T) {
 	bundle := filepath.Join(t.TempDir(), "bundle.tar.zst")
 	w.ok("cache", "export", "--lock", filepath.Join(w.project, "murmur.lock"), "-o", bundle)
 	w3 := newWorld(t)
+	w3.seedCompiled()
 	w3.write("murmur.yaml", capsuleYAML("acme/hello@1.0.0"))
 	os.WriteFile(filepath.Join(w3.project, "murmur.lock"), []byte(w.lockBytes()), 0o644)
 	w3.ok("cache", "import", bundle)

@@ -55,6 +55,7 @@ func TestReliabilityGCDuringParallelPulls(t *testing.T) {
 	scenario(t, "gc --older-than 0s in a loop during 12 parallel pulls of different artifacts")
 	const n = 12
 	w := newWorld(t)
+	w.seedCompiled() // the guest runs here for what it does (compiled_seed_test.go)
 	store := "oci-layout:" + filepath.Join(t.TempDir(), "store")
 	hello := guesttest.Build(t, "hello")
 	dir := t.TempDir()
@@ -275,6 +276,7 @@ func TestLatestAndReuse(t *testing.T) {
 	t.Parallel()
 	reg := registrytest.Start(t)
 	w := newWorld(t)
+	w.seedCompiled() // the guest runs here for what it does (compiled_seed_test.go)
 	dir := t.TempDir()
 	hello := guesttest.Build(t, "hello")
 	for _, v := range []string{"1.9.0", "1.10.0"} {

@@ -23,6 +23,7 @@ import (
 func sandboxWorld(t testing.TB, caps string, guests map[string][]byte) *world {
 	t.Helper()
 	w := newWorld(t)
+	w.seedCompiled() // the guest runs here for what it does (compiled_seed_test.go)
 	store := "oci-layout:" + filepath.Join(t.TempDir(), "store")
 	dir := t.TempDir()
 	names := make([]string, 0, len(guests))

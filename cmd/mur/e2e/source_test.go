@@ -31,6 +31,7 @@ func githubWorld(t *testing.T) (*world, *githubtest.Server, githubtest.Artifact)
 		Data: readFile(t, artifacttest.File(t, t.TempDir(), "hello", "1.0.0", guesttest.Build(t, "hello")))}
 	gh.Publish("acme", "murmur-artifacts", "acme", art)
 	w := newWorld(t)
+	w.seedCompiled() // the guest runs here for what it does (compiled_seed_test.go)
 	w.env = append(w.env, "MUR_GITHUB_API_BASE="+gh.APIURL(), "GITHUB_TOKEN=s3cret")
 	w.write("murmur.yaml", sourceCapsule("stores, sources", "acme/hello@1.0.0"))
 	return w, gh, art
