@@ -82,9 +82,16 @@ func (w *world) keptDownloads() int {
 	return n
 }
 
+// inFlight bounds what a kill loses of a download: the bytes the server had sent that the
+// killed pull had not made durable (the sockets' buffers, the MiB being written). It does not grow
+// with the blob: 7 MiB on a quiet machine, 16 MiB with every core busy. Starting over instead of
+// resuming would lose half the blob.
+const inFlight = 32 << 20
+
 // TestReliabilityResumeAfterKill is a 128 MiB pull from docker-registry killed at about half,
-// then pulled again: the registry serves at most 1.1 times the blob in all. Behind a server that
-// ignores Range the second pull starts over and still pins the right bytes.
+// then pulled again: the registry serves the blob once in all, and what was in flight at the
+// kill (inFlight). Behind a server that ignores Range the second pull starts over and still pins
+// the right bytes.
 func TestReliabilityResumeAfterKill(t *testing.T) {
 	t.Parallel()
 	scenario(t, "SIGKILL at half of a 128 MiB pull, then resume with Range (and start over where Range is ignored)")
@@ -118,12 +125,13 @@ func TestReliabilityResumeAfterKill(t *testing.T) {
 		res := pullResults(t, w.ok("--json", "pull", "--no-precompile"))
 		total := served()
 		t.Logf("128 MiB blob: killed after %d bytes served, resumed at %d, %d bytes served in all (%.3f× the blob)", killed, res[0].Resumed, total, float64(total)/float64(fi.Size()))
-		// What the kill left (the bytes from the start, and pieces beyond) is not fetched again.
-		if res[0].Resumed == 0 || res[0].Transferred > fi.Size()*7/10 || res[0].Digest != fileDigest(t, big) {
-			t.Fatalf("result %+v", res[0])
+		// What the kill left (the bytes from the start, and pieces beyond) is not fetched again:
+		// only what was in flight when it came.
+		if res[0].Resumed == 0 || res[0].Transferred > fi.Size()-killed+inFlight || res[0].Digest != fileDigest(t, big) {
+			t.Fatalf("result %+v, after a kill at %d bytes served", res[0], killed)
 		}
-		if float64(total) > 1.1*float64(fi.Size()) {
-			t.Errorf("the registry served %d bytes for a %d-byte blob over the two pulls, more than 1.1×", total, fi.Size())
+		if total > fi.Size()+inFlight {
+			t.Errorf("the registry served %d bytes for a %d-byte blob over the two pulls, more than the blob and %d MiB in flight", total, fi.Size(), inFlight>>20)
 		}
 		if w.keptDownloads() != 0 {
 			t.Errorf("a kept download is left after the resumed pull")
@@ -176,7 +184,7 @@ func TestReliabilityResumeFromGitHub(t *testing.T) {
 	w.env = append(w.env, "MUR_GITHUB_API_BASE="+gh.APIURL())
 	w.write("murmur.yaml", sourceCapsule("sources", "acme/big@1.0.0"))
 	px.Set(proxytest.Options{PathContains: object, BytesPerSecond: 24 << 20})
-	w.killAt(t, func() int64 { return px.BytesServed(object) }, int64(len(data))/2)
+	killed := w.killAt(t, func() int64 { return px.BytesServed(object) }, int64(len(data))/2)
 	w.assertUnchanged(0, "")
 	gh.ExpireLinks()
 	links := gh.Count(githubtest.Web, link)
@@ -184,11 +192,11 @@ func TestReliabilityResumeFromGitHub(t *testing.T) {
 	res := pullResults(t, w.ok("--json", "pull", "--no-precompile"))
 	total := px.BytesServed(object)
 	t.Logf("128 MiB asset: resumed at %d, %d bytes served by storage in all (%.3f× the asset)", res[0].Resumed, total, float64(total)/float64(len(data)))
-	if res[0].Resumed == 0 || res[0].Transferred > int64(len(data))*7/10 || res[0].Digest != digest.FromBytes(data).String() {
-		t.Fatalf("result %+v", res[0])
+	if res[0].Resumed == 0 || res[0].Transferred > int64(len(data))-killed+inFlight || res[0].Digest != digest.FromBytes(data).String() {
+		t.Fatalf("result %+v, after a kill at %d bytes served", res[0], killed)
 	}
-	if float64(total) > 1.1*float64(len(data)) {
-		t.Errorf("storage served %d bytes for a %d-byte asset over the two pulls, more than 1.1×", total, len(data))
+	if total > int64(len(data))+inFlight {
+		t.Errorf("storage served %d bytes for a %d-byte asset over the two pulls, more than the asset and %d MiB in flight", total, len(data), inFlight>>20)
 	}
 	if n := gh.Count(githubtest.Web, link) - links; n != 1 {
 		t.Errorf("the resumed pull opened the download link %d times, want 1 (a fresh redirect)", n)
