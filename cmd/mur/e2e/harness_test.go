@@ -110,12 +110,7 @@ type world struct {
 
 func newWorld(t testing.TB) *world {
 	t.Helper()
-	return newWorldIn(t, t.TempDir())
-}
-
-// newWorldIn is a machine whose home and project are in root.
-func newWorldIn(t testing.TB, root string) *world {
-	t.Helper()
+	root := t.TempDir()
 	w := &world{t: t, home: filepath.Join(root, "home"), project: filepath.Join(root, "project")}
 	if err := os.MkdirAll(filepath.Join(w.project, ".murmur"), 0o755); err != nil {
 		t.Fatal(err)
