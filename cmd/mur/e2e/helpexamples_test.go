@@ -192,7 +192,7 @@ func examplesSnapshot(ts *testscript.TestScript) {
 // examplesFresh puts worker w's copies of the current folder and the Murmur home back as
 // examplesSnapshot kept them, and says where they are. Most examples change little (a record, a
 // lock) or nothing, so the copies are brought back file by file (syncTree) rather than made
-// anew: copying the whole world for each of a hundred examples was most of this script's time.
+// anew: copying the whole world for each of a hundred examples was a quarter of its CPU.
 func examplesFresh(ts *testscript.TestScript, w int) (dir, home string, err error) {
 	snap := filepath.Join(ts.Getenv("WORK"), ".examples-snapshot")
 	base := filepath.Join(ts.Getenv("WORK"), fmt.Sprintf(".examples-%d", w))
